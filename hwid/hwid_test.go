@@ -1,0 +1,194 @@
+package hwid_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/bettercompute/siteboot/hwid"
+)
+
+func TestParseMAC(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string // "" means ErrBadMAC
+	}{
+		{"aa:bb:cc:dd:ee:ff", "aa:bb:cc:dd:ee:ff"},
+		{"AA-BB-CC-DD-EE-0F", "aa:bb:cc:dd:ee:0f"},
+		{"3c:ec:ef:12:34:56", "3c:ec:ef:12:34:56"},
+		{"aa:bb:cc:dd:ee", ""},
+		{"aa:bb:cc:dd:ee:ff:00", ""},
+		{"aa:bb-cc:dd:ee:ff", ""},
+		{"aabb.ccdd.eeff", ""},
+		{"aa:bb:cc:dd:ee:fg", ""},
+		{"00:00:00:00:00:00:00:00", ""},
+		{"", ""},
+		{"aa:bb:cc:dd:ee:f\n", ""},
+	}
+	for _, tt := range tests {
+		got, err := hwid.ParseMAC(tt.in)
+		if tt.want == "" {
+			if !errors.Is(err, hwid.ErrBadMAC) {
+				t.Errorf("ParseMAC(%q) = %v, %v; want ErrBadMAC", tt.in, got, err)
+			}
+			continue
+		}
+		if err != nil || got.String() != tt.want {
+			t.Errorf("ParseMAC(%q) = %v, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestParseUUID(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string // "" means ErrBadUUID
+	}{
+		{"4C4C4544-0031-3510-8052-B4C04F4E4B32", "4c4c4544-0031-3510-8052-b4c04f4e4b32"},
+		{"4c4c454400313510 8052b4c04f4e4b32", ""},
+		{"4c4c4544003135108052b4c04f4e4b32", "4c4c4544-0031-3510-8052-b4c04f4e4b32"},
+		{"{4c4c4544-0031-3510-8052-b4c04f4e4b32}", ""},
+		{"4c4c4544-0031-3510-8052-b4c04f4e4b3", ""},
+		{"4c4c4544-00313-510-8052-b4c04f4e4b32", ""},
+		{"4c4c4544-0031-3510-8052-b4c04f4e4b3z", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		got, err := hwid.ParseUUID(tt.in)
+		if tt.want == "" {
+			if !errors.Is(err, hwid.ErrBadUUID) {
+				t.Errorf("ParseUUID(%q) = %v, %v; want ErrBadUUID", tt.in, got, err)
+			}
+			continue
+		}
+		if err != nil || got.String() != tt.want {
+			t.Errorf("ParseUUID(%q) = %v, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func mustUUID(t *testing.T, s string) hwid.UUID {
+	t.Helper()
+	u, err := hwid.ParseUUID(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func TestSpellings(t *testing.T) {
+	u := mustUUID(t, "4c4c4544-0031-3510-8052-b4c04f4e4b32")
+	if got, want := u.SMBIOS().String(), "44454c4c-3100-1035-8052-b4c04f4e4b32"; got != want {
+		t.Errorf("SMBIOS = %s, want %s", got, want)
+	}
+	if got, want := u.Reversed().String(), "324b4e4f-c0b4-5280-1035-310044454c4c"; got != want {
+		t.Errorf("Reversed = %s, want %s", got, want)
+	}
+	for _, s := range u.Spellings() {
+		if !hwid.SameMachine(u, s) || !hwid.SameMachine(s, u) {
+			t.Errorf("SameMachine(%s, %s) = false", u, s)
+		}
+	}
+	other := mustUUID(t, "4c4c4544-0031-3510-8052-b4c04f4e4b33")
+	if hwid.SameMachine(u, other) {
+		t.Errorf("SameMachine(%s, %s) = true for different machines", u, other)
+	}
+}
+
+func TestPlaceholders(t *testing.T) {
+	for _, s := range []string{
+		"00000000-0000-0000-0000-000000000000",
+		"ffffffff-ffff-ffff-ffff-ffffffffffff",
+		"03000200-0400-0500-0006-000700080009",
+		"00020003-0004-0005-0006-000700080009",
+	} {
+		p := mustUUID(t, s)
+		for _, sp := range p.Spellings() {
+			if !sp.IsPlaceholder() {
+				t.Errorf("%s (spelling of %s) is not a placeholder", sp, s)
+			}
+			if hwid.SameMachine(p, sp) || hwid.SameMachine(sp, sp) {
+				t.Errorf("placeholder %s matched %s", s, sp)
+			}
+		}
+	}
+}
+
+// TestSpellingProperties checks, on random UUIDs, that each spelling is an involution and
+// that the three spellings of a UUID that is not symmetric under them are distinct.
+func TestSpellingProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100000 {
+		var u hwid.UUID
+		for i := range u {
+			u[i] = byte(r.Uint32())
+		}
+		if u.SMBIOS().SMBIOS() != u || u.Reversed().Reversed() != u {
+			t.Fatalf("spelling of %s is not an involution", u)
+		}
+		sp := u.Spellings()
+		symmetric := u == u.SMBIOS() || u == u.Reversed() || u.SMBIOS() == u.Reversed()
+		if !symmetric && (sp[0] == sp[1] || sp[0] == sp[2] || sp[1] == sp[2]) {
+			t.Fatalf("spellings of %s collide: %v", u, sp)
+		}
+		if !u.IsPlaceholder() && !hwid.SameMachine(u, u) {
+			t.Fatalf("SameMachine(%s, itself) = false", u)
+		}
+	}
+}
+
+func TestTextRoundTrip(t *testing.T) {
+	var m hwid.MAC
+	if err := m.UnmarshalText([]byte("AA:BB:CC:DD:EE:FF")); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := m.MarshalText()
+	if string(b) != "aa:bb:cc:dd:ee:ff" {
+		t.Errorf("MAC text = %s", b)
+	}
+	var u hwid.UUID
+	if err := u.UnmarshalText([]byte("nope")); !errors.Is(err, hwid.ErrBadUUID) {
+		t.Errorf("UnmarshalText(nope) = %v", err)
+	}
+	if _, err := hwid.UUIDFromBytes(make([]byte, 15)); !errors.Is(err, hwid.ErrBadUUID) {
+		t.Errorf("UUIDFromBytes(15 bytes) = %v", err)
+	}
+	if _, err := hwid.MACFromBytes(make([]byte, 8)); !errors.Is(err, hwid.ErrBadMAC) {
+		t.Errorf("MACFromBytes(8 bytes) = %v", err)
+	}
+}
+
+func FuzzParseMAC(f *testing.F) {
+	for _, s := range []string{"aa:bb:cc:dd:ee:ff", "AA-BB-CC-DD-EE-FF", "a:b", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := hwid.ParseMAC(s)
+		if err != nil {
+			return
+		}
+		again, err := hwid.ParseMAC(m.String())
+		if err != nil || again != m {
+			t.Fatalf("round trip of %q: %v, %v", s, again, err)
+		}
+	})
+}
+
+func FuzzParseUUID(f *testing.F) {
+	for _, s := range []string{"4c4c4544-0031-3510-8052-b4c04f4e4b32", "4c4c4544003135108052b4c04f4e4b32", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := hwid.ParseUUID(s)
+		if err != nil {
+			return
+		}
+		if len(u.String()) != 36 {
+			t.Fatalf("canonical form of %q is %q", s, u.String())
+		}
+		again, err := hwid.ParseUUID(u.String())
+		if err != nil || again != u {
+			t.Fatalf("round trip of %q: %v, %v", s, again, err)
+		}
+	})
+}

@@ -1,0 +1,17 @@
+// Package testpeer is how siteboot's tests work with real programs: it finds a program or
+// skips naming the Debian package that provides it, starts a process and waits until it is
+// ready, stops it by its PID at cleanup, makes network namespaces, bridges, veths and taps on
+// 192.0.2.0/24 and deletes them at cleanup, and hands out free loopback ports.
+//
+// # Skipping and requiring
+//
+// A test that needs a program or root skips with a clear reason when it is missing. With
+// SITEBOOT_REQUIRE_PEERS=1 in the environment (CI sets it after installing every peer) the
+// same test fails instead, so a missing install step can never hide behind a skip.
+//
+// # Cleanup
+//
+// Everything this package starts or makes is undone through t.Cleanup: processes are stopped
+// by PID (SIGTERM, then SIGKILL), namespaces are deleted with `ip netns delete`, which also
+// removes the veths and taps inside them. Nothing is found or stopped by name.
+package testpeer

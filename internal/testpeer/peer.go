@@ -1,0 +1,69 @@
+package testpeer
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// RequireEnv is the environment variable that turns skips for missing peers into failures.
+const RequireEnv = "SITEBOOT_REQUIRE_PEERS"
+
+// Required reports whether missing peers must fail tests instead of skipping them.
+func Required() bool { return os.Getenv(RequireEnv) == "1" }
+
+// Unavailable skips t with reason, or fails it when peers are required.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if Required() {
+		t.Fatalf("%s (%s=1, so this fails instead of skipping)", msg, RequireEnv)
+	}
+	t.Skip(msg)
+}
+
+// LookPath returns the path of prog, or skips (fails when Required) naming debPkg, the Debian
+// package that provides it.
+func LookPath(t testing.TB, prog, debPkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(prog)
+	if err != nil {
+		Unavailable(t, "%s not found: install the Debian package %s", prog, debPkg)
+	}
+	return p
+}
+
+// RequireRoot skips (fails when Required) unless the test runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Unavailable(t, "needs root (network namespaces, tap devices or mounts)")
+	}
+}
+
+// FreePort returns a port on 127.0.0.1 that was free a moment ago for network "tcp" or
+// "udp". Another process may take it before the caller binds it; callers that can bind
+// port 0 themselves should.
+func FreePort(t testing.TB, network string) int {
+	t.Helper()
+	switch network {
+	case "tcp":
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testpeer: free tcp port: %v", err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	case "udp":
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testpeer: free udp port: %v", err)
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port
+	}
+	t.Fatalf("testpeer: FreePort network %q: want tcp or udp", network)
+	return 0
+}

@@ -1,0 +1,99 @@
+package imagecache
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Sentinel errors. Test for them with errors.Is; the typed errors below wrap them.
+var (
+	// ErrClosed is returned by calls on a cache after Shutdown or Close.
+	ErrClosed = errors.New("imagecache: cache closed")
+	// ErrBadDigest: a digest that is not 64 hex digits.
+	ErrBadDigest = errors.New("imagecache: malformed sha256 digest")
+	// ErrBadImage: an Image that fails Validate.
+	ErrBadImage = errors.New("imagecache: malformed image")
+	// ErrDigestMismatch: the bytes received do not hash to the digest asked for.
+	ErrDigestMismatch = errors.New("imagecache: digest mismatch")
+	// ErrShortBody: the source ended the body before the length it announced.
+	ErrShortBody = errors.New("imagecache: short body")
+	// ErrStalled: no byte arrived from the source within the stall timeout.
+	ErrStalled = errors.New("imagecache: source stalled")
+	// ErrTooLarge: the image is larger than the configured limit.
+	ErrTooLarge = errors.New("imagecache: image larger than the limit")
+	// ErrNoSpace: the file system holding the cache is full (wraps ENOSPC or EDQUOT).
+	ErrNoSpace = errors.New("imagecache: no space left for the image")
+	// ErrGrantLimit: the grant table is full of live grants.
+	ErrGrantLimit = errors.New("imagecache: too many live grants")
+	// ErrBadGrant: a grant that cannot be issued (for example a not-after in the past).
+	ErrBadGrant = errors.New("imagecache: bad grant request")
+	// ErrLocked: another process holds the cache directory.
+	ErrLocked = errors.New("imagecache: cache directory in use by another process")
+)
+
+// StatusError is a source's answer that was neither 200 nor the 206 a resume asked for.
+type StatusError struct {
+	URL  string
+	Code int
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("imagecache: %s answered %d %s", e.URL, e.Code, http.StatusText(e.Code))
+}
+
+// Temporary reports whether a later attempt may succeed (5xx, 408, 429).
+func (e *StatusError) Temporary() bool {
+	return e.Code >= 500 || e.Code == http.StatusRequestTimeout || e.Code == http.StatusTooManyRequests
+}
+
+// PullError is the failure of one image's pull after its last attempt.
+type PullError struct {
+	Digest   Digest
+	URL      string
+	Attempts int   // attempts made, retries included
+	Err      error // the last attempt's error
+}
+
+func (e *PullError) Error() string {
+	return fmt.Sprintf("imagecache: pull %s from %s failed after %d attempt(s): %v", e.Digest, e.URL, e.Attempts, e.Err)
+}
+
+func (e *PullError) Unwrap() error { return e.Err }
+
+// FetchAttempt is one URL a Fetcher tried and why it was not used.
+type FetchAttempt struct {
+	URL string
+	Err error
+}
+
+// FetchError is returned by Fetcher.Fetch when no URL gave bytes matching the digest.
+type FetchError struct {
+	Digest   Digest
+	Attempts []FetchAttempt
+}
+
+func (e *FetchError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "imagecache: fetch %s failed", e.Digest)
+	for _, a := range e.Attempts {
+		fmt.Fprintf(&b, "; %s: %v", a.URL, a.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns every attempt's error, so errors.Is finds any of them.
+func (e *FetchError) Unwrap() []error {
+	errs := make([]error, 0, len(e.Attempts))
+	for _, a := range e.Attempts {
+		errs = append(errs, a.Err)
+	}
+	return errs
+}
+
+var (
+	_ error = &StatusError{}
+	_ error = &PullError{}
+	_ error = &FetchError{}
+)

@@ -1,0 +1,72 @@
+package imagecache_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"time"
+
+	"github.com/bettercompute/siteboot/imagecache"
+)
+
+// A site agent pulls a pinned image, hands a ramdisk a boot grant and serves the image under
+// it; a plain /cache/SHA256 is 404.
+func Example() {
+	image := []byte("a deploy image")
+	source := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(image)
+	}))
+	defer source.Close()
+
+	dir, _ := os.MkdirTemp("", "imagecache-example")
+	defer os.RemoveAll(dir)
+	cache, err := imagecache.Open(context.Background(), imagecache.Config{
+		Dir:   dir,
+		Fence: imagecache.FenceFunc(func() bool { return true }), // the boot lease's fence
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cache.Close()
+
+	img := imagecache.Image{URL: source.URL + "/deploy.raw", SHA256: sha256.Sum256(image), Format: "raw"}
+	cache.SetPinned([]imagecache.Image{img})
+	if err := cache.Pull(context.Background(), img); err != nil { // waits for the background pull
+		fmt.Println(err)
+		return
+	}
+	for _, st := range cache.Status() {
+		fmt.Println(st.Image.Format, st.State, st.Bytes)
+	}
+
+	agent := httptest.NewServer(cache) // the boot server mounts it at /cache/
+	defer agent.Close()
+	grant, err := cache.BootGrant(time.Time{}) // 6 h, or the boot entry's not-after
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, path := range []string{grant.Path(img.SHA256), "/cache/" + img.SHA256.String()} {
+		resp, err := http.Get(agent.URL + path)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			fmt.Println(resp.StatusCode, resp.Header.Get("ETag") == `"`+img.SHA256.String()+`"`, string(body))
+		} else {
+			fmt.Println(resp.StatusCode)
+		}
+	}
+	// Output:
+	// raw ready 14
+	// 200 true a deploy image
+	// 404
+}

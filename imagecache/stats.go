@@ -1,0 +1,48 @@
+package imagecache
+
+import "sync/atomic"
+
+// Stats are the cache's counters since Open, for a host to export.
+type Stats struct {
+	PullsStarted        int64 // pulls that began transferring
+	PullsOK             int64 // images verified and cached
+	PullsFailed         int64 // pulls that ended in a failure
+	BytesPulled         int64 // bytes received from sources
+	Evictions           int64 // images trimmed under the budget
+	EvictedBytes        int64
+	TempFilesRemoved    int64 // leftovers of interrupted pulls removed by Open
+	CorruptFilesRemoved int64 // files whose bytes did not match their name, removed by Open
+	GrantsIssued        int64
+	Served              int64 // requests answered with an image (200, 206, 304, HEAD)
+	ServedBytes         int64 // body bytes of those answers
+
+	// Requests refused, by reason. All but RefusedFenced answer the same 404.
+	RefusedPath    int64 // not GET/HEAD /cache/t/GRANT/SHA256
+	RefusedGrant   int64 // unknown grant
+	RefusedExpired int64 // expired grant
+	RefusedDigest  int64 // a grant for another digest
+	RefusedMissing int64 // the image is not cached
+	RefusedFenced  int64 // a boot grant while the fence is inactive (503)
+}
+
+type counters struct {
+	pullsStarted, pullsOK, pullsFailed, bytesPulled atomic.Int64
+	evictions, evictedBytes                         atomic.Int64
+	tempRemoved, corruptRemoved                     atomic.Int64
+	grantsIssued, served, servedBytes               atomic.Int64
+	refusedPath, refusedGrant, refusedExpired       atomic.Int64
+	refusedDigest, refusedMissing, refusedFenced    atomic.Int64
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Cache) Stats() Stats {
+	s := &c.stats
+	return Stats{
+		PullsStarted: s.pullsStarted.Load(), PullsOK: s.pullsOK.Load(), PullsFailed: s.pullsFailed.Load(),
+		BytesPulled: s.bytesPulled.Load(), Evictions: s.evictions.Load(), EvictedBytes: s.evictedBytes.Load(),
+		TempFilesRemoved: s.tempRemoved.Load(), CorruptFilesRemoved: s.corruptRemoved.Load(),
+		GrantsIssued: s.grantsIssued.Load(), Served: s.served.Load(), ServedBytes: s.servedBytes.Load(),
+		RefusedPath: s.refusedPath.Load(), RefusedGrant: s.refusedGrant.Load(), RefusedExpired: s.refusedExpired.Load(),
+		RefusedDigest: s.refusedDigest.Load(), RefusedMissing: s.refusedMissing.Load(), RefusedFenced: s.refusedFenced.Load(),
+	}
+}

@@ -1,0 +1,124 @@
+package bmc
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// Error kinds. An *OpError's Kind is one of these; match them with errors.Is.
+var (
+	// ErrAuth: the BMC rejected the credentials (or the account lacks the privilege).
+	// Check the username and password held for this machine.
+	ErrAuth = errors.New("bmc: authentication failed")
+	// ErrUnreachable: nothing answered at the address (refused, no route, DNS).
+	// Check the address and the network path to the BMC.
+	ErrUnreachable = errors.New("bmc: unreachable")
+	// ErrTimeout: the BMC did not answer in time, or the operation's deadline passed.
+	// The operation may or may not have taken effect.
+	ErrTimeout = errors.New("bmc: timed out")
+	// ErrTLS: the BMC's certificate was not trusted. Pin it (Target.CertSHA256) or add its
+	// CA; Target.Insecure skips the check.
+	ErrTLS = errors.New("bmc: TLS certificate not trusted")
+	// ErrRefused: the BMC answered and said no. OpError.Message holds what it said.
+	ErrRefused = errors.New("bmc: refused by the BMC")
+	// ErrUnsupported: this driver or this BMC cannot do the operation.
+	ErrUnsupported = errors.New("bmc: unsupported")
+	// ErrUnsupportedDriver: no driver is registered under the target's driver name.
+	ErrUnsupportedDriver = errors.New("bmc: unsupported-driver")
+	// ErrInvalid: the request itself is malformed (an unknown action, an empty URL).
+	ErrInvalid = errors.New("bmc: invalid request")
+	// ErrInProgress: an operation with the same id is still running.
+	ErrInProgress = errors.New("bmc: operation in progress")
+	// ErrClosed: the driver was closed.
+	ErrClosed = errors.New("bmc: driver closed")
+)
+
+// kinds lists the kinds in the order KindOf checks them.
+var kinds = []error{ErrAuth, ErrUnreachable, ErrTimeout, ErrTLS, ErrRefused, ErrUnsupported,
+	ErrUnsupportedDriver, ErrInvalid, ErrInProgress, ErrClosed}
+
+// OpError is a failed BMC operation.
+type OpError struct {
+	// Driver is the driver's name ("redfish", "ipmi"); Op the operation ("power",
+	// "set-boot", "inspect", ...); Addr the BMC's address.
+	Driver string
+	Op     string
+	Addr   string
+	// Kind is one of the Err* kinds above.
+	Kind error
+	// Code is the BMC's own code when it gave one: an HTTP status and Redfish MessageId
+	// ("400 Base.1.8.PropertyValueNotInList"), an IPMI completion code ("0xcc").
+	Code string
+	// Message is what the BMC said, or a short explanation of ours.
+	Message string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+var _ error = &OpError{}
+
+// Error describes the failure without credentials.
+func (e *OpError) Error() string {
+	var b strings.Builder
+	kind := "bmc: error"
+	if e.Kind != nil {
+		kind = e.Kind.Error()
+	}
+	b.WriteString(kind)
+	if e.Op != "" || e.Driver != "" {
+		b.WriteString(" (")
+		b.WriteString(strings.TrimPrefix(e.Driver+" "+e.Op, " "))
+		if e.Addr != "" {
+			b.WriteString(" " + e.Addr)
+		}
+		b.WriteString(")")
+	}
+	if e.Code != "" {
+		b.WriteString(": " + e.Code)
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	if e.Err != nil && e.Message == "" {
+		b.WriteString(": " + e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the kind and the underlying error, so errors.Is matches both.
+func (e *OpError) Unwrap() []error {
+	out := make([]error, 0, 2)
+	if e.Kind != nil {
+		out = append(out, e.Kind)
+	}
+	if e.Err != nil {
+		out = append(out, e.Err)
+	}
+	return out
+}
+
+// KindOf returns the kind of err (one of the Err* values), or nil when err is nil or of
+// no known kind. A context deadline counts as ErrTimeout.
+func KindOf(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, k := range kinds {
+		if errors.Is(err, k) {
+			return k
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ErrTimeout
+	}
+	return nil
+}
+
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,206 @@
+package bmc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Defaults for the journal.
+const (
+	// DefaultJournalWindow is how long an operation id is remembered.
+	DefaultJournalWindow = 10 * time.Minute
+	// DefaultJournalSize bounds MemoryJournal's records.
+	DefaultJournalSize = 4096
+)
+
+// RecordState is where a journaled operation is.
+type RecordState string
+
+// Record states.
+const (
+	StateRunning RecordState = "running"
+	StateDone    RecordState = "done"
+	StateFailed  RecordState = "failed"
+)
+
+// Record is one journaled operation.
+type Record struct {
+	ID      string
+	Op      string
+	State   RecordState
+	Started time.Time
+	// Ended is zero while running.
+	Ended time.Time
+	// Kind and Message describe a failure: Kind is one of the Err* kinds (nil if unknown).
+	Kind    error
+	Message string
+}
+
+// Journal remembers operations by id. Implementations must be safe for concurrent use.
+type Journal interface {
+	// Claim records id as running, started at now, unless a record for id exists that
+	// started within the journal's window: then it returns that record and false.
+	Claim(ctx context.Context, id, op string, now time.Time) (Record, bool, error)
+	// Finish stores the outcome of an id this caller claimed.
+	Finish(ctx context.Context, rec Record) error
+}
+
+// MemoryJournal is an in-process Journal: records for Window, at most Size of them (the
+// oldest dropped first). The zero value uses DefaultJournalWindow and DefaultJournalSize.
+type MemoryJournal struct {
+	Window time.Duration
+	Size   int
+
+	mu    sync.Mutex
+	recs  map[string]Record
+	order []string // ids by claim time, oldest first
+}
+
+// Claim implements Journal.
+func (j *MemoryJournal) Claim(_ context.Context, id, op string, now time.Time) (Record, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.recs == nil {
+		j.recs = make(map[string]Record)
+	}
+	window := j.Window
+	if window <= 0 {
+		window = DefaultJournalWindow
+	}
+	size := j.Size
+	if size <= 0 {
+		size = DefaultJournalSize
+	}
+	// Expire from the front (order is by start time); when full, drop the oldest finished
+	// record. A running operation inside its window is never dropped to make room.
+	for len(j.order) > 0 {
+		r, ok := j.recs[j.order[0]]
+		expired := !ok || now.Sub(r.Started) >= window
+		full := len(j.order) >= size
+		if !expired && (!full || r.State == StateRunning) {
+			break
+		}
+		delete(j.recs, j.order[0])
+		j.order = j.order[1:]
+	}
+	if r, ok := j.recs[id]; ok {
+		return r, false, nil
+	}
+	r := Record{ID: id, Op: op, State: StateRunning, Started: now}
+	j.recs[id] = r
+	j.order = append(j.order, id)
+	return r, true, nil
+}
+
+// Finish implements Journal.
+func (j *MemoryJournal) Finish(_ context.Context, rec Record) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.recs[rec.ID]; !ok {
+		return nil // expired meanwhile
+	}
+	j.recs[rec.ID] = rec
+	return nil
+}
+
+// Len returns the number of records held.
+func (j *MemoryJournal) Len() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.recs)
+}
+
+// Runner runs operations under an operation id so that a repeat is not sent twice.
+type Runner struct {
+	// Journal holds the records; nil means an internal MemoryJournal with defaults.
+	Journal Journal
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives one line per replayed or refused repeat; nil discards.
+	Logger *slog.Logger
+
+	once sync.Once
+	mem  *MemoryJournal
+}
+
+// Replayed is returned (wrapped in the recorded outcome for a failure, or alone for a
+// success) when Run answered from the journal instead of running the operation.
+var Replayed = errors.New("bmc: answered from the journal")
+
+// Run runs fn unless id was seen within the journal's window. An empty id always runs fn.
+//
+// For a repeat: while the first run is still going, Run returns an *OpError of kind
+// ErrInProgress; once it ended, Run returns nil for a success and an *OpError carrying the
+// recorded kind and message for a failure, without calling fn. errors.Is(err, Replayed)
+// tells a replayed failure apart; ReplayedOK reports a replayed success.
+func (r *Runner) Run(ctx context.Context, id, op string, fn func(context.Context) error) error {
+	_, err := r.run(ctx, id, op, fn)
+	return err
+}
+
+// RunReport is Run, also telling whether the outcome came from the journal.
+func (r *Runner) RunReport(ctx context.Context, id, op string, fn func(context.Context) error) (replayed bool, err error) {
+	return r.run(ctx, id, op, fn)
+}
+
+func (r *Runner) run(ctx context.Context, id, op string, fn func(context.Context) error) (bool, error) {
+	if id == "" {
+		return false, fn(ctx)
+	}
+	j := r.journal()
+	now := r.now()
+	rec, claimed, err := j.Claim(ctx, id, op, now)
+	if err != nil {
+		return false, &OpError{Op: op, Kind: ErrInProgress, Message: "journal unavailable; not sending", Err: err}
+	}
+	if !claimed {
+		r.logger().Info("bmc: repeated operation id", "id", id, "op", op, "state", string(rec.State))
+		switch rec.State {
+		case StateRunning:
+			return true, &OpError{Op: op, Kind: ErrInProgress, Message: "operation " + quote(id) + " is still running"}
+		case StateDone:
+			return true, nil
+		default:
+			return true, &OpError{Op: rec.Op, Kind: rec.Kind, Message: rec.Message, Err: Replayed}
+		}
+	}
+	runErr := fn(ctx)
+	rec.Ended = r.now()
+	if runErr == nil {
+		rec.State = StateDone
+	} else {
+		rec.State = StateFailed
+		rec.Kind = KindOf(runErr)
+		rec.Message = runErr.Error()
+	}
+	// The outcome must be recorded even when ctx has ended.
+	if err := j.Finish(context.WithoutCancel(ctx), rec); err != nil {
+		r.logger().Warn("bmc: journal finish failed", "id", id, "op", op, "err", err)
+	}
+	return false, runErr
+}
+
+func (r *Runner) journal() Journal {
+	if r.Journal != nil {
+		return r.Journal
+	}
+	r.once.Do(func() { r.mem = &MemoryJournal{} })
+	return r.mem
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}

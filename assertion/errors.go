@@ -1,0 +1,153 @@
+package assertion
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Errors returned by this package wrap one of them, or are a *RefusedError.
+var (
+	// ErrMalformed is wrapped by every decoding failure: bad base64, an unknown version, a
+	// field out of bounds, trailing or missing bytes.
+	ErrMalformed = errors.New("assertion: malformed")
+	// ErrInvalid is wrapped when an Assertion cannot be encoded (a field out of bounds).
+	ErrInvalid = errors.New("assertion: invalid field")
+	// ErrUnsupportedKey is wrapped when a key is neither Ed25519 nor ECDSA P-256/P-384.
+	ErrUnsupportedKey = errors.New("assertion: unsupported key type")
+	// ErrUnknownAgent is what a [KeyResolver] returns (or wraps) for a node id it does not know.
+	ErrUnknownAgent = errors.New("assertion: unknown agent")
+	// ErrEntryLapsed is returned by [Issuer.Issue] when the entry's not-after is not after now.
+	ErrEntryLapsed = errors.New("assertion: entry lapsed")
+	// ErrNoEpoch is returned by [Issuer.Issue] for epoch 0: an agent that holds no lease
+	// vouches for nothing.
+	ErrNoEpoch = errors.New("assertion: no lease epoch")
+	// ErrReplayCacheFull is returned by [MemoryReplayCache.Use] when every slot holds an entry
+	// that has not expired yet.
+	ErrReplayCacheFull = errors.New("assertion: replay cache full")
+	// ErrConfig is wrapped by Validate errors.
+	ErrConfig = errors.New("assertion: bad configuration")
+)
+
+// Reason is why [Verifier.Verify] refused an assertion. A caller switches on it after
+// errors.As to a *RefusedError, or tests one with errors.Is(err, ReasonReplay): a Reason is
+// itself an error that matches any RefusedError carrying it.
+type Reason uint8
+
+// The refusal reasons. Their text forms (String) are stable and meant for logs and metrics.
+const (
+	// ReasonMalformed: the text does not decode (base64, version, bounds, trailing bytes).
+	ReasonMalformed Reason = iota + 1
+	// ReasonUnknownAgent: the key resolver does not know the asserted agent node id.
+	ReasonUnknownAgent
+	// ReasonBadSignature: the signature is not the agent's over this payload under the
+	// purpose "discovery-assertion" (including a valid signature made for another purpose),
+	// or the agent's key is of an unsupported type.
+	ReasonBadSignature
+	// ReasonNotSiteAgent: the signer is a node but not a site agent (role other than "site").
+	ReasonNotSiteAgent
+	// ReasonWrongSite: the agent belongs to another site than the one asserted, or the
+	// assertion names another site than the joining machine's.
+	ReasonWrongSite
+	// ReasonBadLifetime: not-after is before issued-at or more than 15 minutes after it.
+	ReasonBadLifetime
+	// ReasonNotYetValid: issued-at is later than now plus the skew allowance.
+	ReasonNotYetValid
+	// ReasonExpired: now is past not-after, or past issued-at + 15 minutes, plus the skew.
+	ReasonExpired
+	// ReasonStaleEpoch: the asserted epoch is not the site's current lease epoch (for
+	// instance the lease failed over or was released since).
+	ReasonStaleEpoch
+	// ReasonNotLeaseHolder: the epoch is current but the agent does not hold the lease:
+	// another agent does, or the lease expired and nobody does.
+	ReasonNotLeaseHolder
+	// ReasonMACMismatch: the joining machine's MACs do not include the asserted MAC.
+	ReasonMACMismatch
+	// ReasonUUIDMismatch: a UUID is asserted and the machine's is not a spelling of it
+	// (or either is a firmware placeholder).
+	ReasonUUIDMismatch
+	// ReasonReplay: this assertion was already used.
+	ReasonReplay
+	// ReasonUnavailable: a resolver, the lease check or the replay cache failed; nothing
+	// is known about the assertion, and the same text may be presented again later.
+	ReasonUnavailable
+
+	numReasons = iota + 1
+)
+
+var reasonNames = [numReasons]string{
+	ReasonMalformed:      "malformed",
+	ReasonUnknownAgent:   "unknown-agent",
+	ReasonBadSignature:   "bad-signature",
+	ReasonNotSiteAgent:   "not-site-agent",
+	ReasonWrongSite:      "wrong-site",
+	ReasonBadLifetime:    "bad-lifetime",
+	ReasonNotYetValid:    "not-yet-valid",
+	ReasonExpired:        "expired",
+	ReasonStaleEpoch:     "stale-epoch",
+	ReasonNotLeaseHolder: "not-lease-holder",
+	ReasonMACMismatch:    "mac-mismatch",
+	ReasonUUIDMismatch:   "uuid-mismatch",
+	ReasonReplay:         "replay",
+	ReasonUnavailable:    "unavailable",
+}
+
+// Reasons lists every refusal reason, in declaration order.
+func Reasons() []Reason {
+	rs := make([]Reason, 0, numReasons-1)
+	for r := Reason(1); r < numReasons; r++ {
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// String returns the reason's stable name, such as "stale-epoch".
+func (r Reason) String() string {
+	if r > 0 && int(r) < numReasons {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// Error makes a Reason usable as an errors.Is target. It returns the same as String, so
+// that printing a Reason shows its name.
+func (r Reason) Error() string { return r.String() }
+
+// RefusedError is the error [Verifier.Verify] returns for an assertion it does not admit.
+type RefusedError struct {
+	Reason Reason
+	// Agent is the asserted agent node id when the text decoded, else "".
+	Agent string
+	// Err is the detail; it may wrap a resolver's, lease checker's or cache's error.
+	Err error
+}
+
+var _ error = &RefusedError{}
+
+func (e *RefusedError) Error() string {
+	s := "assertion: refused (" + e.Reason.String() + ")"
+	if e.Agent != "" {
+		s += " from agent " + e.Agent
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the detail.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Is reports whether target is e's Reason.
+func (e *RefusedError) Is(target error) bool {
+	r, ok := target.(Reason)
+	return ok && r == e.Reason
+}
+
+// ReasonOf returns the refusal reason carried by err, or 0 when err is not a refusal.
+func ReasonOf(err error) Reason {
+	var re *RefusedError
+	if errors.As(err, &re) {
+		return re.Reason
+	}
+	return 0
+}

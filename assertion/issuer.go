@@ -1,0 +1,216 @@
+package assertion
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/bettercompute/siteboot/hwid"
+)
+
+// Fields are what one boot contributes to an assertion; the Issuer adds site, agent and
+// times.
+type Fields struct {
+	// Epoch is the boot lease epoch the agent holds now (from its fence); 0 is refused.
+	Epoch uint64
+	// MAC is the MAC the agent is serving.
+	MAC hwid.MAC
+	// IP is the machine's address (from the query or the connection); may be zero.
+	IP netip.Addr
+	// UUID is the machine's product UUID (from the query or the entry); zero when unknown.
+	// A firmware placeholder is not asserted: the Issuer drops it, since no machine can
+	// ever match one.
+	UUID hwid.UUID
+	// Workflow is the boot entry's workflow id, or "".
+	Workflow string
+	// NotAfter is the boot entry's not-after; zero when the entry has none.
+	NotAfter time.Time
+}
+
+// Issuer signs assertions on the agent side. Configure it with its exported fields; it is
+// safe for concurrent use once configured.
+type Issuer struct {
+	// Site is the agent's site id. Required.
+	Site string
+	// Agent is the agent's node id. Required.
+	Agent string
+	// Signer holds the agent's node key: an ed25519.PrivateKey, or any crypto.Signer (a key
+	// in an HSM or TPM) whose Public is an ed25519.PublicKey or an *ecdsa.PublicKey on
+	// P-256 or P-384. Required.
+	Signer crypto.Signer
+	// Lifetime is how long an assertion is valid after issue. Zero means MaxLifetime
+	// (15 minutes), which is also the most allowed.
+	Lifetime time.Duration
+	// Now is the agent's clock. Nil means time.Now.
+	Now func() time.Time
+	// Rand is the randomness handed to the Signer (ECDSA needs it; Ed25519 ignores it).
+	// Nil means crypto/rand.Reader.
+	Rand io.Reader
+
+	issued, failed atomic.Uint64
+}
+
+// IssuerStats are the Issuer's counters.
+type IssuerStats struct {
+	Issued uint64 // assertions signed
+	Failed uint64 // Issue calls that returned an error
+}
+
+// Stats returns the Issuer's counters.
+func (is *Issuer) Stats() IssuerStats {
+	return IssuerStats{Issued: is.issued.Load(), Failed: is.failed.Load()}
+}
+
+// Validate reports a configuration that Issue would refuse.
+func (is *Issuer) Validate() error {
+	if err := checkID("site", is.Site, false); err != nil {
+		return fmt.Errorf("%w: Issuer.Site: %w", ErrConfig, err)
+	}
+	if err := checkID("agent", is.Agent, false); err != nil {
+		return fmt.Errorf("%w: Issuer.Agent: %w", ErrConfig, err)
+	}
+	if is.Signer == nil {
+		return fmt.Errorf("%w: Issuer.Signer is nil", ErrConfig)
+	}
+	if _, err := signerOpts(is.Signer.Public()); err != nil {
+		return fmt.Errorf("%w: Issuer.Signer: %w", ErrConfig, err)
+	}
+	if is.Lifetime < 0 || is.Lifetime > MaxLifetime {
+		return fmt.Errorf("%w: Issuer.Lifetime %v outside 0..%v", ErrConfig, is.Lifetime, MaxLifetime)
+	}
+	return nil
+}
+
+// Issue signs an assertion for f and returns its text form. IssuedAt is the Issuer's clock,
+// truncated to the second; NotAfter is IssuedAt plus the lifetime, or the entry's NotAfter
+// when that comes first. An entry already lapsed is ErrEntryLapsed; epoch 0 is ErrNoEpoch.
+//
+// ctx is checked before signing; a crypto.Signer offers no way to interrupt a signature
+// already under way.
+func (is *Issuer) Issue(ctx context.Context, f Fields) (string, error) {
+	text, err := is.issue(ctx, f)
+	if err != nil {
+		is.failed.Add(1)
+		return "", err
+	}
+	is.issued.Add(1)
+	return text, nil
+}
+
+func (is *Issuer) issue(ctx context.Context, f Fields) (string, error) {
+	if err := is.Validate(); err != nil {
+		return "", err
+	}
+	if f.Epoch == 0 {
+		return "", ErrNoEpoch
+	}
+	now := time.Now
+	if is.Now != nil {
+		now = is.Now
+	}
+	lifetime := is.Lifetime
+	if lifetime == 0 {
+		lifetime = MaxLifetime
+	}
+	issued := time.Unix(now().Unix(), 0).UTC()
+	notAfter := issued.Add(lifetime)
+	if !f.NotAfter.IsZero() {
+		entry := time.Unix(f.NotAfter.Unix(), 0).UTC() // whole seconds, never later
+		if entry.Before(notAfter) {
+			notAfter = entry
+		}
+		if !notAfter.After(issued) {
+			return "", fmt.Errorf("%w: entry not-after %s, now %s", ErrEntryLapsed,
+				f.NotAfter.UTC().Format(time.RFC3339), issued.Format(time.RFC3339))
+		}
+	}
+	u := f.UUID
+	if u.IsPlaceholder() {
+		u = hwid.UUID{}
+	}
+	a := Assertion{
+		Site: is.Site, Agent: is.Agent, Epoch: f.Epoch,
+		MAC: f.MAC, IP: f.IP.WithZone(""), UUID: u, Workflow: f.Workflow,
+		IssuedAt: issued, NotAfter: notAfter,
+	}
+	payload, err := a.MarshalBinary()
+	if err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	sig, err := sign(is.Signer, is.Rand, Purpose, payload)
+	if err != nil {
+		return "", err
+	}
+	return Signed{Assertion: a, Payload: payload, Signature: sig}.Text(), nil
+}
+
+// sign signs "siteboot/" + purpose + 0x00 + payload with s.
+func sign(s crypto.Signer, r io.Reader, purpose string, payload []byte) ([]byte, error) {
+	opts, err := signerOpts(s.Public())
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		r = rand.Reader
+	}
+	sig, err := crypto.SignMessage(s, r, signedMessage(purpose, payload), opts)
+	if err != nil {
+		return nil, fmt.Errorf("assertion: signing: %w", err)
+	}
+	if len(sig) == 0 || len(sig) > MaxSignatureLen {
+		return nil, fmt.Errorf("assertion: signer returned %d bytes", len(sig))
+	}
+	return sig, nil
+}
+
+// signerOpts returns the options a key of pub's type signs with: Ed25519 over the message
+// itself, ECDSA over its SHA-256 (P-256) or SHA-384 (P-384) digest in ASN.1 form.
+func signerOpts(pub crypto.PublicKey) (crypto.SignerOpts, error) {
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+		if len(k) == ed25519.PublicKeySize {
+			return crypto.Hash(0), nil
+		}
+	case *ecdsa.PublicKey:
+		switch k.Curve {
+		case elliptic.P256():
+			return crypto.SHA256, nil
+		case elliptic.P384():
+			return crypto.SHA384, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %T", ErrUnsupportedKey, pub)
+}
+
+// verifySignature checks sig over the purpose-bound message with pub.
+func verifySignature(pub crypto.PublicKey, purpose string, payload, sig []byte) error {
+	opts, err := signerOpts(pub)
+	if err != nil {
+		return err
+	}
+	msg := signedMessage(purpose, payload)
+	ok := false
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+		ok = ed25519.Verify(k, msg, sig)
+	case *ecdsa.PublicKey:
+		h := opts.HashFunc().New()
+		h.Write(msg)
+		ok = ecdsa.VerifyASN1(k, h.Sum(nil), sig)
+	}
+	if !ok {
+		return fmt.Errorf("signature does not verify under purpose %q", purpose)
+	}
+	return nil
+}

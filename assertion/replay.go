@@ -1,0 +1,105 @@
+package assertion
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// DefaultMaxReplayEntries is MemoryReplayCache.MaxEntries when zero: about 1,100 admissions a
+// second sustained over the 15-minute window, in roughly 40 MB at most.
+const DefaultMaxReplayEntries = 1 << 20
+
+// DefaultSweepInterval is MemoryReplayCache.SweepInterval when zero.
+const DefaultSweepInterval = time.Minute
+
+// MemoryReplayCache is an in-memory [ReplayCache] with bounded memory. Entries are kept until
+// their expiry and removed by a sweep that runs inside Use at most once per SweepInterval,
+// or at once when the cache is full. When every one of MaxEntries entries is still live,
+// Use fails with ErrReplayCacheFull (the Verifier then refuses as ReasonUnavailable) rather
+// than forget an entry early, which would let that assertion be used twice.
+//
+// Its zero value is ready to use. It keeps an entry in about 30 to 60 bytes (the id, an
+// expiry in seconds, the map's own overhead); see the package's benchmarks.
+type MemoryReplayCache struct {
+	// MaxEntries bounds the number of entries. Zero means DefaultMaxReplayEntries.
+	MaxEntries int
+	// SweepInterval is how often Use removes expired entries. Zero means
+	// DefaultSweepInterval.
+	SweepInterval time.Duration
+
+	mu        sync.Mutex
+	entries   map[ReplayID]uint32 // expiry, in seconds after base (rounded up)
+	base      int64               // Unix seconds
+	nextSweep time.Time
+}
+
+var _ ReplayCache = (*MemoryReplayCache)(nil)
+
+// Use records id until expires and reports whether it was not recorded already. Expiry is
+// kept to the second, rounded up.
+func (c *MemoryReplayCache) Use(_ context.Context, id ReplayID, now, expires time.Time) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = make(map[ReplayID]uint32)
+		c.base = now.Unix() - 1
+	}
+	nowRel := c.rel(now)
+	if exp, ok := c.entries[id]; ok && exp >= nowRel {
+		return false, nil
+	}
+	if !now.Before(c.nextSweep) {
+		c.sweep(now, nowRel)
+	}
+	max := c.MaxEntries
+	if max <= 0 {
+		max = DefaultMaxReplayEntries
+	}
+	if _, ok := c.entries[id]; !ok && len(c.entries) >= max {
+		c.sweep(now, nowRel)
+		if len(c.entries) >= max {
+			return false, fmt.Errorf("%w: %d live entries", ErrReplayCacheFull, len(c.entries))
+		}
+	}
+	exp := c.rel(expires)
+	if expires.After(time.Unix(expires.Unix(), 0)) {
+		exp++ // round up: never forget an entry before its expiry
+	}
+	c.entries[id] = exp
+	return true, nil
+}
+
+// Len returns the number of entries held, expired ones not yet swept included.
+func (c *MemoryReplayCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+// rel converts t to seconds after base, clamped to uint32.
+func (c *MemoryReplayCache) rel(t time.Time) uint32 {
+	d := t.Unix() - c.base
+	switch {
+	case d < 0:
+		return 0
+	case d > 1<<32-1:
+		return 1<<32 - 1
+	}
+	return uint32(d)
+}
+
+// sweep deletes the entries that expired before now. Called with mu held.
+func (c *MemoryReplayCache) sweep(now time.Time, nowRel uint32) {
+	for id, exp := range c.entries {
+		if exp < nowRel {
+			delete(c.entries, id)
+		}
+	}
+	iv := c.SweepInterval
+	if iv <= 0 {
+		iv = DefaultSweepInterval
+	}
+	c.nextSweep = now.Add(iv)
+}

@@ -1,0 +1,246 @@
+package proxydhcp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/iana"
+)
+
+// Well-known ports.
+const (
+	ServerPort = 67   // DHCP server port; replies through a relay go to the relay's port 67
+	ClientPort = 68   // DHCP client port; default of Server.ClientPort
+	BootPort   = 4011 // PXE boot-server port
+)
+
+// Packet is one datagram as the server received it.
+type Packet struct {
+	Data   []byte
+	Port   Port           // the role of the socket it came in on
+	Source netip.AddrPort // the sender
+	// Local is the server's address for this packet: the address of the interface it came in
+	// on (or the unicast address it was sent to). Server.ServerIP, when set, wins.
+	Local netip.Addr
+}
+
+// Response is what the server does with a Packet: send Reply to Dest, or stay silent for
+// Reason.
+type Response struct {
+	Reply   []byte         // the reply; nil when silent
+	Dest    netip.AddrPort // where Reply goes
+	Reason  Reason         // ReasonNone when answered
+	Request *Request       // the parsed request; nil when the packet did not parse
+	Err     error          // the parse error or recovered panic behind ReasonMalformed, ReasonNotPXE, ReasonError
+}
+
+var broadcast4 = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// Respond runs the whole decision for one packet, without a socket: parse, check the message
+// against the port, ask the Handler (and the Discoverer for unknown machines), look the boot
+// file up and build the reply. The server's sockets call it for every datagram; tests and
+// tools may call it directly. It counts what it did in the server's Stats, except the
+// datagram itself (Received), which the socket loop counts.
+func (s *Server) Respond(ctx context.Context, p Packet) (resp Response) {
+	port := p.Port
+	if port >= numPorts {
+		port = PortDHCP
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			resp = Response{Reason: ReasonError, Request: resp.Request, Err: fmt.Errorf("proxydhcp: panic: %v", v)}
+		}
+		if resp.Reason == ReasonNone {
+			return
+		}
+		s.counters.silent[port][resp.Reason].Add(1)
+	}()
+
+	req, err := Parse(p.Data)
+	if err != nil {
+		if errors.Is(err, ErrNotPXE) {
+			return Response{Reason: ReasonNotPXE, Err: err}
+		}
+		return Response{Reason: ReasonMalformed, Err: err}
+	}
+	req.Port, req.Source = port, p.Source
+	resp.Request = req
+
+	req.Server = s.ServerIP
+	if !req.Server.IsValid() {
+		req.Server = p.Local
+	}
+	if !usableServer(req.Server) {
+		resp.Reason = ReasonNoServerAddress
+		return resp
+	}
+
+	var ack bool
+	switch {
+	case port == PortDHCP && req.Type == MessageDiscover:
+	case port == PortDHCP && req.Type == MessageRequest && req.ServerID == req.Server:
+		// A client that chose this proxy's offer asks again on 67: answer it.
+		ack = true
+	case port == PortBoot && (req.Type == MessageRequest || req.Type == MessageInform):
+		ack = true
+	default:
+		resp.Reason = ReasonIgnored
+		return resp
+	}
+
+	d := s.decide(ctx, req)
+	if !d.Answer {
+		resp.Reason = d.Reason
+		if resp.Reason == ReasonNone || resp.Reason >= numReasons {
+			resp.Reason = ReasonDeclined
+		}
+		if resp.Reason == ReasonUnknown && s.Discoverer != nil {
+			s.Discoverer.Discovered(ctx, req)
+		}
+		return resp
+	}
+
+	file := d.BootFile
+	if file != "" {
+		if err := checkFile(file); err != nil {
+			resp.Reason, resp.Err = ReasonError, fmt.Errorf("proxydhcp: boot file from handler: %w", err)
+			return resp
+		}
+	} else {
+		var ok bool
+		if file, ok = s.bootFile(req); !ok {
+			resp.Reason = ReasonNoBootFile
+			return resp
+		}
+	}
+
+	resp.Reply = buildReply(req, file, ack)
+	resp.Dest = s.dest(req)
+	return resp
+}
+
+func (s *Server) decide(ctx context.Context, req *Request) Decision {
+	if s.Handler == nil {
+		return Silence(ReasonDeclined)
+	}
+	if t := s.handlerTimeout(); t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	return s.Handler.ServeDHCP(ctx, req)
+}
+
+func usableServer(a netip.Addr) bool {
+	return a.Is4() && !a.IsUnspecified() && !a.IsMulticast() && a != broadcast4
+}
+
+// bootFile looks req up in the current table.
+func (s *Server) bootFile(req *Request) (string, bool) {
+	t := s.table()
+	if req.IPXE {
+		return s.url(req.Server, t.chainPath()), true
+	}
+	f, ok := t.ByArch[req.Arch]
+	if !ok || f == "" {
+		return "", false
+	}
+	if req.Kind == KindHTTP {
+		return s.url(req.Server, t.filesPath()+f), true
+	}
+	return f, true
+}
+
+func (s *Server) url(server netip.Addr, path string) string {
+	host := server.String()
+	if s.HTTPPort != 0 && s.HTTPPort != 80 {
+		host += ":" + strconv.Itoa(s.HTTPPort)
+	}
+	return "http://" + host + path
+}
+
+// dest is where the reply to req goes (RFC 2131 section 4.1; PXE boot server: the source).
+func (s *Server) dest(req *Request) netip.AddrPort {
+	cport := uint16(s.ClientPort)
+	if cport == 0 {
+		cport = ClientPort
+	}
+	if req.Port == PortBoot {
+		if req.Source.IsValid() && !req.Source.Addr().IsUnspecified() {
+			return req.Source
+		}
+		if req.Source.Port() != 0 {
+			cport = req.Source.Port()
+		}
+		return netip.AddrPortFrom(broadcast4, cport)
+	}
+	switch {
+	case req.Relay.IsValid():
+		return netip.AddrPortFrom(req.Relay, ServerPort)
+	case req.ClientIP.IsValid():
+		return netip.AddrPortFrom(req.ClientIP, cport)
+	default:
+		return netip.AddrPortFrom(broadcast4, cport)
+	}
+}
+
+// pxeDiscoveryControl is option 43 with PXE_DISCOVERY_CONTROL (6) = 8: boot the file named
+// in this offer, no boot-server discovery or menu (PXE 2.1, section 2.4). Legacy BIOS ROMs
+// want it in a proxy offer; UEFI firmware goes to port 4011 instead.
+var pxeDiscoveryControl = []byte{6, 1, 8, 255}
+
+func buildReply(req *Request, file string, ack bool) []byte {
+	server := req.Server.As4()
+	m := &dhcpv4.DHCPv4{
+		OpCode:        dhcpv4.OpcodeBootReply,
+		HWType:        iana.HWTypeEthernet,
+		ClientIPAddr:  net.IPv4zero,
+		YourIPAddr:    net.IPv4zero,
+		ServerIPAddr:  net.IP(server[:]),
+		GatewayIPAddr: net.IPv4zero,
+		ClientHWAddr:  net.HardwareAddr(req.MAC[:]),
+		Options:       dhcpv4.Options{},
+	}
+	binary.BigEndian.PutUint32(m.TransactionID[:], req.XID)
+	if req.Broadcast {
+		m.SetBroadcast()
+	}
+	if req.ClientIP.IsValid() {
+		ip := req.ClientIP.As4()
+		m.ClientIPAddr = net.IP(ip[:])
+	}
+	if req.Relay.IsValid() {
+		ip := req.Relay.As4()
+		m.GatewayIPAddr = net.IP(ip[:])
+	}
+	typ := dhcpv4.MessageTypeOffer
+	if ack {
+		typ = dhcpv4.MessageTypeAck
+	}
+	m.Options.Update(dhcpv4.OptMessageType(typ))
+	m.Options.Update(dhcpv4.OptServerIdentifier(net.IP(server[:])))
+	m.Options.Update(dhcpv4.OptClassIdentifier(req.Kind.String()))
+	if req.HasUUID {
+		m.Options.Update(dhcpv4.OptGeneric(dhcpv4.OptionClientMachineIdentifier, append([]byte{0}, req.UUID[:]...)))
+	}
+	if len(file) <= MaxBootFileLen {
+		m.BootFileName = file
+	}
+	if req.Kind == KindHTTP || len(file) > MaxBootFileLen {
+		m.Options.Update(dhcpv4.OptBootFileName(file))
+	}
+	if req.Kind == KindPXE && !req.IPXE {
+		// The TFTP server, by name too: some ROMs read sname rather than siaddr.
+		m.ServerHostName = req.Server.String()
+		if req.Arch == ArchBIOS && !ack {
+			m.Options.Update(dhcpv4.OptGeneric(dhcpv4.OptionVendorSpecificInformation, pxeDiscoveryControl))
+		}
+	}
+	return m.ToBytes()
+}

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package proxydhcp
+
+import "net"
+
+func setBroadcast(*net.UDPConn) {}

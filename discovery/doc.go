@@ -1,0 +1,70 @@
+// Package discovery keeps the list of unknown machines that tried to network-boot at a site
+// (the site agent's side) and decides, on the control plane's side, which discovered MAC is an
+// enrolled machine's candidate, or says why none is.
+//
+// Discovery lets a provisioning system learn the PXE MAC of a machine it already enrolled by
+// product UUID (typically through an IPMI BMC that cannot name the machine's NICs). It never
+// enrolls anything: everything in the list comes from unauthenticated DHCP and HTTP, so any
+// host on the provisioning network can claim any MAC and any UUID. A candidate is a
+// suggestion for an operator to confirm, not a binding.
+//
+// # The agent's side
+//
+// A [List] is fed by the proxy DHCP server and the iPXE boot handler through [List.Seen],
+// with the raw field strings they read from a machine that has no boot entry. The list
+// validates them itself:
+//
+//   - the MAC must parse ([hwid.ParseMAC]); a sighting with a malformed MAC is dropped;
+//   - a product UUID is kept only when it is in the canonical 36-character form (either case;
+//     stored lower-case);
+//   - an arch only when it matches [a-z0-9_-]{1,32} (ASCII upper case is folded first);
+//   - a relay only when it is an IP address without a zone; 0.0.0.0 and :: mean "no relay".
+//
+// A malformed UUID, arch or relay is ignored (the rest of the sighting counts), and an empty
+// one means "not sent": neither erases what an earlier sighting of the MAC said. Nothing
+// malformed is ever stored, so no client can grow the agent's status report.
+//
+// The list holds at most [DefaultMax] machines (the one last seen longest ago is evicted to
+// make room), forgets each [DefaultForgetAfter] after it was last seen, and drops a MAC when
+// the host calls [List.Forget] because the MAC got a boot entry. With
+// [Config.DHCPFirst] set, as when the agent runs proxy DHCP, a sighting from the boot handler
+// only counts for a MAC that DHCP already put in the list, since anyone can fetch a URL.
+//
+// # Status reports
+//
+// [List.Snapshot] returns the entries, newest first, with a [Digest] of their content: the
+// same content always gives the same digest, and any change (a new machine, a count, a
+// last-seen time, an entry forgotten) gives a new one, so a control plane stores a list only
+// when its digest changes.
+//
+// A new machine asks the host for a status report through [Config.ReportWanted], at most
+// once per [DefaultReportEvery]. A new machine that arrives while the callback is throttled is
+// not lost: one trailing call is made when the interval has passed, so the last change is
+// always reported within the interval even if no further machine arrives. Updates of machines
+// already listed never call it; they travel with the host's periodic status report.
+//
+// # The control plane's side
+//
+// [Merge] combines the lists of a site's agents (each agent's list replacing its previous
+// one whole): counts summed, relays and agent ids listed, newest first, at most [DefaultMax],
+// last 24 hours only.
+//
+// [Match] applies the candidate rule to a machine enrolled with a product UUID and no MACs,
+// right after the control plane power-cycled it into PXE: a MAC is its candidate when it was
+// first seen within 10 minutes after the power command (30 s of slack before it), it is the
+// only MAC the UUID was seen from in the last 24 hours in any of the UUID's three spellings
+// ([hwid.UUID.Spellings]), no other machine of the site shares the UUID, and no enrolled
+// machine has the MAC. Otherwise it returns a [*MatchError] whose [Reason] is one of
+// [ReasonSharedUUID], [ReasonNotSeen], [ReasonAmbiguous] or [ReasonMACEnrolled].
+// Placeholder UUIDs ([hwid.UUID.IsPlaceholder]) never match.
+//
+// [Identity.Verify] is the backstop once the ramdisk reports its own system UUID and NICs:
+// for a MAC that came from discovery, the reported UUID must be a spelling of the enrolled one
+// and the NICs must include the MAC, otherwise [ReasonIdentityMismatch]
+// (machine-identity-mismatch).
+//
+// # Time
+//
+// Every rule that depends on time takes it from an injected [Clock] (the List) or from a
+// time passed in (Merge, Match), so tests run on fake time and never sleep.
+package discovery

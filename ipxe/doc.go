@@ -1,0 +1,66 @@
+// Package ipxe renders iPXE scripts that no value can subvert, and serves them, with the
+// iPXE builds, as the boot HTTP endpoint of a site agent: GET /boot/chain.ipxe,
+// /boot/ipxe?mac=..&uuid=..&ip=.. and /boot/files/NAME.
+//
+// # Scripts
+//
+// The renderer is pure: [Boot] (kernel, initrds, kernel command line), [Chain], [Exit],
+// [Fenced] (wait, reboot), [Wait] (sleep, chain again) and [Sanboot]
+// (sanboot --no-describe URL) each have a Render method that returns the script or a
+// [*ValueError]. Scripts that fetch retry with a bounded back-off ([Retry]) and, when every
+// attempt failed, chain to a fallback URL or wait 10 s and reboot, so the firmware asks
+// proxy DHCP again and reaches whichever agent is active by then.
+//
+// # What cannot be injected
+//
+// iPXE's own parser (src/image/script.c, src/core/exec.c, src/core/settings.c) splits a
+// script into lines at '\n' and joins a line that ends in '\\' with the next; strips one
+// '\r'; treats a line starting with ':' as a label; splits a line into tokens at white
+// space, with no quoting of any kind; ends a command at a token "||", "&&" or ";"; starts a
+// comment at a token beginning with '#'; and expands "${name}" inside every token, repeatedly.
+// Options are read only before the first argument, so an argument after a URL cannot become
+// an option. Linux then splits the kernel command line at white space (including byte 0xa0)
+// and lets '"' join words.
+//
+// So every value the renderer places is checked against that grammar: a kernel parameter
+// value is printable ASCII without space, '"', '\\' or '$'; a parameter name is
+// [A-Za-z0-9][A-Za-z0-9._-]*; a site command-line token also may not start with '#', be a
+// separator, or set a bc.* parameter; a URL is http, https or tftp with only the characters
+// RFC 3986 allows, less '$'. Anything else is refused with [ErrUnsafe] (or [ErrInvalid] for
+// well-formed but wrong settings); nothing is escaped, trimmed or silently dropped. The
+// only "${...}" in any script are the ones the chain script writes on purpose.
+//
+// # The boot endpoint
+//
+// [NewHandler] takes a [Config] naming the host's small interfaces: [Entries] (the machine's
+// live boot entry by MAC), [Fence] (active, epoch), [Tokens] (the discovery token, asked once
+// per entry and reused), [Signer] (a signed discovery assertion for [Claims]; the host signs
+// with package assertion), optionally [Cache] (bc.cache and sanboot grant URLs, minted by
+// package imagecache), DHCPSeen and OnDiscovered. /boot/ipxe answers:
+//
+//   - 200 with the boot script: the site's kernel and initrds, then on the kernel command
+//     line initrd=..., the host's bc.* parameters, bc.token, bc.assertion, bc.cache (when the
+//     cache gives a URL), then the site's cmdline;
+//   - 200 with a sanboot script for an entry with a sanboot digest whose ISO is pinned and
+//     cached; otherwise 503 with a wait script (sleep 30 s, chain again), never the ramdisk;
+//   - 503 with a wait script while the discovery token is not available;
+//   - 404 with the exit script for a MAC without a live entry, reported to OnDiscovered
+//     (only for a MAC proxy DHCP saw, when DHCPSeen is set);
+//   - 503 with the fenced script while this agent is not the active boot server;
+//   - 400 for a query that does not parse, 405 for methods other than GET and HEAD, 431 for
+//     a header over 8 KiB, 500 with a wait script when a host interface fails.
+//
+// iPXE runs the body of a 2xx answer only. A waiting answer therefore also carries
+// Retry-After, which iPXE honours by asking the same URL again after that many seconds; the
+// fenced and unknown answers make the chain script's fetch fail, and its own back-off then
+// ends in a reboot. The bodies say the same for people and tools reading them.
+//
+// Every script answer has Content-Type text/plain and Cache-Control: no-store. [NewServer]
+// builds an http.Server with the header cap; [LimitHeaders] applies it to any handler.
+//
+// # Limits
+//
+// Query strings are at most [MaxQueryLen] bytes; URLs [MaxURLLen]; values [MaxValueLen];
+// the kernel command line [DefaultMaxCmdline] unless [Boot.MaxCmdline] says otherwise; the
+// handler keeps at most [Config.MaxTokens] tokens, each until its entry's not-after.
+package ipxe

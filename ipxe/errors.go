@@ -1,0 +1,70 @@
+package ipxe
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. A [ValueError] or [QueryError] unwraps to one of them, so callers choose
+// with errors.Is and read the detail with errors.As.
+var (
+	// ErrUnsafe means a value holds something iPXE or the Linux kernel would read as syntax
+	// (white space, a line end, "${", a quote, a backslash, a non-ASCII byte, ...), so it
+	// cannot be placed in a script without changing what the script does. It is refused,
+	// never escaped or trimmed.
+	ErrUnsafe = errors.New("ipxe: value cannot be expressed safely in a script")
+
+	// ErrInvalid means a value is well-formed text but not a valid setting (an unsupported
+	// URL scheme, a duration that is not whole seconds, a count out of range).
+	ErrInvalid = errors.New("ipxe: invalid value")
+
+	// ErrBadQuery means a /boot/ipxe query string was refused.
+	ErrBadQuery = errors.New("ipxe: bad query")
+
+	// ErrNotReady is returned by a host's [Tokens] or [Cache] when what was asked for is not
+	// available yet. The handler then answers a script that waits and asks again; any other
+	// error is a server error.
+	ErrNotReady = errors.New("ipxe: not ready")
+)
+
+// ValueError is a value the renderer refused. Field names the value ("kernel",
+// "initrds[1]", "params[bc.token]", "cmdline[2]", "retry.attempts"); Reason says what is
+// wrong with it without echoing it.
+type ValueError struct {
+	Field  string
+	Reason string
+	Err    error // ErrUnsafe or ErrInvalid
+}
+
+var _ error = (*ValueError)(nil)
+
+func (e *ValueError) Error() string {
+	return fmt.Sprintf("ipxe: %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrUnsafe or ErrInvalid.
+func (e *ValueError) Unwrap() error { return e.Err }
+
+// QueryError is a /boot/ipxe query the handler refused. Field is "mac", "uuid", "ip" or
+// "query" (the query as a whole: too long, malformed, a key repeated).
+type QueryError struct {
+	Field string
+	Err   error // the cause, e.g. hwid.ErrBadMAC
+}
+
+var _ error = (*QueryError)(nil)
+
+func (e *QueryError) Error() string {
+	return fmt.Sprintf("ipxe: bad query: %s: %v", e.Field, e.Err)
+}
+
+// Unwrap returns ErrBadQuery and the cause.
+func (e *QueryError) Unwrap() []error { return []error{ErrBadQuery, e.Err} }
+
+func unsafeErr(field, reason string) error {
+	return &ValueError{Field: field, Reason: reason, Err: ErrUnsafe}
+}
+
+func invalidErr(field, reason string) error {
+	return &ValueError{Field: field, Reason: reason, Err: ErrInvalid}
+}

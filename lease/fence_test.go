@@ -1,0 +1,220 @@
+package lease_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bettercompute/siteboot/lease"
+)
+
+func newFence() (*lease.Fence, *fakeClock) {
+	c := newFakeClock()
+	return &lease.Fence{Clock: c, Rand: zeroReader{}}, c
+}
+
+func TestFenceZeroValue(t *testing.T) {
+	var f lease.Fence
+	if e, ok := f.Active(); ok {
+		t.Fatalf("zero Fence active at epoch %d", e)
+	}
+	b1, b2 := f.Heartbeat(), f.Heartbeat()
+	if b1 == 0 || b2 != b1+1 {
+		t.Fatalf("heartbeats %d, %d: want non-zero and consecutive", b1, b2)
+	}
+	f.Observe(lease.Word{Holds: true, Epoch: 2, TTL: 15 * time.Second, Beat: b2})
+	if e, ok := f.Active(); !ok || e != 2 {
+		t.Fatalf("Active = %d, %v; want 2, true", e, ok)
+	}
+}
+
+func TestFenceHeartbeatsDifferAcrossRuns(t *testing.T) {
+	var a, b lease.Fence
+	if x, y := a.Heartbeat(), b.Heartbeat(); x == y {
+		t.Fatalf("two fences numbered their first heartbeat alike: %d", x)
+	}
+}
+
+// TestFenceWindow: the window is measured from when the heartbeat the renewal answers was
+// sent, not from when the word arrived, and ends Margin before the TTL.
+func TestFenceWindow(t *testing.T) {
+	f, c := newFence()
+	beat := f.Heartbeat()
+	c.Advance(4 * time.Second) // the word arrives 4 s after the heartbeat left
+	f.Observe(lease.Word{Holds: true, Epoch: 7, TTL: 15 * time.Second, Beat: beat})
+	type point struct {
+		At     time.Duration // since the heartbeat
+		Epoch  uint64
+		Active bool
+	}
+	var got []point
+	for _, at := range []time.Duration{4 * time.Second, 13*time.Second + 999*time.Millisecond, 14 * time.Second, 18 * time.Second} {
+		c.Advance(at - c.Monotonic())
+		e, ok := f.Active()
+		got = append(got, point{at, e, ok})
+	}
+	want := []point{{4 * time.Second, 7, true}, {13*time.Second + 999*time.Millisecond, 7, true},
+		{14 * time.Second, 0, false}, {18 * time.Second, 0, false}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestFenceObserve(t *testing.T) {
+	const ttl = 15 * time.Second
+	type step struct {
+		advance time.Duration
+		beat    int // heartbeat index to send (-1 none)
+		word    *lease.Word
+		wordFor int // heartbeat index the word's Beat names (-1 raw Beat)
+	}
+	type result struct {
+		Epoch     uint64
+		Active    bool
+		Remaining time.Duration
+	}
+	hold := func(epoch uint64) *lease.Word { return &lease.Word{Holds: true, Epoch: epoch, TTL: ttl} }
+	tests := []struct {
+		name  string
+		steps []step
+		want  result
+	}{{
+		name:  "holds at a non-zero epoch: active",
+		steps: []step{{beat: 0, wordFor: -1}, {advance: time.Second, beat: -1, word: hold(3), wordFor: 0}},
+		want:  result{3, true, 13 * time.Second},
+	}, {
+		name:  "epoch zero: never active",
+		steps: []step{{beat: 0, wordFor: -1}, {beat: -1, word: hold(0), wordFor: 0}},
+		want:  result{0, false, 0},
+	}, {
+		name:  "not the holder: inactive",
+		steps: []step{{beat: 0, wordFor: -1}, {beat: -1, word: &lease.Word{Epoch: 3, TTL: ttl}, wordFor: 0}},
+		want:  result{0, false, 0},
+	}, {
+		name:  "a heartbeat this fence never sent: inactive",
+		steps: []step{{beat: 0, wordFor: -1}, {beat: -1, word: &lease.Word{Holds: true, Epoch: 3, TTL: ttl, Beat: 12345}, wordFor: -1}},
+		want:  result{0, false, 0},
+	}, {
+		name: "a later word answering an earlier heartbeat does not extend the window",
+		steps: []step{{beat: 0, wordFor: -1}, {advance: 2 * time.Second, beat: 1, wordFor: -1},
+			{advance: time.Second, beat: -1, word: hold(3), wordFor: 1},
+			{advance: time.Second, beat: -1, word: hold(3), wordFor: 0}},
+		want: result{3, true, 12 * time.Second}, // sent at 2 s, + 14 s, now 4 s
+	}, {
+		name: "a word of an older epoch is ignored",
+		steps: []step{{beat: 0, wordFor: -1}, {beat: -1, word: hold(5), wordFor: 0},
+			{advance: time.Second, beat: 1, wordFor: -1}, {beat: -1, word: hold(4), wordFor: 1}},
+		want: result{5, true, 13 * time.Second},
+	}, {
+		name: "not the holder any more at a newer epoch: inactive at once",
+		steps: []step{{beat: 0, wordFor: -1}, {beat: -1, word: hold(5), wordFor: 0},
+			{advance: time.Second, beat: -1, word: &lease.Word{Epoch: 6, TTL: ttl}, wordFor: -1}},
+		want: result{0, false, 0},
+	}, {
+		name: "a word without TTL uses the fence's default",
+		steps: []step{{beat: 0, wordFor: -1},
+			{beat: -1, word: &lease.Word{Holds: true, Epoch: 1}, wordFor: 0}},
+		want: result{1, true, lease.DefaultTTL - lease.DefaultMargin},
+	}, {
+		name: "a TTL no longer than the margin: never active",
+		steps: []step{{beat: 0, wordFor: -1},
+			{beat: -1, word: &lease.Word{Holds: true, Epoch: 1, TTL: time.Second}, wordFor: 0}},
+		want: result{0, false, 0},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, c := newFence()
+			var beats []uint64
+			for _, s := range tt.steps {
+				c.Advance(s.advance)
+				if s.beat >= 0 {
+					beats = append(beats, f.Heartbeat())
+				}
+				if s.word != nil {
+					w := *s.word
+					if s.wordFor >= 0 {
+						w.Beat = beats[s.wordFor]
+					}
+					f.Observe(w)
+				}
+			}
+			e, ok := f.Active()
+			st := f.State()
+			got := result{e, ok, st.Remaining}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if st.Active != ok {
+				t.Errorf("State().Active = %v, Active() = %v", st.Active, ok)
+			}
+		})
+	}
+}
+
+func TestFenceForgetsOldHeartbeats(t *testing.T) {
+	f, c := newFence()
+	first := f.Heartbeat()
+	for range lease.FenceHistory {
+		c.Advance(10 * time.Millisecond)
+		f.Heartbeat()
+	}
+	f.Observe(lease.Word{Holds: true, Epoch: 1, TTL: time.Minute, Beat: first})
+	if _, ok := f.Active(); ok {
+		t.Fatalf("active on a heartbeat %d heartbeats old", lease.FenceHistory+1)
+	}
+}
+
+// TestFenceRestart: a new fence (an agent restarted) never trusts a word that answers a
+// heartbeat of the old one, even one carrying the same number.
+func TestFenceRestart(t *testing.T) {
+	old, c := newFence()
+	beat := old.Heartbeat()
+	restarted := &lease.Fence{Clock: c} // crypto/rand numbering
+	restarted.Heartbeat()
+	restarted.Observe(lease.Word{Holds: true, Epoch: 1, TTL: 15 * time.Second, Beat: beat})
+	if _, ok := restarted.Active(); ok {
+		t.Fatal("a restarted fence trusted a word answering its previous run's heartbeat")
+	}
+}
+
+func TestFenceState(t *testing.T) {
+	f, c := newFence()
+	if s := f.State(); s.Heard >= 0 || s.Words != 0 {
+		t.Errorf("fresh State = %+v, want Heard < 0 and no words", s)
+	}
+	b := f.Heartbeat()
+	f.Observe(lease.Word{Holds: true, Epoch: 9, TTL: 15 * time.Second, Beat: b})
+	c.Advance(20 * time.Second)
+	want := lease.FenceState{Active: false, Holding: true, Epoch: 9, Heard: 20 * time.Second, Words: 1}
+	if diff := cmp.Diff(want, f.State()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestFenceConcurrent(t *testing.T) {
+	f, c := newFence()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 200 {
+				switch (i + j) % 3 {
+				case 0:
+					f.Observe(lease.Word{Holds: true, Epoch: uint64(j/10 + 1), TTL: 15 * time.Second, Beat: f.Heartbeat()})
+				case 1:
+					f.Active()
+				default:
+					c.Advance(time.Millisecond)
+					f.State()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e, ok := f.Active(); !ok || e != 20 {
+		t.Errorf("after the concurrent run Active = %d, %v; want 20, true", e, ok)
+	}
+}

@@ -1,0 +1,209 @@
+package imagecache_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bettercompute/siteboot/imagecache"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		crashChild()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// clock is a fake clock tests move by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// randomBytes returns n reproducible pseudo-random bytes.
+func randomBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, n)
+	for i := 0; i < n; i += 8 {
+		v := r.Uint64()
+		for j := 0; j < 8 && i+j < n; j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return b
+}
+
+// fastConfig is a Config with quick retries and stalls for tests.
+func fastConfig(t testing.TB) imagecache.Config {
+	return imagecache.Config{
+		Dir:           t.TempDir(),
+		StallTimeout:  2 * time.Second,
+		RetryDelay:    time.Millisecond,
+		MaxRetryDelay: 5 * time.Millisecond,
+	}
+}
+
+func open(t testing.TB, cfg imagecache.Config) *imagecache.Cache {
+	t.Helper()
+	c, err := imagecache.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// visibleFiles lists the files of dir a handler could ever open: names of 64 hex digits.
+func visibleFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, de := range des {
+		if _, err := imagecache.ParseDigest(de.Name()); err == nil {
+			out = append(out, de.Name())
+		}
+	}
+	return out
+}
+
+// allFiles lists every file of dir but the lock.
+func allFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, de := range des {
+		if de.Name() != ".lock" {
+			out = append(out, de.Name())
+		}
+	}
+	return out
+}
+
+// checkVisibleVerified fails when a visible file's bytes do not hash to its name.
+func checkVisibleVerified(t testing.TB, dir string) {
+	t.Helper()
+	for _, name := range visibleFiles(t, dir) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := imagecache.Digest(sha256.Sum256(b)).String(); got != name {
+			t.Errorf("visible file %s holds bytes hashing to %s", name, got)
+		}
+	}
+}
+
+// source is an HTTP image source whose misbehaviour tests choose.
+type source struct {
+	body []byte
+	mode string // good, wrong, truncate, stall, 404, 500once, truncateonce, stallonce
+	// noRange makes the source ignore Range headers (plain 200 with the whole body).
+	noRange bool
+
+	mu       sync.Mutex
+	requests []string // "GET RANGE" of each request
+	srv      *httptest.Server
+	release  chan struct{}
+}
+
+func newSource(t testing.TB, body []byte, mode string, noRange bool) *source {
+	s := &source{body: body, mode: mode, noRange: noRange, release: make(chan struct{})}
+	s.srv = httptest.NewServer(s)
+	t.Cleanup(func() {
+		close(s.release)
+		s.srv.CloseClientConnections()
+		s.srv.Close()
+	})
+	return s
+}
+
+func (s *source) URL() string { return s.srv.URL + "/image" }
+
+func (s *source) Requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+func (s *source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.requests = append(s.requests, r.Method+" "+r.Header.Get("Range"))
+	n := len(s.requests)
+	s.mu.Unlock()
+	body, start := s.body, 0
+	if rng := r.Header.Get("Range"); rng != "" && !s.noRange {
+		from, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(rng, "bytes="), "-"))
+		if err != nil || from >= len(body) {
+			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
+		start = from
+		w.Header().Set("Content-Range", "bytes "+strconv.Itoa(from)+"-"+strconv.Itoa(len(body)-1)+"/"+strconv.Itoa(len(body)))
+	}
+	rest := body[start:]
+	mode := s.mode
+	switch {
+	case mode == "404":
+		http.NotFound(w, r)
+		return
+	case mode == "500once" && n == 1:
+		http.Error(w, "busy", http.StatusInternalServerError)
+		return
+	case mode == "wrong":
+		rest = slices.Clone(rest)
+		rest[len(rest)/2] ^= 1
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(rest)))
+	if start > 0 {
+		w.WriteHeader(http.StatusPartialContent)
+	}
+	cut := mode == "truncate" || mode == "stall" || ((mode == "truncateonce" || mode == "stallonce") && n == 1)
+	if !cut {
+		w.Write(rest)
+		return
+	}
+	w.Write(rest[:len(rest)/2])
+	w.(http.Flusher).Flush()
+	if strings.HasPrefix(mode, "stall") {
+		select {
+		case <-r.Context().Done():
+		case <-s.release:
+		}
+		return
+	}
+	// Truncate: end the connection short of the announced length.
+	panic(http.ErrAbortHandler)
+}

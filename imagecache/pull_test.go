@@ -1,0 +1,241 @@
+package imagecache_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/google/go-cmp/cmp"
+)
+
+// Every kind of bad source ends in a typed failure and never in a visible file; sources
+// that fail once are retried, resuming by Range when the source allows it.
+func TestPullSources(t *testing.T) {
+	body := randomBytes(1, 3<<20+17)
+	digest := imagecache.Digest(sha256.Sum256(body))
+	tests := []struct {
+		mode    string
+		noRange bool
+		retries int
+		wantErr error // nil: the pull succeeds
+		wantReq []string
+	}{
+		{mode: "good", wantReq: []string{"GET "}},
+		{mode: "wrong", wantErr: imagecache.ErrDigestMismatch, wantReq: []string{"GET "}},
+		{mode: "truncate", retries: -1, wantErr: imagecache.ErrShortBody, wantReq: []string{"GET "}},
+		{mode: "truncate", retries: 2, wantErr: imagecache.ErrShortBody,
+			wantReq: []string{"GET ", "GET bytes=1572872-", "GET bytes=2359308-"}},
+		{mode: "stall", retries: -1, wantErr: imagecache.ErrStalled, wantReq: []string{"GET "}},
+		{mode: "404", wantErr: &imagecache.StatusError{}, wantReq: []string{"GET "}},
+		{mode: "500once", wantReq: []string{"GET ", "GET "}},
+		{mode: "truncateonce", wantReq: []string{"GET ", "GET bytes=1572872-"}},
+		{mode: "truncateonce", noRange: true, wantReq: []string{"GET ", "GET bytes=1572872-"}},
+		{mode: "stallonce", wantReq: []string{"GET ", "GET bytes=1572872-"}},
+		{mode: "stallonce", noRange: true, wantReq: []string{"GET ", "GET bytes=1572872-"}},
+	}
+	for _, tt := range tests {
+		name := tt.mode
+		if tt.noRange {
+			name += "/range-ignored"
+		}
+		if tt.retries != 0 {
+			name += "/retries=" + string(rune('0'+max(tt.retries, 0)))
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			src := newSource(t, body, tt.mode, tt.noRange)
+			cfg := fastConfig(t)
+			cfg.Retries = tt.retries
+			if strings.HasPrefix(tt.mode, "stall") {
+				cfg.StallTimeout = 300 * time.Millisecond
+			}
+			c := open(t, cfg)
+			img := imagecache.Image{URL: src.URL(), SHA256: digest, Format: "raw"}
+			if err := c.SetPinned([]imagecache.Image{img}); err != nil {
+				t.Fatal(err)
+			}
+			err := c.Pull(context.Background(), img)
+			if diff := cmp.Diff(tt.wantReq, src.Requests()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			st := c.Status()
+			if len(st) != 1 {
+				t.Fatalf("Status: %d images, want 1", len(st))
+			}
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Pull: %v", err)
+				}
+				if st[0].State != imagecache.StateReady || st[0].Bytes != int64(len(body)) {
+					t.Errorf("Status = %v %d bytes, want ready %d", st[0].State, st[0].Bytes, len(body))
+				}
+				got, rerr := os.ReadFile(filepath.Join(cfg.Dir, digest.String()))
+				if rerr != nil || sha256.Sum256(got) != digest {
+					t.Errorf("cached file: err %v, digest ok %v", rerr, sha256.Sum256(got) == digest)
+				}
+				if diff := cmp.Diff([]string{digest.String()}, allFiles(t, cfg.Dir)); diff != "" {
+					t.Errorf("files (-want +got):\n%s", diff)
+				}
+				return
+			}
+			var pe *imagecache.PullError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Pull error %v (%T), want a *PullError", err, err)
+			}
+			var se *imagecache.StatusError
+			if errors.As(tt.wantErr, &se) {
+				if !errors.As(err, &se) || se.Code != 404 {
+					t.Errorf("Pull error %v, want a 404 StatusError", err)
+				}
+			} else if !errors.Is(err, tt.wantErr) {
+				t.Errorf("Pull error %v, want %v", err, tt.wantErr)
+			}
+			if st[0].State != imagecache.StateFailed || !errors.Is(st[0].Err, pe.Err) {
+				t.Errorf("Status = %v (%v), want failed with the pull's error", st[0].State, st[0].Err)
+			}
+			if files := allFiles(t, cfg.Dir); len(files) != 0 {
+				t.Errorf("files left after a failed pull: %v", files)
+			}
+			if inv := c.Inventory(); len(inv) != 0 {
+				t.Errorf("Inventory after a failed pull: %v", inv)
+			}
+		})
+	}
+}
+
+// Concurrent asks for one digest share one transfer.
+func TestPullSingleflight(t *testing.T) {
+	body := randomBytes(2, 1<<20)
+	src := newSource(t, body, "good", false)
+	c := open(t, fastConfig(t))
+	img := imagecache.Image{URL: src.URL(), SHA256: sha256.Sum256(body)}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Go(func() { errs <- c.Pull(context.Background(), img) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(src.Requests()); n != 1 {
+		t.Errorf("source got %d requests for 16 concurrent pulls, want 1", n)
+	}
+	if s := c.Stats(); s.PullsOK != 1 || s.BytesPulled != int64(len(body)) {
+		t.Errorf("Stats PullsOK %d BytesPulled %d, want 1 %d", s.PullsOK, s.BytesPulled, len(body))
+	}
+}
+
+// A failed image is not pulled again by SetPinned until RetryFailedAfter has passed.
+func TestSetPinnedRetriesFailedLater(t *testing.T) {
+	body := randomBytes(3, 1000)
+	src := newSource(t, body, "404", false)
+	clk := newClock()
+	cfg := fastConfig(t)
+	cfg.Now = clk.Now
+	cfg.RetryFailedAfter = time.Minute
+	c := open(t, cfg)
+	img := imagecache.Image{URL: src.URL(), SHA256: sha256.Sum256(body)}
+	wait := func() imagecache.Status {
+		t.Helper()
+		for range 500 {
+			st := c.Status()
+			if len(st) == 1 && st[0].State != imagecache.StateWarming {
+				return st[0]
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		t.Fatal("pull did not end")
+		return imagecache.Status{}
+	}
+	c.SetPinned([]imagecache.Image{img})
+	if st := wait(); st.State != imagecache.StateFailed {
+		t.Fatalf("state %v, want failed", st.State)
+	}
+	c.SetPinned([]imagecache.Image{img})
+	wait()
+	if n := len(src.Requests()); n != 1 {
+		t.Errorf("requests after a second SetPinned within the interval: %d, want 1", n)
+	}
+	clk.Advance(time.Minute)
+	c.SetPinned([]imagecache.Image{img})
+	wait()
+	if n := len(src.Requests()); n != 2 {
+		t.Errorf("requests after RetryFailedAfter: %d, want 2", n)
+	}
+}
+
+// Images over the budget are refused before they fill the disk.
+func TestPullTooLarge(t *testing.T) {
+	body := randomBytes(4, 5000)
+	src := newSource(t, body, "good", false)
+	cfg := fastConfig(t)
+	cfg.MaxBytes = 4000
+	c := open(t, cfg)
+	err := c.Pull(context.Background(), imagecache.Image{URL: src.URL(), SHA256: sha256.Sum256(body)})
+	if !errors.Is(err, imagecache.ErrTooLarge) {
+		t.Fatalf("Pull: %v, want ErrTooLarge", err)
+	}
+	if f := allFiles(t, cfg.Dir); len(f) != 0 {
+		t.Errorf("files left: %v", f)
+	}
+}
+
+// Shutdown cancels a pull stuck on a stalled source and leaves no temp file.
+func TestShutdownCancelsPulls(t *testing.T) {
+	body := randomBytes(5, 1<<20)
+	src := newSource(t, body, "stall", false)
+	cfg := fastConfig(t)
+	cfg.StallTimeout = time.Hour
+	c, err := imagecache.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := imagecache.Image{URL: src.URL(), SHA256: sha256.Sum256(body)}
+	c.SetPinned([]imagecache.Image{img})
+	for range 500 {
+		if st := c.Status(); st[0].Bytes > 0 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := c.Pull(context.Background(), img); !errors.Is(err, imagecache.ErrClosed) {
+		t.Errorf("Pull after Shutdown: %v, want ErrClosed", err)
+	}
+	if f := allFiles(t, cfg.Dir); len(f) != 0 {
+		t.Errorf("files left: %v", f)
+	}
+	if st := c.Status(); st[0].State != imagecache.StateFailed || !errors.Is(st[0].Err, imagecache.ErrClosed) {
+		t.Errorf("Status after Shutdown: %v %v", st[0].State, st[0].Err)
+	}
+}
+
+func TestInvalidImages(t *testing.T) {
+	c := open(t, fastConfig(t))
+	d := imagecache.Digest(sha256.Sum256([]byte("x")))
+	for _, img := range []imagecache.Image{
+		{URL: "http://h/x"},
+		{URL: "file:///etc/passwd", SHA256: d},
+		{URL: "http://h/x", SHA256: d, Format: "Bad Format"},
+		{URL: "http://h/x", SHA256: d, Format: strings.Repeat("a", 33)},
+	} {
+		if err := c.Pull(context.Background(), img); !errors.Is(err, imagecache.ErrBadImage) {
+			t.Errorf("Pull(%+v) = %v, want ErrBadImage", img, err)
+		}
+	}
+}

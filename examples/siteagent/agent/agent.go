@@ -1,0 +1,361 @@
+package agent
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/discovery"
+	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/lease"
+	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/bettercompute/siteboot/tftpd"
+)
+
+// Options are what a host program hands the agent besides its config file.
+type Options struct {
+	// Logger receives the agent's and its components' logs; nil discards.
+	Logger *slog.Logger
+	// Signer is the node key; nil loads (or creates) Config.KeyFile.
+	Signer crypto.Signer
+	// HTTPClient pulls cache images; nil uses the cache's own.
+	HTTPClient *http.Client
+	// DHCPClientPort is where proxy DHCP sends replies to port-67 requests; zero means 68.
+	// A test or the demo, whose machines cannot bind 68, sets another.
+	DHCPClientPort int
+	// DrainTimeout bounds the graceful stop of the servers; zero means 5 s.
+	DrainTimeout time.Duration
+}
+
+// Agent is a running site agent: proxy DHCP, TFTP, the boot and cache HTTP server, the lease
+// fence, discovery and assertion signing, fed by the control plane over a Link.
+type Agent struct {
+	cfg  *Config
+	opt  Options
+	log  *slog.Logger
+	link Link
+
+	entries *Entries
+	fence   *lease.Fence
+	found   *discovery.List
+	issuer  *assertion.Issuer
+	cache   *imagecache.Cache
+	dhcp    *proxydhcp.Server
+	tftp    *tftpd.Server
+	httpSrv *http.Server
+	metrics *http.Server
+
+	// Sockets bound by New, served by Run.
+	dhcpConn, pxeConn, tftpConn net.PacketConn
+	httpLn, metricsLn          net.Listener
+
+	wake       chan struct{} // a status report is wanted before the next heartbeat
+	mu         sync.Mutex
+	sentDigest discovery.Digest // the discovered list's digest the control plane acknowledged
+	lastSync   time.Time
+	syncErrors uint64
+	transfers  transferCounters
+}
+
+// New builds an agent from its config and binds its sockets, so that a host learns at once
+// that a port is taken. Run serves them.
+func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opt.DrainTimeout == 0 {
+		opt.DrainTimeout = 5 * time.Second
+	}
+	a = &Agent{cfg: cfg, opt: opt, log: log, link: link, wake: make(chan struct{}, 1)}
+	defer func() {
+		if err != nil {
+			a.closeSockets()
+		}
+	}()
+
+	if a.entries, err = OpenEntries(filepath.Join(cfg.DataDir, EntriesFileName), nil); err != nil {
+		return nil, err
+	}
+	signer := opt.Signer
+	if signer == nil {
+		if signer, err = LoadOrCreateKey(cfg.KeyFile); err != nil {
+			return nil, err
+		}
+	}
+	a.issuer = &assertion.Issuer{Site: cfg.SiteID, Agent: cfg.NodeID, Signer: signer}
+	if err := a.issuer.Validate(); err != nil {
+		return nil, err
+	}
+	a.fence = &lease.Fence{TTL: cfg.Lease.TTL.Duration, Logger: log.With("component", "lease")}
+	if a.found, err = discovery.NewList(discovery.Config{
+		ReportWanted: a.reportSoon,
+		DHCPFirst:    cfg.Boot.ProxyDHCP,
+		Logger:       log.With("component", "discovery"),
+	}); err != nil {
+		return nil, err
+	}
+	if a.cache, err = imagecache.Open(ctx, imagecache.Config{
+		Dir:      filepath.Join(cfg.DataDir, CacheDirName),
+		MaxBytes: cfg.Boot.CacheMaxBytes,
+		Client:   opt.HTTPClient,
+		Fence:    imagecache.FenceFunc(a.active),
+		Logger:   log.With("component", "imagecache"),
+	}); err != nil {
+		return nil, err
+	}
+
+	if err := a.listen(); err != nil {
+		return nil, err
+	}
+	if cfg.Boot.ProxyDHCP {
+		serverIP, _ := netip.ParseAddr(cfg.Boot.ServerIP)
+		a.dhcp = &proxydhcp.Server{
+			Handler:    proxydhcp.HandlerFunc(a.serveDHCP),
+			Discoverer: proxydhcp.DiscovererFunc(a.discoveredDHCP),
+			ServerIP:   serverIP,
+			HTTPPort:   a.httpPort(),
+			ClientPort: opt.DHCPClientPort,
+			Logger:     log.With("component", "proxydhcp"),
+		}
+		if err := a.dhcp.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Boot.TFTP {
+		a.tftp = &tftpd.Server{Dir: cfg.Boot.TFTPRoot, Logger: log.With("component", "tftpd"), OnTransfer: a.transfers.record}
+		if err := a.tftp.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	boot, err := a.bootHandler()
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/boot/", boot)
+	mux.Handle("/cache/", a.cache)
+	a.httpSrv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    8 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if a.metricsLn != nil {
+		a.metrics = &http.Server{Handler: a.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+	}
+	return a, nil
+}
+
+// listen binds every socket the config names.
+func (a *Agent) listen() error {
+	b := a.cfg.Boot
+	var err error
+	if b.ProxyDHCP {
+		if a.dhcpConn, err = listenUDP(b.DHCPListen, b.Interface); err != nil {
+			return err
+		}
+		if a.pxeConn, err = listenUDP(b.PXEListen, b.Interface); err != nil {
+			return err
+		}
+	}
+	if b.TFTP {
+		if a.tftpConn, err = net.ListenPacket("udp4", b.TFTPListen); err != nil {
+			return fmt.Errorf("agent: tftp: %w", err)
+		}
+	}
+	if a.httpLn, err = net.Listen("tcp", b.HTTPListen); err != nil {
+		return fmt.Errorf("agent: http: %w", err)
+	}
+	if a.cfg.Metrics.Listen != "off" {
+		if a.metricsLn, err = net.Listen("tcp", a.cfg.Metrics.Listen); err != nil {
+			return fmt.Errorf("agent: metrics: %w", err)
+		}
+	}
+	// A port of 0 in http_listen takes a free port; the URLs handed to machines need the
+	// real one.
+	if port := a.httpLn.Addr().(*net.TCPAddr).Port; a.cfg.Boot.HTTPBase != "" {
+		u, _ := url.Parse(a.cfg.Boot.HTTPBase)
+		if u.Port() == "0" {
+			u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
+			a.cfg.Boot.HTTPBase = u.String()
+		}
+	}
+	return nil
+}
+
+func (a *Agent) closeSockets() {
+	for _, c := range []interface{ Close() error }{a.dhcpConn, a.pxeConn, a.tftpConn, a.httpLn, a.metricsLn} {
+		if c != nil && !isNilConn(c) {
+			c.Close()
+		}
+	}
+}
+
+func isNilConn(c interface{ Close() error }) bool {
+	switch v := c.(type) {
+	case net.PacketConn:
+		return v == nil
+	case net.Listener:
+		return v == nil
+	}
+	return false
+}
+
+// httpPort is the port machines reach the boot HTTP server on.
+func (a *Agent) httpPort() int {
+	u, err := url.Parse(a.cfg.Boot.HTTPBase)
+	if err != nil || u.Port() == "" {
+		return 80
+	}
+	p, _ := strconv.Atoi(u.Port())
+	return p
+}
+
+// Addrs are the addresses the agent's sockets are bound to, by name (dhcp, pxe, tftp, http,
+// metrics); a host that asked for port 0 reads the ports here.
+func (a *Agent) Addrs() map[string]string {
+	m := map[string]string{"http": a.httpLn.Addr().String()}
+	if a.dhcpConn != nil {
+		m["dhcp"], m["pxe"] = a.dhcpConn.LocalAddr().String(), a.pxeConn.LocalAddr().String()
+	}
+	if a.tftpConn != nil {
+		m["tftp"] = a.tftpConn.LocalAddr().String()
+	}
+	if a.metricsLn != nil {
+		m["metrics"] = a.metricsLn.Addr().String()
+	}
+	return m
+}
+
+// HTTPBase is the base URL machines use for /boot/ and /cache/.
+func (a *Agent) HTTPBase() string { return a.cfg.Boot.HTTPBase }
+
+// Fence is the agent's view of the boot lease.
+func (a *Agent) Fence() lease.FenceState { return a.fence.State() }
+
+// Discovered is the agent's list of unknown machines.
+func (a *Agent) Discovered() discovery.Snapshot { return a.found.Snapshot() }
+
+// Entries are the boot entries the agent holds.
+func (a *Agent) Entries() *Entries { return a.entries }
+
+// Cache is the agent's image cache.
+func (a *Agent) Cache() *imagecache.Cache { return a.cache }
+
+func (a *Agent) active() bool {
+	_, ok := a.fence.Active()
+	return ok
+}
+
+// Run serves until ctx ends, then drains the servers and returns nil; or returns the first
+// error of a server.
+func (a *Agent) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	serve := func(name string, f func() error, closed error) {
+		g.Go(func() error {
+			if err := f(); err != nil && !errors.Is(err, closed) {
+				return fmt.Errorf("agent: %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	if a.dhcp != nil {
+		serve("proxy dhcp", func() error { return a.dhcp.Serve(a.dhcpConn) }, proxydhcp.ErrServerClosed)
+		serve("proxy dhcp 4011", func() error { return a.dhcp.ServeBoot(a.pxeConn) }, proxydhcp.ErrServerClosed)
+	}
+	if a.tftp != nil {
+		serve("tftp", func() error { return a.tftp.Serve(a.tftpConn) }, tftpd.ErrServerClosed)
+	}
+	serve("http", func() error { return a.httpSrv.Serve(a.httpLn) }, http.ErrServerClosed)
+	if a.metrics != nil {
+		serve("metrics", func() error { return a.metrics.Serve(a.metricsLn) }, http.ErrServerClosed)
+	}
+	g.Go(func() error { return a.syncLoop(gctx) })
+	g.Go(func() error {
+		<-gctx.Done()
+		a.stop()
+		return nil
+	})
+	a.log.Info("site agent running", "site", a.cfg.SiteID, "node", a.cfg.NodeID, "addrs", a.Addrs())
+	return g.Wait()
+}
+
+// stop drains every server within DrainTimeout.
+func (a *Agent) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), a.opt.DrainTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range []interface{ Shutdown(context.Context) error }{a.httpSrv, a.metrics, a.dhcp, a.tftp, a.cache} {
+		if s == nil || isNilServer(s) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+	a.found.Close()
+	a.log.Info("site agent stopped")
+}
+
+func isNilServer(s interface{ Shutdown(context.Context) error }) bool {
+	switch v := s.(type) {
+	case *http.Server:
+		return v == nil
+	case *proxydhcp.Server:
+		return v == nil
+	case *tftpd.Server:
+		return v == nil
+	}
+	return false
+}
+
+// serveDHCP is proxy DHCP's decision (P5): a live entry while the fence is active.
+func (a *Agent) serveDHCP(ctx context.Context, req *proxydhcp.Request) proxydhcp.Decision {
+	if !a.active() {
+		return proxydhcp.Silence(proxydhcp.ReasonFenced)
+	}
+	if _, ok := a.entries.Lookup(req.MAC); !ok {
+		return proxydhcp.Silence(proxydhcp.ReasonUnknown)
+	}
+	return proxydhcp.Answer()
+}
+
+// discoveredDHCP lists a machine proxy DHCP did not answer for lack of an entry (P6).
+func (a *Agent) discoveredDHCP(ctx context.Context, req *proxydhcp.Request) {
+	s := discovery.Sighting{MAC: req.MAC.String(), Arch: req.Arch.String(), Via: discovery.ViaDHCP}
+	if req.HasUUID {
+		s.ProductUUID = req.UUID.String()
+	}
+	if req.Relay.IsValid() {
+		s.Relay = req.Relay.String()
+	}
+	a.found.Seen(s)
+}
+
+// reportSoon asks the sync loop for a status report before the next heartbeat.
+func (a *Agent) reportSoon() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}

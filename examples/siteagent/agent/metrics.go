@@ -1,0 +1,172 @@
+package agent
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/bettercompute/siteboot/tftpd"
+)
+
+// transferCounters sums the TFTP server's per-transfer stats by outcome.
+type transferCounters struct {
+	mu        sync.Mutex
+	byOutcome map[tftpd.Outcome]uint64
+	bytes     uint64
+	seconds   float64
+}
+
+func (c *transferCounters) record(t tftpd.Transfer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byOutcome == nil {
+		c.byOutcome = map[tftpd.Outcome]uint64{}
+	}
+	c.byOutcome[t.Outcome]++
+	c.bytes += uint64(max(t.Bytes, 0))
+	c.seconds += t.Duration.Seconds()
+}
+
+func (c *transferCounters) snapshot() (map[tftpd.Outcome]uint64, uint64, float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[tftpd.Outcome]uint64, len(c.byOutcome))
+	for k, v := range c.byOutcome {
+		m[k] = v
+	}
+	return m, c.bytes, c.seconds
+}
+
+// counters are the components' counters by name, for the status report.
+func (a *Agent) counters() map[string]uint64 {
+	m := map[string]uint64{}
+	if a.dhcp != nil {
+		st := a.dhcp.Stats()
+		for _, p := range []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot} {
+			ps := st.Port(p)
+			m["proxydhcp_answered_"+p.String()] = ps.Answered
+			for r, n := range ps.Silent {
+				m["proxydhcp_silent_"+r.String()+"_"+p.String()] += n
+			}
+		}
+	}
+	if a.tftp != nil {
+		c := a.tftp.Counters()
+		m["tftp_transfers"], m["tftp_completed"], m["tftp_bytes"] = c.Transfers, c.Completed, c.Bytes
+		m["tftp_dropped_busy"], m["tftp_dropped_source"] = c.DroppedBusy, c.DroppedSource
+	}
+	cs := a.cache.Stats()
+	m["cache_served"], m["cache_grants_issued"] = uint64(cs.Served), uint64(cs.GrantsIssued)
+	m["cache_refused_fenced"] = uint64(cs.RefusedFenced)
+	m["cache_refused_grant"] = uint64(cs.RefusedGrant + cs.RefusedExpired + cs.RefusedDigest + cs.RefusedPath + cs.RefusedMissing)
+	is := a.issuer.Stats()
+	m["assertions_issued"] = is.Issued
+	return m
+}
+
+// metricsHandler serves /metrics in Prometheus format and /healthz. The registry is the
+// agent's own: a host embedding several agents gets no collisions.
+func (a *Agent) metricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(agentCollector{a})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		a.mu.Lock()
+		last := a.lastSync
+		a.mu.Unlock()
+		if last.IsZero() || time.Since(last) > 3*a.cfg.Control.Heartbeat.Duration {
+			// Serving goes on from the last desired state, but the operator should know.
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("control plane not heard from\n"))
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+var (
+	descDHCPAnswered = prometheus.NewDesc("siteboot_proxydhcp_answered_total", "Proxy DHCP replies sent.", []string{"port"}, nil)
+	descDHCPSilent   = prometheus.NewDesc("siteboot_proxydhcp_silent_total", "Proxy DHCP requests not answered, by reason.", []string{"port", "reason"}, nil)
+	descTFTP         = prometheus.NewDesc("siteboot_tftp_transfers_total", "TFTP transfers by outcome.", []string{"outcome"}, nil)
+	descTFTPBytes    = prometheus.NewDesc("siteboot_tftp_bytes_total", "File bytes sent over TFTP.", nil, nil)
+	descTFTPDropped  = prometheus.NewDesc("siteboot_tftp_dropped_total", "TFTP requests dropped unanswered, by limit.", []string{"limit"}, nil)
+	descCacheServed  = prometheus.NewDesc("siteboot_cache_served_total", "Cache requests answered with an image.", nil, nil)
+	descCacheBytes   = prometheus.NewDesc("siteboot_cache_served_bytes_total", "Body bytes served from the cache.", nil, nil)
+	descCacheRefused = prometheus.NewDesc("siteboot_cache_refused_total", "Cache requests refused, by reason.", []string{"reason"}, nil)
+	descCacheGrants  = prometheus.NewDesc("siteboot_cache_grants_issued_total", "Cache grants issued.", nil, nil)
+	descCachePulls   = prometheus.NewDesc("siteboot_cache_pulls_total", "Cache pulls by result.", []string{"result"}, nil)
+	descAssertions   = prometheus.NewDesc("siteboot_assertions_issued_total", "Discovery assertions signed.", nil, nil)
+	descActive       = prometheus.NewDesc("siteboot_lease_active", "1 while this agent is the site's active boot server.", nil, nil)
+	descEpoch        = prometheus.NewDesc("siteboot_lease_epoch", "The highest boot lease epoch heard.", nil, nil)
+	descDiscovered   = prometheus.NewDesc("siteboot_discovered_machines", "Unknown machines listed.", nil, nil)
+	descEntries      = prometheus.NewDesc("siteboot_boot_entries", "Live boot entries.", nil, nil)
+	descSyncErrors   = prometheus.NewDesc("siteboot_control_sync_errors_total", "Heartbeats the control plane did not answer.", nil, nil)
+)
+
+type agentCollector struct{ a *Agent }
+
+func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descTFTP, descTFTPBytes, descTFTPDropped, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors} {
+		ch <- d
+	}
+}
+
+func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
+	a := c.a
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	if a.dhcp != nil {
+		st := a.dhcp.Stats()
+		for _, p := range []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot} {
+			ps := st.Port(p)
+			counter(descDHCPAnswered, float64(ps.Answered), p.String())
+			for r, n := range ps.Silent {
+				counter(descDHCPSilent, float64(n), p.String(), r.String())
+			}
+		}
+	}
+	if a.tftp != nil {
+		byOutcome, bytes, _ := a.transfers.snapshot()
+		for o, n := range byOutcome {
+			counter(descTFTP, float64(n), string(o))
+		}
+		counter(descTFTPBytes, float64(bytes))
+		tc := a.tftp.Counters()
+		counter(descTFTPDropped, float64(tc.DroppedBusy), "busy")
+		counter(descTFTPDropped, float64(tc.DroppedSource), "per-source")
+	}
+	cs := a.cache.Stats()
+	counter(descCacheServed, float64(cs.Served))
+	counter(descCacheBytes, float64(cs.ServedBytes))
+	for reason, n := range map[string]int64{"path": cs.RefusedPath, "grant": cs.RefusedGrant, "expired": cs.RefusedExpired, "digest": cs.RefusedDigest, "missing": cs.RefusedMissing, "fenced": cs.RefusedFenced} {
+		counter(descCacheRefused, float64(n), reason)
+	}
+	counter(descCacheGrants, float64(cs.GrantsIssued))
+	counter(descCachePulls, float64(cs.PullsOK), "ok")
+	counter(descCachePulls, float64(cs.PullsFailed), "failed")
+	counter(descAssertions, float64(a.issuer.Stats().Issued))
+	fs := a.fence.State()
+	active := 0.0
+	if fs.Active {
+		active = 1
+	}
+	gauge(descActive, active)
+	gauge(descEpoch, float64(fs.Epoch))
+	gauge(descDiscovered, float64(a.found.Len()))
+	gauge(descEntries, float64(len(a.entries.All())))
+	a.mu.Lock()
+	syncErrors := a.syncErrors
+	a.mu.Unlock()
+	counter(descSyncErrors, float64(syncErrors))
+}

@@ -1,0 +1,119 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/lease"
+)
+
+// syncLoop sends a heartbeat every Control.Heartbeat (sooner when discovery wants a report)
+// and applies the desired state that comes back. While the control plane cannot be reached
+// the agent keeps serving from its last desired state; the fence, measured from the last
+// heartbeat the lease's renewal answered, ends the serving on its own.
+func (a *Agent) syncLoop(ctx context.Context) error {
+	t := time.NewTicker(a.cfg.Control.Heartbeat.Duration)
+	defer t.Stop()
+	for {
+		a.syncOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-a.wake:
+		}
+	}
+}
+
+func (a *Agent) syncOnce(ctx context.Context) {
+	if err := a.entries.Prune(); err != nil {
+		a.log.Error("prune boot entries", "err", err)
+	}
+	snap := a.found.Snapshot()
+	r := Report{
+		Site:             a.cfg.SiteID,
+		Node:             a.cfg.NodeID,
+		DiscoveredDigest: snap.Digest.String(),
+		Images:           a.imageReports(),
+		Counters:         a.counters(),
+	}
+	a.mu.Lock()
+	sendList := snap.Digest != a.sentDigest
+	a.mu.Unlock()
+	if sendList {
+		r.Discovered = make([]Discovered, 0, len(snap.Entries))
+		for _, e := range snap.Entries {
+			d := Discovered{MAC: e.MAC.String(), ProductUUID: e.ProductUUID, Arch: e.Arch, FirstSeen: e.FirstSeen, LastSeen: e.LastSeen, Count: e.Count}
+			if e.Relay.IsValid() {
+				d.Relay = e.Relay.String()
+			}
+			r.Discovered = append(r.Discovered, d)
+		}
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, a.cfg.Control.Timeout.Duration)
+	defer cancel()
+	// The heartbeat number is stamped just before sending: the fence measures its window
+	// from this moment.
+	r.Beat = a.fence.Heartbeat()
+	d, err := a.link.Sync(cctx, r)
+	if err != nil {
+		a.mu.Lock()
+		a.syncErrors++
+		a.mu.Unlock()
+		if ctx.Err() == nil {
+			a.log.Warn("control plane unreachable; serving from the last desired state", "err", err)
+		}
+		return
+	}
+	a.fence.Observe(lease.Word{Holds: d.Lease.Holds, Epoch: d.Lease.Epoch, TTL: time.Duration(d.Lease.TTLMs) * time.Millisecond, Beat: d.Lease.Beat})
+	a.mu.Lock()
+	a.lastSync = time.Now()
+	if sendList {
+		a.sentDigest = snap.Digest
+	}
+	a.mu.Unlock()
+
+	if err := a.entries.Replace(d.Entries); err != nil {
+		a.log.Error("boot entries refused; keeping the previous ones", "err", err)
+	}
+	// A machine that got an entry is no longer unknown (D1).
+	a.found.ForgetFunc(func(mac hwid.MAC) bool {
+		_, ok := a.entries.Lookup(mac)
+		return ok
+	})
+	if err := a.cache.SetPinned(a.wantedImages(d.CacheImages)); err != nil {
+		a.log.Error("cache images", "err", err)
+	}
+}
+
+// wantedImages is the pinned set: the site's ramdisk kernel and initrd, and the control
+// plane's cache images.
+func (a *Agent) wantedImages(fromControl []Image) []imagecache.Image {
+	all := append([]Image{a.cfg.Boot.Kernel, a.cfg.Boot.Initrd}, fromControl...)
+	out := make([]imagecache.Image, 0, len(all))
+	for _, im := range all {
+		d, err := imagecache.ParseDigest(im.SHA256)
+		if err != nil {
+			a.log.Warn("cache image with a malformed digest ignored", "url", im.URL, "sha256", im.SHA256)
+			continue
+		}
+		out = append(out, imagecache.Image{URL: im.URL, SHA256: d, Format: im.Format})
+	}
+	return out
+}
+
+func (a *Agent) imageReports() []ImageReport {
+	st := a.cache.Status()
+	out := make([]ImageReport, 0, len(st))
+	for _, s := range st {
+		r := ImageReport{SHA256: s.Image.SHA256.String(), Format: s.Image.Format, State: s.State.String(), Bytes: s.Bytes}
+		if s.Err != nil {
+			r.Reason = s.Err.Error()
+		}
+		out = append(out, r)
+	}
+	return out
+}

@@ -1,0 +1,343 @@
+// Package controlplane is a small control plane for site agents: enough of one to run
+// examples/bootlab and the agent's tests. It keeps each agent's desired state (boot entries,
+// cache images), issues discovery tokens, runs the boot lease's controller over a
+// lease.Store, and answers the agent's heartbeats in process or over HTTP+JSON.
+//
+// A real control plane (the seed's gateway and SiteBoot controller) does the same with
+// sessions, certificates and a database; this one trusts what reaches it and keeps
+// everything in memory.
+package controlplane
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/lease"
+)
+
+// DefaultSessionTimeout is how long after its last heartbeat an agent still counts as
+// connected.
+const DefaultSessionTimeout = 3 * time.Second
+
+// Plane is the control plane. Set the exported fields before Start.
+type Plane struct {
+	// Lease is the lease store; New sets a lease.MemoryStore.
+	Lease lease.Store
+	// TTL of the boot lease; zero: lease.DefaultTTL.
+	TTL time.Duration
+	// Interval of the lease tick; zero: lease.DefaultInterval.
+	Interval time.Duration
+	// SessionTimeout: zero means DefaultSessionTimeout.
+	SessionTimeout time.Duration
+	// Logger: nil discards.
+	Logger *slog.Logger
+
+	mu     sync.Mutex
+	agents map[string]*agentState // by node id
+	tokens map[string]string      // workflow/ref -> bearer
+	ctrl   *lease.Controller
+	now    func() time.Time
+}
+
+type agentState struct {
+	site       string
+	node       string
+	lastSeen   time.Time
+	beat       uint64
+	entries    []agent.Entry
+	images     []agent.Image
+	discovered []agent.Discovered
+	digest     string
+	reports    []agent.ImageReport
+	counters   map[string]uint64
+	word       agent.LeaseWord
+}
+
+// New returns a control plane with its defaults applied.
+func New(logger *slog.Logger) *Plane {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Plane{Lease: &lease.MemoryStore{}, Logger: logger, agents: map[string]*agentState{}, tokens: map[string]string{}, now: time.Now}
+}
+
+// Enroll registers a site agent.
+func (p *Plane) Enroll(site, node string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.agents[node]; !ok {
+		p.agents[node] = &agentState{site: site, node: node}
+	}
+}
+
+// SetEntries sets an agent's boot entries and mints a discovery token for each entry that
+// names a token reference and has none yet.
+func (p *Plane) SetEntries(node string, entries []agent.Entry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a := p.agents[node]
+	if a == nil {
+		return
+	}
+	a.entries = slices.Clone(entries)
+	for _, e := range entries {
+		if e.TokenRef == "" {
+			continue
+		}
+		k := e.Workflow + "/" + e.TokenRef
+		if _, ok := p.tokens[k]; !ok {
+			var b [16]byte
+			rand.Read(b[:])
+			p.tokens[k] = "bcjt_" + hex.EncodeToString(b[:])
+		}
+	}
+}
+
+// SetImages sets the cache images every agent of a site pre-warms.
+func (p *Plane) SetImages(site string, images []agent.Image) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range p.agents {
+		if a.site == site {
+			a.images = slices.Clone(images)
+		}
+	}
+}
+
+// TokenFor returns the bearer minted for an entry (what the ramdisk will present).
+func (p *Plane) TokenFor(workflow, ref string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tokens[workflow+"/"+ref]
+}
+
+// Discovered returns the last discovered list an agent reported.
+func (p *Plane) Discovered(node string) []agent.Discovered {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.agents[node]; a != nil {
+		return slices.Clone(a.discovered)
+	}
+	return nil
+}
+
+// Images returns the last cache report of an agent.
+func (p *Plane) Images(node string) []agent.ImageReport {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.agents[node]; a != nil {
+		return slices.Clone(a.reports)
+	}
+	return nil
+}
+
+// LeaseRecord returns the site's lease record.
+func (p *Plane) LeaseRecord(ctx context.Context, site string) (lease.Record, error) {
+	rec, _, err := p.Lease.Get(ctx, site)
+	return rec, err
+}
+
+// Checker returns the lease check for assertion verification.
+func (p *Plane) Checker() *lease.Checker { return &lease.Checker{Store: p.Lease} }
+
+// Run runs the lease controller until ctx ends.
+func (p *Plane) Run(ctx context.Context) error {
+	p.ctrl = &lease.Controller{Store: p.Lease, Fleet: fleet{p}, TTL: p.TTL, Interval: p.Interval, Logger: p.Logger}
+	return p.ctrl.Run(ctx)
+}
+
+// Sync answers an agent's heartbeat: it records the report and returns the agent's desired
+// state with the lease word for it.
+func (p *Plane) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+	p.mu.Lock()
+	a := p.agents[r.Node]
+	if a == nil || a.site != r.Site {
+		p.mu.Unlock()
+		return agent.Desired{}, errUnknownAgent
+	}
+	a.lastSeen = p.now()
+	a.beat = r.Beat
+	if r.DiscoveredDigest != a.digest && r.Discovered != nil {
+		a.discovered, a.digest = r.Discovered, r.DiscoveredDigest
+	}
+	a.reports, a.counters = r.Images, r.Counters
+	d := agent.Desired{Entries: slices.Clone(a.entries), CacheImages: slices.Clone(a.images)}
+	p.mu.Unlock()
+
+	rec, _, err := p.Lease.Get(ctx, r.Site)
+	if err != nil {
+		return agent.Desired{}, err
+	}
+	w := rec.WordFor(r.Node)
+	d.Lease = agent.LeaseWord{Holds: w.Holds, Epoch: w.Epoch, TTLMs: w.TTL.Milliseconds(), Beat: w.Beat}
+	return d, nil
+}
+
+// Token implements the token half of agent.Link.
+func (p *Plane) Token(ctx context.Context, node, workflow, ref string) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a := p.agents[node]
+	if a == nil {
+		return "", errUnknownAgent
+	}
+	for _, e := range a.entries {
+		if e.Workflow == workflow && e.TokenRef == ref {
+			if t, ok := p.tokens[workflow+"/"+ref]; ok {
+				return t, nil
+			}
+		}
+	}
+	return "", agent.ErrTokenNotReady
+}
+
+var errUnknownAgent = errors.New("controlplane: unknown agent")
+
+type fleet struct{ p *Plane }
+
+func (f fleet) Sites(ctx context.Context) ([]string, error) {
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	var sites []string
+	for _, a := range f.p.agents {
+		if !slices.Contains(sites, a.site) {
+			sites = append(sites, a.site)
+		}
+	}
+	slices.Sort(sites)
+	return sites, nil
+}
+
+func (f fleet) Connected(ctx context.Context, site string) ([]lease.Agent, error) {
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	timeout := f.p.SessionTimeout
+	if timeout == 0 {
+		timeout = DefaultSessionTimeout
+	}
+	now := f.p.now()
+	var out []lease.Agent
+	for _, a := range f.p.agents {
+		if a.site == site && !a.lastSeen.IsZero() && now.Sub(a.lastSeen) < timeout {
+			out = append(out, lease.Agent{Node: a.node, Site: a.site, Beat: a.beat})
+		}
+	}
+	return out, nil
+}
+
+// Link returns an in-process agent.Link for one agent. Cut makes it fail as a partitioned
+// network would, until restored.
+func (p *Plane) Link() *LocalLink { return &LocalLink{p: p} }
+
+// LocalLink is an in-process agent.Link.
+type LocalLink struct {
+	p   *Plane
+	mu  sync.Mutex
+	cut bool
+}
+
+var _ agent.Link = (*LocalLink)(nil)
+
+// ErrCut is what a cut link returns.
+var ErrCut = errors.New("controlplane: link cut")
+
+// SetCut cuts (true) or restores (false) the link.
+func (l *LocalLink) SetCut(cut bool) {
+	l.mu.Lock()
+	l.cut = cut
+	l.mu.Unlock()
+}
+
+func (l *LocalLink) isCut() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cut
+}
+
+// Sync implements agent.Link.
+func (l *LocalLink) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+	if l.isCut() {
+		return agent.Desired{}, ErrCut
+	}
+	// A round trip through JSON, as over the wire, so nothing is shared by reference.
+	var r2 agent.Report
+	if err := roundTrip(r, &r2); err != nil {
+		return agent.Desired{}, err
+	}
+	d, err := l.p.Sync(ctx, r2)
+	if err != nil {
+		return d, err
+	}
+	var d2 agent.Desired
+	err = roundTrip(d, &d2)
+	return d2, err
+}
+
+// Token implements agent.Link.
+func (l *LocalLink) Token(ctx context.Context, node, workflow, ref string) (string, error) {
+	if l.isCut() {
+		return "", ErrCut
+	}
+	return l.p.Token(ctx, node, workflow, ref)
+}
+
+func roundTrip(in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// Handler serves the HTTP side of agent.HTTPLink.
+func (p *Plane) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sync", func(w http.ResponseWriter, r *http.Request) {
+		var rep agent.Report
+		if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&rep); err != nil {
+			http.Error(w, "bad report", http.StatusBadRequest)
+			return
+		}
+		d, err := p.Sync(r.Context(), rep)
+		if errors.Is(err, errUnknownAgent) {
+			http.Error(w, "unknown agent", http.StatusForbidden)
+			return
+		} else if err != nil {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		writeJSON(w, d)
+	})
+	mux.HandleFunc("POST /v1/token", func(w http.ResponseWriter, r *http.Request) {
+		var q struct{ Node, Workflow, Ref string }
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&q); err != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		t, err := p.Token(r.Context(), q.Node, q.Workflow, q.Ref)
+		switch {
+		case errors.Is(err, agent.ErrTokenNotReady):
+			http.Error(w, "not ready", http.StatusConflict)
+		case err != nil:
+			http.Error(w, "unknown agent", http.StatusForbidden)
+		default:
+			writeJSON(w, map[string]string{"token": t})
+		}
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,76 @@
+// Command siteagent is a reference site agent built from siteboot's packages: it answers PXE
+// and UEFI HTTP boot through proxy DHCP beside the site's own DHCP server, serves the iPXE
+// builds over TFTP, hands each known machine its iPXE script with a signed discovery
+// assertion, serves images from a verified cache under grants, and does all of it only while
+// it holds the site's boot lease.
+//
+// Usage:
+//
+//	siteagent -config /etc/siteagent/config.toml
+//	siteagent -check /etc/siteagent/config.toml   # validate and exit
+//
+// See agent.Config for the file's keys; testdata/example.toml is a complete example.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+)
+
+func main() {
+	configPath := flag.String("config", "", "the agent's TOML config file")
+	check := flag.String("check", "", "validate this config file and exit")
+	flag.Parse()
+
+	if *check != "" {
+		if _, err := agent.LoadConfig(*check); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println("config ok")
+		return
+	}
+	if *configPath == "" {
+		fmt.Fprintln(os.Stderr, "usage: siteagent -config FILE | -check FILE")
+		os.Exit(2)
+	}
+	cfg, err := agent.LoadConfig(*configPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	log := newLogger(cfg.Log)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		log.Error("data dir", "err", err)
+		os.Exit(1)
+	}
+	a, err := agent.New(ctx, cfg, &agent.HTTPLink{Base: cfg.Control.URL}, agent.Options{Logger: log})
+	if err != nil {
+		log.Error("start", "err", err)
+		os.Exit(1)
+	}
+	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(c agent.LogConfig) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

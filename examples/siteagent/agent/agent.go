@@ -60,7 +60,7 @@ type Agent struct {
 
 	// Sockets bound by New, served by Run.
 	dhcpConn, pxeConn, tftpConn net.PacketConn
-	httpLn, metricsLn          net.Listener
+	httpLn, metricsLn           net.Listener
 
 	wake       chan struct{} // a status report is wanted before the next heartbeat
 	mu         sync.Mutex

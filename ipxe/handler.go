@@ -118,7 +118,10 @@ func (c Config) Validate() error {
 			return invalidErr("base_url", "must be http(s)://HOST[:PORT]")
 		}
 	}
-	for _, p := range c.Params {
+	for i, p := range c.Params {
+		if err := checkName(fmt.Sprintf("params[%d]", i), p.Name); err != nil {
+			return err
+		}
 		if !strings.HasPrefix(p.Name, ReservedPrefix) {
 			return invalidErr("params["+p.Name+"]", "boot parameters are named "+ReservedPrefix+"*")
 		}

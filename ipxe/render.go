@@ -184,11 +184,11 @@ func (b Boot) Render() ([]byte, error) {
 		args = append(args, "initrd="+names[i])
 	}
 	seen := make(map[string]bool, len(b.Params))
-	for _, p := range b.Params {
-		field := "params[" + p.Name + "]"
-		if err := checkName(field, p.Name); err != nil {
+	for i, p := range b.Params {
+		if err := checkName(fmt.Sprintf("params[%d]", i), p.Name); err != nil {
 			return nil, err
 		}
+		field := "params[" + p.Name + "]" // the name is safe to show from here on
 		if seen[p.Name] {
 			return nil, invalidErr(field, "parameter given twice")
 		}

@@ -316,14 +316,18 @@ func (s *Server) readLoop(sc *serveConn) error {
 // socket's own address. direct is the address to send from (one the host owns).
 func (s *Server) localAddr(sc *serveConn, ifIdx int, dst netip.Addr) (local, direct netip.Addr) {
 	if ifIdx > 0 {
-		addrs := s.ifaces.get(ifIdx, s.now())
-		for _, a := range addrs {
-			if a == dst {
-				return a, a
+		prefixes := s.ifaces.get(ifIdx, s.now())
+		for _, p := range prefixes {
+			// A unicast address of the interface's subnets (the request's own target) wins
+			// over the interface's first address; the subnet's broadcast address does not.
+			edge := p.Bits() < 31 && (dst == lastAddr(p) || dst == p.Masked().Addr())
+			if p.Contains(dst) && !edge {
+				return dst, dst
 			}
 		}
-		if len(addrs) > 0 {
-			return addrs[0], addrs[0]
+		if len(prefixes) > 0 {
+			a := prefixes[0].Addr()
+			return a, a
 		}
 	}
 	if usableServer(dst) && ifIdx == 0 {
@@ -519,11 +523,11 @@ type ifaceCache struct {
 }
 
 type ifaceEntry struct {
-	addrs   []netip.Addr
+	addrs   []netip.Prefix
 	expires time.Time
 }
 
-func (c *ifaceCache) get(idx int, now time.Time) []netip.Addr {
+func (c *ifaceCache) get(idx int, now time.Time) []netip.Prefix {
 	c.mu.Lock()
 	e, ok := c.m[idx]
 	c.mu.Unlock()
@@ -540,7 +544,7 @@ func (c *ifaceCache) get(idx int, now time.Time) []netip.Addr {
 	return e.addrs
 }
 
-func interfaceAddrs(idx int) []netip.Addr {
+func interfaceAddrs(idx int) []netip.Prefix {
 	ifi, err := net.InterfaceByIndex(idx)
 	if err != nil {
 		return nil
@@ -549,13 +553,33 @@ func interfaceAddrs(idx int) []netip.Addr {
 	if err != nil {
 		return nil
 	}
-	var out []netip.Addr
+	var out []netip.Prefix
 	for _, a := range as {
-		if ipn, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(ipn.IP); ok && ip.Unmap().Is4() {
-				out = append(out, ip.Unmap())
-			}
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
 		}
+		ip, ok := netip.AddrFromSlice(ipn.IP)
+		if !ok || !ip.Unmap().Is4() {
+			continue
+		}
+		ones, bits := ipn.Mask.Size()
+		if bits != 32 {
+			continue
+		}
+		out = append(out, netip.PrefixFrom(ip.Unmap(), ones))
 	}
 	return out
+}
+
+// lastAddr is the broadcast address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr().As4()
+	host := uint32(0xffffffff) >> p.Bits()
+	if p.Bits() >= 32 {
+		host = 0
+	}
+	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	v |= host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }

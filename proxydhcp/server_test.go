@@ -1,0 +1,338 @@
+package proxydhcp_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/google/go-cmp/cmp"
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+	"github.com/insomniacslk/dhcp/iana"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// startServer serves port role p on a loopback socket and returns its address.
+func startServer(t *testing.T, srv *proxydhcp.Server, p proxydhcp.Port) *net.UDPAddr {
+	t.Helper()
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if p == proxydhcp.PortBoot {
+			errc <- srv.ServeBoot(conn)
+		} else {
+			errc <- srv.Serve(conn)
+		}
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-errc; !errors.Is(err, proxydhcp.ErrServerClosed) {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+		}
+	})
+	return conn.LocalAddr().(*net.UDPAddr)
+}
+
+func listenClient(t *testing.T) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// A real DHCP client (insomniacslk's nclient4) gets a proxy offer over loopback sockets. The
+// client has an address (ciaddr), so the offer is unicast to it; broadcasts to clients
+// without one are tested in the namespace test.
+func TestLoopbackNclient4(t *testing.T) {
+	var seen []string
+	var mu sync.Mutex
+	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(func(_ context.Context, r *proxydhcp.Request) proxydhcp.Decision {
+		mu.Lock()
+		seen = append(seen, r.MAC.String()+" "+r.Arch.String()+" "+r.Server.String())
+		mu.Unlock()
+		return proxydhcp.Answer()
+	})}
+	client := listenClient(t)
+	srv.ClientPort = client.LocalAddr().(*net.UDPAddr).Port
+	addr := startServer(t, srv, proxydhcp.PortDHCP)
+
+	hw := mustMAC(t, "52:54:00:12:34:56")
+	c, err := nclient4.NewWithConn(client, hw, nclient4.WithServerAddr(addr), nclient4.WithTimeout(2*time.Second), nclient4.WithRetry(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offer, err := c.DiscoverOffer(ctx,
+		dhcpv4.WithClientIP(net.IPv4(127, 0, 0, 1)),
+		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00007:UNDI:003000")),
+		dhcpv4.WithOption(dhcpv4.OptClientArch(iana.EFI_X86_64)),
+	)
+	if err != nil {
+		t.Fatalf("DiscoverOffer: %v", err)
+	}
+	got := []string{offer.MessageType().String(), offer.YourIPAddr.String(), offer.ServerIdentifier().String(),
+		offer.ServerIPAddr.String(), offer.ClassIdentifier(), offer.BootFileName}
+	want := []string{"OFFER", "0.0.0.0", "127.0.0.1", "127.0.0.1", "PXEClient", "ipxe.efi"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("offer (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	if diff := cmp.Diff([]string{"52:54:00:12:34:56 x86_64-efi 127.0.0.1"}, seen); diff != "" {
+		t.Errorf("handler saw (-want +got):\n%s", diff)
+	}
+	mu.Unlock()
+	st := srv.Stats().DHCP
+	if st.Received != 1 || st.Answered != 1 {
+		t.Errorf("stats %+v, want 1 received 1 answered", st)
+	}
+}
+
+// Port-4011 requests are answered to their source port: OVMF sends from 4011, iPXE from 68,
+// and anything else is honoured too.
+func TestBootPortRepliesToSourcePort(t *testing.T) {
+	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll)}
+	addr := startServer(t, srv, proxydhcp.PortBoot)
+	for i, mac := range []string{"52:54:00:00:00:41", "52:54:00:00:00:42"} {
+		client := listenClient(t)
+		req := build(t, dhcpv4.MessageTypeRequest, mac, uint32(0x4011_0000+i),
+			arch(iana.EFI_X86_64), vendorClass("PXEClient:Arch:00007:UNDI:003000"),
+			uuidOpt(t, ovmfUUID), dhcpv4.WithClientIP(net.IPv4(127, 0, 0, 1)))
+		if _, err := client.WriteTo(req, addr); err != nil {
+			t.Fatal(err)
+		}
+		client.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 1500)
+		n, from, err := client.ReadFrom(buf)
+		if err != nil {
+			t.Fatalf("no reply on the source port %v: %v", client.LocalAddr(), err)
+		}
+		if from.String() != addr.String() {
+			t.Errorf("reply from %v, want %v", from, addr)
+		}
+		m, err := dhcpv4.FromBytes(buf[:n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{m.MessageType().String(), m.ClientHWAddr.String(), m.BootFileName, m.ServerIdentifier().String(), m.ClientIPAddr.String()}
+		want := []string{"ACK", mac, "ipxe.efi", "127.0.0.1", "127.0.0.1"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ACK (-want +got):\n%s", diff)
+		}
+	}
+	if st := srv.Stats().Boot; st.Answered != 2 {
+		t.Errorf("port 4011 answered %d, want 2 (%+v)", st.Answered, st)
+	}
+}
+
+// Shutdown answers what was already read, then Serve returns ErrServerClosed and no
+// goroutine is left (TestMain checks leaks).
+func TestShutdownDrains(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	srv := &proxydhcp.Server{Workers: 1, Handler: proxydhcp.HandlerFunc(func(ctx context.Context, r *proxydhcp.Request) proxydhcp.Decision {
+		entered <- struct{}{}
+		<-release
+		return proxydhcp.Answer()
+	})}
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeBoot(conn) }()
+	client := listenClient(t)
+	req := build(t, dhcpv4.MessageTypeRequest, "52:54:00:00:00:51", 1, arch(iana.EFI_X86_64), vendorClass("PXEClient"),
+		dhcpv4.WithClientIP(net.IPv4(127, 0, 0, 1)))
+	client.WriteTo(req, conn.LocalAddr())
+	<-entered
+
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v while a request was in the handler", err)
+	case err := <-errc:
+		if !errors.Is(err, proxydhcp.ErrServerClosed) {
+			t.Fatalf("ServeBoot: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ServeBoot did not return after Shutdown")
+	}
+	close(release)
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 1500)
+	if _, _, err := client.ReadFrom(buf); err != nil {
+		t.Errorf("the request read before Shutdown was not answered: %v", err)
+	}
+	if err := srv.Serve(listenClient(t)); !errors.Is(err, proxydhcp.ErrServerClosed) {
+		t.Errorf("Serve after Shutdown = %v, want ErrServerClosed", err)
+	}
+}
+
+func TestShutdownDeadline(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	entered := make(chan struct{}, 1)
+	srv := &proxydhcp.Server{Workers: 1, HandlerTimeout: time.Minute, Handler: proxydhcp.HandlerFunc(func(ctx context.Context, r *proxydhcp.Request) proxydhcp.Decision {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done(): // Close cancels handlers
+		}
+		return proxydhcp.Answer()
+	})}
+	addr := func() net.Addr {
+		conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.ServeBoot(conn)
+		return conn.LocalAddr()
+	}()
+	client := listenClient(t)
+	client.WriteTo(build(t, dhcpv4.MessageTypeRequest, "52:54:00:00:00:52", 1, vendorClass("PXEClient"),
+		dhcpv4.WithClientIP(net.IPv4(127, 0, 0, 1))), addr)
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want DeadlineExceeded", err)
+	}
+}
+
+// A full queue drops datagrams and counts them; the server keeps serving afterwards.
+func TestOverload(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	entered := make(chan struct{})
+	srv := &proxydhcp.Server{Workers: 1, QueueLen: 2, Handler: proxydhcp.HandlerFunc(func(ctx context.Context, r *proxydhcp.Request) proxydhcp.Decision {
+		once.Do(func() { close(entered) })
+		<-release
+		return proxydhcp.Silence(proxydhcp.ReasonFenced)
+	})}
+	addr := startServer(t, srv, proxydhcp.PortDHCP)
+	client := listenClient(t)
+	pkt := ovmfPXE(t, "52:54:00:00:00:61")
+	client.WriteTo(pkt, addr)
+	<-entered
+	const extra = 20
+	for range extra {
+		client.WriteTo(pkt, addr)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Stats().DHCP.Received < extra+1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for {
+		st := srv.Stats().DHCP
+		done := st.Silent[proxydhcp.ReasonFenced] + st.Silent[proxydhcp.ReasonOverload]
+		if done == st.Received || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st := srv.Stats().DHCP
+	if st.Received != extra+1 {
+		t.Fatalf("received %d, want %d", st.Received, extra+1)
+	}
+	// One in the handler, two queued; the rest dropped.
+	if got := st.Silent[proxydhcp.ReasonOverload]; got != extra-2 {
+		t.Errorf("overload = %d, want %d (%+v)", got, extra-2, st)
+	}
+	if got := st.Silent[proxydhcp.ReasonFenced]; got != 3 {
+		t.Errorf("fenced = %d, want 3", got)
+	}
+}
+
+// Close stops a server that never served, and one that serves two sockets.
+func TestCloseAndListenAndServe(t *testing.T) {
+	if err := (&proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll)}).Close(); err != nil {
+		t.Errorf("Close of an idle server: %v", err)
+	}
+	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll), Addr: "127.0.0.1:0", BootAddr: "127.0.0.1:0"}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	deadline := time.Now().Add(5 * time.Second)
+	// Close as soon as ListenAndServe runs (Close before it would make it return at once too).
+	for time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		if err := srv.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-errc:
+			if !errors.Is(err, proxydhcp.ErrServerClosed) {
+				t.Fatalf("ListenAndServe = %v, want ErrServerClosed", err)
+			}
+			return
+		default:
+		}
+	}
+	t.Fatal("ListenAndServe did not return after Close")
+}
+
+func TestServeWithoutHandler(t *testing.T) {
+	if err := (&proxydhcp.Server{}).Serve(listenClient(t)); !errors.Is(err, proxydhcp.ErrNoHandler) {
+		t.Errorf("Serve = %v, want ErrNoHandler", err)
+	}
+}
+
+// The interface address is read per packet: a server on 127.0.0.2 answers as 127.0.0.2.
+func TestServerAddressPerPacket(t *testing.T) {
+	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll)}
+	conn, err := net.ListenPacket("udp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeBoot(conn) }()
+	defer func() {
+		srv.Close()
+		<-errc
+	}()
+	port := conn.LocalAddr().(*net.UDPAddr).Port
+	for _, dst := range []string{"127.0.0.1", "127.0.0.2"} {
+		client := listenClient(t)
+		req := build(t, dhcpv4.MessageTypeRequest, "52:54:00:00:00:71", 7, arch(iana.EFI_X86_64), vendorClass("PXEClient"),
+			dhcpv4.WithClientIP(net.IPv4(127, 0, 0, 1)))
+		client.WriteTo(req, net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(dst), uint16(port))))
+		client.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 1500)
+		n, _, err := client.ReadFrom(buf)
+		if err != nil {
+			t.Fatalf("%s: %v", dst, err)
+		}
+		m, err := dhcpv4.FromBytes(buf[:n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.ServerIdentifier().String(); got != dst {
+			t.Errorf("sent to %s, option 54 = %s", dst, got)
+		}
+	}
+}

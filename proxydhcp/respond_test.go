@@ -454,9 +454,9 @@ func TestRespondOverridesAndTable(t *testing.T) {
 		return proxydhcp.AnswerFile("http://192.0.2.2/" + long)
 	})}
 	for _, tc := range []struct {
-		name            string
-		srv             *proxydhcp.Server
-		pkt             []byte
+		name             string
+		srv              *proxydhcp.Server
+		pkt              []byte
 		wantFile, want67 string
 	}{
 		{"table-bios", srv, bios, "ipxe-legacy.kpxe", ""},

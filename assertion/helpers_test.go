@@ -2,8 +2,12 @@ package assertion_test
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/base64"
+	"io"
 	"net/netip"
 	"sync"
 	"testing"
@@ -169,3 +173,23 @@ func (s *site) assertionFor() assertion.Assertion {
 func rawURL(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
 func rawURLDecode(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func mustP256(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

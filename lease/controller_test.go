@@ -261,9 +261,11 @@ func TestControllersRacing(t *testing.T) {
 
 type failingStore struct{ lease.MemoryStore }
 
+var _ lease.Store = (*failingStore)(nil)
+
 var errDown = errors.New("store down")
 
-func (failingStore) Get(context.Context, string) (lease.Record, lease.Version, error) {
+func (*failingStore) Get(context.Context, string) (lease.Record, lease.Version, error) {
 	return lease.Record{}, 0, errDown
 }
 

@@ -38,7 +38,8 @@ type MemoryReplayCache struct {
 var _ ReplayCache = (*MemoryReplayCache)(nil)
 
 // Use records id until expires and reports whether it was not recorded already. Expiry is
-// kept to the second, rounded up.
+// kept in whole seconds, rounded up, so an entry may outlive expires by up to two seconds
+// but never dies before it.
 func (c *MemoryReplayCache) Use(_ context.Context, id ReplayID, now, expires time.Time) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -2,6 +2,7 @@ package assertion_test
 
 import (
 	"context"
+	"crypto"
 	"crypto/ed25519"
 	"crypto/rsa"
 	"errors"
@@ -335,7 +336,7 @@ func TestFailover(t *testing.T) {
 // assertion twice gives two texts, and the second is still a replay.
 func TestReplaySameBytesNewSignature(t *testing.T) {
 	s := newSite(t)
-	p256 := newECDSAHSM(mustP256(t), 5 /* crypto.SHA256 */)
+	p256 := newECDSAHSM(mustP256(t), crypto.SHA256)
 	s.issuer.Signer = p256
 	s.verifier.Keys.(assertion.StaticKeys)["agent-a1"] = assertion.Agent{PublicKey: p256.pub, Site: "site-a", Role: assertion.RoleSite}
 	first, second := s.issue(t), s.issue(t)

@@ -1,0 +1,862 @@
+package bmctest
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+//go:embed testdata/public-rackmount1
+var mockup embed.FS
+
+// Vendor selects a BMC's known deviations from the standard.
+type Vendor string
+
+// Vendors the fake can imitate.
+const (
+	// Generic follows the Redfish standard as the DMTF mockup does.
+	Generic Vendor = ""
+	// HPEiLO rejects BootSourceOverrideMode in a Boot PATCH (400
+	// iLO.2.14.PropertyNotWritableOrUnknown).
+	HPEiLO Vendor = "hpe-ilo"
+	// Supermicro rejects a Boot PATCH without BootSourceOverrideMode (400 PropertyMissing).
+	Supermicro Vendor = "supermicro"
+	// LenovoXCC rejects BootSourceOverrideEnabled "Continuous" (400 PropertyValueNotInList)
+	// and caps sessions at 16 unless Options.MaxSessions says otherwise.
+	LenovoXCC Vendor = "lenovo-xcc"
+)
+
+// Defaults.
+const (
+	DefaultUsername = "Administrator" // account 1 of the mockup
+	DefaultPassword = "bmctest-password"
+	// DefaultTaskPolls is how many task-monitor polls a firmware update stays running.
+	DefaultTaskPolls = 2
+	// XCCMaxSessions is LenovoXCC's session cap.
+	XCCMaxSessions = 16
+)
+
+// Paths of the mockup's resources.
+const (
+	Root       = "/redfish/v1"
+	SystemPath = "/redfish/v1/Systems/437XR1138R2"
+	ManagerURI = "/redfish/v1/Managers/BMC"
+	ChassisURI = "/redfish/v1/Chassis/1U"
+	CD1Path    = SystemPath + "/VirtualMedia/CD1"
+	CD2Path    = SystemPath + "/VirtualMedia/CD2"
+	Account1   = "/redfish/v1/AccountService/Accounts/1"
+	Account2   = "/redfish/v1/AccountService/Accounts/2"
+)
+
+// Options configure the fake. The zero value is a standards-following BMC with the DMTF
+// data, the default credentials and VirtualMedia actions.
+type Options struct {
+	Vendor Vendor
+	// Username and Password of account 1; defaults DefaultUsername and DefaultPassword.
+	// Account 2 (contoso_employee457) has the password "employee-password".
+	Username string
+	Password string
+	// MaxSessions caps open sessions (a login beyond it is refused with 503); 0 means no
+	// cap, or XCCMaxSessions for LenovoXCC.
+	MaxSessions int
+	// IfMatch412 answers 412 Precondition Failed to every action POST carrying If-Match.
+	IfMatch412 bool
+	// NoMediaActions serves VirtualMedia without InsertMedia/EjectMedia actions, as the DMTF
+	// mockup file itself does; a client must PATCH the resource instead.
+	NoMediaActions bool
+	// NetworkAdapters adds a NetworkAdapter with two Ethernet NetworkDeviceFunctions to the
+	// chassis (MACs 12:44:6A:3B:04:11, shared with EthernetInterfaces, and
+	// B0:26:28:00:00:02, only listed there).
+	NetworkAdapters bool
+	// NoSystemEthernetInterfaces empties the system's EthernetInterfaces collection, so NICs
+	// are found only through NetworkAdapters.
+	NoSystemEthernetInterfaces bool
+	// AllowHTTPBoot adds "UefiHttp" to the allowed BootSourceOverrideTarget values (the
+	// mockup does not list it).
+	AllowHTTPBoot bool
+	// TaskPolls is how many task-monitor polls a firmware update stays running; 0 means
+	// DefaultTaskPolls.
+	TaskPolls int
+	// FailUpdate makes firmware update tasks end in Exception.
+	FailUpdate bool
+	// TLS serves HTTPS with httptest's self-signed certificate.
+	TLS bool
+}
+
+// Request is one request the fake received.
+type Request struct {
+	Method string
+	Path   string
+	// Body is the request body as received (at most 1 MiB).
+	Body string
+	// IfMatch is the If-Match header, if any.
+	IfMatch string
+	// Auth is "session", "basic" or "" (none, or not accepted).
+	Auth string
+	// Status is the HTTP status the fake answered.
+	Status int
+}
+
+// JSON decodes Body into a map (nil if it is not a JSON object).
+func (r Request) JSON() map[string]any {
+	var m map[string]any
+	if json.Unmarshal([]byte(r.Body), &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// Boot is one boot of the host the fake simulated (a power-on or restart).
+type Boot struct {
+	// Target and Mode are the boot override that applied ("None" when disabled).
+	Target string
+	Mode   string
+}
+
+type session struct {
+	user string
+	path string
+}
+
+type task struct {
+	id    string
+	polls int
+	image string
+}
+
+// Server is a fake Redfish BMC over httptest.
+type Server struct {
+	// URL is the base URL (http://127.0.0.1:PORT or https://...).
+	URL string
+
+	srv  *httptest.Server
+	opts Options
+
+	mu        sync.Mutex
+	res       map[string]map[string]any
+	passwords map[string]string
+	sessions  map[string]session // token -> session
+	nextID    int
+	tasks     map[string]*task
+	reqs      []Request
+	boots     []Boot
+	updates   []string
+}
+
+// NewServer starts a fake BMC on a loopback port. Close it when done.
+func NewServer(opts Options) *Server {
+	if opts.Username == "" {
+		opts.Username = DefaultUsername
+	}
+	if opts.Password == "" {
+		opts.Password = DefaultPassword
+	}
+	if opts.TaskPolls <= 0 {
+		opts.TaskPolls = DefaultTaskPolls
+	}
+	if opts.MaxSessions == 0 && opts.Vendor == LenovoXCC {
+		opts.MaxSessions = XCCMaxSessions
+	}
+	s := &Server{
+		opts:      opts,
+		res:       make(map[string]map[string]any),
+		passwords: map[string]string{opts.Username: opts.Password, "contoso_employee457": "employee-password"},
+		sessions:  make(map[string]session),
+		tasks:     make(map[string]*task),
+		nextID:    1000,
+	}
+	if err := s.load(); err != nil {
+		panic("bmctest: embedded mockup: " + err.Error())
+	}
+	if opts.TLS {
+		s.srv = httptest.NewTLSServer(s)
+	} else {
+		s.srv = httptest.NewServer(s)
+	}
+	s.URL = s.srv.URL
+	return s
+}
+
+// Close shuts the server down.
+func (s *Server) Close() { s.srv.Close() }
+
+// Client returns an HTTP client that trusts the server's certificate.
+func (s *Server) Client() *http.Client { return s.srv.Client() }
+
+// CertificateSHA256 returns the SHA-256 of the server's TLS certificate (DER), or nil
+// without TLS.
+func (s *Server) CertificateSHA256() []byte {
+	c := s.srv.Certificate()
+	if c == nil {
+		return nil
+	}
+	sum := sha256.Sum256(c.Raw)
+	return sum[:]
+}
+
+// Requests returns the requests received so far, oldest first.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.reqs)
+}
+
+// ResetRequests forgets the recorded requests.
+func (s *Server) ResetRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = nil
+}
+
+// Resource returns a deep copy of the resource at p (nil if there is none).
+func (s *Server) Resource(p string) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.res[clean(p)]
+	if r == nil {
+		return nil
+	}
+	return deepCopy(r).(map[string]any)
+}
+
+// Sessions returns how many sessions are open.
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// Password returns the current password of user ("" if there is no such user).
+func (s *Server) Password(user string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.passwords[user]
+}
+
+// Boots returns the host boots simulated so far.
+func (s *Server) Boots() []Boot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.boots)
+}
+
+// Updates returns the image URIs of firmware updates that completed.
+func (s *Server) Updates() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.updates)
+}
+
+// SetPowerState sets the system's PowerState ("On" or "Off") without recording a boot.
+func (s *Server) SetPowerState(state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.res[SystemPath]["PowerState"] = state
+}
+
+// Patch merges v into the resource at p, as if the BMC had changed it by itself.
+func (s *Server) Patch(p string, v map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.res[clean(p)]; r != nil {
+		merge(r, deepCopy(v).(map[string]any))
+	}
+}
+
+func (s *Server) load() error {
+	const base = "testdata/public-rackmount1"
+	err := fs.WalkDir(mockup, base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || path.Base(p) != "index.json" {
+			return err
+		}
+		b, err := mockup.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		rel := strings.TrimSuffix(strings.TrimPrefix(path.Dir(p), base), "/")
+		s.res[clean(Root+rel)] = m
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// No sessions exist until someone logs in.
+	setMembers(s.res["/redfish/v1/SessionService/Sessions"], nil)
+	// The mockup lists one account in the collection though two exist; list both.
+	setMembers(s.res["/redfish/v1/AccountService/Accounts"], []string{Account1, Account2})
+	// Task collection: the mockup's count is stale; keep its members and fix the count.
+	tasks := s.res["/redfish/v1/TaskService/Tasks"]
+	setMembers(tasks, memberIDs(tasks))
+
+	sys := s.res[SystemPath]
+	if s.opts.AllowHTTPBoot {
+		boot := sys["Boot"].(map[string]any)
+		allowed := boot["BootSourceOverrideTarget@Redfish.AllowableValues"].([]any)
+		boot["BootSourceOverrideTarget@Redfish.AllowableValues"] = append(allowed, "UefiHttp")
+	}
+	if !s.opts.NoMediaActions {
+		for _, id := range []string{"CD1", "CD2", "Floppy1"} {
+			p := SystemPath + "/VirtualMedia/" + id
+			s.res[p]["Actions"] = map[string]any{
+				"#VirtualMedia.InsertMedia": map[string]any{"target": p + "/Actions/VirtualMedia.InsertMedia"},
+				"#VirtualMedia.EjectMedia":  map[string]any{"target": p + "/Actions/VirtualMedia.EjectMedia"},
+			}
+		}
+	}
+	if s.opts.NoSystemEthernetInterfaces {
+		setMembers(s.res[SystemPath+"/EthernetInterfaces"], nil)
+	}
+	if s.opts.NetworkAdapters {
+		s.addNetworkAdapters()
+	}
+	return nil
+}
+
+// addNetworkAdapters adds a two-port adapter to the chassis. This data is ours, shaped like
+// the DMTF NetworkAdapter and NetworkDeviceFunction schemas.
+func (s *Server) addNetworkAdapters() {
+	nas := ChassisURI + "/NetworkAdapters"
+	s.res[ChassisURI]["NetworkAdapters"] = map[string]any{"@odata.id": nas}
+	s.res[nas] = map[string]any{
+		"@odata.type": "#NetworkAdapterCollection.NetworkAdapterCollection",
+		"@odata.id":   nas,
+		"Name":        "Network Adapter Collection",
+	}
+	na := nas + "/NIC1"
+	setMembers(s.res[nas], []string{na})
+	s.res[na] = map[string]any{
+		"@odata.type":            "#NetworkAdapter.v1_9_0.NetworkAdapter",
+		"@odata.id":              na,
+		"Id":                     "NIC1",
+		"Name":                   "Dual-port 25GbE adapter",
+		"Manufacturer":           "Contoso",
+		"Model":                  "CX-25G2",
+		"NetworkDeviceFunctions": map[string]any{"@odata.id": na + "/NetworkDeviceFunctions"},
+	}
+	fns := na + "/NetworkDeviceFunctions"
+	s.res[fns] = map[string]any{
+		"@odata.type": "#NetworkDeviceFunctionCollection.NetworkDeviceFunctionCollection",
+		"@odata.id":   fns,
+		"Name":        "Network Device Function Collection",
+	}
+	setMembers(s.res[fns], []string{fns + "/1", fns + "/2"})
+	for i, mac := range []string{"12:44:6A:3B:04:11", "B0:26:28:00:00:02"} {
+		id := strconv.Itoa(i + 1)
+		s.res[fns+"/"+id] = map[string]any{
+			"@odata.type":            "#NetworkDeviceFunction.v1_9_0.NetworkDeviceFunction",
+			"@odata.id":              fns + "/" + id,
+			"Id":                     id,
+			"Name":                   "Port " + id,
+			"NetDevFuncType":         "Ethernet",
+			"NetDevFuncCapabilities": []any{"Ethernet"},
+			"BootMode":               "PXE",
+			"Ethernet":               map[string]any{"MACAddress": mac, "PermanentMACAddress": mac},
+		}
+	}
+}
+
+func setMembers(coll map[string]any, ids []string) {
+	members := make([]any, 0, len(ids))
+	for _, id := range ids {
+		members = append(members, map[string]any{"@odata.id": id})
+	}
+	coll["Members"] = members
+	coll["Members@odata.count"] = float64(len(ids))
+}
+
+func memberIDs(coll map[string]any) []string {
+	var ids []string
+	ms, _ := coll["Members"].([]any)
+	for _, m := range ms {
+		if mm, ok := m.(map[string]any); ok {
+			if id, ok := mm["@odata.id"].(string); ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+func addMember(coll map[string]any, id string) { setMembers(coll, append(memberIDs(coll), id)) }
+
+func removeMember(coll map[string]any, id string) {
+	setMembers(coll, slices.DeleteFunc(memberIDs(coll), func(m string) bool { return m == id }))
+}
+
+func clean(p string) string {
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	p = path.Clean("/" + p)
+	return p
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	req := Request{Method: r.Method, Path: r.URL.Path, Body: string(body), IfMatch: r.Header.Get("If-Match")}
+	user, auth := s.authenticate(r)
+	req.Auth = auth
+	s.serve(rec, r, clean(r.URL.Path), body, user)
+	req.Status = rec.status
+	s.reqs = append(s.reqs, req)
+}
+
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) authenticate(r *http.Request) (user, how string) {
+	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
+		if ss, ok := s.sessions[tok]; ok {
+			return ss.user, "session"
+		}
+		return "", ""
+	}
+	if u, p, ok := r.BasicAuth(); ok {
+		if pw, ok := s.passwords[u]; ok && pw == p {
+			return u, "basic"
+		}
+	}
+	return "", ""
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, p string, body []byte, user string) {
+	public := (r.Method == http.MethodGet && (p == Root || p == "/redfish")) ||
+		(r.Method == http.MethodPost && p == "/redfish/v1/SessionService/Sessions")
+	if user == "" && !public {
+		writeError(w, http.StatusUnauthorized, "Base.1.8.InsufficientPrivilege", "authentication required")
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		s.get(w, p)
+	case http.MethodPatch:
+		s.patch(w, r, p, body)
+	case http.MethodPost:
+		s.post(w, r, p, body, user)
+	case http.MethodDelete:
+		s.delete(w, p)
+	default:
+		writeError(w, http.StatusMethodNotAllowed, "Base.1.8.OperationNotAllowed", "method not allowed")
+	}
+}
+
+func (s *Server) get(w http.ResponseWriter, p string) {
+	if p == "/redfish" {
+		writeJSON(w, http.StatusOK, map[string]any{"v1": "/redfish/v1/"}, "")
+		return
+	}
+	if strings.HasPrefix(p, "/redfish/v1/TaskService/TaskMonitors/") {
+		s.pollTask(w, path.Base(p))
+		return
+	}
+	res := s.res[p]
+	if res == nil {
+		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no resource at "+p)
+		return
+	}
+	writeJSON(w, http.StatusOK, res, etag(res))
+}
+
+func (s *Server) patch(w http.ResponseWriter, r *http.Request, p string, body []byte) {
+	res := s.res[p]
+	if res == nil {
+		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no resource at "+p)
+		return
+	}
+	if im := r.Header.Get("If-Match"); im != "" && im != "*" && im != etag(res) {
+		writeError(w, http.StatusPreconditionFailed, "Base.1.8.PreconditionFailed", "ETag does not match")
+		return
+	}
+	var in map[string]any
+	if err := json.Unmarshal(body, &in); err != nil || in == nil {
+		writeError(w, http.StatusBadRequest, "Base.1.8.MalformedJSON", "malformed JSON body")
+		return
+	}
+	switch {
+	case p == SystemPath:
+		if bad := s.checkSystemPatch(w, res, in); bad {
+			return
+		}
+	case strings.HasPrefix(p, "/redfish/v1/AccountService/Accounts/"):
+		if pw, ok := in["Password"].(string); ok {
+			s.passwords[res["UserName"].(string)] = pw
+			delete(in, "Password")
+		}
+	case strings.Contains(p, "/VirtualMedia/"):
+		if ins, ok := in["Inserted"].(bool); ok && !ins {
+			in["Image"] = nil
+			in["ImageName"] = nil
+			in["ConnectedVia"] = "NotConnected"
+		} else if img, ok := in["Image"].(string); ok && img != "" {
+			in["ConnectedVia"] = "URI"
+			in["ImageName"] = path.Base(img)
+		}
+	}
+	merge(res, in)
+	writeJSON(w, http.StatusOK, res, etag(res))
+}
+
+// checkSystemPatch applies the vendor rules to a ComputerSystem PATCH and answers the
+// error itself when one applies.
+func (s *Server) checkSystemPatch(w http.ResponseWriter, sys, in map[string]any) bool {
+	b, ok := in["Boot"].(map[string]any)
+	if !ok {
+		return false
+	}
+	_, hasMode := b["BootSourceOverrideMode"]
+	switch s.opts.Vendor {
+	case HPEiLO:
+		if hasMode {
+			writeError(w, http.StatusBadRequest, "iLO.2.14.PropertyNotWritableOrUnknown",
+				"The property BootSourceOverrideMode is read-only or unknown.", "BootSourceOverrideMode")
+			return true
+		}
+	case Supermicro:
+		if !hasMode {
+			writeError(w, http.StatusBadRequest, "Base.1.8.PropertyMissing",
+				"The property BootSourceOverrideMode is a required property and must be included in the request.",
+				"BootSourceOverrideMode")
+			return true
+		}
+	case LenovoXCC:
+		if b["BootSourceOverrideEnabled"] == "Continuous" {
+			writeError(w, http.StatusBadRequest, "Base.1.8.PropertyValueNotInList",
+				"The value Continuous for the property BootSourceOverrideEnabled is not in the list of acceptable values.",
+				"Continuous", "BootSourceOverrideEnabled")
+			return true
+		}
+	}
+	cur := sys["Boot"].(map[string]any)
+	if t, ok := b["BootSourceOverrideTarget"]; ok {
+		allowed, _ := cur["BootSourceOverrideTarget@Redfish.AllowableValues"].([]any)
+		if !slices.Contains(allowed, t) {
+			writeError(w, http.StatusBadRequest, "Base.1.8.PropertyValueNotInList",
+				fmt.Sprintf("The value %v for the property BootSourceOverrideTarget is not in the list of acceptable values.", t),
+				fmt.Sprint(t), "BootSourceOverrideTarget")
+			return true
+		}
+	}
+	if e, ok := b["BootSourceOverrideEnabled"]; ok && e != "Once" && e != "Continuous" && e != "Disabled" {
+		writeError(w, http.StatusBadRequest, "Base.1.8.PropertyValueNotInList",
+			fmt.Sprintf("The value %v for the property BootSourceOverrideEnabled is not in the list of acceptable values.", e),
+			fmt.Sprint(e), "BootSourceOverrideEnabled")
+		return true
+	}
+	if m, ok := b["BootSourceOverrideMode"]; ok && m != "UEFI" && m != "Legacy" {
+		writeError(w, http.StatusBadRequest, "Base.1.8.PropertyValueNotInList",
+			fmt.Sprintf("The value %v for the property BootSourceOverrideMode is not in the list of acceptable values.", m),
+			fmt.Sprint(m), "BootSourceOverrideMode")
+		return true
+	}
+	return false
+}
+
+func (s *Server) post(w http.ResponseWriter, r *http.Request, p string, body []byte, user string) {
+	var in map[string]any
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &in); err != nil {
+			writeError(w, http.StatusBadRequest, "Base.1.8.MalformedJSON", "malformed JSON body")
+			return
+		}
+	}
+	if in == nil {
+		in = map[string]any{}
+	}
+	if p == "/redfish/v1/SessionService/Sessions" {
+		s.login(w, in)
+		return
+	}
+	i := strings.Index(p, "/Actions/")
+	if i < 0 {
+		writeError(w, http.StatusMethodNotAllowed, "Base.1.8.OperationNotAllowed", "POST not allowed at "+p)
+		return
+	}
+	resPath, action := p[:i], p[i+len("/Actions/"):]
+	res := s.res[resPath]
+	if res == nil || !hasAction(res, action) {
+		writeError(w, http.StatusNotFound, "Base.1.8.ActionNotSupported", "action "+action+" not supported")
+		return
+	}
+	if s.opts.IfMatch412 && r.Header.Get("If-Match") != "" {
+		writeError(w, http.StatusPreconditionFailed, "Base.1.8.PreconditionFailed", "If-Match is not supported on actions")
+		return
+	}
+	switch action {
+	case "ComputerSystem.Reset":
+		s.reset(w, res, in)
+	case "VirtualMedia.InsertMedia":
+		img, _ := in["Image"].(string)
+		if img == "" {
+			writeError(w, http.StatusBadRequest, "Base.1.8.ActionParameterMissing", "Image is required", "Image")
+			return
+		}
+		if res["Inserted"] == true && res["Image"] != nil && res["Image"] != "" {
+			writeError(w, http.StatusConflict, "Base.1.8.ResourceInUse", "media already inserted")
+			return
+		}
+		res["Image"], res["ImageName"], res["Inserted"], res["ConnectedVia"] = img, path.Base(img), true, "URI"
+		if wp, ok := in["WriteProtected"].(bool); ok {
+			res["WriteProtected"] = wp
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case "VirtualMedia.EjectMedia":
+		res["Image"], res["ImageName"], res["Inserted"], res["ConnectedVia"] = nil, nil, false, "NotConnected"
+		w.WriteHeader(http.StatusNoContent)
+	case "UpdateService.SimpleUpdate":
+		s.simpleUpdate(w, in)
+	case "ManagerAccount.ChangePassword":
+		np, _ := in["NewPassword"].(string)
+		sp, _ := in["SessionAccountPassword"].(string)
+		if np == "" {
+			writeError(w, http.StatusBadRequest, "Base.1.8.ActionParameterMissing", "NewPassword is required", "NewPassword")
+			return
+		}
+		if sp != s.passwords[user] {
+			writeError(w, http.StatusForbidden, "Base.1.8.InsufficientPrivilege", "SessionAccountPassword does not match")
+			return
+		}
+		s.passwords[res["UserName"].(string)] = np
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		writeError(w, http.StatusBadRequest, "Base.1.8.ActionNotSupported", "action "+action+" not supported by the fake")
+	}
+}
+
+func hasAction(res map[string]any, action string) bool {
+	acts, _ := res["Actions"].(map[string]any)
+	_, ok := acts["#"+action]
+	return ok
+}
+
+func (s *Server) login(w http.ResponseWriter, in map[string]any) {
+	u, _ := in["UserName"].(string)
+	p, _ := in["Password"].(string)
+	if pw, ok := s.passwords[u]; !ok || pw != p || u == "" {
+		writeError(w, http.StatusUnauthorized, "Base.1.8.NoValidSession", "invalid username or password")
+		return
+	}
+	if s.opts.MaxSessions > 0 && len(s.sessions) >= s.opts.MaxSessions {
+		writeError(w, http.StatusServiceUnavailable, "Base.1.8.SessionLimitExceeded", "the session limit has been exceeded")
+		return
+	}
+	s.nextID++
+	id := strconv.Itoa(s.nextID)
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d/%p", u, s.nextID, s)))
+	tok := hex.EncodeToString(sum[:16])
+	sp := "/redfish/v1/SessionService/Sessions/" + id
+	s.sessions[tok] = session{user: u, path: sp}
+	res := map[string]any{
+		"@odata.type": "#Session.v1_7_0.Session",
+		"@odata.id":   sp,
+		"Id":          id,
+		"Name":        "User Session",
+		"UserName":    u,
+	}
+	s.res[sp] = res
+	addMember(s.res["/redfish/v1/SessionService/Sessions"], sp)
+	w.Header().Set("X-Auth-Token", tok)
+	w.Header().Set("Location", sp)
+	writeJSON(w, http.StatusCreated, res, "")
+}
+
+func (s *Server) delete(w http.ResponseWriter, p string) {
+	if !strings.HasPrefix(p, "/redfish/v1/SessionService/Sessions/") || s.res[p] == nil {
+		writeError(w, http.StatusMethodNotAllowed, "Base.1.8.OperationNotAllowed", "DELETE not allowed at "+p)
+		return
+	}
+	for tok, ss := range s.sessions {
+		if ss.path == p {
+			delete(s.sessions, tok)
+		}
+	}
+	delete(s.res, p)
+	removeMember(s.res["/redfish/v1/SessionService/Sessions"], p)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) reset(w http.ResponseWriter, sys map[string]any, in map[string]any) {
+	rt, _ := in["ResetType"].(string)
+	acts := sys["Actions"].(map[string]any)["#ComputerSystem.Reset"].(map[string]any)
+	allowed, _ := acts["ResetType@Redfish.AllowableValues"].([]any)
+	if !slices.Contains(allowed, any(rt)) {
+		writeError(w, http.StatusBadRequest, "Base.1.8.ActionParameterValueNotInList",
+			fmt.Sprintf("The value %s for the parameter ResetType is not in the list of acceptable values.", rt), rt, "ResetType")
+		return
+	}
+	on := sys["PowerState"] == "On"
+	switch rt {
+	case "On", "ForceOn":
+		if !on {
+			s.boot(sys)
+		}
+	case "ForceOff", "GracefulShutdown":
+		sys["PowerState"] = "Off"
+	case "ForceRestart", "GracefulRestart", "PowerCycle":
+		s.boot(sys)
+	case "PushPowerButton":
+		if on {
+			sys["PowerState"] = "Off"
+		} else {
+			s.boot(sys)
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// boot powers the host on and consumes a one-time boot override, as firmware does.
+func (s *Server) boot(sys map[string]any) {
+	sys["PowerState"] = "On"
+	b := sys["Boot"].(map[string]any)
+	rec := Boot{Target: "None"}
+	if b["BootSourceOverrideEnabled"] != "Disabled" {
+		rec.Target, _ = b["BootSourceOverrideTarget"].(string)
+		rec.Mode, _ = b["BootSourceOverrideMode"].(string)
+	}
+	if b["BootSourceOverrideEnabled"] == "Once" {
+		b["BootSourceOverrideEnabled"] = "Disabled"
+	}
+	s.boots = append(s.boots, rec)
+}
+
+func (s *Server) simpleUpdate(w http.ResponseWriter, in map[string]any) {
+	img, _ := in["ImageURI"].(string)
+	if img == "" {
+		writeError(w, http.StatusBadRequest, "Base.1.8.ActionParameterMissing", "ImageURI is required", "ImageURI")
+		return
+	}
+	s.nextID++
+	id := strconv.Itoa(s.nextID)
+	tp := "/redfish/v1/TaskService/Tasks/" + id
+	s.res[tp] = map[string]any{
+		"@odata.type":     "#Task.v1_7_4.Task",
+		"@odata.id":       tp,
+		"Id":              id,
+		"Name":            "Firmware update " + id,
+		"TaskState":       "Running",
+		"TaskStatus":      "OK",
+		"PercentComplete": float64(0),
+		"Messages":        []any{},
+	}
+	addMember(s.res["/redfish/v1/TaskService/Tasks"], tp)
+	s.tasks[id] = &task{id: id, image: img}
+	w.Header().Set("Location", "/redfish/v1/TaskService/TaskMonitors/"+id)
+	writeJSON(w, http.StatusAccepted, s.res[tp], "")
+}
+
+func (s *Server) pollTask(w http.ResponseWriter, id string) {
+	t := s.tasks[id]
+	if t == nil {
+		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no task monitor "+id)
+		return
+	}
+	res := s.res["/redfish/v1/TaskService/Tasks/"+id]
+	t.polls++
+	if t.polls < s.opts.TaskPolls {
+		res["PercentComplete"] = float64(100 * t.polls / s.opts.TaskPolls)
+		writeJSON(w, http.StatusAccepted, res, "")
+		return
+	}
+	if res["TaskState"] == "Running" {
+		res["PercentComplete"] = float64(100)
+		if s.opts.FailUpdate {
+			res["TaskState"], res["TaskStatus"] = "Exception", "Critical"
+			res["Messages"] = []any{map[string]any{"MessageId": "Update.1.0.ApplyFailed",
+				"Message": "The image at " + t.image + " failed to apply: signature verification failed.", "Severity": "Critical"}}
+		} else {
+			res["TaskState"] = "Completed"
+			res["Messages"] = []any{map[string]any{"MessageId": "Update.1.0.UpdateSuccessful",
+				"Message": "The update of " + t.image + " completed.", "Severity": "OK"}}
+			s.updates = append(s.updates, t.image)
+		}
+	}
+	writeJSON(w, http.StatusOK, res, "")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any, tag string) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("OData-Version", "4.0")
+	if tag != "" {
+		w.Header().Set("ETag", tag)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func writeError(w http.ResponseWriter, status int, id, msg string, args ...string) {
+	ext := map[string]any{"MessageId": id, "Message": msg, "Severity": "Warning", "MessageArgs": args}
+	if args == nil {
+		ext["MessageArgs"] = []string{}
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{
+		"code": id, "message": msg, "@Message.ExtendedInfo": []any{ext},
+	}}, "")
+}
+
+func etag(v any) string {
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return `W/"` + base64.RawURLEncoding.EncodeToString(sum[:9]) + `"`
+}
+
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		if sv, ok := v.(map[string]any); ok {
+			if dv, ok := dst[k].(map[string]any); ok {
+				merge(dv, sv)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+}
+
+func deepCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, x := range t {
+			m[k] = deepCopy(x)
+		}
+		return m
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = deepCopy(x)
+		}
+		return out
+	default:
+		return v
+	}
+}

@@ -1,0 +1,133 @@
+package redfish
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bettercompute/siteboot/bmc"
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+type taskBody struct {
+	ID        string `json:"Id"`
+	ODataID   string `json:"@odata.id"`
+	TaskState string
+	Messages  []struct{ Message string }
+}
+
+func terminal(state string) bool {
+	return slices.Contains([]string{"Completed", "Exception", "Killed", "Cancelled"}, state)
+}
+
+// UpdateFirmware implements bmc.FirmwareUpdater with UpdateService.SimpleUpdate and
+// follows the task the BMC starts until it ends, polling every PollInterval (or the
+// BMC's shorter Retry-After) for at most TaskTimeout. A task that ends in any state but
+// Completed is ErrRefused with the task's messages.
+func (d *Driver) UpdateFirmware(ctx context.Context, up bmc.FirmwareUpdate) (bmc.FirmwareResult, error) {
+	u, err := url.Parse(up.URL)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return bmc.FirmwareResult{}, d.opErr("firmware-update", bmc.ErrInvalid, "the image must be an http or https URL", nil)
+	}
+	var res bmc.FirmwareResult
+	var monitor *schemas.TaskMonitorInfo
+	err = d.do(ctx, "firmware-update", func(c *gofish.APIClient) error {
+		us, err := c.Service.UpdateService()
+		if err != nil {
+			return err
+		}
+		if us == nil {
+			return d.opErr("firmware-update", bmc.ErrUnsupported, "the BMC has no UpdateService", nil)
+		}
+		monitor, err = us.SimpleUpdate(&schemas.UpdateServiceSimpleUpdateParameters{
+			ImageURI:         up.URL,
+			Targets:          up.Targets,
+			TransferProtocol: schemas.TransferProtocolType(strings.ToUpper(u.Scheme)),
+		})
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	if monitor == nil || (monitor.TaskMonitor == "" && monitor.Task == nil) {
+		return bmc.FirmwareResult{State: "Completed"}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.TaskTimeout)
+	defer cancel()
+	return d.followTask(ctx, monitor)
+}
+
+func (d *Driver) followTask(ctx context.Context, m *schemas.TaskMonitorInfo) (bmc.FirmwareResult, error) {
+	var res bmc.FirmwareResult
+	poll := m.TaskMonitor
+	if m.Task != nil {
+		res.Task = m.Task.ID
+		if poll == "" {
+			poll = m.Task.ODataID
+		}
+	}
+	for n := 0; ; n++ {
+		var t taskBody
+		var status int
+		var retryAfter time.Duration
+		err := d.do(ctx, "firmware-task", func(c *gofish.APIClient) error {
+			resp, err := c.Get(poll)
+			if err != nil {
+				return err
+			}
+			defer schemas.DeferredCleanupHTTPResponse(resp)
+			status = resp.StatusCode
+			if ra, err := schemas.ParseRetryAfter(resp.Header.Get("Retry-After")); err == nil {
+				retryAfter = time.Until(ra)
+			}
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			t = taskBody{}
+			if len(b) > 0 {
+				_ = json.Unmarshal(b, &t)
+			}
+			return nil
+		})
+		if err != nil {
+			return res, err
+		}
+		if t.ID != "" {
+			res.Task = t.ID
+		}
+		res.State = t.TaskState
+		res.Messages = res.Messages[:0]
+		for _, msg := range t.Messages {
+			if msg.Message != "" {
+				res.Messages = append(res.Messages, msg.Message)
+			}
+		}
+		done := terminal(t.TaskState) || (status != http.StatusAccepted && t.TaskState == "")
+		if done {
+			if res.State == "" {
+				res.State = "Completed"
+			}
+			if res.State != "Completed" {
+				return res, d.opErr("firmware-update", bmc.ErrRefused,
+					"task "+res.Task+" ended "+res.State+": "+strings.Join(res.Messages, "; "), nil)
+			}
+			return res, nil
+		}
+		wait := d.cfg.PollInterval
+		if retryAfter > 0 && retryAfter < wait {
+			wait = retryAfter
+		}
+		d.log.Debug("redfish: task running", "addr", d.endpoint, "task", res.Task, "state", t.TaskState, "poll", n)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return res, d.opErr("firmware-update", bmc.ErrTimeout, "task "+res.Task+" still "+res.State+" at the deadline", ctx.Err())
+		case <-timer.C:
+		}
+	}
+}

@@ -1,0 +1,309 @@
+// Package simmachine is a simulated bare-metal machine that network-boots the way firmware
+// and iPXE do, with real protocol clients: a PXE DHCP DISCOVER to the proxy, a TFTP read of
+// the iPXE build, a second DHCP as iPXE, then the iPXE chain and boot scripts over HTTP,
+// interpreted command by command (kernel, initrd, boot, chain, goto, sleep, reboot, exit),
+// with the kernel and initrds fetched and hashed. It serves examples/bootlab and the boot
+// storm benchmark; it is not firmware, and the real-firmware tests use QEMU.
+package simmachine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/iana"
+	"github.com/pin/tftp/v3"
+)
+
+// Stage names one step of a boot.
+type Stage string
+
+// The stages of a boot, in order.
+const (
+	StageDHCP   Stage = "dhcp"   // the firmware's proxy DHCP offer
+	StageTFTP   Stage = "tftp"   // the iPXE build over TFTP
+	StageIPXE   Stage = "ipxe"   // iPXE's own DHCP, answered with the chain URL
+	StageChain  Stage = "chain"  // /boot/chain.ipxe
+	StageScript Stage = "script" // /boot/ipxe, the machine's script
+	StageKernel Stage = "kernel" // kernel and initrds fetched
+	StageBoot   Stage = "boot"   // the kernel would start now
+)
+
+// Stages lists the stages in order.
+var Stages = []Stage{StageDHCP, StageTFTP, StageIPXE, StageChain, StageScript, StageKernel, StageBoot}
+
+// Errors that end a boot.
+var (
+	// ErrNoOffer: no proxy DHCP answered; real firmware falls through to its next boot device.
+	ErrNoOffer = errors.New("simmachine: no proxy DHCP offer")
+	// ErrExit: the script exited (no boot entry): the firmware falls through.
+	ErrExit = errors.New("simmachine: script exited to the next boot device")
+	// ErrTooManyReboots: the machine rebooted more often than Machine.MaxReboots.
+	ErrTooManyReboots = errors.New("simmachine: too many reboots")
+)
+
+// Machine is one simulated machine. Set the fields, then call Boot.
+type Machine struct {
+	Name string
+	MAC  hwid.MAC
+	UUID hwid.UUID // sent in option 97 and as ${uuid}
+	// IP is the address the site's own DHCP server gave the machine; proxy DHCP replies
+	// come back to IP:ClientPort.
+	IP         netip.Addr
+	ClientPort int
+	// DHCPServers are where the machine's DHCP "broadcast" reaches: every proxy on the
+	// segment, each at its DHCP port.
+	DHCPServers []netip.AddrPort
+	// TFTPPort is the TFTP port of the server an offer names (69 on a real segment).
+	TFTPPort int
+	// HTTP makes the script and image fetches; nil: a client with a 30 s timeout.
+	HTTP *http.Client
+
+	DHCPTimeout  time.Duration // per attempt; zero: 1 s
+	DHCPAttempts int           // zero: 4 (firmware backs off 4, 8, 16 s; this one doesn't)
+	MaxReboots   int           // zero: 3
+	// SleepScale multiplies the sleeps a script asks for (the demo shortens them); zero: 1.
+	SleepScale float64
+
+	// OnStage is told when a stage completes, with the server that answered it.
+	OnStage func(m *Machine, s Stage, server string)
+	// OnEvent is told of anything worth a line in a log: retries, waits, reboots.
+	OnEvent func(m *Machine, msg string)
+}
+
+// Fetched is one image the script loaded.
+type Fetched struct {
+	URL    string
+	SHA256 string
+	Bytes  int64
+}
+
+// Result is what a finished boot loaded.
+type Result struct {
+	Server   netip.Addr // the proxy DHCP server that answered last
+	BootFile string     // the firmware's boot file (TFTP)
+	Build    Fetched    // the iPXE build fetched over TFTP
+	Kernel   Fetched
+	Initrds  []Fetched
+	// Cmdline is the kernel command line the script gave.
+	Cmdline []string
+	Reboots int
+	Stages  map[Stage]time.Duration // time from the boot's start to each stage's end
+}
+
+// Param returns the value of the kernel parameter name (as "name=value"), or "".
+func (r *Result) Param(name string) string {
+	for _, t := range r.Cmdline {
+		if v, ok := strings.CutPrefix(t, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func (m *Machine) event(format string, args ...any) {
+	if m.OnEvent != nil {
+		m.OnEvent(m, fmt.Sprintf(format, args...))
+	}
+}
+
+// Boot powers the machine on and runs its network boot until the kernel would start, the
+// firmware falls through (ErrNoOffer, ErrExit), or ctx ends.
+func (m *Machine) Boot(ctx context.Context) (*Result, error) {
+	maxReboots := m.MaxReboots
+	if maxReboots == 0 {
+		maxReboots = 3
+	}
+	start := time.Now()
+	res := &Result{Stages: map[Stage]time.Duration{}}
+	for {
+		err := m.bootOnce(ctx, res, start)
+		if !errors.Is(err, errReboot) {
+			return res, err
+		}
+		res.Reboots++
+		if res.Reboots > maxReboots {
+			return res, ErrTooManyReboots
+		}
+		m.event("reboot %d", res.Reboots)
+	}
+}
+
+var errReboot = errors.New("reboot")
+
+func (m *Machine) done(res *Result, start time.Time, s Stage, server string) {
+	res.Stages[s] = time.Since(start)
+	if m.OnStage != nil {
+		m.OnStage(m, s, server)
+	}
+}
+
+func (m *Machine) bootOnce(ctx context.Context, res *Result, start time.Time) error {
+	offer, err := m.dhcp(ctx, false)
+	if err != nil {
+		return err
+	}
+	res.Server = offer.server
+	res.BootFile = offer.file
+	m.done(res, start, StageDHCP, offer.server.String())
+
+	res.Build, err = m.tftpGet(offer.server, offer.file)
+	if err != nil {
+		return err
+	}
+	m.done(res, start, StageTFTP, offer.server.String())
+
+	// The build runs: iPXE asks DHCP again, saying it is iPXE.
+	offer, err = m.dhcp(ctx, true)
+	if err != nil {
+		return err
+	}
+	res.Server = offer.server
+	m.done(res, start, StageIPXE, offer.server.String())
+
+	in := &interp{m: m, res: res, start: start}
+	return in.chain(ctx, offer.file, 0)
+}
+
+// offer is what a proxy DHCP reply says.
+type offer struct {
+	server netip.Addr
+	file   string
+}
+
+// dhcp sends a DISCOVER to every server and returns the first offer naming a boot file.
+func (m *Machine) dhcp(ctx context.Context, ipxe bool) (offer, error) {
+	attempts, timeout := m.DHCPAttempts, m.DHCPTimeout
+	if attempts == 0 {
+		attempts = 4
+	}
+	if timeout == 0 {
+		timeout = time.Second
+	}
+	arch := iana.EFI_X86_64
+	mods := []dhcpv4.Modifier{
+		dhcpv4.WithHwAddr(net.HardwareAddr(m.MAC[:])),
+		dhcpv4.WithMessageType(dhcpv4.MessageTypeDiscover),
+		dhcpv4.WithClientIP(m.IP.AsSlice()),
+		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00007:UNDI:003000")),
+		dhcpv4.WithOption(dhcpv4.OptClientArch(arch)),
+		dhcpv4.WithGeneric(dhcpv4.OptionClientNetworkInterfaceIdentifier, []byte{1, 3, 0}),
+		dhcpv4.WithGeneric(dhcpv4.OptionClientMachineIdentifier, append([]byte{0}, m.UUID[:]...)),
+	}
+	if ipxe {
+		mods = append(mods, dhcpv4.WithGeneric(dhcpv4.OptionUserClassInformation, []byte("iPXE")))
+	}
+	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(m.IP, uint16(m.ClientPort))))
+	if err != nil {
+		return offer{}, fmt.Errorf("simmachine: dhcp socket: %w", err)
+	}
+	defer conn.Close()
+	buf := make([]byte, 1500)
+	for attempt := 1; attempt <= attempts; attempt++ {
+		req, err := dhcpv4.New(mods...)
+		if err != nil {
+			return offer{}, err
+		}
+		for _, s := range m.DHCPServers {
+			conn.WriteToUDPAddrPort(req.ToBytes(), s)
+		}
+		deadline := time.Now().Add(timeout)
+		for {
+			if ctx.Err() != nil {
+				return offer{}, ctx.Err()
+			}
+			conn.SetReadDeadline(deadline)
+			n, _, err := conn.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				break // this attempt timed out
+			}
+			rep, err := dhcpv4.FromBytes(buf[:n])
+			if err != nil || rep.TransactionID != req.TransactionID || rep.OpCode != dhcpv4.OpcodeBootReply {
+				continue
+			}
+			file := rep.BootFileNameOption()
+			if file == "" {
+				file = rep.BootFileName
+			}
+			server, ok := netip.AddrFromSlice(rep.ServerIPAddr.To4())
+			if file == "" || !ok || server.IsUnspecified() {
+				continue
+			}
+			return offer{server: server, file: file}, nil
+		}
+		if attempt < attempts {
+			m.event("no proxy DHCP offer (attempt %d of %d), asking again", attempt, attempts)
+		}
+	}
+	return offer{}, ErrNoOffer
+}
+
+func (m *Machine) tftpGet(server netip.Addr, file string) (Fetched, error) {
+	port := m.TFTPPort
+	if port == 0 {
+		port = 69
+	}
+	c, err := tftp.NewClient(netip.AddrPortFrom(server, uint16(port)).String())
+	if err != nil {
+		return Fetched{}, err
+	}
+	c.SetBlockSize(1468)
+	c.RequestTSize(true)
+	c.SetTimeout(time.Second)
+	c.SetRetries(5)
+	wt, err := c.Receive(file, "octet")
+	if err != nil {
+		return Fetched{}, fmt.Errorf("simmachine: tftp %s: %w", file, err)
+	}
+	h := sha256.New()
+	n, err := wt.WriteTo(h)
+	if err != nil {
+		return Fetched{}, fmt.Errorf("simmachine: tftp %s: %w", file, err)
+	}
+	return Fetched{URL: "tftp://" + server.String() + "/" + file, SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n}, nil
+}
+
+func (m *Machine) httpClient() *http.Client {
+	if m.HTTP != nil {
+		return m.HTTP
+	}
+	return &http.Client{Timeout: 30 * time.Second}
+}
+
+// fetch GETs u and returns its status and body hash (or the body, when keep).
+func (m *Machine) fetch(ctx context.Context, u string, keep bool) (int, []byte, Fetched, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, nil, Fetched{}, err
+	}
+	req.Header.Set("User-Agent", "iPXE/1.21.1+ (siteboot simmachine)")
+	resp, err := m.httpClient().Do(req)
+	if err != nil {
+		return 0, nil, Fetched{}, err
+	}
+	defer resp.Body.Close()
+	h := sha256.New()
+	var body []byte
+	var n int64
+	if keep {
+		body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		h.Write(body)
+		n = int64(len(body))
+	} else {
+		n, err = io.Copy(h, resp.Body)
+	}
+	if err != nil {
+		return resp.StatusCode, nil, Fetched{}, err
+	}
+	return resp.StatusCode, body, Fetched{URL: u, SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n}, nil
+}

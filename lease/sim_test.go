@@ -153,10 +153,10 @@ type sim struct {
 	ctx    context.Context
 
 	// Counters of what happened, for the test's log.
-	activeTime   time.Duration // simulated time with an agent active
-	lastActive   bool
+	activeTime                        time.Duration // simulated time with an agent active
+	lastActive                        bool
 	promotions, conflicts, violations int
-	lost, partitions, crashes        int
+	lost, partitions, crashes         int
 }
 
 // simStore is the Store the controllers and the gateway use: it injects errors, including
@@ -606,4 +606,102 @@ func TestSimulationCatchesNaiveFence(t *testing.T) {
 		t.Fatalf("the naive fence passed %d seeds of %d steps: the simulation does not catch it", len(seeds), cfg.Steps)
 	}
 	t.Logf("naive fence caught in %d of %d seeds; the first:\n%v", caught, len(seeds), first)
+}
+
+// TestSimulationFailover: the holder is cut off at a random moment of a calm run (messages
+// delayed up to simMaxDelay but none lost, clocks true). The standby is active no earlier
+// than the old holder's fence has ended, and no later than the lapsed lease's expiry + one
+// tick + the standby's next heartbeat and the answer to it.
+func TestSimulationFailover(t *testing.T) {
+	seeds := simSeedsToRun()
+	if *simSeed == 0 {
+		seeds = nil
+		base := uint64(time.Now().UnixNano())
+		for i := range 40 {
+			seeds = append(seeds, base+uint64(i))
+		}
+	}
+	bound := simInterval + simHeartbeat + 500*time.Millisecond + 2*simMaxDelay
+	var worst time.Duration
+	for _, seed := range seeds {
+		var (
+			holder    = -1
+			cutAt     time.Duration
+			fenceEnd  time.Duration // when the cut-off holder's fence ended
+			promoted  time.Duration // when the store named another holder
+			expiry    time.Duration // the lapsed lease's expiry
+			takenOver time.Duration // when another agent's fence went active
+		)
+		cfg := simConfig{Agents: 3, Controllers: 2, Steps: 1 << 30}
+		cfg.Check = func(s *sim) error {
+			cur := s.store.cur
+			if holder < 0 {
+				if s.now >= time.Minute && cur.Holder != "" {
+					for i, a := range s.agents {
+						if a.node == cur.Holder {
+							holder = i
+						}
+					}
+					d := s.uniform(0, simInterval)
+					cutAt = s.now + d
+					h := s.agents[holder]
+					s.at(d, func() { h.cutUp, h.cutDown = 1<<62, 1<<62 })
+				}
+				return nil
+			}
+			h := s.agents[holder]
+			if s.now < cutAt {
+				return nil
+			}
+			if st := h.fence.(*lease.Fence).State(); st.Active {
+				fenceEnd = s.now + st.Remaining
+			}
+			if promoted == 0 && cur.Holder != h.node {
+				promoted = s.now
+				if s.now < fenceEnd {
+					return fmt.Errorf("promoted at %v before the old holder's fence ended at %v", s.now, fenceEnd)
+				}
+			}
+			for i, a := range s.agents {
+				if i != holder && a.activeSince >= 0 && takenOver == 0 {
+					takenOver = a.activeSince
+				}
+			}
+			return nil
+		}
+		s := newSim(cfg, seed)
+		for _, sc := range s.ctls {
+			sc.clock.wallOf = 0
+		}
+		var lapsed lease.Record
+		prevCheck := cfg.Check
+		s.cfg.Check = func(s *sim) error {
+			before := s.store.cur
+			err := prevCheck(s)
+			if holder >= 0 && promoted == 0 && before.Holder == s.agents[holder].node {
+				lapsed = before
+			}
+			return err
+		}
+		if err := s.run(cutAt + 2*time.Minute + 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if holder < 0 || promoted == 0 || takenOver == 0 {
+			t.Fatalf("seed %d: no failover: holder %d, promoted %v, taken over %v", seed, holder, promoted, takenOver)
+		}
+		expiry = lapsed.Expires.Sub(simEpoch)
+		if takenOver < fenceEnd {
+			t.Errorf("seed %d: standby active at %v, before the old holder's fence ended at %v", seed, takenOver, fenceEnd)
+		}
+		if late := takenOver - expiry; late > bound {
+			t.Errorf("seed %d: standby active at %v, %v after the expiry at %v (bound %v)", seed, takenOver, late, expiry, bound)
+		}
+		worst = max(worst, takenOver-expiry)
+		if seed == seeds[0] {
+			t.Logf("seed %d: holder cut off at %v, its fence ended at %v, lease expired at %v, standby promoted at %v and active at %v",
+				seed, cutAt.Round(time.Millisecond), fenceEnd.Round(time.Millisecond), expiry.Round(time.Millisecond),
+				promoted.Round(time.Millisecond), takenOver.Round(time.Millisecond))
+		}
+	}
+	t.Logf("%d seeds: standby active at most %v after expiry (bound %v)", len(seeds), worst.Round(time.Millisecond), bound)
 }

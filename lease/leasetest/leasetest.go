@@ -1,0 +1,139 @@
+// Package leasetest helps test code that uses package lease: the Store contract any store
+// must keep, and a clock tests move by hand.
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bettercompute/siteboot/lease"
+)
+
+func t0() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }
+
+// TestStore checks that s keeps the Store contract: a missing site reads as version 0, a
+// create and an update succeed only on the version read, a superseded version is a
+// conflict, sites are independent, and of writers racing on one version exactly one wins.
+// It writes the sites "s1", "s2" and "race", which must not exist yet.
+func TestStore(t *testing.T, s lease.Store) {
+	t.Helper()
+	ctx := context.Background()
+	rec, ver, err := s.Get(ctx, "s1")
+	if err != nil || ver != 0 || rec != (lease.Record{Site: "s1"}) {
+		t.Fatalf("Get of a missing site = %+v, %d, %v; want Record{Site: s1}, 0, nil", rec, ver, err)
+	}
+	r1 := lease.Record{Site: "s1", Holder: "a", Epoch: 1, Expires: t0().Add(15 * time.Second), TTL: 15 * time.Second, Beat: 42}
+	v1, err := s.CompareAndSwap(ctx, "s1", 0, r1)
+	if err != nil || v1 == 0 {
+		t.Fatalf("create: %d, %v", v1, err)
+	}
+	if _, err := s.CompareAndSwap(ctx, "s1", 0, r1); !errors.Is(err, lease.ErrConflict) {
+		t.Fatalf("second create: err %v, want ErrConflict", err)
+	}
+	got, gv, err := s.Get(ctx, "s1")
+	if err != nil || gv != v1 {
+		t.Fatalf("Get = %d, %v; want version %d", gv, err, v1)
+	}
+	if diff := cmp.Diff(r1, got, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+		t.Errorf("Get (-want +got):\n%s", diff)
+	}
+	r2 := r1
+	r2.Epoch, r2.Holder = 2, "b"
+	if _, err := s.CompareAndSwap(ctx, "s1", v1+1000, r2); !errors.Is(err, lease.ErrConflict) {
+		t.Fatalf("CAS on a wrong version: err %v, want ErrConflict", err)
+	}
+	v2, err := s.CompareAndSwap(ctx, "s1", v1, r2)
+	if err != nil || v2 == v1 {
+		t.Fatalf("CAS on the current version: %d, %v (old %d)", v2, err, v1)
+	}
+	if _, err := s.CompareAndSwap(ctx, "s1", v1, r1); !errors.Is(err, lease.ErrConflict) {
+		t.Fatalf("CAS on a superseded version: err %v, want ErrConflict", err)
+	}
+	if got, _, _ := s.Get(ctx, "s1"); got.Holder != "b" || got.Epoch != 2 {
+		t.Errorf("after the lost CAS the record is %+v, want b at 2", got)
+	}
+	if _, v, _ := s.Get(ctx, "s2"); v != 0 {
+		t.Errorf("another site sees version %d", v)
+	}
+
+	// Racing writers on one version: exactly one wins each round.
+	for round := range 20 {
+		_, base, err := s.Get(ctx, "race")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wins, conflicts atomic.Int32
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := lease.Record{Site: "race", Holder: string(rune('a' + w)), Epoch: uint64(round + 1),
+					Expires: t0(), TTL: time.Second}
+				_, err := s.CompareAndSwap(ctx, "race", base, r)
+				switch {
+				case err == nil:
+					wins.Add(1)
+				case errors.Is(err, lease.ErrConflict):
+					conflicts.Add(1)
+				default:
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if wins.Load() != 1 || conflicts.Load() != 3 {
+			t.Fatalf("round %d: %d wins, %d conflicts; want 1 and 3", round, wins.Load(), conflicts.Load())
+		}
+	}
+}
+
+
+// Clock is a lease.Clock that moves only when told: Advance moves the wall and the monotonic
+// readings together, JumpWall only the wall clock. The zero value starts at the zero wall
+// time; NewClock starts at a fixed date. It is safe for concurrent use.
+type Clock struct {
+	mu   sync.Mutex
+	wall time.Time
+	mono time.Duration
+}
+
+var _ lease.Clock = (*Clock)(nil)
+
+// NewClock returns a Clock at 2026-03-01 12:00 UTC, monotonic reading 0.
+func NewClock() *Clock { return &Clock{wall: t0()} }
+
+// Now implements lease.Clock.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wall
+}
+
+// Monotonic implements lease.Clock.
+func (c *Clock) Monotonic() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mono
+}
+
+// Advance moves both readings forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wall = c.wall.Add(d)
+	c.mono += d
+}
+
+// JumpWall moves only the wall clock, by d (either way).
+func (c *Clock) JumpWall(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wall = c.wall.Add(d)
+}

@@ -658,7 +658,7 @@ func (c *Cache) Trim() []Digest {
 			c.log.Warn("imagecache: eviction failed", "sha256", k.d.String(), "err", err)
 			continue
 		}
-		delete(c.entries, k.d)
+		c.forgetLocked(k.d)
 		total -= k.e.size
 		evicted = append(evicted, k.d)
 		c.stats.evictions.Add(1)
@@ -669,6 +669,16 @@ func (c *Cache) Trim() []Digest {
 		c.log.Warn("imagecache: over budget with only pinned or in-use images left", "bytes", total, "budget", c.cfg.MaxBytes)
 	}
 	return evicted
+}
+
+// forgetLocked drops a cached image that is gone from disk; a pinned one is pulled again.
+// c.mu is held.
+func (c *Cache) forgetLocked(d Digest) {
+	delete(c.entries, d)
+	delete(c.images, d)
+	if img, ok := c.pinned[d]; ok && !c.closed {
+		c.startLocked(img, c.now())
+	}
 }
 
 // Shutdown stops the cache: running pulls are cancelled (their temp files removed) and

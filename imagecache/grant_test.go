@@ -26,6 +26,7 @@ type grantFixture struct {
 	fence      atomic.Bool
 	img1, img2 imagecache.Image
 	body1      []byte
+	dir        string
 }
 
 func newGrantFixture(t *testing.T) *grantFixture {
@@ -40,6 +41,7 @@ func newGrantFixture(t *testing.T) *grantFixture {
 	cfg.Now = f.clk.Now
 	cfg.Fence = imagecache.FenceFunc(f.fence.Load)
 	f.c = open(t, cfg)
+	f.dir = cfg.Dir
 	f.img1 = imagecache.Image{URL: src1.URL(), SHA256: sha256.Sum256(f.body1), Format: "iso"}
 	f.img2 = imagecache.Image{URL: src2.URL(), SHA256: sha256.Sum256(body2), Format: "raw"}
 	for _, img := range []imagecache.Image{f.img1, f.img2} {

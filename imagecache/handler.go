@@ -1,7 +1,9 @@
 package imagecache
 
 import (
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"strings"
@@ -82,6 +84,14 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f, err := os.Open(path)
 	if err != nil {
 		c.log.Warn("imagecache: a cached image cannot be opened", "sha256", d.String(), "err", err)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Removed behind the cache's back: forget it, so that a pin pulls it again.
+			c.mu.Lock()
+			if c.entries[d] == e {
+				c.forgetLocked(d)
+			}
+			c.mu.Unlock()
+		}
 		c.refuse(w, &c.stats.refusedMissing)
 		return
 	}

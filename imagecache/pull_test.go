@@ -54,7 +54,7 @@ func TestPullSources(t *testing.T) {
 			cfg := fastConfig(t)
 			cfg.Retries = tt.retries
 			if strings.HasPrefix(tt.mode, "stall") {
-				cfg.StallTimeout = 300 * time.Millisecond
+				cfg.StallTimeout = time.Second
 			}
 			c := open(t, cfg)
 			img := imagecache.Image{URL: src.URL(), SHA256: digest, Format: "raw"}

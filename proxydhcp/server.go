@@ -285,7 +285,7 @@ func (s *Server) readLoop(sc *serveConn) error {
 	log := s.logger()
 	for {
 		bp := s.bufs.Get().(*[]byte)
-		n, src, ifIdx, dst, err := sc.read(*bp)
+		n, src, info, err := sc.read(*bp)
 		if err != nil {
 			s.bufs.Put(bp)
 			if s.shuttingDown() {
@@ -300,8 +300,8 @@ func (s *Server) readLoop(sc *serveConn) error {
 			s.bufs.Put(bp)
 			continue
 		}
-		j := job{sc: sc, buf: bp, n: n, src: src, ifIdx: ifIdx}
-		j.local, j.direct = s.localAddr(sc, ifIdx, dst)
+		j := job{sc: sc, buf: bp, n: n, src: src, ifIdx: info.ifIndex}
+		j.local, j.direct = s.localAddr(sc, info)
 		select {
 		case s.jobs <- j:
 		default:
@@ -311,10 +311,15 @@ func (s *Server) readLoop(sc *serveConn) error {
 	}
 }
 
-// localAddr picks the server address for a packet: the unicast address it was sent to when
-// that is one of the interface's addresses, else the interface's first IPv4 address, else the
-// socket's own address. direct is the address to send from (one the host owns).
-func (s *Server) localAddr(sc *serveConn, ifIdx int, dst netip.Addr) (local, direct netip.Addr) {
+// localAddr picks the server address for a packet: the kernel's own answer (Linux), else
+// the unicast address it was sent to when that is in one of the interface's subnets, else the
+// interface's first IPv4 address, else the socket's own address. direct is the address to
+// send from (one the host owns).
+func (s *Server) localAddr(sc *serveConn, info pktInfo) (local, direct netip.Addr) {
+	if usableServer(info.specDst) {
+		return info.specDst, info.specDst
+	}
+	ifIdx, dst := info.ifIndex, info.dst
 	if ifIdx > 0 {
 		prefixes := s.ifaces.get(ifIdx, s.now())
 		for _, p := range prefixes {
@@ -454,7 +459,9 @@ func (s *Server) closeJobs() {
 // socket supports it.
 type serveConn struct {
 	conn  net.PacketConn
+	uc    *net.UDPConn
 	pc    *ipv4.PacketConn // nil when control messages are not available
+	oob   []byte           // control message buffer of the one reader
 	port  Port
 	addr  string
 	local netip.Addr // the socket's bound address, when specific
@@ -474,31 +481,35 @@ func newServeConn(conn net.PacketConn, port Port) *serveConn {
 		setBroadcast(uc)
 		pc := ipv4.NewPacketConn(uc)
 		if err := pc.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true); err == nil {
-			sc.pc = pc
+			sc.uc, sc.pc = uc, pc
+			sc.oob = ipv4.NewControlMessage(ipv4.FlagDst | ipv4.FlagInterface)
 		}
 	}
 	return sc
 }
 
-func (sc *serveConn) read(b []byte) (n int, src netip.AddrPort, ifIdx int, dst netip.Addr, err error) {
-	var from net.Addr
+func (sc *serveConn) read(b []byte) (n int, src netip.AddrPort, info pktInfo, err error) {
 	if sc.pc != nil {
-		var cm *ipv4.ControlMessage
-		n, cm, from, err = sc.pc.ReadFrom(b)
-		if cm != nil {
-			ifIdx = cm.IfIndex
-			if a, ok := netip.AddrFromSlice(cm.Dst); ok {
-				dst = a.Unmap()
-			}
+		var oobn int
+		n, oobn, _, src, err = sc.uc.ReadMsgUDPAddrPort(b, sc.oob)
+		if err == nil {
+			info = parsePktInfo(sc.oob[:oobn])
 		}
 	} else {
+		var from net.Addr
 		n, from, err = sc.conn.ReadFrom(b)
+		if ua, ok := from.(*net.UDPAddr); ok {
+			src = ua.AddrPort()
+		}
 	}
-	if ua, ok := from.(*net.UDPAddr); ok {
-		src = ua.AddrPort()
-		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
-	}
-	return n, src, ifIdx, dst, err
+	return n, netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), info, err
+}
+
+// pktInfo is what the kernel says about a received datagram.
+type pktInfo struct {
+	ifIndex int
+	dst     netip.Addr // the destination address in the IP header
+	specDst netip.Addr // the local address the kernel would answer from (Linux IP_PKTINFO)
 }
 
 func (sc *serveConn) write(b []byte, dst netip.AddrPort, ifIdx int, src netip.Addr) error {

@@ -1,0 +1,21 @@
+//go:build !linux
+
+package proxydhcp
+
+import (
+	"net/netip"
+
+	"golang.org/x/net/ipv4"
+)
+
+func parsePktInfo(oob []byte) pktInfo {
+	var cm ipv4.ControlMessage
+	if cm.Parse(oob) != nil {
+		return pktInfo{}
+	}
+	info := pktInfo{ifIndex: cm.IfIndex}
+	if a, ok := netip.AddrFromSlice(cm.Dst); ok {
+		info.dst = a.Unmap()
+	}
+	return info
+}

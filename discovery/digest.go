@@ -1,12 +1,14 @@
 package discovery
 
 import (
-	"cmp"
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"slices"
 	"time"
+
+	"github.com/bettercompute/siteboot/hwid"
 )
 
 // Digest identifies the content of a list of entries: the SHA-256 of a canonical encoding of
@@ -26,15 +28,23 @@ const digestVersion = "siteboot-discovery-v1\x00"
 // DigestOf returns the digest of entries: what [List.Snapshot] reports for the same content,
 // so a control plane can recompute an agent's digest from the entries it received.
 func DigestOf(entries []Entry) Digest {
-	sorted := slices.Clone(entries)
-	slices.SortStableFunc(sorted, func(a, b Entry) int { return cmp.Compare(string(a.MAC[:]), string(b.MAC[:])) })
+	// Sort keys without pointers, so sorting moves no Entry and costs no write barriers.
+	type key struct {
+		mac hwid.MAC
+		i   int32
+	}
+	keys := make([]key, len(entries))
+	for i := range entries {
+		keys[i] = key{entries[i].MAC, int32(i)}
+	}
+	slices.SortStableFunc(keys, func(a, b key) int { return bytes.Compare(a.mac[:], b.mac[:]) })
 	h := sha256.New()
 	buf := make([]byte, 0, 128)
 	buf = append(buf, digestVersion...)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(len(sorted)))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(entries)))
 	h.Write(buf)
-	for i := range sorted {
-		buf = appendEntry(buf[:0], &sorted[i])
+	for _, k := range keys {
+		buf = appendEntry(buf[:0], &entries[k.i])
 		h.Write(buf)
 	}
 	var d Digest

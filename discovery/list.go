@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -258,7 +259,9 @@ func (l *List) Seen(s Sighting) bool {
 	} else {
 		if len(l.index) >= l.max {
 			old := l.tail
-			l.log.Debug("discovery: evicting machine", "mac", l.nodes[old].mac, "last_seen", l.nodes[old].last)
+			if l.log.Enabled(context.Background(), slog.LevelDebug) { // no boxing of arguments when off
+				l.log.Debug("discovery: evicting machine", "mac", l.nodes[old].mac, "last_seen", l.nodes[old].last)
+			}
 			l.remove(old)
 			l.stats.Evicted++
 		}
@@ -298,7 +301,9 @@ func (l *List) Seen(s Sighting) bool {
 	call := false
 	if !ok {
 		call = l.wantReport(now)
-		l.log.Debug("discovery: new machine", "mac", mac, "via", s.Via, "report", call)
+		if l.log.Enabled(context.Background(), slog.LevelDebug) { // no boxing of arguments when off
+			l.log.Debug("discovery: new machine", "mac", mac, "via", s.Via, "report", call)
+		}
 	}
 	l.mu.Unlock()
 	if call {

@@ -3,6 +3,7 @@ package discovery_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"sync"
@@ -523,3 +524,28 @@ func TestValidHelpers(t *testing.T) {
 		t.Errorf("ValidRelay wrong")
 	}
 }
+
+func TestDebugLog(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	h := slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug})
+	l, _ := newList(t, discovery.Config{Max: 1, Logger: slog.New(h)})
+	l.Seen(discovery.Sighting{MAC: macN(1)})
+	l.Seen(discovery.Sighting{MAC: macN(2)})
+	mu.Lock()
+	defer mu.Unlock()
+	out := buf.String()
+	for _, want := range []string{"new machine", "mac=" + macN(2), "evicting machine", "mac=" + macN(1)} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/bettercompute/siteboot/hwid"
@@ -113,12 +114,13 @@ func addSat(a, b uint64) uint64 {
 
 // sortNewestFirst orders by last-seen time, newest first, then by MAC.
 func sortNewestFirst[E any](s []E, key func(*E) (time.Time, hwid.MAC)) {
-	slices.SortFunc(s, func(a, b E) int {
-		ta, ma := key(&a)
-		tb, mb := key(&b)
-		if c := tb.Compare(ta); c != 0 {
+	order := func(i, j int) int {
+		ti, mi := key(&s[i])
+		tj, mj := key(&s[j])
+		if c := tj.Compare(ti); c != 0 {
 			return c
 		}
-		return bytes.Compare(ma[:], mb[:])
-	})
+		return bytes.Compare(mi[:], mj[:])
+	}
+	sort.Slice(s, func(i, j int) bool { return order(i, j) < 0 })
 }

@@ -61,7 +61,7 @@ func TestMerge(t *testing.T) {
 			{MAC: mac1, FirstSeen: ago(time.Hour), LastSeen: ago(time.Hour), Count: 2, Relays: []netip.Addr{relay("198.51.100.1")}, AgentIDs: []string{"a", "b"}},
 		}},
 		{"24 hours edge", []discovery.AgentList{{AgentID: "a", Entries: []discovery.Entry{
-			entry(mac1, 30*time.Hour, 24*time.Hour, 1),                // exactly a day: out
+			entry(mac1, 30*time.Hour, 24*time.Hour, 1),                 // exactly a day: out
 			entry(mac2, 30*time.Hour, 24*time.Hour-time.Nanosecond, 1), // in
 		}}}, []discovery.Merged{
 			{MAC: mac2, FirstSeen: ago(30 * time.Hour), LastSeen: ago(24*time.Hour - time.Nanosecond), Count: 1, AgentIDs: []string{"a"}},

@@ -1,0 +1,132 @@
+package discovery_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/bettercompute/siteboot/discovery"
+)
+
+func benchList(b *testing.B, c discovery.Config) *discovery.List {
+	b.Helper()
+	l, err := discovery.NewList(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(l.Close)
+	return l
+}
+
+// BenchmarkSeen measures one sighting on the system clock: a machine already listed, a
+// stream of new machines evicting old ones (with the report throttle), a malformed MAC, and
+// known machines from all cores at once.
+func BenchmarkSeen(b *testing.B) {
+	macs := make([]string, 4096)
+	for i := range macs {
+		macs[i] = macN(i)
+	}
+	full := func(mac string) discovery.Sighting {
+		return discovery.Sighting{MAC: mac, ProductUUID: uuidA, Arch: "x86_64_efi", Relay: "198.51.100.1"}
+	}
+	b.Run("known", func(b *testing.B) {
+		l := benchList(b, discovery.Config{})
+		s := full(macA)
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Seen(s)
+		}
+	})
+	b.Run("new", func(b *testing.B) {
+		l := benchList(b, discovery.Config{ReportWanted: func() {}})
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			l.Seen(full(macs[i%len(macs)]))
+			i++
+		}
+	})
+	b.Run("bad-mac", func(b *testing.B) {
+		l := benchList(b, discovery.Config{})
+		s := full("3c:ec:ef:12:34")
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Seen(s)
+		}
+	})
+	b.Run("known-parallel", func(b *testing.B) {
+		l := benchList(b, discovery.Config{})
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				l.Seen(full(macs[i%discovery.DefaultMax]))
+				i++
+			}
+		})
+	})
+}
+
+func BenchmarkSnapshot(b *testing.B) {
+	l := benchList(b, discovery.Config{})
+	for i := range discovery.DefaultMax {
+		l.Seen(discovery.Sighting{MAC: macN(i), ProductUUID: uuidA, Arch: "7", Relay: "198.51.100.1"})
+	}
+	b.Run("unchanged", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Snapshot()
+		}
+	})
+	b.Run("changed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Seen(discovery.Sighting{MAC: macA})
+			l.Snapshot()
+		}
+	})
+}
+
+// BenchmarkMerge merges the full lists of N agents that saw half of each other's machines.
+func BenchmarkMerge(b *testing.B) {
+	now := epoch.Add(time.Hour)
+	for _, agents := range []int{1, 2, 4, 8} {
+		lists := make([]discovery.AgentList, agents)
+		for a := range lists {
+			lists[a].AgentID = fmt.Sprintf("node_%d", a)
+			for i := a * 128; i < a*128+discovery.DefaultMax; i++ {
+				at := now.Add(-time.Duration(i) * time.Second)
+				lists[a].Entries = append(lists[a].Entries, discovery.Entry{MAC: mustMAC(b, macN(i)), ProductUUID: uuidA, Arch: "7",
+					FirstSeen: at, LastSeen: at, Count: 3})
+			}
+		}
+		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				discovery.Merge(now, lists...)
+			}
+		})
+	}
+}
+
+func BenchmarkMatch(b *testing.B) {
+	now := epoch.Add(time.Minute)
+	u := mustUUID(b, uuidA)
+	var seen []discovery.Merged
+	for i := range discovery.DefaultMax {
+		seen = append(seen, discovery.Merged{MAC: mustMAC(b, macN(i)), ProductUUID: "8f1c0e2a-1b2c-4d5e-9f00-1122334455ff",
+			FirstSeen: epoch, LastSeen: epoch})
+	}
+	seen[100].ProductUUID = u.SMBIOS().String()
+	site := make([]discovery.Machine, 1000)
+	for i := range site {
+		site[i] = discovery.Machine{ID: fmt.Sprint("m", i), UUID: mustUUID(b, fmt.Sprintf("8f1c0e2a-1b2c-4d5e-9f00-%012x", i))}
+	}
+	q := discovery.Query{MachineID: "m0", UUID: u, PoweredAt: epoch, Now: now, Seen: seen, Site: site}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := discovery.Match(q); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

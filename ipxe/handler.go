@@ -72,8 +72,8 @@ type Config struct {
 	Files fs.FS
 
 	// The site's ramdisk.
-	Kernel  string   // kernel URL
-	Initrds []string // initrd URLs
+	Kernel  string   // kernel URL, or CacheImage(sha256) to serve it under the boot grant
+	Initrds []string // initrd URLs, or CacheImage(sha256) each
 	Params  []Param  // boot parameters before the token (gateway, pins, join key), "bc.*"
 	Cmdline string   // the site's command line, space-separated, after every boot parameter
 
@@ -249,8 +249,18 @@ func (h *Handler) bootScript(token, assertion, cache string) ([]byte, error) {
 		}
 		params = append(params, Param{ParamCache, cache})
 	}
+	kernel, err := resolveImage("kernel", h.cfg.Kernel, cache)
+	if err != nil {
+		return nil, err
+	}
+	initrds := make([]string, len(h.cfg.Initrds))
+	for i, v := range h.cfg.Initrds {
+		if initrds[i], err = resolveImage("initrds", v, cache); err != nil {
+			return nil, err
+		}
+	}
 	return Boot{
-		Kernel: h.cfg.Kernel, Initrds: h.cfg.Initrds, Params: params, Cmdline: h.cmdline,
+		Kernel: kernel, Initrds: initrds, Params: params, Cmdline: h.cmdline,
 		Retry: h.cfg.Retry, Again: h.url(PathChain),
 	}.Render()
 }

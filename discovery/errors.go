@@ -40,6 +40,9 @@ var (
 // (the zero UUID included): such a UUID names no machine, so nothing can match it.
 var ErrUnusableUUID = errors.New("discovery: no usable product UUID")
 
+// ErrQuery is returned by [Match] for a Query without its times.
+var ErrQuery = errors.New("discovery: incomplete query")
+
 // MatchError is why [Match] names no candidate, or why [Identity.Verify] failed.
 type MatchError struct {
 	Reason     Reason

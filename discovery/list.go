@@ -238,9 +238,9 @@ func (l *List) Seen(s Sighting) bool {
 	uuid, uuidSt := uuidField(s.ProductUUID)
 	arch, archSt := archField(s.Arch)
 	relay, relaySt := relayField(s.Relay)
-	now := l.clock.Now()
 
 	l.mu.Lock()
+	now := l.clock.Now() // under the lock, so sightings are stamped in the order they are recorded
 	l.stats.Sightings++
 	if macErr != nil {
 		l.stats.DroppedBadMAC++
@@ -272,7 +272,9 @@ func (l *List) Seen(s Sighting) bool {
 	}
 	l.pushFront(i)
 	n := &l.nodes[i]
-	n.last = now
+	if now.After(n.last) || n.count == 0 { // a clock set back never makes LastSeen go back
+		n.last = now
+	}
 	if n.count < ^uint64(0) {
 		n.count++
 	}

@@ -549,3 +549,30 @@ func TestDebugLog(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// ReportWanted may read the list: it runs without the list's lock.
+func TestReportWantedMayReadTheList(t *testing.T) {
+	var got []int
+	var l *discovery.List
+	l, clk := newList(t, discovery.Config{ReportWanted: func() { got = append(got, len(l.Snapshot().Entries)) }})
+	l.Seen(discovery.Sighting{MAC: macN(1)})
+	l.Seen(discovery.Sighting{MAC: macN(2)})
+	l.Seen(discovery.Sighting{MAC: macN(3)})
+	clk.Advance(time.Minute) // the trailing call, from the timer
+	if diff := cmp.Diff([]int{1, 3}, got); diff != "" {
+		t.Errorf("entries seen by ReportWanted (-want +got):\n%s", diff)
+	}
+}
+
+func TestClockSetBack(t *testing.T) {
+	l, clk := newList(t, discovery.Config{})
+	l.Seen(discovery.Sighting{MAC: macA})
+	clk.mu.Lock()
+	clk.now = clk.now.Add(-time.Hour)
+	clk.mu.Unlock()
+	l.Seen(discovery.Sighting{MAC: macA})
+	e, ok := l.Get(mustMAC(t, macA))
+	if !ok || !e.LastSeen.Equal(epoch) || !e.FirstSeen.Equal(epoch) || e.Count != 2 {
+		t.Errorf("after the clock went back: %+v, %v; want first = last = %v, count 2", e, ok, epoch)
+	}
+}

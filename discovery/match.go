@@ -48,6 +48,9 @@ type Query struct {
 // A placeholder UUID matches nothing: for the machine's own it returns ErrUnusableUUID, and
 // sightings or machines with one are passed over.
 func Match(q Query) (Merged, error) {
+	if q.Now.IsZero() || q.PoweredAt.IsZero() {
+		return Merged{}, fmt.Errorf("%w: Now and PoweredAt must be set", ErrQuery)
+	}
 	if q.UUID.IsPlaceholder() {
 		return Merged{}, fmt.Errorf("%w: %s is a firmware placeholder", ErrUnusableUUID, q.UUID)
 	}

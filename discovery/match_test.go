@@ -250,3 +250,16 @@ func TestIdentityVerify(t *testing.T) {
 		})
 	}
 }
+
+func TestMatchIncompleteQuery(t *testing.T) {
+	u := mustUUID(t, uuidA)
+	seen := []discovery.Merged{{MAC: mustMAC(t, macA), ProductUUID: uuidA, FirstSeen: epoch, LastSeen: epoch}}
+	for _, q := range []discovery.Query{
+		{UUID: u, PoweredAt: epoch, Seen: seen},
+		{UUID: u, Now: epoch, Seen: seen},
+	} {
+		if _, err := discovery.Match(q); !errors.Is(err, discovery.ErrQuery) {
+			t.Errorf("Match(%+v) = %v, want ErrQuery", q, err)
+		}
+	}
+}

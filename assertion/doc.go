@@ -44,7 +44,8 @@
 // the encoded assertion followed directly by the signature (the encoding says where the
 // assertion ends). Only the canonical form decodes, so one assertion has one text.
 //
-// A typical assertion (31-byte ids, IPv4, a UUID, Ed25519) is 282 characters; with an Ed25519
+// A typical assertion (ULID-style ids of about 30 bytes, IPv4, a UUID, Ed25519) is 282
+// characters; with an Ed25519
 // key no assertion exceeds 400 ([MaxEd25519TextLen]). testdata/vectors.json holds test
 // vectors for other implementations: key seed, fields, exact bytes and text.
 //

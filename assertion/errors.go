@@ -115,7 +115,8 @@ func (r Reason) Error() string { return r.String() }
 // RefusedError is the error [Verifier.Verify] returns for an assertion it does not admit.
 type RefusedError struct {
 	Reason Reason
-	// Agent is the asserted agent node id when the text decoded, else "".
+	// Agent is the agent node id the text names when it decoded, else "". It is what the
+	// text claims, authenticated only for reasons after ReasonBadSignature.
 	Agent string
 	// Err is the detail; it may wrap a resolver's, lease checker's or cache's error.
 	Err error

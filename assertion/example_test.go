@@ -59,3 +59,63 @@ func Example() {
 	// refused: replay
 	// true
 }
+
+// After a failover the old holder's assertions stop verifying, and the caller tells the
+// reasons apart.
+func ExampleVerifier_Verify_refusals() {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	keyA := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	holder, epoch := "agent-a", uint64(7)
+	verifier := &assertion.Verifier{
+		Keys: assertion.StaticKeys{
+			"agent-a": {PublicKey: keyA.Public(), Site: "site-1", Role: assertion.RoleSite},
+		},
+		Leases: assertion.LeaseCheckerFunc(func(context.Context, string) (string, uint64, error) {
+			return holder, epoch, nil
+		}),
+		Replay: &assertion.MemoryReplayCache{},
+		Now:    func() time.Time { return now },
+	}
+	issuer := &assertion.Issuer{Site: "site-1", Agent: "agent-a", Signer: keyA, Now: func() time.Time { return now }}
+	mac, _ := hwid.ParseMAC("52:54:00:00:00:01")
+	text, _ := issuer.Issue(ctx, assertion.Fields{Epoch: 7, MAC: mac})
+
+	holder, epoch = "agent-b", 8 // the lease failed over
+	for _, join := range []assertion.Join{
+		{Site: "site-2", MACs: []hwid.MAC{mac}},
+		{Site: "site-1", MACs: []hwid.MAC{mac}},
+	} {
+		_, err := verifier.Verify(ctx, text, join)
+		switch assertion.ReasonOf(err) {
+		case assertion.ReasonStaleEpoch, assertion.ReasonNotLeaseHolder:
+			fmt.Println("signed by an agent that is no longer the boot server:", err)
+		case assertion.ReasonUnavailable:
+			fmt.Println("try again later")
+		case 0:
+			fmt.Println("admitted")
+		default:
+			fmt.Println("refused:", assertion.ReasonOf(err))
+		}
+	}
+	// Output:
+	// refused: wrong-site
+	// signed by an agent that is no longer the boot server: assertion: refused (stale-epoch) from agent agent-a: asserted epoch 7, lease at epoch 8
+}
+
+// Decode reads a text without verifying it, for logs and debugging.
+func ExampleDecode() {
+	s, err := assertion.Decode("AR9zaXRlXzAxazV3M2o4cTR4djltMmM3ZDZlNWY0ZzNoH25vZGVfMDFrNXczazJhOWI4YzdkNmU1ZjRnM2gyajEAAAAAAAAAKjzs7xI0VgTAAAIUAUxMRUQAMTUQgFK0wE9OSzIdd2ZfMDFrNXczbTduNnA1cTRyM3MydDF2MHc5eDgAAAAAaaQqQAAAAABppC3EuzlRY9YpnLdX7M4rAGuhy2VRj1dYXRMC2RuAqolyiyJT9-dQsj0W8SvxfU_b2yjZfO8Ux4N-zaGV6hxTrXJ1DA")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	a := s.Assertion
+	fmt.Println(a.Site, a.Agent, a.Epoch)
+	fmt.Println(a.MAC, a.IP, a.UUID, a.Workflow)
+	fmt.Println(a.IssuedAt, a.NotAfter.Sub(a.IssuedAt), len(s.Payload), len(s.Signature))
+	// Output:
+	// site_01k5w3j8q4xv9m2c7d6e5f4g3h node_01k5w3k2a9b8c7d6e5f4g3h2j1 42
+	// 3c:ec:ef:12:34:56 192.0.2.20 4c4c4544-0031-3510-8052-b4c04f4e4b32 wf_01k5w3m7n6p5q4r3s2t1v0w9x8
+	// 2026-03-01 12:00:00 +0000 UTC 15m0s 147 64
+}

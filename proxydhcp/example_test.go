@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/proxydhcp"
@@ -55,4 +56,43 @@ func Example() {
 	// 52:54:00:00:00:01 OFFER file ipxe.efi from 192.0.2.2 to 255.255.255.255:68 yiaddr 0.0.0.0
 	// discovered 52:54:00:00:00:99 x86_64-efi
 	// 52:54:00:00:00:99 silent: unknown
+}
+
+// Serving sockets the host bound: here the boot-server port on loopback, answered from the
+// request's source port as OVMF expects.
+func ExampleServer_ServeBoot() {
+	srv := &proxydhcp.Server{
+		Handler: proxydhcp.HandlerFunc(func(ctx context.Context, req *proxydhcp.Request) proxydhcp.Decision {
+			return proxydhcp.Answer()
+		}),
+	}
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeBoot(conn) }()
+
+	// A PXE client with an address asks the boot server.
+	client, _ := net.ListenPacket("udp4", "127.0.0.1:0")
+	defer client.Close()
+	hw, _ := net.ParseMAC("52:54:00:00:00:01")
+	req, _ := dhcpv4.New(dhcpv4.WithHwAddr(hw), dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest),
+		dhcpv4.WithClientIP(net.IPv4(127, 0, 0, 1)),
+		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00011:UNDI:003000")),
+		dhcpv4.WithOption(dhcpv4.OptClientArch(iana.EFI_ARM64)))
+	client.WriteTo(req.ToBytes(), conn.LocalAddr())
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 1500)
+	if n, _, err := client.ReadFrom(buf); err == nil {
+		ack, _ := dhcpv4.FromBytes(buf[:n])
+		fmt.Println(ack.MessageType(), ack.BootFileName, ack.ServerIdentifier())
+	}
+
+	srv.Shutdown(context.Background())
+	fmt.Println(<-done)
+	// Output:
+	// ACK ipxe-arm64.efi 127.0.0.1
+	// proxydhcp: server closed
 }

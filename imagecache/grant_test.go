@@ -271,7 +271,7 @@ func TestGrantGuessing(t *testing.T) {
 				tok[i+j] = byte(v >> (8 * j))
 			}
 		}
-		buf = append(append(hex.AppendEncode(append(buf[:0], "/cache/t/"...), tok[:]), suffix...))
+		buf = append(hex.AppendEncode(append(buf[:0], "/cache/t/"...), tok[:]), suffix...)
 		r.URL.Path = string(buf)
 		w.code = 0
 		clear(w.h)

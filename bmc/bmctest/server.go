@@ -2,6 +2,7 @@ package bmctest
 
 import (
 	"crypto/sha256"
+	"crypto/x509"
 	"embed"
 	"encoding/base64"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -73,6 +75,8 @@ type Options struct {
 	MaxSessions int
 	// IfMatch412 answers 412 Precondition Failed to every action POST carrying If-Match.
 	IfMatch412 bool
+	// PatchIfMatch412 answers 412 to every PATCH carrying If-Match, whatever its value.
+	PatchIfMatch412 bool
 	// NoMediaActions serves VirtualMedia without InsertMedia/EjectMedia actions, as the DMTF
 	// mockup file itself does; a client must PATCH the resource instead.
 	NoMediaActions bool
@@ -180,10 +184,12 @@ func NewServer(opts Options) *Server {
 	if err := s.load(); err != nil {
 		panic("bmctest: embedded mockup: " + err.Error())
 	}
+	s.srv = httptest.NewUnstartedServer(s)
+	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // failed handshakes are what TLS tests provoke
 	if opts.TLS {
-		s.srv = httptest.NewTLSServer(s)
+		s.srv.StartTLS()
 	} else {
-		s.srv = httptest.NewServer(s)
+		s.srv.Start()
 	}
 	s.URL = s.srv.URL
 	return s
@@ -194,6 +200,9 @@ func (s *Server) Close() { s.srv.Close() }
 
 // Client returns an HTTP client that trusts the server's certificate.
 func (s *Server) Client() *http.Client { return s.srv.Client() }
+
+// Certificate returns the server's TLS certificate, or nil without TLS.
+func (s *Server) Certificate() *x509.Certificate { return s.srv.Certificate() }
 
 // CertificateSHA256 returns the SHA-256 of the server's TLS certificate (DER), or nil
 // without TLS.
@@ -243,6 +252,18 @@ func (s *Server) Password(user string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.passwords[user]
+}
+
+// ExpireSessions ends every session, as a BMC's session timeout does; the session
+// resources disappear and their tokens get 401.
+func (s *Server) ExpireSessions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for tok, ss := range s.sessions {
+		delete(s.res, ss.path)
+		removeMember(s.res["/redfish/v1/SessionService/Sessions"], ss.path)
+		delete(s.sessions, tok)
+	}
 }
 
 // Boots returns the host boots simulated so far.
@@ -490,7 +511,7 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, p string, body []
 		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no resource at "+p)
 		return
 	}
-	if im := r.Header.Get("If-Match"); im != "" && im != "*" && im != etag(res) {
+	if im := r.Header.Get("If-Match"); im != "" && (s.opts.PatchIfMatch412 || (im != "*" && im != etag(res))) {
 		writeError(w, http.StatusPreconditionFailed, "Base.1.8.PreconditionFailed", "ETag does not match")
 		return
 	}

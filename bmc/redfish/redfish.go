@@ -120,7 +120,12 @@ func Dial(ctx context.Context, cfg Config, t bmc.Target) (*Driver, error) {
 		return nil, err
 	}
 	api := d.client(ctx)
-	systems, err := api.Service.Systems()
+	var root struct{ Systems odataID }
+	_, err = getRaw(api, "/redfish/v1/", &root)
+	var systems []string
+	if err == nil {
+		systems, err = members(api, root.Systems.ID)
+	}
 	if err != nil || len(systems) == 0 {
 		_ = d.Close()
 		if err == nil {
@@ -128,7 +133,7 @@ func Dial(ctx context.Context, cfg Config, t bmc.Target) (*Driver, error) {
 		}
 		return nil, d.classify("open", err)
 	}
-	d.sysPath = systems[0].ODataID
+	d.sysPath = systems[0]
 	return d, nil
 }
 

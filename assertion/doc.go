@@ -58,7 +58,18 @@
 // presented with the wrong MAC does not burn the real machine's. Every assertion lives at
 // most 15 minutes (plus the skew allowance), which bounds what the replay cache must hold.
 //
+// The purpose is followed by a zero byte, which no purpose string contains, so no two
+// purposes' messages can collide.
+//
 // The lease check is as good as the LeaseChecker's read: an epoch that is not the current
 // one, or a holder that is not the signer, is refused, so after a failover the old holder's
 // assertions stop verifying even within their 15 minutes.
+//
+// # Limits
+//
+// Ids are at most 56 bytes of [A-Za-z0-9._:-]. Texts are at most 400 characters with Ed25519,
+// 411 with ECDSA P-256 and [MaxTextLen] (454) with P-384; RSA keys are not supported (their
+// signatures would not fit a kernel command line). [MemoryReplayCache] holds up to 2^20
+// entries by default, about 45 bytes each, and refuses new ones (as ReasonUnavailable)
+// rather than forget a live one.
 package assertion

@@ -149,3 +149,30 @@ func replayMemory(t testing.TB, n int) float64 {
 	runtime.KeepAlive(c)
 	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
 }
+
+// TestMemoryReplayCacheClockJumps: a clock that jumps back, or times far out, never make the
+// cache forget a live entry.
+func TestMemoryReplayCacheClockJumps(t *testing.T) {
+	ctx := context.Background()
+	var c assertion.MemoryReplayCache
+	steps := []struct {
+		name     string
+		id       uint64
+		now, exp time.Time
+		want     bool
+	}{
+		{"first", 1, t0, t0.Add(15 * time.Minute), true},
+		{"clock-back-an-hour", 1, t0.Add(-time.Hour), t0.Add(15 * time.Minute), false},
+		{"entry-before-the-first", 2, t0.Add(-time.Hour), t0.Add(-45 * time.Minute), true},
+		{"entry-before-the-first-again", 2, t0.Add(-50 * time.Minute), t0.Add(-45 * time.Minute), false},
+		{"far-future-expiry", 3, t0, t0.AddDate(200, 0, 0), true},
+		{"far-future-replay", 3, t0.AddDate(150, 0, 0), t0.AddDate(200, 0, 0), false},
+		{"expired-after-the-jump-forward", 1, t0.Add(16 * time.Minute), t0.Add(30 * time.Minute), true},
+	}
+	for _, st := range steps {
+		first, err := c.Use(ctx, rid(st.id), st.now, st.exp)
+		if err != nil || first != st.want {
+			t.Errorf("%s: Use = %v, %v; want %v", st.name, first, err, st.want)
+		}
+	}
+}

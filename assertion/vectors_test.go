@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/assertion"
-	"github.com/bettercompute/siteboot/hwid"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -126,7 +125,7 @@ func vectorDefs() (defs []struct {
 }
 
 func invalidDefs(typical string) []invalidText {
-	raw, _ := assertionDecodeRaw(typical)
+	raw, _ := rawURLDecode(typical)
 	enc := func(b []byte) string { return rawURL(b) }
 	mut := func(off int, v byte) string {
 		b := append([]byte(nil), raw...)
@@ -309,16 +308,9 @@ func writeVectors(t *testing.T) {
 	}
 }
 
-// helpers for the invalid texts.
-
-func assertionDecodeRaw(text string) ([]byte, error) {
-	return rawURLDecode(text)
-}
-
+// nextB64 returns the base64url character after c.
 func nextB64(c byte) string {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	i := strings.IndexByte(alphabet, c)
 	return string(alphabet[(i+1)%64])
 }
-
-var _ = hwid.MAC{}

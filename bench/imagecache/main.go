@@ -1,0 +1,332 @@
+// Command imagecache-bench compares the image cache with nginx serving the same file over
+// loopback, to 1 and to 8 concurrent clients, and the cache's pull-and-verify and startup
+// verification with curl | sha256sum and sha256sum.
+//
+//	go run ./bench/imagecache -size 1073741824 -runs 3
+//
+// nginx runs with its own temporary configuration and -p prefix on a free loopback port and
+// is stopped by its PID. Runs are interleaved (cache, nginx, cache, nginx, ...) and medians
+// are reported, because the machine is shared.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/bettercompute/siteboot/imagecache"
+)
+
+func main() {
+	size := flag.Int64("size", 1<<30, "image size in bytes")
+	runs := flag.Int("runs", 3, "interleaved runs per figure")
+	clientsFlag := flag.String("clients", "1,8", "concurrent client counts")
+	tmp := flag.String("dir", os.TempDir(), "where to put the image and nginx's prefix")
+	flag.Parse()
+	if err := run(*size, *runs, *clientsFlag, *tmp); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(size int64, runs int, clientsFlag, tmp string) error {
+	nginxPath, err := exec.LookPath("nginx")
+	if err != nil {
+		return fmt.Errorf("nginx not found (Debian package nginx): %w", err)
+	}
+	work, err := os.MkdirTemp(tmp, "imagecache-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	cacheDir := filepath.Join(work, "cache")
+	os.Mkdir(cacheDir, 0o755)
+
+	// The image: pseudo-random bytes, hashed while written.
+	start := time.Now()
+	d, err := writeImage(filepath.Join(work, "image.tmp"), size)
+	if err != nil {
+		return err
+	}
+	imgPath := filepath.Join(cacheDir, d.String())
+	if err := os.Rename(filepath.Join(work, "image.tmp"), imgPath); err != nil {
+		return err
+	}
+	fmt.Printf("image %s, %d bytes, written in %v\n\n", d, size, time.Since(start).Round(time.Millisecond))
+
+	// Hashing: Open re-verifies the file; sha256sum reads the same file. Interleaved, warm cache.
+	var openMBs, sumMBs []float64
+	for range runs {
+		t0 := time.Now()
+		c, err := imagecache.Open(context.Background(), imagecache.Config{Dir: cacheDir})
+		if err != nil {
+			return err
+		}
+		openMBs = append(openMBs, mbps(size, time.Since(t0)))
+		if len(c.Inventory()) != 1 {
+			return errors.New("the cache did not verify the image")
+		}
+		c.Close()
+		t0 = time.Now()
+		out, err := exec.Command("sha256sum", imgPath).Output()
+		if err != nil {
+			return err
+		}
+		sumMBs = append(sumMBs, mbps(size, time.Since(t0)))
+		if !strings.HasPrefix(string(out), d.String()) {
+			return errors.New("sha256sum disagrees")
+		}
+	}
+
+	// The cache's server.
+	cache, err := imagecache.Open(context.Background(), imagecache.Config{
+		Dir:   cacheDir,
+		Fence: imagecache.FenceFunc(func() bool { return true }),
+	})
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+	grant, err := cache.BootGrant(time.Time{})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/cache/", cache)
+	srv := &http.Server{Handler: mux, MaxHeaderBytes: 8 << 10}
+	go srv.Serve(ln)
+	defer srv.Close()
+	cacheURL := "http://" + ln.Addr().String() + grant.Path(d)
+
+	// nginx on the same file.
+	nginxURL, stop, err := startNginx(nginxPath, work, cacheDir)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	nginxURL += "/" + d.String()
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+	var counts []int
+	for _, s := range strings.Split(clientsFlag, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return err
+		}
+		counts = append(counts, n)
+	}
+	fmt.Printf("%-10s %8s %14s %14s %7s\n", "serving", "clients", "imagecache MB/s", "nginx MB/s", "ratio")
+	for _, n := range counts {
+		var ours, theirs []float64
+		for range runs {
+			a, err := download(client, cacheURL, n, size)
+			if err != nil {
+				return fmt.Errorf("imagecache: %w", err)
+			}
+			b, err := download(client, nginxURL, n, size)
+			if err != nil {
+				return fmt.Errorf("nginx: %w", err)
+			}
+			ours, theirs = append(ours, a), append(theirs, b)
+		}
+		fmt.Printf("%-10s %8d %14.0f %14.0f %6.2fx\n", "GET", n, median(ours), median(theirs), median(ours)/median(theirs))
+		fmt.Printf("           runs: imagecache %v nginx %v\n", round(ours), round(theirs))
+	}
+
+	// Pull and verify from nginx into a fresh cache, against curl | sha256sum.
+	pullDir := filepath.Join(work, "pull")
+	var pullMBs, curlMBs []float64
+	for range runs {
+		os.RemoveAll(pullDir)
+		c, err := imagecache.Open(context.Background(), imagecache.Config{Dir: pullDir, StallTimeout: time.Minute})
+		if err != nil {
+			return err
+		}
+		t0 := time.Now()
+		err = c.Pull(context.Background(), imagecache.Image{URL: nginxURL, SHA256: d})
+		el := time.Since(t0)
+		c.Close()
+		if err != nil {
+			return err
+		}
+		pullMBs = append(pullMBs, mbps(size, el))
+		t0 = time.Now()
+		out, err := exec.Command("sh", "-c", "curl -sf "+nginxURL+" | sha256sum").Output()
+		if err != nil {
+			return err
+		}
+		curlMBs = append(curlMBs, mbps(size, time.Since(t0)))
+		if !bytes.HasPrefix(out, []byte(d.String())) {
+			return errors.New("curl | sha256sum disagrees")
+		}
+	}
+	fmt.Println()
+	fmt.Printf("%-44s %10s\n", "hashing", "MB/s")
+	fmt.Printf("%-44s %10.0f  runs %v\n", "Open (re-verify the cached file)", median(openMBs), round(openMBs))
+	fmt.Printf("%-44s %10.0f  runs %v\n", "sha256sum FILE", median(sumMBs), round(sumMBs))
+	fmt.Printf("%-44s %9.2fx\n", "ratio", median(openMBs)/median(sumMBs))
+	fmt.Printf("%-44s %10.0f  runs %v\n", "Pull from nginx (hash, write, fsync, rename)", median(pullMBs), round(pullMBs))
+	fmt.Printf("%-44s %10.0f  runs %v\n", "curl URL | sha256sum (no write)", median(curlMBs), round(curlMBs))
+	fmt.Printf("%-44s %9.2fx\n", "ratio", median(pullMBs)/median(curlMBs))
+	return nil
+}
+
+func writeImage(path string, size int64) (imagecache.Digest, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return imagecache.Digest{}, err
+	}
+	defer f.Close()
+	r := rand.NewChaCha8([32]byte{1})
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	for left := size; left > 0; {
+		n := min(left, int64(len(buf)))
+		r.Read(buf[:n])
+		f.Write(buf[:n])
+		h.Write(buf[:n])
+		left -= n
+	}
+	var d imagecache.Digest
+	h.Sum(d[:0])
+	return d, f.Close()
+}
+
+// download runs n concurrent GETs of url and returns the aggregate MB/s.
+func download(client *http.Client, url string, n int, size int64) (float64, error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	t0 := time.Now()
+	for range n {
+		wg.Go(func() {
+			resp, err := client.Get(url)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				errs <- fmt.Errorf("status %d", resp.StatusCode)
+				return
+			}
+			buf := make([]byte, 256<<10)
+			got, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{resp.Body}, buf)
+			if err == nil && got != size {
+				err = fmt.Errorf("%d bytes, want %d", got, size)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(t0)
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return mbps(int64(n)*size, el), nil
+}
+
+func startNginx(path, work, root string) (string, func(), error) {
+	prefix := filepath.Join(work, "nginx")
+	os.MkdirAll(filepath.Join(prefix, "tmp"), 0o700)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	conf := fmt.Sprintf(`daemon off;
+user root;
+worker_processes auto;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	sendfile on;
+	tcp_nopush on;
+	client_body_temp_path %[1]s/tmp/body;
+	proxy_temp_path %[1]s/tmp/proxy;
+	fastcgi_temp_path %[1]s/tmp/fastcgi;
+	uwsgi_temp_path %[1]s/tmp/uwsgi;
+	scgi_temp_path %[1]s/tmp/scgi;
+	types { application/octet-stream bin; }
+	default_type application/octet-stream;
+	server {
+		listen %[2]s;
+		root %[3]s;
+		location / { }
+	}
+}
+`, prefix, addr, root)
+	confPath := filepath.Join(prefix, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(path, "-p", prefix, "-c", confPath)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGQUIT)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}
+	for range 100 {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return "http://" + addr, stop, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	return "", nil, errors.New("nginx did not start listening")
+}
+
+func mbps(n int64, d time.Duration) float64 { return float64(n) / 1e6 / d.Seconds() }
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func round(v []float64) []int {
+	out := make([]int, len(v))
+	for i, x := range v {
+		out[i] = int(x + 0.5)
+	}
+	return out
+}

@@ -149,7 +149,7 @@ func (c *Config) Validate() error {
 var ErrConfig = errors.New("discovery: invalid config")
 
 // node is a listed machine. Nodes live in one slice and are linked by index, most recently
-// seen first, so a sighting allocates nothing once the list is warm.
+// seen first, so the list allocates no node per sighting once it is warm.
 type node struct {
 	mac        hwid.MAC
 	uuid       hwid.UUID

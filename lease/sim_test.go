@@ -545,6 +545,7 @@ func TestSimulation(t *testing.T) {
 			t.Fatal(err)
 		}
 		total += s.steps
+		checkFinalRecord(t, s)
 		if s.promotions == 0 || s.partitions == 0 || s.crashes == 0 || s.conflicts == 0 {
 			t.Errorf("seed %d: the run exercised too little: %d promotions, %d partitions, %d crashes, %d conflicts",
 				seed, s.promotions, s.partitions, s.crashes, s.conflicts)
@@ -704,4 +705,16 @@ func TestSimulationFailover(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeds: standby active at most %v after expiry (bound %v)", len(seeds), worst.Round(time.Millisecond), bound)
+}
+
+// checkFinalRecord: the record the simulation believes current is the one in the store.
+func checkFinalRecord(t *testing.T, s *sim) {
+	t.Helper()
+	rec, _, err := s.store.inner.Get(s.ctx, simSite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := s.store.cur; rec.Holder != want.Holder || rec.Epoch != want.Epoch || !rec.Expires.Equal(want.Expires) {
+		t.Fatalf("seed %d: store holds %v, the simulation last wrote %v", s.seed, rec, want)
+	}
 }

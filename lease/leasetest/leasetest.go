@@ -94,7 +94,6 @@ func TestStore(t *testing.T, s lease.Store) {
 	}
 }
 
-
 // Clock is a lease.Clock that moves only when told: Advance moves the wall and the monotonic
 // readings together, JumpWall only the wall clock. The zero value starts at the zero wall
 // time; NewClock starts at a fixed date. It is safe for concurrent use.

@@ -404,7 +404,6 @@ func str(v any) string {
 	return v.(string)
 }
 
-
 func TestSetBootDevice(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -436,16 +435,16 @@ func TestSetBootDevice(t *testing.T) {
 			dev: bmc.BootDevice{Target: bmc.BootHTTP, Mode: bmc.BootModeLegacy}, wantErr: bmc.ErrInvalid,
 			wantBoot: []string{"Pxe", "Once", "UEFI"}},
 		{name: "iLO rejects the mode: sent again without it", opts: bmctest.Options{Vendor: bmctest.HPEiLO},
-			setup: map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": "Hdd", "BootSourceOverrideEnabled": "Disabled"}},
-			dev:   bmc.BootDevice{Target: bmc.BootPXE, Mode: bmc.BootModeUEFI},
+			setup:       map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": "Hdd", "BootSourceOverrideEnabled": "Disabled"}},
+			dev:         bmc.BootDevice{Target: bmc.BootPXE, Mode: bmc.BootModeUEFI},
 			wantPatches: []string{"Pxe Once UEFI Bad Request", "Pxe Once - OK"},
 			wantBoot:    []string{"Pxe", "Once", "UEFI"}},
 		{name: "Supermicro gets the mode it needs", opts: bmctest.Options{Vendor: bmctest.Supermicro},
 			dev:         bmc.BootDevice{Target: bmc.BootPXE},
 			wantPatches: []string{"Pxe Once UEFI OK"}, wantBoot: []string{"Pxe", "Once", "UEFI"}},
 		{name: "Supermicro without a current mode gets UEFI on retry", opts: bmctest.Options{Vendor: bmctest.Supermicro},
-			setup: map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": nil}},
-			dev:   bmc.BootDevice{Target: bmc.BootPXE},
+			setup:       map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": nil}},
+			dev:         bmc.BootDevice{Target: bmc.BootPXE},
 			wantPatches: []string{"Pxe Once - Bad Request", "Pxe Once UEFI OK"},
 			wantBoot:    []string{"Pxe", "Once", "UEFI"}},
 		{name: "XCC refuses Continuous", opts: bmctest.Options{Vendor: bmctest.LenovoXCC},

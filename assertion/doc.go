@@ -16,10 +16,32 @@
 // text on the kernel command line.
 //
 // Control-plane side: a [Verifier] with three small interfaces the host implements: a
-// [KeyResolver] (the agent's public key, site and role by node id), a [LeaseChecker] (the
-// holder and current epoch of the site's boot lease; the lease package's store has both), and
-// a [ReplayCache] ([MemoryReplayCache] for a single process). [Verifier.Verify] returns the
-// assertion or a *[RefusedError] whose [Reason] the caller switches on.
+// [KeyResolver] (the agent's public key, site and role by node id), a [LeaseChecker] (is the
+// agent the holder of the site's boot lease at this epoch), and a [ReplayCache]
+// ([MemoryReplayCache] for a single process). [Verifier.Verify] returns the assertion or a
+// *[RefusedError] whose [Reason] the caller switches on.
+//
+// The lease package's Checker answers the lease check; a host maps its refusals onto this
+// package's, so that they get their own reasons rather than ReasonUnavailable:
+//
+//	checker := &lease.Checker{Store: store}
+//	v.Leases = assertion.LeaseCheckerFunc(func(ctx context.Context, site, agent string, epoch uint64) error {
+//		err := checker.CheckEpoch(ctx, site, agent, epoch)
+//		switch {
+//		case errors.Is(err, lease.ErrStaleEpoch):
+//			return fmt.Errorf("%w: %w", assertion.ErrStaleEpoch, err)
+//		case errors.Is(err, lease.ErrNotHolder), errors.Is(err, lease.ErrLapsed):
+//			return fmt.Errorf("%w: %w", assertion.ErrNotLeaseHolder, err)
+//		}
+//		return err // nil, or the store's error
+//	})
+//
+// On the agent side, the ipxe package's Signer is one call:
+//
+//	ipxe.SignerFunc(func(ctx context.Context, c ipxe.Claims) (string, error) {
+//		return issuer.Issue(ctx, assertion.Fields{Epoch: c.Epoch, MAC: c.MAC, IP: c.IP,
+//			UUID: c.UUID, Workflow: c.Workflow, NotAfter: c.NotAfter})
+//	})
 //
 // # Encoding
 //

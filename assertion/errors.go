@@ -16,6 +16,12 @@ var (
 	ErrUnsupportedKey = errors.New("assertion: unsupported key type")
 	// ErrUnknownAgent is what a [KeyResolver] returns (or wraps) for a node id it does not know.
 	ErrUnknownAgent = errors.New("assertion: unknown agent")
+	// ErrStaleEpoch is what a [LeaseChecker] returns (or wraps) for an epoch that is not the
+	// lease's current one.
+	ErrStaleEpoch = errors.New("assertion: epoch is not the lease's current one")
+	// ErrNotLeaseHolder is what a [LeaseChecker] returns (or wraps) when the agent does not
+	// hold the lease at that epoch: another agent does, nobody does, or it lapsed.
+	ErrNotLeaseHolder = errors.New("assertion: agent does not hold the lease")
 	// ErrEntryLapsed is returned by [Issuer.Issue] when the entry's not-after is not after now.
 	ErrEntryLapsed = errors.New("assertion: entry lapsed")
 	// ErrNoEpoch is returned by [Issuer.Issue] for epoch 0: an agent that holds no lease
@@ -58,7 +64,7 @@ const (
 	// instance the lease failed over or was released since).
 	ReasonStaleEpoch
 	// ReasonNotLeaseHolder: the epoch is current but the agent does not hold the lease:
-	// another agent does, or the lease expired and nobody does.
+	// another agent does, nobody does, or the lease lapsed.
 	ReasonNotLeaseHolder
 	// ReasonMACMismatch: the joining machine's MACs do not include the asserted MAC.
 	ReasonMACMismatch

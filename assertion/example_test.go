@@ -38,8 +38,14 @@ func Example() {
 		Keys: assertion.StaticKeys{
 			"node-agent-a": {PublicKey: key.Public(), Site: "site-fsn1", Role: assertion.RoleSite},
 		},
-		Leases: assertion.LeaseCheckerFunc(func(ctx context.Context, site string) (string, uint64, error) {
-			return "node-agent-a", 7, nil // holder and current epoch of site:SITE:boot
+		Leases: assertion.LeaseCheckerFunc(func(ctx context.Context, site, agent string, epoch uint64) error {
+			if epoch != 7 {
+				return assertion.ErrStaleEpoch // the lease package's Checker answers this
+			}
+			if agent != "node-agent-a" {
+				return assertion.ErrNotLeaseHolder
+			}
+			return nil
 		}),
 		Replay: &assertion.MemoryReplayCache{},
 		Now:    func() time.Time { return now.Add(40 * time.Second) },
@@ -71,8 +77,14 @@ func ExampleVerifier_Verify_refusals() {
 		Keys: assertion.StaticKeys{
 			"agent-a": {PublicKey: keyA.Public(), Site: "site-1", Role: assertion.RoleSite},
 		},
-		Leases: assertion.LeaseCheckerFunc(func(context.Context, string) (string, uint64, error) {
-			return holder, epoch, nil
+		Leases: assertion.LeaseCheckerFunc(func(_ context.Context, _, agent string, e uint64) error {
+			switch {
+			case e != epoch:
+				return fmt.Errorf("%w: current epoch %d", assertion.ErrStaleEpoch, epoch)
+			case agent != holder:
+				return assertion.ErrNotLeaseHolder
+			}
+			return nil
 		}),
 		Replay: &assertion.MemoryReplayCache{},
 		Now:    func() time.Time { return now },
@@ -100,7 +112,7 @@ func ExampleVerifier_Verify_refusals() {
 	}
 	// Output:
 	// refused: wrong-site
-	// signed by an agent that is no longer the boot server: assertion: refused (stale-epoch) from agent agent-a: asserted epoch 7, lease at epoch 8
+	// signed by an agent that is no longer the boot server: assertion: refused (stale-epoch) from agent agent-a: epoch 7: assertion: epoch is not the lease's current one: current epoch 8
 }
 
 // Decode reads a text without verifying it, for logs and debugging.

@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/netip"
 	"sync"
@@ -74,10 +75,19 @@ func (l *fakeLease) set(site, holder string, epoch uint64) {
 	l.holder[site], l.epoch[site] = holder, epoch
 }
 
-func (l *fakeLease) CurrentLease(_ context.Context, site string) (string, uint64, error) {
+// CheckEpoch answers as the lease package's Checker does, with this package's sentinels.
+func (l *fakeLease) CheckEpoch(_ context.Context, site, agent string, epoch uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.holder[site], l.epoch[site], l.err
+	switch {
+	case l.err != nil:
+		return l.err
+	case epoch == 0 || epoch != l.epoch[site]:
+		return fmt.Errorf("%w: epoch %d, current %d", assertion.ErrStaleEpoch, epoch, l.epoch[site])
+	case l.holder[site] == "" || l.holder[site] != agent:
+		return fmt.Errorf("%w: held by %q", assertion.ErrNotLeaseHolder, l.holder[site])
+	}
+	return nil
 }
 
 // fakeClock is a settable clock.

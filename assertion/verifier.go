@@ -62,19 +62,24 @@ func (k StaticKeys) ResolveAgent(_ context.Context, nodeID string) (Agent, error
 	return a, nil
 }
 
-// LeaseChecker reads a site's boot lease (`site:SITE:boot`): the node that holds it now and
-// its current fencing epoch. holder is "" while the lease is released or has expired; the
-// epoch is still the current one.
+// LeaseChecker is the control plane's lease check: CheckEpoch returns nil when agent holds
+// site's boot lease (`site:SITE:boot`) at epoch, epoch is the lease's current one and the
+// lease has not lapsed. A refusal is an error wrapping ErrStaleEpoch (epoch not current) or
+// ErrNotLeaseHolder (another holder, none, or lapsed); any other error means the answer is
+// unknown for now (ReasonUnavailable).
+//
+// The lease package's Checker has this method; its errors are its own, so a host maps them
+// (see the package documentation, "Wiring").
 type LeaseChecker interface {
-	CurrentLease(ctx context.Context, site string) (holder string, epoch uint64, err error)
+	CheckEpoch(ctx context.Context, site, agent string, epoch uint64) error
 }
 
 // LeaseCheckerFunc adapts a function to LeaseChecker.
-type LeaseCheckerFunc func(ctx context.Context, site string) (holder string, epoch uint64, err error)
+type LeaseCheckerFunc func(ctx context.Context, site, agent string, epoch uint64) error
 
-// CurrentLease calls f.
-func (f LeaseCheckerFunc) CurrentLease(ctx context.Context, site string) (string, uint64, error) {
-	return f(ctx, site)
+// CheckEpoch calls f.
+func (f LeaseCheckerFunc) CheckEpoch(ctx context.Context, site, agent string, epoch uint64) error {
+	return f(ctx, site, agent, epoch)
 }
 
 // ReplayID identifies one assertion for the replay cache: the first 16 bytes of the SHA-256
@@ -108,7 +113,7 @@ type Join struct {
 type Verifier struct {
 	// Keys resolves the asserted agent's key, site and role. Required.
 	Keys KeyResolver
-	// Leases reads the site's boot lease. Required.
+	// Leases checks the agent's epoch against the site's boot lease. Required.
 	Leases LeaseChecker
 	// Replay remembers used assertions. Required (a *MemoryReplayCache will do for one
 	// control-plane process).
@@ -247,15 +252,14 @@ func (v *Verifier) verify(ctx context.Context, text string, j Join) (Assertion, 
 			a.NotAfter.Format(time.RFC3339), t.UTC().Format(time.RFC3339))
 	}
 
-	holder, epoch, err := v.Leases.CurrentLease(ctx, a.Site)
-	if err != nil {
-		return Assertion{}, refuse(ReasonUnavailable, "reading the lease of site %q: %w", a.Site, err)
-	}
-	if a.Epoch != epoch {
-		return Assertion{}, refuse(ReasonStaleEpoch, "asserted epoch %d, lease at epoch %d", a.Epoch, epoch)
-	}
-	if holder != a.Agent {
-		return Assertion{}, refuse(ReasonNotLeaseHolder, "lease at epoch %d held by %q", epoch, holder)
+	switch err := v.Leases.CheckEpoch(ctx, a.Site, a.Agent, a.Epoch); {
+	case err == nil:
+	case errors.Is(err, ErrStaleEpoch):
+		return Assertion{}, refuse(ReasonStaleEpoch, "epoch %d: %w", a.Epoch, err)
+	case errors.Is(err, ErrNotLeaseHolder):
+		return Assertion{}, refuse(ReasonNotLeaseHolder, "epoch %d: %w", a.Epoch, err)
+	default:
+		return Assertion{}, refuse(ReasonUnavailable, "checking the lease of site %q: %w", a.Site, err)
 	}
 
 	if !slices.Contains(j.MACs, a.MAC) {

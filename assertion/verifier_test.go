@@ -146,7 +146,7 @@ func refusalCases() []refusalCase {
 			text := s.issue(t) // agent-a1 at epoch 7
 			s.lease.set("site-a", "agent-a2", 8)
 			return text
-		}, assertion.ReasonStaleEpoch, nil},
+		}, assertion.ReasonStaleEpoch, assertion.ErrStaleEpoch},
 		{"epoch-moved-on-after-release", func(t *testing.T, s *site) string {
 			text := s.issue(t)
 			s.lease.set("site-a", "", 8)
@@ -161,10 +161,10 @@ func refusalCases() []refusalCase {
 			a.Agent = "agent-a2"
 			return signText(t, s.keyA2, assertion.Purpose, a)
 		}, assertion.ReasonNotLeaseHolder, nil},
-		{"lease-expired-nobody-holds", func(t *testing.T, s *site) string {
+		{"lease-lapsed-nobody-holds", func(t *testing.T, s *site) string {
 			s.lease.set("site-a", "", 7)
 			return s.issue(t)
-		}, assertion.ReasonNotLeaseHolder, nil},
+		}, assertion.ReasonNotLeaseHolder, assertion.ErrNotLeaseHolder},
 		{"mac-not-among-machines", func(t *testing.T, s *site) string {
 			s.join.MACs = []hwid.MAC{mustMAC(t, "3c:ec:ef:12:34:57")}
 			return s.issue(t)

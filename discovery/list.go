@@ -153,7 +153,7 @@ var ErrConfig = errors.New("discovery: invalid config")
 type node struct {
 	mac        hwid.MAC
 	uuid       hwid.UUID
-	hasUUID    bool
+	uuidText   string // uuid.String(), kept so that a snapshot allocates none; "" when none
 	arch       string
 	relay      netip.Addr
 	first      time.Time
@@ -280,7 +280,9 @@ func (l *List) Seen(s Sighting) bool {
 	}
 	switch uuidSt {
 	case fieldOK:
-		n.uuid, n.hasUUID = uuid, true
+		if n.uuidText == "" || n.uuid != uuid {
+			n.uuid, n.uuidText = uuid, uuid.String()
+		}
 	case fieldBad:
 		l.stats.IgnoredUUID++
 	}
@@ -482,11 +484,7 @@ func (l *List) digestOf(entries []Entry) Digest {
 }
 
 func (n *node) entry() Entry {
-	e := Entry{MAC: n.mac, Arch: n.arch, Relay: n.relay, FirstSeen: n.first, LastSeen: n.last, Count: n.count}
-	if n.hasUUID {
-		e.ProductUUID = n.uuid.String()
-	}
-	return e
+	return Entry{MAC: n.mac, ProductUUID: n.uuidText, Arch: n.arch, Relay: n.relay, FirstSeen: n.first, LastSeen: n.last, Count: n.count}
 }
 
 func (l *List) expired(i int32, now time.Time) bool {

@@ -438,6 +438,16 @@ func (l *List) Get(mac hwid.MAC) (Entry, bool) {
 	return l.nodes[i].entry(), true
 }
 
+// Contains reports whether mac is listed. It costs one lookup, so it suits a check made per
+// request, such as the boot handler's "did proxy DHCP see this MAC".
+func (l *List) Contains(mac hwid.MAC) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	i, ok := l.index[mac]
+	return ok && !l.expired(i, now)
+}
+
 // Len returns how many machines are listed.
 func (l *List) Len() int {
 	now := l.clock.Now()

@@ -211,6 +211,9 @@ func TestForgetAfterADay(t *testing.T) {
 			l.Seen(discovery.Sighting{MAC: macA}) // the day counts from here
 			before := l.Digest()
 			clk.Advance(tt.after)
+			if got := l.Contains(mac); got != tt.listed {
+				t.Errorf("Contains after %v = %v, want %v", tt.after, got, tt.listed)
+			}
 			_, ok := l.Get(mac)
 			if ok != tt.listed {
 				t.Errorf("listed %v after %v, want %v", ok, tt.after, tt.listed)
@@ -252,6 +255,9 @@ func TestForget(t *testing.T) {
 	}
 	if n := l.Forget(mustMAC(t, macN(1)), mustMAC(t, macN(1)), mustMAC(t, macN(9))); n != 1 {
 		t.Errorf("Forget = %d, want 1", n)
+	}
+	if l.Contains(mustMAC(t, macN(1))) || !l.Contains(mustMAC(t, macN(2))) {
+		t.Errorf("Contains disagrees with Forget")
 	}
 	entries := map[hwid.MAC]bool{mustMAC(t, macN(3)): true, mustMAC(t, macN(4)): true}
 	if n := l.ForgetFunc(func(m hwid.MAC) bool { return entries[m] }); n != 2 {

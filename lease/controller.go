@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // Fleet is what a Controller asks the control plane about its site agents.
@@ -212,20 +210,32 @@ func (c *Controller) TickAll(ctx context.Context) error {
 	}
 	var mu sync.Mutex
 	var errs []error
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(par)
-	for _, site := range sites {
-		g.Go(func() error {
-			if _, err := c.TickSite(gctx, site); err != nil && !errors.Is(err, ErrConflict) {
-				c.log().Warn("boot lease tick failed", "site", site, "err", err)
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(sites) || ctx.Err() != nil {
+				return
+			}
+			if _, err := c.TickSite(ctx, sites[i]); err != nil && !errors.Is(err, ErrConflict) {
+				c.log().Warn("boot lease tick failed", "site", sites[i], "err", err)
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
 			}
-			return nil
-		})
+		}
 	}
-	_ = g.Wait()
+	// A few workers take the sites in turn: no goroutine per site.
+	workers := min(par, len(sites))
+	if workers <= 1 {
+		work()
+	} else {
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(work)
+		}
+		wg.Wait()
+	}
 	return errors.Join(errs...)
 }
 

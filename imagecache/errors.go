@@ -97,3 +97,31 @@ var (
 	_ error = &PullError{}
 	_ error = &FetchError{}
 )
+
+// Reason names why a pull failed in a few stable words a host can report or count:
+// "digest-mismatch", "short-body", "stalled", "http-NNN", "no-space", "too-large",
+// "bad-image", "closed", "network"; "" for nil.
+func Reason(err error) string {
+	var se *StatusError
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrDigestMismatch):
+		return "digest-mismatch"
+	case errors.Is(err, ErrShortBody):
+		return "short-body"
+	case errors.Is(err, ErrStalled):
+		return "stalled"
+	case errors.As(err, &se):
+		return fmt.Sprintf("http-%d", se.Code)
+	case errors.Is(err, ErrNoSpace):
+		return "no-space"
+	case errors.Is(err, ErrTooLarge):
+		return "too-large"
+	case errors.Is(err, ErrBadImage):
+		return "bad-image"
+	case errors.Is(err, ErrClosed):
+		return "closed"
+	}
+	return "network"
+}

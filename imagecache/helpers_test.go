@@ -129,7 +129,9 @@ func checkVisibleVerified(t testing.TB, dir string) {
 // source is an HTTP image source whose misbehaviour tests choose.
 type source struct {
 	body []byte
-	mode string // good, wrong, truncate, stall, 404, 500once, truncateonce, stallonce
+	// good, wrong, truncate, stall, 404, 500once, truncateonce, stallonce; changing: cut
+	// once, then wrong bytes on the resume; badrange: cut once, then a 206 for another range.
+	mode string
 	// noRange makes the source ignore Range headers (plain 200 with the whole body).
 	noRange bool
 
@@ -171,7 +173,11 @@ func (s *source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		start = from
-		w.Header().Set("Content-Range", "bytes "+strconv.Itoa(from)+"-"+strconv.Itoa(len(body)-1)+"/"+strconv.Itoa(len(body)))
+		first := from
+		if s.mode == "badrange" {
+			first = 0 // claims another range than the one asked for
+		}
+		w.Header().Set("Content-Range", "bytes "+strconv.Itoa(first)+"-"+strconv.Itoa(len(body)-1)+"/"+strconv.Itoa(len(body)))
 	}
 	rest := body[start:]
 	mode := s.mode
@@ -182,7 +188,7 @@ func (s *source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case mode == "500once" && n == 1:
 		http.Error(w, "busy", http.StatusInternalServerError)
 		return
-	case mode == "wrong":
+	case mode == "wrong", mode == "changing" && n == 2:
 		rest = slices.Clone(rest)
 		rest[len(rest)/2] ^= 1
 	}
@@ -190,7 +196,8 @@ func (s *source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if start > 0 {
 		w.WriteHeader(http.StatusPartialContent)
 	}
-	cut := mode == "truncate" || mode == "stall" || ((mode == "truncateonce" || mode == "stallonce") && n == 1)
+	cut := mode == "truncate" || mode == "stall" ||
+		((mode == "truncateonce" || mode == "stallonce" || mode == "changing" || mode == "badrange") && n == 1)
 	if !cut {
 		w.Write(rest)
 		return

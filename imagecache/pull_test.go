@@ -25,20 +25,23 @@ func TestPullSources(t *testing.T) {
 		noRange bool
 		retries int
 		wantErr error // nil: the pull succeeds
+		reason  string
 		wantReq []string
 	}{
 		{mode: "good", wantReq: []string{"GET "}},
-		{mode: "wrong", wantErr: imagecache.ErrDigestMismatch, wantReq: []string{"GET "}},
-		{mode: "truncate", retries: -1, wantErr: imagecache.ErrShortBody, wantReq: []string{"GET "}},
-		{mode: "truncate", retries: 2, wantErr: imagecache.ErrShortBody,
+		{mode: "wrong", wantErr: imagecache.ErrDigestMismatch, reason: "digest-mismatch", wantReq: []string{"GET "}},
+		{mode: "truncate", retries: -1, wantErr: imagecache.ErrShortBody, reason: "short-body", wantReq: []string{"GET "}},
+		{mode: "truncate", retries: 2, wantErr: imagecache.ErrShortBody, reason: "short-body",
 			wantReq: []string{"GET ", "GET bytes=1572872-", "GET bytes=2359308-"}},
-		{mode: "stall", retries: -1, wantErr: imagecache.ErrStalled, wantReq: []string{"GET "}},
-		{mode: "404", wantErr: &imagecache.StatusError{}, wantReq: []string{"GET "}},
+		{mode: "stall", retries: -1, wantErr: imagecache.ErrStalled, reason: "stalled", wantReq: []string{"GET "}},
+		{mode: "404", wantErr: &imagecache.StatusError{}, reason: "http-404", wantReq: []string{"GET "}},
 		{mode: "500once", wantReq: []string{"GET ", "GET "}},
 		{mode: "truncateonce", wantReq: []string{"GET ", "GET bytes=1572872-"}},
 		{mode: "truncateonce", noRange: true, wantReq: []string{"GET ", "GET bytes=1572872-"}},
 		{mode: "stallonce", wantReq: []string{"GET ", "GET bytes=1572872-"}},
 		{mode: "stallonce", noRange: true, wantReq: []string{"GET ", "GET bytes=1572872-"}},
+		{mode: "changing", wantReq: []string{"GET ", "GET bytes=1572872-", "GET "}},
+		{mode: "badrange", wantReq: []string{"GET ", "GET bytes=1572872-", "GET "}},
 	}
 	for _, tt := range tests {
 		name := tt.mode
@@ -96,6 +99,9 @@ func TestPullSources(t *testing.T) {
 				}
 			} else if !errors.Is(err, tt.wantErr) {
 				t.Errorf("Pull error %v, want %v", err, tt.wantErr)
+			}
+			if got := imagecache.Reason(st[0].Err); got != tt.reason {
+				t.Errorf("Reason = %q, want %q", got, tt.reason)
 			}
 			if st[0].State != imagecache.StateFailed || !errors.Is(st[0].Err, pe.Err) {
 				t.Errorf("Status = %v (%v), want failed with the pull's error", st[0].State, st[0].Err)

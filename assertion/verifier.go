@@ -183,16 +183,20 @@ func (v *Verifier) Verify(ctx context.Context, text string, j Join) (Assertion, 
 		var re *RefusedError
 		if errors.As(err, &re) {
 			v.refused[re.Reason].Add(1)
-			v.logger().LogAttrs(ctx, slog.LevelInfo, "assertion refused",
-				slog.String("reason", re.Reason.String()), slog.String("agent", re.Agent),
-				slog.String("site", j.Site), slog.Any("err", re.Err))
+			if v.Logger != nil {
+				v.Logger.LogAttrs(ctx, slog.LevelInfo, "assertion refused",
+					slog.String("reason", re.Reason.String()), slog.String("agent", re.Agent),
+					slog.String("site", j.Site), slog.Any("err", re.Err))
+			}
 		}
 		return Assertion{}, err
 	}
 	v.admitted.Add(1)
-	v.logger().LogAttrs(ctx, slog.LevelDebug, "assertion admitted",
-		slog.String("agent", a.Agent), slog.String("site", a.Site), slog.Uint64("epoch", a.Epoch),
-		slog.String("mac", a.MAC.String()), slog.String("workflow", a.Workflow))
+	if v.Logger != nil && v.Logger.Enabled(ctx, slog.LevelDebug) {
+		v.Logger.LogAttrs(ctx, slog.LevelDebug, "assertion admitted",
+			slog.String("agent", a.Agent), slog.String("site", a.Site), slog.Uint64("epoch", a.Epoch),
+			slog.String("mac", a.MAC.String()), slog.String("workflow", a.Workflow))
+	}
 	return a, nil
 }
 
@@ -283,11 +287,4 @@ func (v *Verifier) verify(ctx context.Context, text string, j Join) (Assertion, 
 func IDOf(payload []byte) ReplayID {
 	sum := sha256.Sum256(payload)
 	return ReplayID(sum[:16])
-}
-
-func (v *Verifier) logger() *slog.Logger {
-	if v.Logger != nil {
-		return v.Logger
-	}
-	return slog.New(slog.DiscardHandler)
 }

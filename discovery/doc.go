@@ -28,7 +28,8 @@
 // make room), forgets each [DefaultForgetAfter] after it was last seen, and drops a MAC when
 // the host calls [List.Forget] because the MAC got a boot entry. With
 // [Config.DHCPFirst] set, as when the agent runs proxy DHCP, a sighting from the boot handler
-// only counts for a MAC that DHCP already put in the list, since anyone can fetch a URL.
+// only counts for a MAC that DHCP already put in the list, since anyone can fetch a URL;
+// [List.Contains] answers the boot handler's "did proxy DHCP see this MAC" in one lookup.
 //
 // # Status reports
 //

@@ -214,12 +214,20 @@ func Decode(text string) (Signed, error) {
 	return Signed{Assertion: a, Payload: raw[:n:n], Signature: sig}, nil
 }
 
-// signedMessage is what a signature covers: "siteboot/" + purpose + 0x00 + payload.
+// prefixLen is the length of the purpose prefix for Purpose.
+const prefixLen = len("siteboot/") + len(Purpose) + 1
+
+// appendPrefix appends what a signature covers before the payload: "siteboot/" + purpose +
+// 0x00.
+func appendPrefix(b []byte, purpose string) []byte {
+	b = append(b, "siteboot/"...)
+	b = append(b, purpose...)
+	return append(b, 0)
+}
+
+// signedMessage is what a signature covers: the purpose prefix, then the payload.
 func signedMessage(purpose string, payload []byte) []byte {
-	m := make([]byte, 0, len("siteboot/")+len(purpose)+1+len(payload))
-	m = append(m, "siteboot/"...)
-	m = append(m, purpose...)
-	m = append(m, 0)
+	m := appendPrefix(make([]byte, 0, len("siteboot/")+len(purpose)+1+len(payload)), purpose)
 	return append(m, payload...)
 }
 

@@ -71,22 +71,29 @@ func (is *Issuer) Stats() IssuerStats {
 
 // Validate reports a configuration that Issue would refuse.
 func (is *Issuer) Validate() error {
+	_, err := is.validate()
+	return err
+}
+
+// validate checks the configuration and returns the signer options of its key.
+func (is *Issuer) validate() (crypto.SignerOpts, error) {
 	if err := checkID("site", is.Site, false); err != nil {
-		return fmt.Errorf("%w: Issuer.Site: %w", ErrConfig, err)
+		return nil, fmt.Errorf("%w: Issuer.Site: %w", ErrConfig, err)
 	}
 	if err := checkID("agent", is.Agent, false); err != nil {
-		return fmt.Errorf("%w: Issuer.Agent: %w", ErrConfig, err)
+		return nil, fmt.Errorf("%w: Issuer.Agent: %w", ErrConfig, err)
 	}
 	if is.Signer == nil {
-		return fmt.Errorf("%w: Issuer.Signer is nil", ErrConfig)
+		return nil, fmt.Errorf("%w: Issuer.Signer is nil", ErrConfig)
 	}
-	if _, err := signerOpts(is.Signer.Public()); err != nil {
-		return fmt.Errorf("%w: Issuer.Signer: %w", ErrConfig, err)
+	opts, err := signerOpts(is.Signer.Public())
+	if err != nil {
+		return nil, fmt.Errorf("%w: Issuer.Signer: %w", ErrConfig, err)
 	}
 	if is.Lifetime < 0 || is.Lifetime > MaxLifetime {
-		return fmt.Errorf("%w: Issuer.Lifetime %v outside 0..%v", ErrConfig, is.Lifetime, MaxLifetime)
+		return nil, fmt.Errorf("%w: Issuer.Lifetime %v outside 0..%v", ErrConfig, is.Lifetime, MaxLifetime)
 	}
-	return nil
+	return opts, nil
 }
 
 // Issue signs an assertion for f and returns its text form. IssuedAt is the Issuer's clock,
@@ -106,7 +113,8 @@ func (is *Issuer) Issue(ctx context.Context, f Fields) (string, error) {
 }
 
 func (is *Issuer) issue(ctx context.Context, f Fields) (string, error) {
-	if err := is.Validate(); err != nil {
+	opts, err := is.validate()
+	if err != nil {
 		return "", err
 	}
 	if f.Epoch == 0 {
@@ -141,30 +149,26 @@ func (is *Issuer) issue(ctx context.Context, f Fields) (string, error) {
 		MAC: f.MAC, IP: f.IP.WithZone(""), UUID: u, Workflow: f.Workflow,
 		IssuedAt: issued, NotAfter: notAfter,
 	}
-	payload, err := a.MarshalBinary()
+	msg, err := a.AppendBinary(appendPrefix(make([]byte, 0, prefixLen+MaxPayloadLen), Purpose))
 	if err != nil {
 		return "", err
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	sig, err := sign(is.Signer, is.Rand, Purpose, payload)
+	sig, err := sign(is.Signer, is.Rand, opts, msg)
 	if err != nil {
 		return "", err
 	}
-	return Signed{Assertion: a, Payload: payload, Signature: sig}.Text(), nil
+	return Signed{Assertion: a, Payload: msg[prefixLen:], Signature: sig}.Text(), nil
 }
 
-// sign signs "siteboot/" + purpose + 0x00 + payload with s.
-func sign(s crypto.Signer, r io.Reader, purpose string, payload []byte) ([]byte, error) {
-	opts, err := signerOpts(s.Public())
-	if err != nil {
-		return nil, err
-	}
+// sign signs msg, the purpose-prefixed payload, with s.
+func sign(s crypto.Signer, r io.Reader, opts crypto.SignerOpts, msg []byte) ([]byte, error) {
 	if r == nil {
 		r = rand.Reader
 	}
-	sig, err := crypto.SignMessage(s, r, signedMessage(purpose, payload), opts)
+	sig, err := crypto.SignMessage(s, r, msg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("assertion: signing: %w", err)
 	}

@@ -339,3 +339,27 @@ func TestPermissionDenied(t *testing.T) {
 		t.Errorf("counters %+v", c)
 	}
 }
+
+// TestInjectedClock: Start and Duration come from Server.Now.
+func TestInjectedClock(t *testing.T) {
+	var mu sync.Mutex
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	calls := 0
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		return t0.Add(time.Duration(calls-1) * 90 * time.Second)
+	}
+	rec := newRecorder()
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: payload(3000, 10)}}, Now: now, OnTransfer: rec.hook}
+	addr := serve(t, srv, "127.0.0.1")
+	c := newRawClient(t, "127.0.0.1")
+	c.send(addr, rrq("f", "octet"))
+	pkt, tid := c.recvFrom(5*time.Second, 0)
+	c.download(pkt, tid, 512)
+	r := rec.waitN(t, 1)[0]
+	if !r.Start.Equal(t0) || r.Duration != 90*time.Second {
+		t.Errorf("Start %v Duration %v; want %v and 1m30s from the injected clock", r.Start, r.Duration, t0)
+	}
+}

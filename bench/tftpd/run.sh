@@ -14,6 +14,10 @@
 # it). The link is `tc qdisc add dev X root netem delay 1ms` where the kernel has netem
 # (NETEM=1 forces it), else delaylink/ (two taps, frames forwarded in user space).
 #
+# Wall-clock throughput swings widely on a shared machine, so each server also runs in its own
+# cpuacct cgroup (v1, where writable) and the CPU time it spent per GiB served is reported:
+# that figure depends far less on what else runs.
+#
 # Our server runs with -per-source 64: in part 1 every client comes from 127.0.0.1, and the
 # default of 4 per source would drop 28 of the 32 concurrent requests (as designed).
 set -euo pipefail
@@ -34,9 +38,11 @@ WORK=$(mktemp -d /tmp/sbtftp-bench.XXXXXX)
 NS=sbtftps$$
 NC=sbtftpc$$
 PIDS=()
+CG=/sys/fs/cgroup/cpuacct
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	for d in "$CG"/sbtftp$$-*; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
 	ip netns del "$NS" 2>/dev/null || true
 	ip netns del "$NC" 2>/dev/null || true
 	rm -rf "$WORK"
@@ -89,7 +95,14 @@ start() { # name command...
 	shift
 	ip netns exec "$NS" "$@" >"$WORK/$name.log" 2>&1 &
 	PIDS+=($!)
+	if [ -w "$CG" ]; then
+		mkdir -p "$CG/sbtftp$$-$name"
+		echo $! >"$CG/sbtftp$$-$name/cgroup.procs"
+	fi
 }
+cpu_ns() { cat "$CG/sbtftp$$-$1/cpuacct.usage" 2>/dev/null || echo 0; }
+# CPU seconds per GiB: cpu_per_gib BYTES NS_BEFORE NS_AFTER
+cpu_per_gib() { awk -v b="$1" -v c0="$2" -v c1="$3" 'BEGIN { printf "%.2f", (c1 - c0) / 1e9 / (b / 2^30) }'; }
 start ours "$WORK/serve" -dir "$ROOT" -addr 0.0.0.0:6970 -max 64 -per-source 64
 start tftpd-hpa in.tftpd --foreground --listen --address 0.0.0.0:6971 --secure --user root "$ROOT"
 start dnsmasq dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts --port=0 \
@@ -113,18 +126,24 @@ done
 RES="$WORK/results.tsv"
 : >"$RES"
 single() { # server blksize
-	local s e
+	local s e c0 c1
+	c0=$(cpu_ns "$1")
 	s=$(now)
 	ip netns exec "$NS" curl -sS --max-time 300 -o /dev/null --tftp-blksize "$2" "tftp://127.0.0.1:${PORT[$1]}/single.bin"
 	e=$(now)
-	echo -e "$1\t$2\tsingle\t$(mbps $((SINGLE_MB << 20)) "$s" "$e")" >>"$RES"
+	sleep 0.2 # let a forking server reap its child, so the cgroup has counted it
+	c1=$(cpu_ns "$1")
+	echo -e "$1\t$2\tsingle\t$(mbps $((SINGLE_MB << 20)) "$s" "$e")\t$(cpu_per_gib $((SINGLE_MB << 20)) "$c0" "$c1")" >>"$RES"
 }
 concurrent() { # server blksize
-	local s e
+	local s e c0 c1
+	c0=$(cpu_ns "$1")
 	s=$(now)
 	ip netns exec "$NS" bash -c "for i in \$(seq $CONC); do curl -sS --max-time 300 -o /dev/null --tftp-blksize $2 tftp://127.0.0.1:${PORT[$1]}/conc.bin & done; wait"
 	e=$(now)
-	echo -e "$1\t$2\tconc$CONC\t$(mbps $((CONC * (CONC_MB << 20))) "$s" "$e")" >>"$RES"
+	sleep 0.2
+	c1=$(cpu_ns "$1")
+	echo -e "$1\t$2\tconc$CONC\t$(mbps $((CONC * (CONC_MB << 20))) "$s" "$e")\t$(cpu_per_gib $((CONC * (CONC_MB << 20))) "$c0" "$c1")" >>"$RES"
 }
 for r in $(seq "$ROUNDS"); do
 	for b in 1468 65464; do
@@ -140,16 +159,20 @@ done
 
 median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.1f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 echo
-echo "## Loopback, MB/s (10^6 B/s), median of $ROUNDS interleaved rounds; ratio to tftpd-hpa"
+echo "## Loopback, median of $ROUNDS interleaved rounds; ratios to tftpd-hpa"
 echo "## single: one ${SINGLE_MB} MiB file; conc$CONC: $CONC clients at once, ${CONC_MB} MiB each (aggregate)"
-printf "%-10s %-8s %-10s %8s %8s  %s\n" server blksize case median ratio runs
+echo "## MB/s: 10^6 B/s of wall clock; cpu: the server's CPU seconds per GiB served (lower is better)"
+printf "%-10s %-7s %-7s %7s %6s %6s %6s  %s\n" server blksize case MB/s ratio cpu ratio "MB/s runs"
+col() { awk -F'\t' -v s="$1" -v b="$2" -v c="$3" -v k="$4" '$1 == s && $2 == b && $3 == c { print $k }' "$RES"; }
+ratio() { awk -v m="$1" -v r="$2" 'BEGIN { if (r > 0) printf "%.2f", m / r; else print "-" }'; }
 for c in single "conc$CONC"; do
 	for b in 1468 65464; do
-		ref=$(awk -F'\t' -v b=$b -v c=$c '$1 == "tftpd-hpa" && $2 == b && $3 == c { print $4 }' "$RES" | median)
+		ref=$(col tftpd-hpa $b $c 4 | median)
+		refc=$(col tftpd-hpa $b $c 5 | median)
 		for s in "${SERVERS[@]}"; do
-			runs=$(awk -F'\t' -v s=$s -v b=$b -v c=$c '$1 == s && $2 == b && $3 == c { print $4 }' "$RES")
-			m=$(echo "$runs" | median)
-			printf "%-10s %-8s %-10s %8s %8s  %s\n" "$s" "$b" "$c" "$m" "$(awk -v m="$m" -v r="$ref" 'BEGIN { printf "%.2f", m / r }')" "$(echo $runs)"
+			m=$(col "$s" $b $c 4 | median)
+			mc=$(col "$s" $b $c 5 | median)
+			printf "%-10s %-7s %-7s %7s %6s %6s %6s  %s\n" "$s" "$b" "$c" "$m" "$(ratio "$m" "$ref")" "$mc" "$(ratio "$mc" "$refc")" "$(echo $(col "$s" $b $c 4))"
 		done
 	done
 done

@@ -42,8 +42,10 @@
 // address. A read request beyond either bound is read from the listening socket and dropped
 // without an answer: no socket is opened and no file is touched for it, and it is counted in
 // Counters. Firmware retransmits its request, and the retry is served once a slot is free.
-// Refusals (write requests, bad names, missing files) are answered from the listening socket
-// and hold no slot.
+// Refusals are answered from the listening socket and open no socket: write requests, other
+// modes and bad names before the limits are looked at; a missing or refused file after a slot
+// was taken for the lookup (and given back), so that when every slot is busy such a request is
+// dropped like any other.
 //
 // A transfer whose client goes silent ends after Timeout times Retries. Close, and Shutdown
 // whose context ends, make every running transfer stop at its next block; a transfer waiting
@@ -52,7 +54,17 @@
 //
 // Each transfer's socket is bound to the wildcard address: its datagrams leave from the
 // address the kernel's routing picks for the client, which is the listening address on a
-// segment where the host has one address. pin/tftp reports a client's own error message back
+// segment where the host has one address. (pin/tftp learns the address a request came to
+// only from a *net.UDPConn it reads itself; it reads ours through the admission layer.)
+// pin/tftp reports a client's own error message back
 // to it when the client aborts a transfer, and a time-out as the text of the socket error;
 // neither carries a path or any other detail of the host.
+//
+// # Hooks and counters
+//
+// OnTransfer receives a Transfer for every request that got an answer: file, peer, size,
+// bytes sent, block size, start, duration, an Outcome and the detailed error. Counters returns
+// totals a host exports (requests, transfers, completions, failures, bytes, refusals by kind,
+// drops by limit, malformed datagrams, transfers running). Time comes from Now, so tests set
+// it.
 package tftpd

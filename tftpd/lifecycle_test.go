@@ -267,3 +267,27 @@ func TestLimitsAcrossSockets(t *testing.T) {
 		t.Errorf("counters %+v, want one drop", c)
 	}
 }
+
+// TestIPv6: a server on ::1 serves, and counts a source by its address.
+func TestIPv6(t *testing.T) {
+	if c, err := net.ListenPacket("udp6", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		c.Close()
+	}
+	rec := newRecorder()
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: payload(5000, 12)}}, OnTransfer: rec.hook}
+	addr := serve(t, srv, "::1")
+	c := newRawClient(t, "::1")
+	c.send(addr, rrq("f", "octet", "blksize", "1468"))
+	pkt, tid := c.recvFrom(5*time.Second, 0)
+	oackOptions(t, pkt)
+	c.send(tid, ack(0))
+	first, _ := c.recvFrom(5*time.Second, tid.Port)
+	if got := c.download(first, tid, 1468); len(got) != 5000 {
+		t.Fatalf("got %d bytes", len(got))
+	}
+	if r := rec.waitN(t, 1)[0]; r.Peer.Addr().String() != "::1" || r.Outcome != tftpd.OutcomeOK {
+		t.Errorf("report peer %v outcome %q", r.Peer, r.Outcome)
+	}
+}

@@ -618,7 +618,7 @@ func TestSimulationFailover(t *testing.T) {
 	if *simSeed == 0 {
 		seeds = nil
 		base := uint64(time.Now().UnixNano())
-		for i := range 40 {
+		for i := range max(40, *simSeeds) {
 			seeds = append(seeds, base+uint64(i))
 		}
 	}

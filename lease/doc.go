@@ -95,5 +95,7 @@
 // a transfer it already started. Heartbeats must arrive more often than the TTL (every few
 // seconds) or the holder's window shrinks to nothing although the lease is renewed. A
 // controller that restarts forgets what it watched and so waits a full TTL before it takes
-// over any lapsed lease.
+// over any lapsed lease. Every controller sharing a Store must use the same TTL: a
+// controller waits the longer of the record's TTL and its own before a takeover, which
+// covers the holder's fence only while no word carried a longer TTL than that.
 package lease

@@ -102,3 +102,26 @@ func TestPickAgent(t *testing.T) {
 		t.Errorf("no agent of the site: %v, want a NoAgentError for s1", err)
 	}
 }
+
+func TestErrorText(t *testing.T) {
+	rec := lease.Record{Site: "s1", Holder: "a", Epoch: 5, Expires: t0, TTL: time.Second}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{rec.Check("b", 4, t0.Add(-time.Second)), `lease: epoch is not the current one: site:s1:boot: agent "b" at epoch 4; lease held by "a" at epoch 5`},
+		{&lease.OpError{Op: "cas", Site: "s1", Err: lease.ErrConflict}, "lease: cas site:s1:boot: lease: version conflict"},
+		{&lease.OpError{Op: "sites", Err: errors.New("down")}, "lease: sites: down"},
+		{&lease.NoAgentError{Site: "s1"}, `lease: no site agent connected for site "s1"`},
+	} {
+		if tc.err == nil || tc.err.Error() != tc.want {
+			t.Errorf("error text %q, want %q", tc.err, tc.want)
+		}
+	}
+	if got, want := rec.String(), "site:s1:boot holder=a epoch=5 expires=2026-03-01T12:00:00Z"; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+	if got, want := (lease.Record{Site: "s1", Epoch: 6}).String(), "site:s1:boot free epoch=6"; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+}

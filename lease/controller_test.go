@@ -345,3 +345,46 @@ func TestControllerRun(t *testing.T) {
 		}
 	})
 }
+
+// TestControllerForgetsRemovedSites: a site dropped from the fleet and listed again is
+// watched afresh: the controller waits a full TTL again before taking its lapsed lease.
+func TestControllerForgetsRemovedSites(t *testing.T) {
+	clock := newFakeClock()
+	var store lease.MemoryStore
+	ctx := context.Background()
+	if _, err := store.CompareAndSwap(ctx, "s1", 0, lease.Record{Site: "s1", Holder: "old", Epoch: 1,
+		Expires: clock.Now().Add(-time.Hour), TTL: 15 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	fl := newFleet("s1", "s2")
+	fl.connect("a", "s1", 1)
+	c := &lease.Controller{Store: &store, Fleet: fl, Clock: clock, Parallel: 2}
+	for range 3 { // watched 0, 5, 10 s
+		if err := c.TickAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(5 * time.Second)
+	}
+	fl.mu.Lock()
+	fl.sites = []string{"s2"}
+	fl.mu.Unlock()
+	if err := c.TickAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fl.mu.Lock()
+	fl.sites = []string{"s1", "s2"}
+	fl.mu.Unlock()
+	var changes []lease.Change
+	for range 4 {
+		d, err := c.TickSite(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes = append(changes, d.Change)
+		clock.Advance(5 * time.Second)
+	}
+	want := []lease.Change{lease.Kept, lease.Kept, lease.Kept, lease.Promoted}
+	if diff := cmp.Diff(want, changes); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

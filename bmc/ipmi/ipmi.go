@@ -1,0 +1,489 @@
+//go:build siteboot_ipmi
+
+package ipmi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bougou/go-ipmi/pkg/client"
+	"github.com/bougou/go-ipmi/pkg/command/chassis"
+	"github.com/bougou/go-ipmi/pkg/types"
+)
+
+// Name is the driver's name.
+const Name = "ipmi"
+
+// Defaults used when a Config field is zero.
+const (
+	DefaultPort    = 623
+	DefaultTimeout = 2 * time.Second // one request attempt
+	DefaultRetries = 2               // further attempts after a request times out
+	DefaultChannel = 1               // the LAN channel inspected for the BMC's address
+)
+
+// DefaultCipherSuites are tried in order: 17 (HMAC-SHA256, AES-CBC-128) first, 3
+// (HMAC-SHA1, AES-CBC-128) for BMCs without 17.
+var DefaultCipherSuites = []int{17, 3}
+
+// MaxPasswordLen is the longest password IPMI 2.0 stores.
+const MaxPasswordLen = 20
+
+// Config is the driver's configuration, shared by every target it opens. It implements
+// bmc.Opener: reg.Register("ipmi", ipmi.Config{}).
+type Config struct {
+	// CipherSuites are the RMCP+ cipher suite ids tried in order when opening a session;
+	// nil means DefaultCipherSuites. Pin one where the BMC cannot list its suites.
+	CipherSuites []int
+	// Timeout bounds one request attempt; zero means DefaultTimeout.
+	Timeout time.Duration
+	// Retries is how many times a request that got no answer is sent again; zero means
+	// DefaultRetries, a negative value none.
+	Retries int
+	// Channel is the LAN channel whose address Inspect reports; zero means DefaultChannel.
+	Channel uint8
+	// Logger receives session events; nil discards.
+	Logger *slog.Logger
+}
+
+// Open implements bmc.Opener.
+func (c Config) Open(ctx context.Context, t bmc.Target) (bmc.Driver, error) {
+	d, err := Dial(ctx, c, t)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Driver is an open IPMI 2.0 (lanplus) session with one BMC. Its methods are safe for
+// concurrent use; requests are sent one at a time.
+type Driver struct {
+	cfg    Config
+	target bmc.Target
+	host   string
+	port   int
+	log    *slog.Logger
+
+	mu     sync.Mutex // serialises requests and guards the fields below
+	c      *client.Client
+	closed bool
+}
+
+var (
+	_ bmc.Driver            = (*Driver)(nil)
+	_ bmc.PowerController   = (*Driver)(nil)
+	_ bmc.BootController    = (*Driver)(nil)
+	_ bmc.Inspector         = (*Driver)(nil)
+	_ bmc.CredentialRotator = (*Driver)(nil)
+)
+
+// Dial opens a lanplus session with the BMC at t.Address (host or host:port; port 623
+// when none), trying the configured cipher suites in order.
+func Dial(ctx context.Context, cfg Config, t bmc.Target) (*Driver, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	switch {
+	case cfg.Retries == 0:
+		cfg.Retries = DefaultRetries
+	case cfg.Retries < 0:
+		cfg.Retries = 0
+	}
+	if cfg.Channel == 0 {
+		cfg.Channel = DefaultChannel
+	}
+	if len(cfg.CipherSuites) == 0 {
+		cfg.CipherSuites = DefaultCipherSuites
+	}
+	d := &Driver{cfg: cfg, target: t, log: cfg.Logger}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	host, port, err := splitAddr(t.Address)
+	if err != nil {
+		return nil, d.opErr("open", bmc.ErrInvalid, err.Error(), nil)
+	}
+	d.host, d.port = host, port
+	var suites []types.CipherSuiteID
+	for _, s := range cfg.CipherSuites {
+		if s < 0 || s > 255 {
+			return nil, d.opErr("open", bmc.ErrInvalid, "cipher suite "+strconv.Itoa(s)+" out of range", nil)
+		}
+		suites = append(suites, types.CipherSuiteID(s))
+	}
+	if len(t.Username) > 16 {
+		return nil, d.opErr("open", bmc.ErrInvalid, "IPMI user names have at most 16 characters", nil)
+	}
+	c, err := client.NewClient(host, port, t.Username, t.Password)
+	if err != nil {
+		return nil, d.opErr("open", bmc.ErrInvalid, "", err)
+	}
+	c.WithTimeout(cfg.Timeout).WithRetry(cfg.Retries).WithCipherSuiteID(suites...)
+	if len(suites) == 1 {
+		// WithCipherSuiteID with one id pins it; with several it tries them in order.
+		c.WithCipherSuiteID(suites[0])
+	}
+	if err := c.Connect(ctx); err != nil {
+		// A failed Connect leaves the UDP socket open; closing it is all that is left to do.
+		closeQuietly(c)
+		return nil, d.classify("open", err, true)
+	}
+	d.c = c
+	d.log.Debug("ipmi: session opened", "addr", d.target.Address)
+	return d, nil
+}
+
+func closeQuietly(c *client.Client) {
+	defer func() { _ = recover() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = c.Close(ctx)
+}
+
+func splitAddr(addr string) (string, int, error) {
+	if addr == "" {
+		return "", 0, errors.New("empty address")
+	}
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		if ap, perr := netip.ParseAddr(addr); perr == nil {
+			return ap.String(), DefaultPort, nil
+		}
+		return addr, DefaultPort, nil
+	}
+	p, err := strconv.Atoi(ps)
+	if err != nil || p <= 0 || p > 65535 {
+		return "", 0, errors.New("bad port in address")
+	}
+	if host == "" {
+		return "", 0, errors.New("address needs a host")
+	}
+	return host, p, nil
+}
+
+// Name implements bmc.Driver.
+func (d *Driver) Name() string { return Name }
+
+// Close closes the session (bounded by the driver's timeout) and its socket. A second
+// Close returns nil; go-ipmi's own Close is never called twice.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timeout)
+	defer cancel()
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("ipmi: close: %v", r)
+			}
+		}()
+		err = d.c.Close(ctx)
+	}()
+	if err != nil {
+		return d.classify("close", err, false)
+	}
+	return nil
+}
+
+// call runs fn with the session, serialised and refused after Close.
+func (d *Driver) call(ctx context.Context, op string, fn func(c *client.Client) error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return d.opErr(op, bmc.ErrClosed, "", nil)
+	}
+	if err := ctx.Err(); err != nil {
+		return d.opErr(op, bmc.ErrTimeout, "deadline passed before sending", err)
+	}
+	if err := fn(d.c); err != nil {
+		return d.classify(op, err, false)
+	}
+	return nil
+}
+
+func (d *Driver) opErr(op string, kind error, msg string, err error) *bmc.OpError {
+	return &bmc.OpError{Driver: Name, Op: op, Addr: d.target.Address, Kind: kind, Message: msg, Err: err}
+}
+
+// classify maps go-ipmi errors to kinds. connecting says whether the session was being
+// opened: silence then means nothing answers at the address.
+func (d *Driver) classify(op string, err error, connecting bool) error {
+	var oe *bmc.OpError
+	if errors.As(err, &oe) {
+		return err
+	}
+	e := d.opErr(op, bmc.ErrRefused, "", err)
+	var rs *types.RmcpStatusError
+	var re *types.ResponseError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, client.ErrRAKPAuthentication), mentionsAny(err, authPhrases...):
+		e.Kind, e.Message = bmc.ErrAuth, "the BMC did not accept the password"
+	case errors.As(err, &rs):
+		e.Code = fmt.Sprintf("rmcp+ status %#02x", uint8(rs.StatusCode()))
+		e.Message = rs.StatusCode().String()
+		switch rs.StatusCode() {
+		case types.RmcpStatusCodeUnauthorizedName, types.RmcpStatusCodeInvalidRole,
+			types.RmcpStatusCodeUnauthorizedRoleOfPriLevel, types.RmcpStatusCodeInvalidNameLength:
+			e.Kind = bmc.ErrAuth
+		case types.RmcpStatusCodeNoCipherSuiteMatch, types.RmcpStatusCodeInvalidAuthAlg,
+			types.RmcpStatusCodeInvalidIntegrityAlg, types.RmcpStatusCodeInvalidConfidentAlg:
+			e.Kind, e.Message = bmc.ErrUnsupported, e.Message+" (try other CipherSuites)"
+		}
+	case mentionsAny(err, suitePhrases...):
+		e.Kind, e.Message = bmc.ErrUnsupported, "the BMC accepts none of the cipher suites tried (set CipherSuites)"
+	case errors.As(err, &re):
+		cc := re.CompletionCode()
+		e.Code = fmt.Sprintf("%#02x", uint8(cc))
+		e.Message = cc.String()
+		switch cc {
+		case types.CodeInvalidCommand, types.CodeInvalidCommandForLUN, types.CodeParameterOutOfRange,
+			types.CodeRequestedDataNotPresent:
+			e.Kind = bmc.ErrUnsupported
+		case types.CodeInsufficientPrivilege:
+			e.Kind = bmc.ErrAuth
+		}
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		e.Kind, e.Message = bmc.ErrUnreachable, "nothing answers IPMI at this address"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		e.Kind, e.Message = bmc.ErrTimeout, "no answer before the deadline"
+	case errors.As(err, &netErr) && netErr.Timeout(), isNoAnswer(err):
+		e.Kind, e.Message = bmc.ErrTimeout, "the BMC did not answer"
+		if connecting {
+			e.Kind, e.Message = bmc.ErrUnreachable, "no IPMI answer at this address (wrong address or port, or a firewall)"
+		}
+	default:
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) {
+			e.Kind, e.Message = bmc.ErrUnreachable, "cannot resolve the BMC's name"
+		}
+	}
+	return e
+}
+
+// go-ipmi reports the failures of each cipher suite it tried joined into one message with
+// %v, which drops the error chain; these phrases of its messages (and of the RMCP+ status
+// names) are what is left to classify them by.
+var (
+	authPhrases = []string{"RAKP authentication failed", "RMCP+ status 0x0d", "RMCP+ status 0x09",
+		"RMCP+ status 0x0a", "RMCP+ status 0x0c"}
+	suitePhrases   = []string{"RMCP+ status 0x11", "RMCP+ status 0x04", "RMCP+ status 0x05", "RMCP+ status 0x10"}
+	noAnswerPhrase = []string{"no UDP datagram matched", "no matching IPMI response", "UDP read timed out"}
+)
+
+func isNoAnswer(err error) bool { return mentionsAny(err, noAnswerPhrase...) }
+
+func mentionsAny(err error, phrases ...string) bool {
+	s := err.Error()
+	for _, p := range phrases {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// PowerState implements bmc.PowerController with Get Chassis Status.
+func (d *Driver) PowerState(ctx context.Context) (bmc.PowerState, error) {
+	st := bmc.PowerUnknown
+	err := d.call(ctx, "power-state", func(c *client.Client) error {
+		res, err := c.GetChassisStatus(ctx)
+		if err != nil {
+			return err
+		}
+		st = bmc.PowerOff
+		if res.PowerIsOn {
+			st = bmc.PowerOn
+		}
+		return nil
+	})
+	return st, err
+}
+
+// SetPower implements bmc.PowerController with Chassis Control. Asking for the state
+// the machine is already in sends nothing; a cycle of a machine that is off powers it on.
+func (d *Driver) SetPower(ctx context.Context, a bmc.PowerAction) error {
+	if !a.Valid() {
+		return d.opErr("power", bmc.ErrInvalid, "unknown power action "+string(a), nil)
+	}
+	return d.call(ctx, "power", func(c *client.Client) error {
+		res, err := c.GetChassisStatus(ctx)
+		if err != nil {
+			return err
+		}
+		on := res.PowerIsOn
+		var ctl chassis.ChassisControl
+		switch a {
+		case bmc.PowerActionOn:
+			if on {
+				return nil
+			}
+			ctl = chassis.ChassisControlPowerUp
+		case bmc.PowerActionOff:
+			if !on {
+				return nil
+			}
+			ctl = chassis.ChassisControlSoftShutdown
+		case bmc.PowerActionForceOff:
+			if !on {
+				return nil
+			}
+			ctl = chassis.ChassisControlPowerDown
+		case bmc.PowerActionCycle:
+			ctl = chassis.ChassisControlPowerCycle
+			if !on {
+				ctl = chassis.ChassisControlPowerUp
+			}
+		case bmc.PowerActionReset:
+			ctl = chassis.ChassisControlHardReset
+		}
+		_, err = c.ChassisControl(ctx, ctl)
+		return err
+	})
+}
+
+var selectors = map[bmc.BootTarget]types.BootDeviceSelector{
+	bmc.BootNone:      types.BootDeviceSelectorNoOverride,
+	bmc.BootPXE:       types.BootDeviceSelectorForcePXE,
+	bmc.BootDisk:      types.BootDeviceSelectorForceHardDrive,
+	bmc.BootCD:        types.BootDeviceSelectorForceCDROM,
+	bmc.BootBIOSSetup: types.BootDeviceSelectorForceBIOSSetup,
+}
+
+// SetBootDevice implements bmc.BootController with Set System Boot Options (boot flags,
+// parameter 5). IPMI has no UEFI HTTP boot selector: BootHTTP is ErrUnsupported.
+// BootModeAuto is sent as legacy, IPMI's default.
+func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
+	if err := b.Validate(); err != nil {
+		oe := err.(*bmc.OpError)
+		oe.Driver, oe.Addr = Name, d.target.Address
+		return oe
+	}
+	sel, ok := selectors[b.Target]
+	if !ok {
+		return d.opErr("set-boot", bmc.ErrUnsupported, "IPMI cannot select boot target "+string(b.Target), nil)
+	}
+	bootType := types.BIOSBootTypeLegacy
+	if b.Mode == bmc.BootModeUEFI {
+		bootType = types.BIOSBootTypeEFI
+	}
+	return d.call(ctx, "set-boot", func(c *client.Client) error {
+		return c.SetBootDevice(ctx, sel, bootType, b.Persistent)
+	})
+}
+
+// BootDevice reads the boot flags back (Get System Boot Options, parameter 5): the
+// override's target. Some BMCs (ipmi_sim) do not keep the
+// EFI and persistent bits, so only the target is reported.
+func (d *Driver) BootDevice(ctx context.Context) (bmc.BootTarget, error) {
+	var target bmc.BootTarget
+	err := d.call(ctx, "get-boot", func(c *client.Client) error {
+		p := &types.BootOptionParam_BootFlags{}
+		if err := c.GetSystemBootOptionsParamFor(ctx, p); err != nil {
+			return err
+		}
+		// The valid bit is not checked: ipmi_sim clears it yet keeps the selector, and
+		// ipmitool reports the selector the same way.
+		target = bmc.BootNone
+		for t, s := range selectors {
+			if s == p.BootDeviceSelector && t != bmc.BootNone {
+				target = t
+			}
+		}
+		if target == bmc.BootNone && p.BootDeviceSelector != types.BootDeviceSelectorNoOverride {
+			target = bmc.BootTarget("ipmi-selector-" + strconv.Itoa(int(p.BootDeviceSelector)))
+		}
+		return nil
+	})
+	return target, err
+}
+
+// Inspect implements bmc.Inspector: the system GUID, and the BMC's own MAC and IPv4
+// address on the configured LAN channel where the BMC reports them. IPMI cannot list the
+// host's NICs: NICsKnown is false and NICs empty.
+//
+// The GUID's 16 bytes are returned as received in UUIDRaw and read in the SMBIOS byte
+// order (first three fields little-endian) in UUID. ipmitool prints the raw bytes fully
+// reversed (UUIDRaw.Reversed()).
+func (d *Driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
+	var inv bmc.Inventory
+	err := d.call(ctx, "inspect", func(c *client.Client) error {
+		g, err := c.GetSystemGUID(ctx)
+		if err != nil {
+			return err
+		}
+		inv.UUIDRaw = hwid.UUID(g.GUID)
+		inv.UUID = inv.UUIDRaw.SMBIOS()
+		inv.HasUUID = true
+		ip := &types.LanConfigParam_IP{}
+		if err := c.GetLanConfigParamFor(ctx, d.cfg.Channel, ip); err == nil {
+			if a, ok := netip.AddrFromSlice(ip.IP.To4()); ok && !a.IsUnspecified() {
+				inv.BMCAddrs = append(inv.BMCAddrs, a)
+			}
+		} else {
+			d.log.Debug("ipmi: no LAN address", "addr", d.target.Address, "err", err)
+		}
+		mac := &types.LanConfigParam_MAC{}
+		if err := c.GetLanConfigParamFor(ctx, d.cfg.Channel, mac); err == nil {
+			if m, err := hwid.MACFromBytes(mac.MAC); err == nil {
+				inv.BMCMAC = m
+			}
+		}
+		return nil
+	})
+	return inv, err
+}
+
+// RotatePassword implements bmc.CredentialRotator with Set User Password, finding the
+// user id by name. Passwords longer than 16 bytes are stored in the 20-byte form; longer
+// than MaxPasswordLen is ErrInvalid. The open session stays valid; the driver keeps the new
+// password when it is its own account.
+func (d *Driver) RotatePassword(ctx context.Context, username, newPassword string) error {
+	if username == "" || newPassword == "" || len(newPassword) > MaxPasswordLen {
+		return d.opErr("rotate-password", bmc.ErrInvalid, "a user name and a password of 1 to 20 bytes are required", nil)
+	}
+	err := d.call(ctx, "rotate-password", func(c *client.Client) error {
+		acc, err := c.GetUserAccess(ctx, types.ChannelNumberSelf, 1)
+		if err != nil {
+			return err
+		}
+		maxID := int(acc.MaxUsersIDCount)
+		if maxID == 0 || maxID > 63 {
+			maxID = 63
+		}
+		for id := 1; id <= maxID; id++ {
+			u, err := c.GetUsername(ctx, uint8(id))
+			if err != nil {
+				continue // unused ids answer an error on some BMCs
+			}
+			if u.Username != username {
+				continue
+			}
+			_, err = c.SetUserPassword(ctx, uint8(id), newPassword, len(newPassword) > 16)
+			return err
+		}
+		return d.opErr("rotate-password", bmc.ErrInvalid, "the BMC has no user named "+username, nil)
+	})
+	if err == nil && username == d.target.Username {
+		d.mu.Lock()
+		d.target.Password = newPassword
+		d.mu.Unlock()
+	}
+	return err
+}

@@ -66,7 +66,7 @@ func TestPowerAgainstIpmiSim(t *testing.T) {
 		{bmc.PowerActionOn, []string{}, bmc.PowerOn}, // already on: nothing sent
 		{bmc.PowerActionReset, []string{"set reset 1"}, bmc.PowerOn},
 		{bmc.PowerActionOff, []string{"set shutdown 1"}, bmc.PowerOff},
-		{bmc.PowerActionForceOff, []string{}, bmc.PowerOff}, // already off
+		{bmc.PowerActionForceOff, []string{}, bmc.PowerOff},          // already off
 		{bmc.PowerActionCycle, []string{"set power 1"}, bmc.PowerOn}, // off: a cycle powers on
 		{bmc.PowerActionForceOff, []string{"set power 0"}, bmc.PowerOff},
 		{bmc.PowerActionOn, []string{"set power 1"}, bmc.PowerOn},
@@ -331,7 +331,6 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("deadline of 300ms honoured after %v", el)
 	}
 }
-
 
 func TestCloseTwiceAndAfterClose(t *testing.T) {
 	s := startSim(t)

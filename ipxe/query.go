@@ -90,7 +90,7 @@ func ParseQuery(raw string) (Query, error) {
 			return q, &QueryError{Field: "ip", Err: errors.New("not an IP address")}
 		}
 		a = a.Unmap()
-		if a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() ||
+		if a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() ||
 			a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
 			return q, &QueryError{Field: "ip", Err: errors.New("not a unicast address")}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/discovery"
 	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/lease"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/tftpd"
@@ -55,6 +56,7 @@ type Agent struct {
 	cache   *imagecache.Cache
 	dhcp    *proxydhcp.Server
 	tftp    *tftpd.Server
+	boot    *ipxe.Handler
 	httpSrv *http.Server
 	metrics *http.Server
 

@@ -1,8 +1,149 @@
 package agent
 
-import "net/http"
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
 
-// bootHandler is the /boot/ handler: chain, scripts and the iPXE builds.
+	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/discovery"
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/ipxe"
+)
+
+// bootHandler is the /boot/ handler: the chain and machine scripts, and the iPXE builds for
+// UEFI HTTP boot. It asks the agent's other parts through ipxe's small interfaces.
 func (a *Agent) bootHandler() (http.Handler, error) {
-	return http.NotFoundHandler(), nil
+	b := a.cfg.Boot
+	cfg := ipxe.Config{
+		Entries: ipxe.EntriesFunc(a.ipxeEntry),
+		Fence:   ipxe.FenceFunc(a.fence.Active),
+		Tokens:  ipxe.TokensFunc(a.token),
+		Signer:  ipxe.SignerFunc(a.sign),
+		Cache:   bootCache{a},
+		// The site's ramdisk comes from the cache, under the same boot grant as bc.cache.
+		Kernel:  ipxe.CacheImage(b.Kernel.SHA256),
+		Initrds: []string{ipxe.CacheImage(b.Initrd.SHA256)},
+		Params:  a.params(),
+		Cmdline: b.Cmdline,
+		BaseURL: b.HTTPBase,
+		OnDiscovered: func(d ipxe.Discovery) {
+			s := discovery.Sighting{MAC: d.MAC.String(), Via: discovery.ViaHTTP}
+			if d.UUID != (hwid.UUID{}) {
+				s.ProductUUID = d.UUID.String()
+			}
+			a.found.Seen(s)
+		},
+		Logger: a.log.With("component", "ipxe"),
+	}
+	if b.ProxyDHCP {
+		// Anyone can fetch a URL: a script fetch counts as a sighting only for a MAC proxy
+		// DHCP already showed.
+		cfg.DHCPSeen = func(mac hwid.MAC) bool {
+			_, ok := a.found.Get(mac)
+			return ok
+		}
+	}
+	if b.TFTPRoot != "" {
+		root, err := os.OpenRoot(b.TFTPRoot)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Files = root.FS()
+	}
+	h, err := ipxe.NewHandler(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.boot = h
+	return ipxe.LimitHeaders(h, ipxe.MaxHeaderBytes), nil
+}
+
+// params are the site's bc.* parameters, in a stable order.
+func (a *Agent) params() []ipxe.Param {
+	names := make([]string, 0, len(a.cfg.Boot.Params))
+	for k := range a.cfg.Boot.Params {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]ipxe.Param, 0, len(names))
+	for _, k := range names {
+		out = append(out, ipxe.Param{Name: "bc." + k, Value: a.cfg.Boot.Params[k]})
+	}
+	return out
+}
+
+func (a *Agent) ipxeEntry(ctx context.Context, mac hwid.MAC) (ipxe.Entry, bool, error) {
+	e, ok := a.entries.Lookup(mac)
+	if !ok {
+		return ipxe.Entry{}, false, nil
+	}
+	out := ipxe.Entry{MAC: e.MAC, Workflow: e.Workflow, NotAfter: e.NotAfter, SanbootSHA256: e.SanbootSHA256}
+	if e.UUID != "" {
+		out.UUID, _ = hwid.ParseUUID(e.UUID)
+	}
+	return out, true, nil
+}
+
+// token fetches the machine's discovery token from the control plane; the handler asks once
+// per entry and keeps the answer.
+func (a *Agent) token(ctx context.Context, e ipxe.Entry) (string, error) {
+	full, ok := a.entries.Lookup(e.MAC)
+	if !ok || full.TokenRef == "" {
+		return "", ipxe.ErrNotReady
+	}
+	t, err := a.link.Token(ctx, a.cfg.NodeID, full.Workflow, full.TokenRef)
+	if errors.Is(err, ErrTokenNotReady) {
+		return "", ipxe.ErrNotReady
+	}
+	return t, err
+}
+
+// sign issues the discovery assertion for one script (I7).
+func (a *Agent) sign(ctx context.Context, c ipxe.Claims) (string, error) {
+	return a.issuer.Issue(ctx, assertion.Fields{
+		Epoch: c.Epoch, MAC: c.MAC, IP: c.IP, UUID: c.UUID, Workflow: c.Workflow, NotAfter: c.NotAfter,
+	})
+}
+
+// bootCache mints the cache grants scripts carry.
+type bootCache struct{ a *Agent }
+
+func (c bootCache) CacheURL(ctx context.Context, e ipxe.Entry) (string, error) {
+	g, err := c.a.cache.BootGrant(e.NotAfter)
+	if err != nil {
+		return "", err
+	}
+	// The ramdisk appends a digest: BASE/cache/t/GRANT/SHA256.
+	return c.a.cfg.Boot.HTTPBase + "/cache/t/" + g.Token + "/", nil
+}
+
+func (c bootCache) ISOReady(ctx context.Context, sha string) (bool, error) {
+	d, err := imagecache.ParseDigest(sha)
+	if err != nil {
+		return false, nil
+	}
+	if _, ok := c.a.cache.Lookup(d); !ok {
+		return false, nil
+	}
+	// Only an ISO the control plane still names (pins) as one.
+	return slices.ContainsFunc(c.a.cache.Status(), func(s imagecache.Status) bool {
+		return s.Image.SHA256 == d && s.Image.Format == "iso" && s.State == imagecache.StateReady
+	}), nil
+}
+
+func (c bootCache) SanbootURL(ctx context.Context, e ipxe.Entry) (string, error) {
+	d, err := imagecache.ParseDigest(e.SanbootSHA256)
+	if err != nil {
+		return "", err
+	}
+	g, err := c.a.cache.SanbootGrant(d, e.NotAfter)
+	if err != nil {
+		return "", err
+	}
+	return c.a.cfg.Boot.HTTPBase + g.Path(d), nil
 }

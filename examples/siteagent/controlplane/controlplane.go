@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/lease"
 )
@@ -43,8 +45,9 @@ type Plane struct {
 	Logger *slog.Logger
 
 	mu     sync.Mutex
-	agents map[string]*agentState // by node id
-	tokens map[string]string      // workflow/ref -> bearer
+	agents map[string]*agentState   // by node id
+	tokens map[string]string        // workflow/ref -> bearer
+	images map[string][]agent.Image // by site
 	ctrl   *lease.Controller
 	now    func() time.Time
 }
@@ -55,7 +58,6 @@ type agentState struct {
 	lastSeen   time.Time
 	beat       uint64
 	entries    []agent.Entry
-	images     []agent.Image
 	discovered []agent.Discovered
 	digest     string
 	reports    []agent.ImageReport
@@ -68,7 +70,7 @@ func New(logger *slog.Logger) *Plane {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Plane{Lease: &lease.MemoryStore{}, Logger: logger, agents: map[string]*agentState{}, tokens: map[string]string{}, now: time.Now}
+	return &Plane{Lease: &lease.MemoryStore{}, Logger: logger, agents: map[string]*agentState{}, tokens: map[string]string{}, images: map[string][]agent.Image{}, now: time.Now}
 }
 
 // Enroll registers a site agent.
@@ -107,11 +109,7 @@ func (p *Plane) SetEntries(node string, entries []agent.Entry) {
 func (p *Plane) SetImages(site string, images []agent.Image) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, a := range p.agents {
-		if a.site == site {
-			a.images = slices.Clone(images)
-		}
-	}
+	p.images[site] = slices.Clone(images)
 }
 
 // TokenFor returns the bearer minted for an entry (what the ramdisk will present).
@@ -147,8 +145,21 @@ func (p *Plane) LeaseRecord(ctx context.Context, site string) (lease.Record, err
 	return rec, err
 }
 
-// Checker returns the lease check for assertion verification.
-func (p *Plane) Checker() *lease.Checker { return &lease.Checker{Store: p.Lease} }
+// LeaseChecker is the assertion verifier's lease check, over the lease package's Checker,
+// with its refusals mapped onto the verifier's reasons.
+func (p *Plane) LeaseChecker() assertion.LeaseChecker {
+	checker := &lease.Checker{Store: p.Lease}
+	return assertion.LeaseCheckerFunc(func(ctx context.Context, site, agent string, epoch uint64) error {
+		err := checker.CheckEpoch(ctx, site, agent, epoch)
+		switch {
+		case errors.Is(err, lease.ErrStaleEpoch):
+			return fmt.Errorf("%w: %w", assertion.ErrStaleEpoch, err)
+		case errors.Is(err, lease.ErrNotHolder), errors.Is(err, lease.ErrLapsed):
+			return fmt.Errorf("%w: %w", assertion.ErrNotLeaseHolder, err)
+		}
+		return err
+	})
+}
 
 // Run runs the lease controller until ctx ends.
 func (p *Plane) Run(ctx context.Context) error {
@@ -171,7 +182,7 @@ func (p *Plane) Sync(ctx context.Context, r agent.Report) (agent.Desired, error)
 		a.discovered, a.digest = r.Discovered, r.DiscoveredDigest
 	}
 	a.reports, a.counters = r.Images, r.Counters
-	d := agent.Desired{Entries: slices.Clone(a.entries), CacheImages: slices.Clone(a.images)}
+	d := agent.Desired{Entries: slices.Clone(a.entries), CacheImages: slices.Clone(p.images[a.site])}
 	p.mu.Unlock()
 
 	rec, _, err := p.Lease.Get(ctx, r.Site)

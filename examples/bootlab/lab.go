@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
+	"github.com/bettercompute/siteboot/hwid"
+)
+
+const (
+	siteID     = "site-lab"
+	clientPort = 10068 // where proxy DHCP answers the lab's machines (they cannot bind 68)
+	leaseTTL   = 3 * time.Second
+)
+
+// image is one generated image of the lab, served by the lab's image origin.
+type image struct {
+	name   string
+	data   []byte
+	sha256 string
+}
+
+func newImage(name string, size int) image {
+	b := make([]byte, size)
+	rand.Read(b)
+	s := sha256.Sum256(b)
+	return image{name: name, data: b, sha256: hex.EncodeToString(s[:])}
+}
+
+// lab is everything bootlab runs: an image origin, a control plane and two site agents.
+type lab struct {
+	dir    string
+	log    *slog.Logger
+	origin string // base URL of the image origin
+	kernel image
+	initrd image
+	deploy image
+	builds map[string]image // the iPXE builds in the TFTP root
+
+	plane    *controlplane.Plane
+	planeURL string
+	verifier *assertion.Verifier
+	keys     assertion.StaticKeys // the agents' keys, as the control plane knows them
+
+	agents []*labAgent
+}
+
+// labAgent is one site agent of the lab and how to stop it.
+type labAgent struct {
+	name   string
+	ip     netip.Addr
+	a      *agent.Agent
+	stop   context.CancelFunc
+	done   chan error
+	pubkey ed25519.PublicKey
+}
+
+func (l *lab) agentByIP(ip netip.Addr) string {
+	for _, a := range l.agents {
+		if a.ip == ip {
+			return a.name
+		}
+	}
+	return ip.String()
+}
+
+// serve runs an HTTP handler on a loopback address until ctx ends, and returns its base URL.
+func serve(ctx context.Context, addr string, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	return "http://" + ln.Addr().String(), nil
+}
+
+func newLab(ctx context.Context, log *slog.Logger) (*lab, error) {
+	dir, err := os.MkdirTemp("", "bootlab-")
+	if err != nil {
+		return nil, err
+	}
+	l := &lab{
+		dir: dir, log: log,
+		kernel: newImage("vmlinuz", 2<<20),
+		initrd: newImage("initrd.img", 4<<20),
+		deploy: newImage("ubuntu-24.04.raw", 8<<20),
+		builds: map[string]image{},
+	}
+	// The image origin: where the site's images come from before the cache has them.
+	mux := http.NewServeMux()
+	for _, im := range []image{l.kernel, l.initrd, l.deploy} {
+		data := im.data
+		mux.HandleFunc("GET /images/"+im.name, func(w http.ResponseWriter, r *http.Request) {
+			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+		})
+	}
+	if l.origin, err = serve(ctx, "127.0.0.1:0", mux); err != nil {
+		return nil, err
+	}
+	// The TFTP root with the iPXE builds (generated stand-ins: the lab boots simulated
+	// machines, not firmware).
+	root := filepath.Join(dir, "tftp")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	for name, size := range map[string]int{"undionly.kpxe": 70 << 10, "ipxe.efi": 1 << 20, "ipxe-arm64.efi": 1 << 20} {
+		im := newImage(name, size)
+		if err := os.WriteFile(filepath.Join(root, name), im.data, 0o644); err != nil {
+			return nil, err
+		}
+		l.builds[name] = im
+	}
+
+	// The control plane.
+	l.plane = controlplane.New(log.With("part", "control-plane"))
+	l.plane.TTL = leaseTTL
+	l.plane.Interval = 250 * time.Millisecond
+	l.plane.SessionTimeout = time.Second
+	if l.planeURL, err = serve(ctx, "127.0.0.1:0", l.plane.Handler()); err != nil {
+		return nil, err
+	}
+	go l.plane.Run(ctx)
+
+	l.keys = assertion.StaticKeys{}
+	l.verifier = &assertion.Verifier{
+		Keys:   l.keys,
+		Leases: l.plane.LeaseChecker(),
+		Replay: &assertion.MemoryReplayCache{},
+	}
+	l.plane.SetImages(siteID, []agent.Image{{URL: l.origin + "/images/" + l.deploy.name, SHA256: l.deploy.sha256, Format: "raw"}})
+	return l, nil
+}
+
+// addAgent enrolls and starts a site agent on ip.
+func (l *lab) addAgent(ctx context.Context, name string, ip netip.Addr) (*labAgent, error) {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &agent.Config{
+		SiteID:  siteID,
+		NodeID:  name,
+		DataDir: filepath.Join(l.dir, name),
+		Log:     agent.LogConfig{Format: "text", Level: "info"},
+		Boot: agent.BootConfig{
+			ProxyDHCP:  true,
+			DHCPListen: ip.String() + ":0",
+			PXEListen:  ip.String() + ":0",
+			ServerIP:   ip.String(),
+			TFTP:       true,
+			TFTPListen: ip.String() + ":0",
+			TFTPRoot:   filepath.Join(l.dir, "tftp"),
+			HTTPListen: ip.String() + ":0",
+			HTTPBase:   "http://" + ip.String() + ":0",
+			Kernel:     agent.Image{URL: l.origin + "/images/" + l.kernel.name, SHA256: l.kernel.sha256, Format: "kernel"},
+			Initrd:     agent.Image{URL: l.origin + "/images/" + l.initrd.name, SHA256: l.initrd.sha256, Format: "initrd"},
+			Cmdline:    "console=ttyS0,115200n8 quiet",
+			Params:     map[string]string{"gateway": "https://gateway.lab.example:443"},
+		},
+		Lease:   agent.LeaseConfig{TTL: agent.Duration{Duration: leaseTTL}},
+		Control: agent.ControlConfig{URL: l.planeURL, Heartbeat: agent.Duration{Duration: 250 * time.Millisecond}, Timeout: agent.Duration{Duration: time.Second}},
+		Metrics: agent.MetricsConfig{Listen: ip.String() + ":0"},
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, err
+	}
+	l.plane.Enroll(siteID, name)
+	actx, stop := context.WithCancel(ctx)
+	a, err := agent.New(actx, cfg, &agent.HTTPLink{Base: l.planeURL}, agent.Options{
+		Logger: l.log.With("part", name), Signer: key, DHCPClientPort: clientPort, DrainTimeout: time.Second,
+	})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	la := &labAgent{name: name, ip: ip, a: a, stop: stop, done: make(chan error, 1), pubkey: key.Public().(ed25519.PublicKey)}
+	l.keys[name] = assertion.Agent{PublicKey: la.pubkey, Site: siteID, Role: assertion.RoleSite}
+	l.agents = append(l.agents, la)
+	go func() { la.done <- a.Run(actx) }()
+	return la, nil
+}
+
+// tftpAddr maps an agent's address to its TFTP port.
+func (l *lab) tftpAddr(server netip.Addr) netip.AddrPort {
+	for _, a := range l.agents {
+		if a.ip == server {
+			return netip.MustParseAddrPort(a.a.Addrs()["tftp"])
+		}
+	}
+	return netip.AddrPortFrom(server, 69)
+}
+
+// dhcpServers are where a machine's DHCP broadcast reaches: every agent's proxy.
+func (l *lab) dhcpServers() []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, a := range l.agents {
+		out = append(out, netip.MustParseAddrPort(a.a.Addrs()["dhcp"]))
+	}
+	return out
+}
+
+func machineMAC(i int) hwid.MAC  { return hwid.MAC{0x52, 0x54, 0x00, 0x5b, byte(i >> 8), byte(i)} }
+func machineIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 1, byte(i)}) }
+func machineUUID(i int) hwid.UUID {
+	u := hwid.UUID{0x4c, 0x4c, 0x45, 0x44, 0x00, 0x42, 0x10, 0x35, 0x80, 0x52}
+	u[14], u[15] = byte(i>>8), byte(i)
+	return u
+}

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/internal/simmachine"
+)
+
+// outcome is one machine's boot, as the summary shows it.
+type outcome struct {
+	name    string
+	mac     hwid.MAC
+	agent   string
+	res     *simmachine.Result
+	err     error
+	joined  bool
+	fromURL string // where the ramdisk got the deploy image
+}
+
+// check is one thing that must have happened, and whether it did.
+type check struct {
+	what string
+	ok   bool
+	note string
+}
+
+func run(ctx context.Context, log *slog.Logger, out *printer, n int) (bool, error) {
+	start := time.Now()
+	out.section("1. Site")
+	l, err := newLab(ctx, log)
+	if err != nil {
+		return false, err
+	}
+	var checks []check
+	must := func(what string, ok bool, note string, args ...any) {
+		checks = append(checks, check{what, ok, fmt.Sprintf(note, args...)})
+	}
+
+	a, err := l.addAgent(ctx, "agent-a", netip.MustParseAddr("127.0.0.2"))
+	if err != nil {
+		return false, err
+	}
+	if err := waitFor(ctx, 10*time.Second, func() bool { return a.a.Fence().Active }); err != nil {
+		return false, fmt.Errorf("agent-a never became the boot server: %w", err)
+	}
+	b, err := l.addAgent(ctx, "agent-b", netip.MustParseAddr("127.0.0.3"))
+	if err != nil {
+		return false, err
+	}
+	out.linef("image origin      %s (kernel %s, initrd %s, deploy image %s)", l.origin, size(l.kernel), size(l.initrd), size(l.deploy))
+	out.linef("control plane     %s (lease TTL %v, tick every 250ms)", l.planeURL, leaseTTL)
+	for _, x := range l.agents {
+		ad := x.a.Addrs()
+		out.linef("%-17s proxy DHCP %s + %s, TFTP %s, HTTP %s", x.name, ad["dhcp"], ad["pxe"], ad["tftp"], ad["http"])
+	}
+	fa := a.a.Fence()
+	out.linef("agent-a holds the boot lease at epoch %d; agent-b stands by", fa.Epoch)
+
+	// Boot entries for the known machines, on both agents (each would get its own on a
+	// failover in a real site; giving both at once keeps the lab short).
+	entries := make([]agent.Entry, 0, n)
+	for i := 1; i <= n; i++ {
+		entries = append(entries, agent.Entry{
+			MAC: machineMAC(i), UUID: machineUUID(i).String(), Arch: agent.ArchX86UEFI,
+			Workflow: fmt.Sprintf("wf-%02d", i), NotAfter: time.Now().Add(2 * time.Hour), TokenRef: fmt.Sprintf("tok-%02d", i),
+		})
+	}
+	for _, x := range l.agents {
+		l.plane.SetEntries(x.name, entries)
+	}
+	if err := waitFor(ctx, 30*time.Second, func() bool {
+		_, okA := a.a.Entries().Lookup(machineMAC(n))
+		_, okB := b.a.Entries().Lookup(machineMAC(n))
+		return okA && okB && cacheReady(a.a, l) && cacheReady(b.a, l)
+	}); err != nil {
+		return false, fmt.Errorf("agents never got their entries and images: %w", err)
+	}
+	out.linef("%d boot entries on each agent; kernel, initrd and deploy image pulled and verified into both caches", n)
+
+	// The standby must refuse to boot anyone.
+	st, _ := httpGet(ctx, b.a.HTTPBase()+"/boot/ipxe?mac="+machineMAC(1).String())
+	must("agent-b, not holding the lease, refuses scripts (503, fenced)", st == http.StatusServiceUnavailable, "answered %d", st)
+
+	half := n / 2
+	out.section(fmt.Sprintf("2. Machines 1-%d and one unknown machine boot (agent-a is the boot server)", half))
+	var outcomes []*outcome
+	var mu sync.Mutex
+	wave := func(from, to int, extra []int, attempts int) {
+		var wg sync.WaitGroup
+		for i := from; i <= to; i++ {
+			wg.Go(func() {
+				o := l.boot(ctx, out, i, attempts)
+				mu.Lock()
+				outcomes = append(outcomes, o)
+				mu.Unlock()
+			})
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, i := range extra {
+			wg.Go(func() {
+				o := l.boot(ctx, out, i, 2)
+				mu.Lock()
+				outcomes = append(outcomes, o)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
+	const unknown = 250
+	wave(1, half, []int{unknown}, 4)
+
+	// An assertion agent-a signs now and nobody uses: after the failover it must be refused.
+	spare, err := l.scriptAssertion(ctx, a, 1)
+	must("agent-a signs a spare assertion before the failover", err == nil && spare != "", "%v", err)
+
+	// The unknown machine: no answer, and listed as discovered.
+	var listed bool
+	waitFor(ctx, 3*time.Second, func() bool {
+		listed = slices.ContainsFunc(l.plane.Discovered("agent-a"), func(d agent.Discovered) bool { return d.MAC == machineMAC(unknown).String() })
+		return listed
+	})
+	must("the unknown machine got no answer and fell through to its next boot device", errors.Is(find(outcomes, unknown).err, simmachine.ErrNoOffer), "%v", find(outcomes, unknown).err)
+	must("the unknown machine is listed as discovered in agent-a's status report", listed, "mac %s", machineMAC(unknown))
+	out.linef("discovered by agent-a: %s (uuid %s), reported to the control plane", machineMAC(unknown), machineUUID(unknown))
+
+	out.section(fmt.Sprintf("3. agent-a stops; machines %d-%d boot while the lease fails over to agent-b", half+1, n))
+	aFenceEnds := time.Now().Add(a.a.Fence().Remaining)
+	stopped := time.Now()
+	a.stop()
+	<-a.done
+	out.linef("agent-a stopped at +%.1fs: no more heartbeats; its fence would end within %.1fs", time.Since(start).Seconds(), time.Until(aFenceEnds).Seconds())
+	var bActive time.Time
+	var bEpoch uint64
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		waitFor(ctx, 20*time.Second, func() bool {
+			if fs := b.a.Fence(); fs.Active {
+				bActive, bEpoch = time.Now(), fs.Epoch
+				out.linef("agent-b became the boot server at epoch %d, %.1fs after agent-a stopped", bEpoch, bActive.Sub(stopped).Seconds())
+				return true
+			}
+			return false
+		})
+	}()
+	wave(half+1, n, nil, 15)
+	<-watchDone
+	must("agent-b took over only after agent-a's fence had ended", !bActive.IsZero() && !bActive.Before(aFenceEnds), "took over %.2fs after the fence ended", bActive.Sub(aFenceEnds).Seconds())
+	must("the epoch moved on with the holder", bEpoch > fa.Epoch, "epoch %d -> %d", fa.Epoch, bEpoch)
+
+	out.section("4. What was refused, and why")
+	// The first machine's assertion again: used once already.
+	if o := find(outcomes, 1); o.res != nil {
+		_, err := l.verifier.Verify(ctx, o.res.Param("bc.assertion"), joinOf(1))
+		must("a replayed assertion is refused (replay)", assertion.ReasonOf(err) == assertion.ReasonReplay, "%v", err)
+	}
+	_, err = l.verifier.Verify(ctx, spare, joinOf(1))
+	must("agent-a's unused assertion is refused after the failover (stale-epoch)", assertion.ReasonOf(err) == assertion.ReasonStaleEpoch, "%v", err)
+	var guess [16]byte
+	rand.Read(guess[:])
+	st, _ = httpGet(ctx, b.a.HTTPBase()+"/cache/t/"+hex.EncodeToString(guess[:])+"/"+l.deploy.sha256)
+	must("a guessed cache grant is refused (404)", st == http.StatusNotFound, "answered %d", st)
+	st, _ = httpGet(ctx, b.a.HTTPBase()+"/cache/"+l.deploy.sha256)
+	must("a plain /cache/SHA256 without a grant is refused (404)", st == http.StatusNotFound, "answered %d", st)
+	st, _ = httpGet(ctx, b.a.HTTPBase()+"/boot/ipxe?mac=52:54:00:5b:00:01%0Akernel%20http://203.0.113.9/x")
+	must("a script request that tries to inject a command is refused (400)", st == http.StatusBadRequest, "answered %d", st)
+	for _, c := range checks[len(checks)-5:] {
+		out.linef("%s  %s", mark(c.ok), c.what)
+	}
+
+	out.section("5. Summary")
+	return l.summary(out, outcomes, checks, n, unknown, time.Since(start)), nil
+}
+
+func joinOf(i int) assertion.Join {
+	return assertion.Join{Site: siteID, MACs: []hwid.MAC{machineMAC(i)}, UUID: machineUUID(i)}
+}
+
+func find(os []*outcome, i int) *outcome {
+	for _, o := range os {
+		if o.mac == machineMAC(i) {
+			return o
+		}
+	}
+	return &outcome{err: errors.New("did not run")}
+}
+
+// boot runs machine i and, when it booted, what its ramdisk does first: join with the
+// assertion and token, and stream the deploy image from the cache.
+func (l *lab) boot(ctx context.Context, out *printer, i, attempts int) *outcome {
+	m := &simmachine.Machine{
+		Name: fmt.Sprintf("m%02d", i), MAC: machineMAC(i), UUID: machineUUID(i), IP: machineIP(i),
+		ClientPort: clientPort, DHCPServers: l.dhcpServers(), TFTPAddr: l.tftpAddr,
+		DHCPTimeout: 700 * time.Millisecond, DHCPAttempts: attempts, SleepScale: 0.05,
+	}
+	if l.log.Enabled(ctx, slog.LevelInfo) {
+		m.OnEvent = func(m *simmachine.Machine, msg string) { l.log.Info(msg, "machine", m.Name) }
+	}
+	o := &outcome{name: m.Name, mac: m.MAC}
+	o.res, o.err = m.Boot(ctx)
+	if o.err == nil {
+		o.agent = l.agentByIP(o.res.Server)
+		o.err = l.ramdisk(ctx, i, o)
+		o.joined = o.err == nil
+	}
+	out.machine(o)
+	return o
+}
+
+// ramdisk checks what the script handed the machine, as the ramdisk and the control plane
+// would: the kernel and initrd came from the cache under a grant and match their digests,
+// the token is the one minted for the entry, the assertion verifies, and the deploy image
+// streams from bc.cache with its digest checked.
+func (l *lab) ramdisk(ctx context.Context, i int, o *outcome) error {
+	r := o.res
+	if r.Kernel.SHA256 != l.kernel.sha256 || len(r.Initrds) != 1 || r.Initrds[0].SHA256 != l.initrd.sha256 {
+		return errors.New("kernel or initrd bytes do not match their digests")
+	}
+	if !strings.Contains(r.Kernel.URL, "/cache/t/") || !strings.Contains(r.Initrds[0].URL, "/cache/t/") {
+		return fmt.Errorf("kernel not served through a cache grant: %s", r.Kernel.URL)
+	}
+	if want := l.plane.TokenFor(fmt.Sprintf("wf-%02d", i), fmt.Sprintf("tok-%02d", i)); r.Param("bc.token") != want {
+		return errors.New("bc.token is not the machine's discovery token")
+	}
+	a, err := l.verifier.Verify(ctx, r.Param("bc.assertion"), joinOf(i))
+	if err != nil {
+		return fmt.Errorf("assertion: %w", err)
+	}
+	if a.Agent != o.agent {
+		return fmt.Errorf("assertion signed by %s, booted by %s", a.Agent, o.agent)
+	}
+	d, _ := imagecache.ParseDigest(l.deploy.sha256)
+	f := &imagecache.Fetcher{}
+	o.fromURL, err = f.Fetch(ctx, d, filepath.Join(l.dir, o.name+".raw"), r.Param("bc.cache")+l.deploy.sha256, l.origin+"/images/"+l.deploy.name)
+	if err != nil {
+		return fmt.Errorf("deploy image: %w", err)
+	}
+	if !strings.HasPrefix(o.fromURL, r.Param("bc.cache")) {
+		return fmt.Errorf("deploy image came from %s, not the cache", o.fromURL)
+	}
+	return nil
+}
+
+// scriptAssertion fetches machine i's script from an agent and returns its assertion.
+func (l *lab) scriptAssertion(ctx context.Context, la *labAgent, i int) (string, error) {
+	st, body := httpGet(ctx, la.a.HTTPBase()+"/boot/ipxe?mac="+machineMAC(i).String())
+	if st != http.StatusOK {
+		return "", fmt.Errorf("script answered %d", st)
+	}
+	for _, f := range strings.Fields(body) {
+		if v, ok := strings.CutPrefix(f, "bc.assertion="); ok {
+			return v, nil
+		}
+	}
+	return "", errors.New("no bc.assertion in the script")
+}
+
+func cacheReady(a *agent.Agent, l *lab) bool {
+	for _, im := range []image{l.kernel, l.initrd, l.deploy} {
+		d, _ := imagecache.ParseDigest(im.sha256)
+		if _, ok := a.Cache().Lookup(d); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func httpGet(ctx context.Context, u string) (int, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b)
+}
+
+func waitFor(ctx context.Context, limit time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %v", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func size(im image) string { return fmt.Sprintf("%d MiB", len(im.data)>>20) }

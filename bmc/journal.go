@@ -154,7 +154,7 @@ func (r *Runner) run(ctx context.Context, id, op string, fn func(context.Context
 	now := r.now()
 	rec, claimed, err := j.Claim(ctx, id, op, now)
 	if err != nil {
-		return false, &OpError{Op: op, Kind: ErrInProgress, Message: "journal unavailable; not sending", Err: err}
+		return false, &OpError{Op: op, Message: "journal unavailable; not sending", Err: err}
 	}
 	if !claimed {
 		r.logger().Info("bmc: repeated operation id", "id", id, "op", op, "state", string(rec.State))

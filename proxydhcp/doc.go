@@ -44,8 +44,9 @@
 //
 // Everything in a packet is hostile until parsed. Datagrams over [MaxPacketSize] bytes,
 // truncated options and non-Ethernet requests are dropped; a [Request] carries only typed
-// fields (no free text), so a host may store them. A fixed pool of Workers handles requests
-// from a bounded queue; a full queue drops the datagram (the firmware retries) and a panic in
-// the Handler is recovered. Counters of answers and of silence by reason, per port, are in
-// [Server.Stats].
+// fields (no free text), so a host may store them. A fixed number of Workers per socket read
+// and answer requests, so work is bounded: while all are busy, datagrams wait in the socket's
+// buffer and what does not fit is dropped by the kernel (the firmware retries; Linux reports
+// the drops, counted as [ReasonOverload]). A panic in the Handler is recovered. Counters of
+// answers and of silence by reason, per port, are in [Server.Stats].
 package proxydhcp

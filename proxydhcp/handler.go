@@ -73,7 +73,7 @@ const (
 	ReasonIgnored                       // "ignored": a message not for a proxy (a REQUEST to the site's DHCP server, say)
 	ReasonNoBootFile                    // "no-boot-file": the table has no file for the architecture
 	ReasonNoServerAddress               // "no-server-address": no IPv4 address to answer from
-	ReasonOverload                      // "overload": the work queue was full
+	ReasonOverload                      // "overload": dropped unread, every worker busy and the socket buffer full
 	ReasonError                         // "error": the handler panicked or gave an unusable boot file
 	numReasons
 )

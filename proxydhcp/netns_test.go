@@ -146,7 +146,7 @@ func TestNetnsRealClientBroadcast(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ACK (-want +got):\n%s", diff)
 	}
-	st := srv.Stats()
+	st := waitStats(srv, func(st proxydhcp.Stats) bool { return st.Boot.Answered >= 1 })
 	if st.DHCP.Answered < 1 || st.DHCP.Silent[proxydhcp.ReasonUnknown] < 1 || st.Boot.Answered < 1 {
 		t.Errorf("stats %+v", st)
 	}

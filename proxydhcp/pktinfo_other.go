@@ -3,10 +3,21 @@
 package proxydhcp
 
 import (
+	"net"
 	"net/netip"
 
 	"golang.org/x/net/ipv4"
 )
+
+func setSockopts(conn *net.UDPConn) {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) {
+		setBroadcast(fd)
+	})
+}
 
 func parsePktInfo(oob []byte) pktInfo {
 	var cm ipv4.ControlMessage

@@ -19,10 +19,9 @@ const (
 	DefaultAddr           = ":67"
 	DefaultBootAddr       = ":4011"
 	DefaultWorkers        = 4
-	DefaultQueueLen       = 256
 	DefaultHandlerTimeout = time.Second
 	// InterfaceCacheTTL is how long the addresses of an interface are reused before they are
-	// read again.
+	// read again (only where the kernel does not name the local address of each packet).
 	InterfaceCacheTTL = 10 * time.Second
 )
 
@@ -57,12 +56,14 @@ type Server struct {
 	// Defaults DefaultAddr and DefaultBootAddr.
 	Addr, BootAddr string
 
-	// Workers is how many requests are handled at once. Default DefaultWorkers.
+	// Workers is how many goroutines read and answer requests on each socket, so at most
+	// Workers requests per socket are handled at once; while all are busy, datagrams wait in
+	// the socket's buffer, and what does not fit is dropped by the kernel (counted as
+	// ReasonOverload on Linux). Default DefaultWorkers.
 	Workers int
 
-	// QueueLen is how many datagrams may wait for a worker; more are dropped (and counted as
-	// ReasonOverload). Default DefaultQueueLen.
-	QueueLen int
+	// ReadBuffer, if set, is the receive buffer size (SO_RCVBUF) set on each socket.
+	ReadBuffer int
 
 	// HandlerTimeout bounds the context of each Handler call. Default DefaultHandlerTimeout.
 	HandlerTimeout time.Duration
@@ -76,29 +77,16 @@ type Server struct {
 	counters counters
 	files    atomic.Pointer[BootFiles]
 	ifaces   ifaceCache
-	bufs     sync.Pool
 
-	initOnce   sync.Once
-	initErr    error
-	ctx        context.Context
-	cancel     context.CancelFunc
-	jobs       chan job
-	mu         sync.Mutex
-	closed     bool
-	conns      map[*serveConn]struct{}
-	readers    sync.WaitGroup
-	workers    sync.WaitGroup
-	jobsClosed sync.Once
-}
+	initOnce sync.Once
+	initErr  error
+	ctx      context.Context // canceled by Close; set once by init
 
-type job struct {
-	sc     *serveConn
-	buf    *[]byte
-	n      int
-	src    netip.AddrPort
-	local  netip.Addr
-	ifIdx  int
-	direct netip.Addr // the local address to send from, when known
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	closed  bool
+	conns   map[*serveConn]struct{}
+	serving sync.WaitGroup // one per running serve call
 }
 
 // Validate reports settings that cannot work.
@@ -114,8 +102,8 @@ func (s *Server) Validate() error {
 			return fmt.Errorf("proxydhcp: %s %d out of range", name, v)
 		}
 	}
-	if s.Workers < 0 || s.QueueLen < 0 || s.HandlerTimeout < 0 {
-		return fmt.Errorf("proxydhcp: negative Workers, QueueLen or HandlerTimeout")
+	if s.Workers < 0 || s.ReadBuffer < 0 || s.HandlerTimeout < 0 {
+		return fmt.Errorf("proxydhcp: negative Workers, ReadBuffer or HandlerTimeout")
 	}
 	if s.BootFiles.ByArch != nil {
 		if err := s.BootFiles.Validate(); err != nil {
@@ -184,22 +172,16 @@ func (s *Server) init() error {
 			return
 		}
 		s.table()
-		s.ctx, s.cancel = context.WithCancel(context.Background())
-		q := s.QueueLen
-		if q == 0 {
-			q = DefaultQueueLen
+		ctx, cancel := context.WithCancel(context.Background())
+		s.mu.Lock()
+		s.ctx, s.cancel = ctx, cancel
+		if s.conns == nil {
+			s.conns = make(map[*serveConn]struct{})
 		}
-		n := s.Workers
-		if n == 0 {
-			n = DefaultWorkers
+		if s.closed {
+			cancel()
 		}
-		s.jobs = make(chan job, q)
-		s.bufs.New = func() any { b := make([]byte, MaxPacketSize+1); return &b }
-		s.conns = make(map[*serveConn]struct{})
-		s.workers.Add(n)
-		for range n {
-			go s.worker()
-		}
+		s.mu.Unlock()
 	})
 	return s.initErr
 }
@@ -254,6 +236,9 @@ func (s *Server) serve(conn net.PacketConn, port Port) error {
 		return err
 	}
 	sc := newServeConn(conn, port)
+	if s.ReadBuffer > 0 && sc.uc != nil {
+		sc.uc.SetReadBuffer(s.ReadBuffer)
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -261,18 +246,35 @@ func (s *Server) serve(conn net.PacketConn, port Port) error {
 		return ErrServerClosed
 	}
 	s.conns[sc] = struct{}{}
-	s.readers.Add(1)
+	s.serving.Add(1)
 	s.mu.Unlock()
+	defer s.serving.Done()
 
-	err := s.readLoop(sc)
-	s.readers.Done()
-	if !errors.Is(err, ErrServerClosed) {
-		s.mu.Lock()
-		delete(s.conns, sc)
-		s.mu.Unlock()
-		conn.Close()
+	n := s.Workers
+	if n == 0 {
+		n = DefaultWorkers
 	}
-	return err
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for range n {
+		go func() {
+			defer wg.Done()
+			errs <- s.work(sc)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, ErrServerClosed) {
+			s.mu.Lock()
+			delete(s.conns, sc)
+			s.mu.Unlock()
+			conn.Close()
+			return err
+		}
+	}
+	return ErrServerClosed
 }
 
 func (s *Server) shuttingDown() bool {
@@ -281,33 +283,32 @@ func (s *Server) shuttingDown() bool {
 	return s.closed
 }
 
-func (s *Server) readLoop(sc *serveConn) error {
-	log := s.logger()
+// work is one worker of a socket: read a datagram, answer it, again.
+func (s *Server) work(sc *serveConn) error {
+	buf := make([]byte, MaxPacketSize+1)
+	oob := make([]byte, sc.oobLen)
 	for {
-		bp := s.bufs.Get().(*[]byte)
-		n, src, info, err := sc.read(*bp)
+		n, src, info, err := sc.read(buf, oob)
 		if err != nil {
-			s.bufs.Put(bp)
 			if s.shuttingDown() {
 				return ErrServerClosed
 			}
-			log.Error("proxydhcp: read", "port", sc.port.String(), "err", err)
+			s.logger().Error("proxydhcp: read", "port", sc.port.String(), "err", err)
+			sc.conn.Close() // stops the other workers of this socket too
 			return &OpError{Op: "read", Addr: sc.addr, Err: err}
 		}
 		s.counters.received[sc.port].Add(1)
+		if info.hasDrops {
+			if d := sc.noteDrops(info.drops); d > 0 {
+				s.counters.silent[sc.port][ReasonOverload].Add(d)
+			}
+		}
 		if n > MaxPacketSize {
 			s.counters.silent[sc.port][ReasonMalformed].Add(1)
-			s.bufs.Put(bp)
 			continue
 		}
-		j := job{sc: sc, buf: bp, n: n, src: src, ifIdx: info.ifIndex}
-		j.local, j.direct = s.localAddr(sc, info)
-		select {
-		case s.jobs <- j:
-		default:
-			s.counters.silent[sc.port][ReasonOverload].Add(1)
-			s.bufs.Put(bp)
-		}
+		local, direct := s.localAddr(sc, info)
+		s.handle(sc, buf[:n], src, info.ifIndex, local, direct)
 	}
 }
 
@@ -344,30 +345,22 @@ func (s *Server) localAddr(sc *serveConn, info pktInfo) (local, direct netip.Add
 	return netip.Addr{}, netip.Addr{}
 }
 
-func (s *Server) worker() {
-	defer s.workers.Done()
-	for j := range s.jobs {
-		s.handle(j)
-	}
-}
-
-func (s *Server) handle(j job) {
-	defer s.bufs.Put(j.buf)
+func (s *Server) handle(sc *serveConn, data []byte, src netip.AddrPort, ifIdx int, local, direct netip.Addr) {
 	log := s.logger()
 	defer func() {
 		if v := recover(); v != nil {
-			s.counters.silent[j.sc.port][ReasonError].Add(1)
+			s.counters.silent[sc.port][ReasonError].Add(1)
 			log.Error("proxydhcp: panic handling a request", "panic", v)
 		}
 	}()
 	if s.ctx.Err() != nil {
 		return
 	}
-	resp := s.Respond(s.ctx, Packet{Data: (*j.buf)[:j.n], Port: j.sc.port, Source: j.src, Local: j.local})
+	resp := s.Respond(s.ctx, Packet{Data: data, Port: sc.port, Source: src, Local: local})
 	debug := log.Enabled(s.ctx, slog.LevelDebug)
 	if resp.Reply == nil {
 		if debug {
-			attrs := []any{"port", j.sc.port.String(), "src", j.src.String(), "reason", resp.Reason.String()}
+			attrs := []any{"port", sc.port.String(), "src", src.String(), "reason", resp.Reason.String()}
 			if resp.Request != nil {
 				attrs = append(attrs, "mac", resp.Request.MAC.String(), "arch", resp.Request.Arch.String())
 			}
@@ -378,18 +371,18 @@ func (s *Server) handle(j job) {
 		}
 		return
 	}
-	src := netip.Addr{}
-	if !s.ServerIP.IsValid() || s.ServerIP == j.direct {
-		src = j.direct
+	from := netip.Addr{}
+	if !s.ServerIP.IsValid() || s.ServerIP == direct {
+		from = direct
 	}
-	if err := j.sc.write(resp.Reply, resp.Dest, j.ifIdx, src); err != nil {
-		s.counters.sendErrors[j.sc.port].Add(1)
-		log.Warn("proxydhcp: send", "port", j.sc.port.String(), "dest", resp.Dest.String(), "mac", resp.Request.MAC.String(), "err", err)
+	if err := sc.write(resp.Reply, resp.Dest, ifIdx, from); err != nil {
+		s.counters.sendErrors[sc.port].Add(1)
+		log.Warn("proxydhcp: send", "port", sc.port.String(), "dest", resp.Dest.String(), "mac", resp.Request.MAC.String(), "err", err)
 		return
 	}
-	s.counters.answered[j.sc.port].Add(1)
+	s.counters.answered[sc.port].Add(1)
 	if debug {
-		log.Debug("proxydhcp: answered", "port", j.sc.port.String(), "mac", resp.Request.MAC.String(),
+		log.Debug("proxydhcp: answered", "port", sc.port.String(), "mac", resp.Request.MAC.String(),
 			"arch", resp.Request.Arch.String(), "ipxe", resp.Request.IPXE, "dest", resp.Dest.String())
 	}
 }
@@ -397,7 +390,7 @@ func (s *Server) handle(j job) {
 // aLongTimeAgo unblocks reads at Shutdown.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// Shutdown stops reading, lets the requests already read be answered, then closes the
+// Shutdown stops reading, lets the requests being handled be answered, then closes the
 // sockets. If ctx ends first it closes at once and returns ctx's error. Serve, ServeBoot and
 // ListenAndServe return ErrServerClosed.
 func (s *Server) Shutdown(ctx context.Context) error {
@@ -407,11 +400,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		sc.conn.SetReadDeadline(aLongTimeAgo)
 	}
 	s.mu.Unlock()
-	s.readers.Wait()
 	done := make(chan struct{})
 	go func() {
-		s.closeJobs()
-		s.workers.Wait()
+		s.serving.Wait()
 		close(done)
 	}()
 	select {
@@ -424,8 +415,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// Close closes the sockets at once and drops what is queued. Serve, ServeBoot and
-// ListenAndServe return ErrServerClosed. No goroutine of the server outlives Close.
+// Close closes the sockets at once and cancels the contexts of the Handler calls under way.
+// Serve, ServeBoot and ListenAndServe return ErrServerClosed. No goroutine of the server
+// outlives Close.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -436,35 +428,39 @@ func (s *Server) Close() error {
 		}
 		delete(s.conns, sc)
 	}
+	cancel := s.cancel
 	s.mu.Unlock()
-	if s.cancel != nil {
-		s.cancel()
+	if cancel != nil {
+		cancel()
 	}
-	s.readers.Wait()
-	s.closeJobs()
-	s.workers.Wait()
+	s.serving.Wait()
 	return err
-}
-
-func (s *Server) closeJobs() {
-	s.jobsClosed.Do(func() {
-		// Readers have all returned (closed is set, so none starts), so nothing sends on jobs.
-		if s.jobs != nil {
-			close(s.jobs)
-		}
-	})
 }
 
 // serveConn is one socket the server reads, with per-packet interface information when the
 // socket supports it.
 type serveConn struct {
-	conn  net.PacketConn
-	uc    *net.UDPConn
-	pc    *ipv4.PacketConn // nil when control messages are not available
-	oob   []byte           // control message buffer of the one reader
-	port  Port
-	addr  string
-	local netip.Addr // the socket's bound address, when specific
+	conn   net.PacketConn
+	uc     *net.UDPConn
+	pc     *ipv4.PacketConn // nil when control messages are not available
+	oobLen int              // control message buffer size
+	port   Port
+	addr   string
+	local  netip.Addr    // the socket's bound address, when specific
+	drops  atomic.Uint32 // the kernel's drop count last seen (SO_RXQ_OVFL)
+}
+
+// noteDrops records the kernel's cumulative drop count d and returns how many are new.
+func (sc *serveConn) noteDrops(d uint32) uint64 {
+	for {
+		old := sc.drops.Load()
+		if int32(d-old) <= 0 {
+			return 0
+		}
+		if sc.drops.CompareAndSwap(old, d) {
+			return uint64(d - old)
+		}
+	}
 }
 
 func newServeConn(conn net.PacketConn, port Port) *serveConn {
@@ -478,22 +474,22 @@ func newServeConn(conn net.PacketConn, port Port) *serveConn {
 		}
 	}
 	if uc, ok := conn.(*net.UDPConn); ok {
-		setBroadcast(uc)
+		setSockopts(uc)
 		pc := ipv4.NewPacketConn(uc)
 		if err := pc.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true); err == nil {
 			sc.uc, sc.pc = uc, pc
-			sc.oob = ipv4.NewControlMessage(ipv4.FlagDst | ipv4.FlagInterface)
+			sc.oobLen = len(ipv4.NewControlMessage(ipv4.FlagDst|ipv4.FlagInterface)) + 64
 		}
 	}
 	return sc
 }
 
-func (sc *serveConn) read(b []byte) (n int, src netip.AddrPort, info pktInfo, err error) {
+func (sc *serveConn) read(b, oob []byte) (n int, src netip.AddrPort, info pktInfo, err error) {
 	if sc.pc != nil {
 		var oobn int
-		n, oobn, _, src, err = sc.uc.ReadMsgUDPAddrPort(b, sc.oob)
+		n, oobn, _, src, err = sc.uc.ReadMsgUDPAddrPort(b, oob)
 		if err == nil {
-			info = parsePktInfo(sc.oob[:oobn])
+			info = parsePktInfo(oob[:oobn])
 		}
 	} else {
 		var from net.Addr
@@ -510,6 +506,9 @@ type pktInfo struct {
 	ifIndex int
 	dst     netip.Addr // the destination address in the IP header
 	specDst netip.Addr // the local address the kernel would answer from (Linux IP_PKTINFO)
+
+	drops    uint32 // datagrams the kernel dropped on this socket so far (Linux SO_RXQ_OVFL)
+	hasDrops bool
 }
 
 func (sc *serveConn) write(b []byte, dst netip.AddrPort, ifIdx int, src netip.Addr) error {

@@ -21,7 +21,7 @@ type PortStats struct {
 	Received   uint64            // datagrams read
 	Answered   uint64            // replies sent
 	SendErrors uint64            // replies the socket refused
-	Silent     map[Reason]uint64 // requests not answered, by reason; every reason is present
+	Silent     map[Reason]uint64 // requests not answered, by reason; every reason is present. Overload counts datagrams the kernel dropped before they were read (Linux).
 }
 
 type counters struct {

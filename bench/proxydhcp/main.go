@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -56,7 +57,19 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	macs := fs.Int("macs", 1000, "number of MACs with a boot entry")
 	workers := fs.Int("workers", 0, "Server.Workers (0: default)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the serving time to this file")
 	fs.Parse(args)
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	entries := make(map[hwid.MAC]bool, *macs)
 	for i := range *macs {

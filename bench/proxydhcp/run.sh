@@ -49,32 +49,49 @@ for ns in $ours $dq $fl; do
 	i=$((i + 1))
 done
 
-ip netns exec $ours "$tmp/bench" serve -macs "$MACS" 2>"$tmp/ours.log" &
+ip netns exec $ours "$tmp/bench" serve -macs "$MACS" ${PROFILE:+-cpuprofile "$PROFILE"} 2>"$tmp/ours.log" &
 pids+=($!)
+ours_pid=$!
 ip netns exec $dq dnsmasq --keep-in-foreground --conf-file=/dev/null --port=0 \
 	--interface=eth0 --bind-interfaces --dhcp-range=192.0.2.0,proxy \
 	--pxe-service=x86-64_EFI,siteboot,ipxe.efi --pxe-service=x86PC,siteboot,undionly.kpxe \
 	--quiet-dhcp --log-facility="$tmp/dnsmasq.log" --pid-file="$tmp/dnsmasq.pid" \
 	--dhcp-leasefile="$tmp/dnsmasq.leases" --user=root 2>"$tmp/dnsmasq.err" &
 pids+=($!)
+dq_pid=$!
 sleep 1
 
 flood() { ip netns exec $fl "$tmp/bench" flood -target "$1:67" -dur "${DUR}s" -window "$WINDOW" -macs "$MACS"; }
+# CPU time (user+system, clock ticks) a process has used so far.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
 
 echo "flood: window $WINDOW, $DUR s per measurement, $ROUNDS rounds, $MACS MACs; $(nproc) CPUs"
-: >"$tmp/ours" ; : >"$tmp/dq"
+: >"$tmp/ours" ; : >"$tmp/dq" ; : >"$tmp/ours.eff" ; : >"$tmp/dq.eff" ; : >"$tmp/ratio"
 for r in $(seq 1 "$ROUNDS"); do
 	if [ $((r % 2)) = 1 ]; then order="ours dq"; else order="dq ours"; fi
 	for who in $order; do
-		if [ "$who" = ours ]; then ip=192.0.2.10; name=proxydhcp; else ip=192.0.2.11; name=dnsmasq; fi
+		if [ "$who" = ours ]; then ip=192.0.2.10; name=proxydhcp; pid=$ours_pid; else ip=192.0.2.11; name=dnsmasq; pid=$dq_pid; fi
+		t0=$(ticks "$pid")
 		line=$(flood $ip)
+		t1=$(ticks "$pid")
 		rate=$(echo "$line" | sed -n 's/.*"answers_per_sec":\([0-9.]*\).*/\1/p')
+		answers=$(echo "$line" | sed -n 's/.*"answers":\([0-9]*\).*/\1/p')
+		# Answers per CPU-second of the server process (the warm-up's answers are not
+		# counted, so this slightly understates both servers alike).
+		eff=$(awk -v a="$answers" -v t=$((t1 - t0)) -v hz="$hz" 'BEGIN {print (t > 0 ? a * hz / t : 0)}')
 		echo "$rate" >>"$tmp/$who"
-		printf 'round %d %-9s %s\n' "$r" "$name" "$line"
+		echo "$eff" >>"$tmp/$who.eff"
+		eval "rate_$who=$rate"
+		printf 'round %d %-9s %8.0f answers/s %8.0f answers/CPU-s  %s\n' "$r" "$name" "$rate" "$eff" "$line"
 	done
+	awk -v o="$rate_ours" -v d="$rate_dq" 'BEGIN {print (d > 0 ? o/d : 0)}' >>"$tmp/ratio"
 done
 
 median() { sort -g "$1" | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 mo=$(median "$tmp/ours"); md=$(median "$tmp/dq")
-printf 'median answers/s: proxydhcp %.0f  dnsmasq %.0f  ratio %.2f\n' "$mo" "$md" "$(echo "$mo $md" | awk '{print ($2 > 0 ? $1/$2 : 0)}')"
+eo=$(median "$tmp/ours.eff"); ed=$(median "$tmp/dq.eff")
+printf 'median answers/s:       proxydhcp %.0f  dnsmasq %.0f  ratio of medians %.2f  median of per-round ratios %.2f\n' \
+	"$mo" "$md" "$(echo "$mo $md" | awk '{print ($2 > 0 ? $1/$2 : 0)}')" "$(median "$tmp/ratio")"
+printf 'median answers/CPU-s:   proxydhcp %.0f  dnsmasq %.0f  ratio %.2f\n' "$eo" "$ed" "$(echo "$eo $ed" | awk '{print ($2 > 0 ? $1/$2 : 0)}')"
 echo "dnsmasq $(dnsmasq --version | head -1)"

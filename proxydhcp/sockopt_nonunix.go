@@ -1,0 +1,5 @@
+//go:build !unix
+
+package proxydhcp
+
+func setBroadcast(fd uintptr) {}

@@ -1,7 +1,0 @@
-//go:build !unix
-
-package proxydhcp
-
-import "net"
-
-func setBroadcast(*net.UDPConn) {}

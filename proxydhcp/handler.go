@@ -5,8 +5,10 @@ import (
 	"strconv"
 )
 
-// Handler decides whether a request is answered. The host implements it: P5 says to answer
-// only a MAC with a live boot entry while this agent is the active boot server.
+// Handler decides whether a request is answered. The host implements it: answer only a MAC
+// with a live boot entry while this agent is the active boot server. Check the fence first:
+// a fenced agent returns ReasonFenced for every MAC, so only an active agent reports unknown
+// machines (ReasonUnknown) to the Discoverer.
 //
 // ServeDHCP is called from the server's workers, concurrently; it should return quickly
 // (it gets Server.HandlerTimeout). A panic is recovered and counted as ReasonError.

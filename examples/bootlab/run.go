@@ -83,7 +83,7 @@ func run(ctx context.Context, log *slog.Logger, out *printer, n int) (bool, erro
 		})
 	}
 	for _, x := range l.agents {
-		l.plane.SetEntries(x.name, entries)
+		l.plane.Prepare(x.name, entries)
 	}
 	if err := waitFor(ctx, 30*time.Second, func() bool {
 		_, okA := a.a.Entries().Lookup(machineMAC(n))

@@ -67,6 +67,7 @@ type Agent struct {
 	wake       chan struct{} // a status report is wanted before the next heartbeat
 	mu         sync.Mutex
 	sentDigest discovery.Digest // the discovered list's digest the control plane acknowledged
+	acks       []string         // ids of applied commands not yet reported
 	lastSync   time.Time
 	syncErrors uint64
 	transfers  transferCounters

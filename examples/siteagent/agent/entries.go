@@ -137,19 +137,6 @@ func (s *Entries) All() []Entry {
 	return list
 }
 
-// Replace makes the entries exactly list (the control plane's desired state) and persists
-// them. An invalid entry refuses the whole list and changes nothing.
-func (s *Entries) Replace(list []Entry) error {
-	m := make(map[hwid.MAC]Entry, len(list))
-	for _, e := range list {
-		if err := e.Validate(); err != nil {
-			return err
-		}
-		m[e.MAC] = e
-	}
-	return s.update(func(map[hwid.MAC]Entry) map[hwid.MAC]Entry { return m })
-}
-
 // Put adds or replaces entries and persists them.
 func (s *Entries) Put(list ...Entry) error {
 	for _, e := range list {

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/bettercompute/siteboot/hwid"
 )
 
 // Link is how the agent talks to its control plane. The agent calls Sync every heartbeat
@@ -41,6 +43,8 @@ type Report struct {
 	Images []ImageReport `json:"images,omitempty"`
 	// Counters are the components' counters by name, for the control plane's view.
 	Counters map[string]uint64 `json:"counters,omitempty"`
+	// Acked are the ids of commands the agent applied and persisted since its last report.
+	Acked []string `json:"acked,omitempty"`
 }
 
 // Discovered is one unknown machine, as the status report lists it.
@@ -63,11 +67,31 @@ type ImageReport struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Desired is the control plane's desired state for one agent.
+// Desired is the control plane's desired state for one agent, and the commands it has not
+// seen acknowledged yet.
 type Desired struct {
 	Lease       LeaseWord `json:"lease"`
-	Entries     []Entry   `json:"entries"`
 	CacheImages []Image   `json:"cache_images,omitempty"`
+	Commands    []Command `json:"commands,omitempty"`
+}
+
+// Command kinds.
+const (
+	// CommandPrepare adds boot entries (the seed's boot.prepareRamdisk).
+	CommandPrepare = "boot.prepareRamdisk"
+	// CommandCleanUp removes a workflow's entries, or the listed MACs' (boot.cleanUp).
+	CommandCleanUp = "boot.cleanUp"
+)
+
+// Command is one instruction of the control plane. The agent applies it, persists the result
+// and acknowledges its id in the next report; until then the control plane sends it again,
+// so applying one twice must change nothing.
+type Command struct {
+	ID       string     `json:"id"`
+	Kind     string     `json:"kind"`
+	Entries  []Entry    `json:"entries,omitempty"`  // CommandPrepare
+	Workflow string     `json:"workflow,omitempty"` // CommandCleanUp: every entry of this workflow
+	MACs     []hwid.MAC `json:"macs,omitempty"`     // CommandCleanUp: these MACs' entries
 }
 
 // LeaseWord is the control plane's word about the site's boot lease (BootLeaseState).

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/bettercompute/siteboot/hwid"
@@ -40,6 +42,9 @@ func (a *Agent) syncOnce(ctx context.Context) {
 		Counters:         a.counters(),
 	}
 	a.mu.Lock()
+	r.Acked = slices.Clone(a.acks)
+	a.mu.Unlock()
+	a.mu.Lock()
 	sendList := snap.Digest != a.sentDigest
 	a.mu.Unlock()
 	if sendList {
@@ -74,10 +79,20 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	if sendList {
 		a.sentDigest = snap.Digest
 	}
+	// The control plane has these acknowledgements now; it stops resending those commands.
+	a.acks = slices.DeleteFunc(a.acks, func(id string) bool { return slices.Contains(r.Acked, id) })
 	a.mu.Unlock()
 
-	if err := a.entries.Replace(d.Entries); err != nil {
-		a.log.Error("boot entries refused; keeping the previous ones", "err", err)
+	for _, c := range d.Commands {
+		if err := a.apply(c); err != nil {
+			a.log.Error("command refused", "id", c.ID, "kind", c.Kind, "err", err)
+			continue
+		}
+		a.mu.Lock()
+		if !slices.Contains(a.acks, c.ID) {
+			a.acks = append(a.acks, c.ID)
+		}
+		a.mu.Unlock()
 	}
 	// A machine that got an entry is no longer unknown (D1).
 	a.found.ForgetFunc(func(mac hwid.MAC) bool {
@@ -87,6 +102,22 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	if err := a.cache.SetPinned(a.wantedImages(d.CacheImages)); err != nil {
 		a.log.Error("cache images", "err", err)
 	}
+}
+
+// apply carries out one command; it returns only once the result is on disk.
+func (a *Agent) apply(c Command) error {
+	switch c.Kind {
+	case CommandPrepare:
+		return a.entries.Put(c.Entries...)
+	case CommandCleanUp:
+		if c.Workflow != "" {
+			if err := a.entries.RemoveWorkflow(c.Workflow); err != nil {
+				return err
+			}
+		}
+		return a.entries.RemoveMACs(c.MACs...)
+	}
+	return fmt.Errorf("agent: unknown command kind %q", c.Kind)
 }
 
 // wantedImages is the pinned set: the site's ramdisk kernel and initrd, and the control

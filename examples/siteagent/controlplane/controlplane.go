@@ -49,6 +49,7 @@ type Plane struct {
 	tokens map[string]string        // workflow/ref -> bearer
 	images map[string][]agent.Image // by site
 	ctrl   *lease.Controller
+	seq    int
 	now    func() time.Time
 }
 
@@ -57,7 +58,8 @@ type agentState struct {
 	node       string
 	lastSeen   time.Time
 	beat       uint64
-	entries    []agent.Entry
+	entries    []agent.Entry   // what the agent should hold, for tokens
+	pending    []agent.Command // sent until acknowledged
 	discovered []agent.Discovered
 	digest     string
 	reports    []agent.ImageReport
@@ -82,17 +84,18 @@ func (p *Plane) Enroll(site, node string) {
 	}
 }
 
-// SetEntries sets an agent's boot entries and mints a discovery token for each entry that
-// names a token reference and has none yet.
-func (p *Plane) SetEntries(node string, entries []agent.Entry) {
+// Prepare sends an agent boot entries (boot.prepareRamdisk) and mints a discovery token
+// for each entry that names a token reference and has none yet. It returns the command id.
+func (p *Plane) Prepare(node string, entries []agent.Entry) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a := p.agents[node]
 	if a == nil {
-		return
+		return ""
 	}
-	a.entries = slices.Clone(entries)
 	for _, e := range entries {
+		a.entries = slices.DeleteFunc(a.entries, func(x agent.Entry) bool { return x.MAC == e.MAC })
+		a.entries = append(a.entries, e)
 		if e.TokenRef == "" {
 			continue
 		}
@@ -103,6 +106,46 @@ func (p *Plane) SetEntries(node string, entries []agent.Entry) {
 			p.tokens[k] = "bcjt_" + hex.EncodeToString(b[:])
 		}
 	}
+	return p.command(a, agent.Command{Kind: agent.CommandPrepare, Entries: slices.Clone(entries)})
+}
+
+// CleanUp removes a workflow's entries from an agent (boot.cleanUp) and deletes their
+// tokens. It returns the command id.
+func (p *Plane) CleanUp(node, workflow string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a := p.agents[node]
+	if a == nil {
+		return ""
+	}
+	a.entries = slices.DeleteFunc(a.entries, func(e agent.Entry) bool {
+		if e.Workflow == workflow {
+			delete(p.tokens, e.Workflow+"/"+e.TokenRef)
+			return true
+		}
+		return false
+	})
+	return p.command(a, agent.Command{Kind: agent.CommandCleanUp, Workflow: workflow})
+}
+
+func (p *Plane) command(a *agentState, c agent.Command) string {
+	p.seq++
+	c.ID = fmt.Sprintf("cmd-%d", p.seq)
+	a.pending = append(a.pending, c)
+	return c.ID
+}
+
+// Pending returns the ids of an agent's commands not acknowledged yet.
+func (p *Plane) Pending(node string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ids []string
+	if a := p.agents[node]; a != nil {
+		for _, c := range a.pending {
+			ids = append(ids, c.ID)
+		}
+	}
+	return ids
 }
 
 // SetImages sets the cache images every agent of a site pre-warms.
@@ -182,7 +225,8 @@ func (p *Plane) Sync(ctx context.Context, r agent.Report) (agent.Desired, error)
 		a.discovered, a.digest = r.Discovered, r.DiscoveredDigest
 	}
 	a.reports, a.counters = r.Images, r.Counters
-	d := agent.Desired{Entries: slices.Clone(a.entries), CacheImages: slices.Clone(p.images[a.site])}
+	a.pending = slices.DeleteFunc(a.pending, func(c agent.Command) bool { return slices.Contains(r.Acked, c.ID) })
+	d := agent.Desired{Commands: slices.Clone(a.pending), CacheImages: slices.Clone(p.images[a.site])}
 	p.mu.Unlock()
 
 	rec, _, err := p.Lease.Get(ctx, r.Site)

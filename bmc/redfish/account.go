@@ -16,18 +16,19 @@ func (d *Driver) RotatePassword(ctx context.Context, username, newPassword strin
 		return d.opErr("rotate-password", bmc.ErrInvalid, "username and new password are required", nil)
 	}
 	err := d.do(ctx, "rotate-password", func(c *gofish.APIClient) error {
+		b := newBudget()
 		var root struct{ AccountService odataID }
-		if _, err := getRaw(c, "/redfish/v1/", &root); err != nil {
+		if _, err := b.get(c, "/redfish/v1/", &root); err != nil {
 			return err
 		}
 		if root.AccountService.ID == "" {
 			return d.opErr("rotate-password", bmc.ErrUnsupported, "the BMC has no AccountService", nil)
 		}
 		var as struct{ Accounts odataID }
-		if _, err := getRaw(c, root.AccountService.ID, &as); err != nil {
+		if _, err := b.get(c, root.AccountService.ID, &as); err != nil {
 			return err
 		}
-		ids, err := members(c, as.Accounts.ID)
+		ids, err := b.members(c, as.Accounts.ID)
 		if err != nil {
 			return err
 		}
@@ -40,14 +41,14 @@ func (d *Driver) RotatePassword(ctx context.Context, username, newPassword strin
 					} `json:"#ManagerAccount.ChangePassword"`
 				}
 			}
-			etag, err := getRaw(c, id, &acct)
+			etag, err := b.get(c, id, &acct)
 			if err != nil {
 				return err
 			}
 			if acct.UserName != username {
 				continue
 			}
-			if cp := acct.Actions.ChangePassword; cp != nil && cp.Target != "" {
+			if cp := acct.Actions.ChangePassword; cp != nil && validPath(cp.Target) {
 				d.mu.Lock()
 				own := d.password
 				d.mu.Unlock()

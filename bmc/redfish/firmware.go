@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,9 @@ type taskBody struct {
 	TaskState string
 	Messages  []struct{ Message string }
 }
+
+// maxTaskPolls bounds polls of one task whatever the clock says.
+const maxTaskPolls = 100000
 
 func terminal(state string) bool {
 	return slices.Contains([]string{"Completed", "Exception", "Killed", "Cancelled"}, state)
@@ -72,10 +76,23 @@ func (d *Driver) followTask(ctx context.Context, m *schemas.TaskMonitorInfo) (bm
 			poll = m.Task.ODataID
 		}
 	}
+	// A Location may be absolute; only a URL on this BMC is followed.
+	if u, err := url.Parse(poll); err == nil && u.IsAbs() {
+		if u.Scheme+"://"+u.Host != d.endpoint {
+			return res, d.opErr("firmware-update", bmc.ErrRefused, "the task monitor is not on this BMC", nil)
+		}
+		poll = u.RequestURI()
+	}
+	if !validPath(poll) {
+		return res, d.opErr("firmware-update", bmc.ErrRefused, "the BMC gave no usable task monitor", errBadLink)
+	}
 	for n := 0; ; n++ {
 		var t taskBody
 		var status int
 		var retryAfter time.Duration
+		if n >= maxTaskPolls {
+			return res, d.opErr("firmware-update", bmc.ErrTimeout, "task "+res.Task+" still "+res.State+" after "+strconv.Itoa(n)+" polls", nil)
+		}
 		err := d.do(ctx, "firmware-task", func(c *gofish.APIClient) error {
 			resp, err := c.Get(poll)
 			if err != nil {

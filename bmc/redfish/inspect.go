@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 
@@ -10,8 +11,29 @@ import (
 	"github.com/stmcginnis/gofish"
 )
 
-// maxMembers bounds how many members of one collection are read.
-const maxMembers = 64
+// Bounds on what one operation reads, whatever the BMC lists: members of one collection,
+// chassis, and resources in all.
+const (
+	maxMembers = 64
+	maxChassis = 8
+	maxReads   = 512
+)
+
+// budget counts the resources one operation reads, so that a BMC listing without end
+// (or a hostile one) costs a bounded number of requests.
+type budget struct{ left int }
+
+func newBudget() *budget { return &budget{left: maxReads} }
+
+var errTooMany = errors.New("redfish: the BMC lists more resources than one operation reads")
+
+func (b *budget) get(c *gofish.APIClient, p string, v any) (string, error) {
+	if b.left <= 0 {
+		return "", errTooMany
+	}
+	b.left--
+	return getRaw(c, p, v)
+}
 
 type odataID struct {
 	ID string `json:"@odata.id"`
@@ -55,12 +77,12 @@ type ethernetInterface struct {
 
 // members reads a collection's member ids (at most maxMembers). An empty id is no
 // collection.
-func members(c *gofish.APIClient, id string) ([]string, error) {
+func (b *budget) members(c *gofish.APIClient, id string) ([]string, error) {
 	if id == "" {
 		return nil, nil
 	}
 	var coll collection
-	if _, err := getRaw(c, id, &coll); err != nil {
+	if _, err := b.get(c, id, &coll); err != nil {
 		return nil, err
 	}
 	var out []string
@@ -100,8 +122,9 @@ func (d *Driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 	var inv bmc.Inventory
 	err := d.do(ctx, "inspect", func(c *gofish.APIClient) error {
 		inv = bmc.Inventory{NICsKnown: true}
+		b := newBudget()
 		var sys rfSystem
-		if _, err := getRaw(c, d.sysPath, &sys); err != nil {
+		if _, err := b.get(c, d.sysPath, &sys); err != nil {
 			return err
 		}
 		if u, err := hwid.ParseUUID(sys.UUID); err == nil {
@@ -110,13 +133,13 @@ func (d *Driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 		inv.Manufacturer, inv.Model, inv.Serial = sys.Manufacturer, sys.Model, sys.SerialNumber
 
 		seen := map[hwid.MAC]bool{}
-		ids, err := members(c, sys.EthernetInterfaces.ID)
+		ids, err := b.members(c, sys.EthernetInterfaces.ID)
 		if err != nil && !isStatus(err, 404) {
 			return err
 		}
 		for _, id := range ids {
 			var e ethernetInterface
-			if _, err := getRaw(c, id, &e); err != nil {
+			if _, err := b.get(c, id, &e); err != nil {
 				return err
 			}
 			if e.Links.HostInterface != nil {
@@ -131,13 +154,16 @@ func (d *Driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 			seen[m] = true
 			inv.NICs = append(inv.NICs, bmc.NIC{MAC: m, Name: e.ID, Source: "EthernetInterfaces", Addrs: a})
 		}
-		for _, ch := range sys.Links.Chassis {
-			if err := d.adapterNICs(c, ch.ID, seen, &inv); err != nil {
+		for i, ch := range sys.Links.Chassis {
+			if i >= maxChassis {
+				break
+			}
+			if err := d.adapterNICs(c, b, ch.ID, seen, &inv); err != nil {
 				return err
 			}
 		}
 		if len(sys.Links.ManagedBy) > 0 {
-			if err := d.bmcAddrs(c, sys.Links.ManagedBy[0].ID, &inv); err != nil {
+			if err := d.bmcAddrs(c, b, sys.Links.ManagedBy[0].ID, &inv); err != nil {
 				return err
 			}
 		}
@@ -146,15 +172,15 @@ func (d *Driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 	return inv, err
 }
 
-func (d *Driver) adapterNICs(c *gofish.APIClient, chassis string, seen map[hwid.MAC]bool, inv *bmc.Inventory) error {
+func (d *Driver) adapterNICs(c *gofish.APIClient, b *budget, chassis string, seen map[hwid.MAC]bool, inv *bmc.Inventory) error {
 	var ch struct{ NetworkAdapters odataID }
-	if _, err := getRaw(c, chassis, &ch); err != nil {
+	if _, err := b.get(c, chassis, &ch); err != nil {
 		if isStatus(err, 404) {
 			return nil
 		}
 		return err
 	}
-	adapters, err := members(c, ch.NetworkAdapters.ID)
+	adapters, err := b.members(c, ch.NetworkAdapters.ID)
 	if err != nil {
 		if isStatus(err, 404) {
 			return nil
@@ -163,10 +189,10 @@ func (d *Driver) adapterNICs(c *gofish.APIClient, chassis string, seen map[hwid.
 	}
 	for _, na := range adapters {
 		var a struct{ NetworkDeviceFunctions odataID }
-		if _, err := getRaw(c, na, &a); err != nil {
+		if _, err := b.get(c, na, &a); err != nil {
 			return err
 		}
-		fns, err := members(c, a.NetworkDeviceFunctions.ID)
+		fns, err := b.members(c, a.NetworkDeviceFunctions.ID)
 		if err != nil && !isStatus(err, 404) {
 			return err
 		}
@@ -176,7 +202,7 @@ func (d *Driver) adapterNICs(c *gofish.APIClient, chassis string, seen map[hwid.
 				NetDevFuncType string
 				Ethernet       struct{ MACAddress, PermanentMACAddress string }
 			}
-			if _, err := getRaw(c, fn, &f); err != nil {
+			if _, err := b.get(c, fn, &f); err != nil {
 				return err
 			}
 			if f.NetDevFuncType != "" && f.NetDevFuncType != "Ethernet" {
@@ -193,12 +219,12 @@ func (d *Driver) adapterNICs(c *gofish.APIClient, chassis string, seen map[hwid.
 	return nil
 }
 
-func (d *Driver) bmcAddrs(c *gofish.APIClient, manager string, inv *bmc.Inventory) error {
+func (d *Driver) bmcAddrs(c *gofish.APIClient, b *budget, manager string, inv *bmc.Inventory) error {
 	var mgr struct{ EthernetInterfaces odataID }
-	if _, err := getRaw(c, manager, &mgr); err != nil {
+	if _, err := b.get(c, manager, &mgr); err != nil {
 		return err
 	}
-	ids, err := members(c, mgr.EthernetInterfaces.ID)
+	ids, err := b.members(c, mgr.EthernetInterfaces.ID)
 	if err != nil {
 		if isStatus(err, 404) {
 			return nil
@@ -207,7 +233,7 @@ func (d *Driver) bmcAddrs(c *gofish.APIClient, manager string, inv *bmc.Inventor
 	}
 	for _, id := range ids {
 		var e ethernetInterface
-		if _, err := getRaw(c, id, &e); err != nil {
+		if _, err := b.get(c, id, &e); err != nil {
 			return err
 		}
 		if e.Links.HostInterface != nil || (e.InterfaceEnabled != nil && !*e.InterfaceEnabled) {

@@ -124,7 +124,7 @@ func Dial(ctx context.Context, cfg Config, t bmc.Target) (*Driver, error) {
 	_, err = getRaw(api, "/redfish/v1/", &root)
 	var systems []string
 	if err == nil {
-		systems, err = members(api, root.Systems.ID)
+		systems, err = newBudget().members(api, root.Systems.ID)
 	}
 	if err != nil || len(systems) == 0 {
 		_ = d.Close()
@@ -281,8 +281,28 @@ func (d *Driver) Close() error {
 	return nil
 }
 
+// validPath reports whether p, a link the BMC gave, is a path on the BMC itself. Links are
+// appended to the endpoint, so "@other.host/x" or "//other.host/x" would send the request
+// (and its credentials) elsewhere.
+func validPath(p string) bool {
+	if !strings.HasPrefix(p, "/redfish/") || strings.HasPrefix(p, "//") || len(p) > 1024 {
+		return false
+	}
+	for _, r := range p {
+		if r <= ' ' || r >= 0x7f || strings.ContainsRune(`\@#"<>{}|^`+"`", r) {
+			return false
+		}
+	}
+	return !strings.Contains(p, "/../") && !strings.HasSuffix(p, "/..")
+}
+
+var errBadLink = errors.New("redfish: the BMC gave a link that is not a path on the BMC")
+
 // getRaw fetches a resource, returning its body and ETag.
 func getRaw(c *gofish.APIClient, p string, v any) (etag string, err error) {
+	if !validPath(p) {
+		return "", errBadLink
+	}
 	resp, err := c.Get(p)
 	if err != nil {
 		return "", err
@@ -414,6 +434,8 @@ func (d *Driver) classify(op string, err error) error {
 		e.Kind, e.Message = bmc.ErrUnreachable, "cannot connect to the BMC"
 	case errors.As(err, &de):
 		e.Message = "the BMC answered malformed JSON"
+	case errors.Is(err, errBadLink), errors.Is(err, errTooMany):
+		e.Message = err.Error()
 	default:
 		var ue *url.Error
 		if errors.As(err, &ue) {

@@ -19,11 +19,12 @@ func (d *Driver) Storage(ctx context.Context) ([]bmc.Disk, error) {
 	var disks []bmc.Disk
 	err := d.do(ctx, "storage", func(c *gofish.APIClient) error {
 		disks = nil
+		b := newBudget()
 		var sys rfSystem
-		if _, err := getRaw(c, d.sysPath, &sys); err != nil {
+		if _, err := b.get(c, d.sysPath, &sys); err != nil {
 			return err
 		}
-		subsystems, err := members(c, sys.Storage.ID)
+		subsystems, err := b.members(c, sys.Storage.ID)
 		if err != nil && !isStatus(err, 404) {
 			return err
 		}
@@ -32,7 +33,7 @@ func (d *Driver) Storage(ctx context.Context) ([]bmc.Disk, error) {
 				ID     string `json:"Id"`
 				Drives []odataID
 			}
-			if _, err := getRaw(c, sp, &st); err != nil {
+			if _, err := b.get(c, sp, &st); err != nil {
 				return err
 			}
 			for i, dr := range st.Drives {
@@ -44,7 +45,7 @@ func (d *Driver) Storage(ctx context.Context) ([]bmc.Disk, error) {
 					CapacityBytes             *int64
 					Status                    rfStatus
 				}
-				if _, err := getRaw(c, dr.ID, &drive); err != nil {
+				if _, err := b.get(c, dr.ID, &drive); err != nil {
 					return err
 				}
 				if drive.Status.State == "Absent" {
@@ -57,7 +58,7 @@ func (d *Driver) Storage(ctx context.Context) ([]bmc.Disk, error) {
 		if len(subsystems) > 0 {
 			return nil
 		}
-		simple, err := members(c, sys.SimpleStorage.ID)
+		simple, err := b.members(c, sys.SimpleStorage.ID)
 		if err != nil && !isStatus(err, 404) {
 			return err
 		}
@@ -70,7 +71,7 @@ func (d *Driver) Storage(ctx context.Context) ([]bmc.Disk, error) {
 					Status        rfStatus
 				}
 			}
-			if _, err := getRaw(c, sp, &ss); err != nil {
+			if _, err := b.get(c, sp, &ss); err != nil {
 				return err
 			}
 			for _, dev := range ss.Devices {

@@ -112,8 +112,8 @@ func (f *Fence) sentAt(id uint64) (time.Duration, bool) {
 	return 0, false
 }
 
-// Observe records a word from the control plane. Words may arrive late, twice or out of
-// order: a word of an older epoch than one already heard is ignored, and of two words that
+// Observe records a word from the control plane. A word's TTL counts up to MaxTTL. Words
+// may arrive late, twice or out of order: a word of an older epoch than one already heard is ignored, and of two words that
 // say this agent holds the lease at one epoch, the one answering the later heartbeat counts.
 func (f *Fence) Observe(w Word) {
 	f.mu.Lock()
@@ -141,6 +141,7 @@ func (f *Fence) Observe(w Word) {
 		if ttl <= 0 {
 			ttl = DefaultTTL
 		}
+		ttl = min(ttl, MaxTTL)
 		margin := f.Margin
 		if margin == 0 {
 			margin = DefaultMargin

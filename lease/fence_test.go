@@ -218,3 +218,70 @@ func TestFenceConcurrent(t *testing.T) {
 		t.Errorf("after the concurrent run Active = %d, %v; want 20, true", e, ok)
 	}
 }
+
+// FuzzFence drives a fence with arbitrary heartbeats, words (the control plane's input) and
+// time steps, and checks it against a model: whenever it answers (e, true), some word said
+// this agent holds the lease at epoch e != 0, answering a heartbeat this fence sent at s with
+// TTL ttl, and now < s + ttl - Margin; and no word of a higher epoch came after it.
+func FuzzFence(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 2, 3, 0, 40, 1, 0, 2, 3, 0})
+	f.Add([]byte{0, 0, 0, 2, 0, 1, 1, 50, 2, 1, 1, 0, 1, 200})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		c := newFakeClock()
+		fence := &lease.Fence{Clock: c, Rand: zeroReader{}, Margin: 500 * time.Millisecond}
+		type sent struct {
+			id uint64
+			at time.Duration
+		}
+		var beats []sent
+		type word struct {
+			w  lease.Word
+			at time.Duration // when its heartbeat was sent; -1 unknown
+		}
+		var words []word
+		for i := 0; i+2 < len(ops) && i < 600; i += 3 {
+			op, a, b := ops[i]%4, ops[i+1], ops[i+2]
+			switch op {
+			case 0:
+				beats = append(beats, sent{fence.Heartbeat(), c.Monotonic()})
+			case 1:
+				c.Advance(time.Duration(a)*100*time.Millisecond + time.Duration(b)*time.Millisecond)
+			case 2, 3:
+				w := lease.Word{Holds: op == 2, Epoch: uint64(a % 8), TTL: time.Duration(b%32) * time.Second}
+				if len(beats) > 0 && a&0x80 == 0 {
+					w.Beat = beats[len(beats)-1-int(b)%len(beats)].id
+				} else {
+					w.Beat = uint64(b) + 1 // may or may not be one the fence sent
+				}
+				at := time.Duration(-1) // unknown to the fence: never sent, or forgotten
+				for k := max(0, len(beats)-lease.FenceHistory); k < len(beats); k++ {
+					if beats[k].id == w.Beat {
+						at = beats[k].at
+					}
+				}
+				fence.Observe(w)
+				words = append(words, word{w, at})
+			}
+			e, ok := fence.Active()
+			if !ok {
+				continue
+			}
+			now := c.Monotonic()
+			justified := false
+			maxEpoch := uint64(0)
+			for _, wd := range words {
+				maxEpoch = max(maxEpoch, wd.w.Epoch)
+				ttl := wd.w.TTL
+				if ttl == 0 {
+					ttl = lease.DefaultTTL
+				}
+				if wd.w.Holds && wd.w.Epoch == e && wd.at >= 0 && now < wd.at+ttl-500*time.Millisecond {
+					justified = true
+				}
+			}
+			if e == 0 || !justified || e < maxEpoch {
+				t.Fatalf("active at epoch %d at %v, not justified by the words %+v", e, now, words)
+			}
+		}
+	})
+}

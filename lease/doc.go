@@ -47,15 +47,16 @@
 // The controller promotes a standby no earlier than TTL after it first saw the record
 // version that the renewal wrote, on its monotonic clock, and that moment is no earlier
 // than sent(Beat). The old holder's fence ends at sent(Beat) + TTL - Margin on its own
-// monotonic clock. With the two clocks' rates off true time by at most rho_a (agent) and
-// rho_c (controller), the fence has ended before the promotion whenever
+// monotonic clock. With each clock's reading advancing between 1-rho and 1+rho seconds per
+// second (rho_a for the agent, rho_c for the controller), the fence has ended before the
+// promotion whenever
 //
-//	(TTL - Margin)(1 + rho_a) < TTL(1 - rho_c), i.e. Margin > TTL(rho_a + rho_c)/(1 + rho_a)
+//	(TTL - Margin)/(1 - rho_a) < TTL/(1 + rho_c), i.e. Margin > TTL(rho_a + rho_c)/(1 + rho_c)
 //
 // With the defaults (TTL 15 s, Margin 1 s, [DefaultMargin]) that tolerates a combined rate
-// error of about 6.6%, far beyond any working oscillator; wall-clock steps (NTP, an operator
-// setting the date) do not enter the bound at all, since neither side measures the lease on
-// the wall clock. Nothing in the bound depends on message delays: words and heartbeats may be
+// error of about 6.6%, far beyond any working oscillator. Wall-clock steps (NTP, an operator
+// setting the date) do not enter the bound at all: the fence never reads the wall clock, and
+// the record's wall-clock expiry can only delay a takeover, never hasten it. Nothing in the bound depends on message delays: words and heartbeats may be
 // delayed, reordered or lost. A delayed word only shortens the active window, and a word
 // that answers a heartbeat the fence no longer remembers (an agent restart, or more than
 // [FenceHistory] heartbeats ago) makes it inactive.

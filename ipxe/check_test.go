@@ -188,11 +188,11 @@ func chainShape(c ipxe.Chain) shape {
 	if c.VLAN != 0 {
 		ipdev = dev + "-" + strconv.Itoa(c.VLAN)
 	}
-	target := c.URL + "?mac=${" + dev + "/mac:uristring}&uuid=${uuid:uristring}&ip=${" + ipdev + "/ip:uristring}"
+	target := c.URL + "?mac=${" + dev + "/mac:hexhyp}&uuid=${uuid}&ip=${" + ipdev + "/ip}"
 	sh := shape{
 		counts:     map[string]int{},
 		args:       map[string]func([]string) bool{},
-		expansions: []string{dev + "/mac:uristring", "uuid:uristring", ipdev + "/ip:uristring"},
+		expansions: []string{dev + "/mac:hexhyp", "uuid", ipdev + "/ip"},
 	}
 	sh = sh.fallback(n, "")
 	sh.counts["chain"] = n

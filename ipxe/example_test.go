@@ -99,11 +99,11 @@ func ExampleNewHandler() {
 		resp.Body.Close()
 		// Show each answer's status and its first command.
 		first := strings.SplitN(string(body), "\n", 4)[2]
-		fmt.Printf("%s: %d %.60s\n", path, resp.StatusCode, first)
+		fmt.Printf("%s: %d %.87s\n", path, resp.StatusCode, first)
 	}
 	fmt.Printf("%+v\n", h.Counters())
 	// Output:
-	// /boot/chain.ipxe: 200 chain --replace --autofree /boot/ipxe?mac=${net0/mac:uristri
+	// /boot/chain.ipxe: 200 chain --replace --autofree /boot/ipxe?mac=${net0/mac:hexhyp}&uuid=${uuid}&ip=${net0/ip}
 	// /boot/ipxe?mac=52:54:00:12:34:56: 200 imgfree
 	// /boot/ipxe?mac=52:54:00:12:34:57: 404 exit 1
 	// {Requests:3 Chains:1 Scripts:1 Sanboots:0 Unknown:1 Discovered:0 Fenced:0 TokenWaits:0 SanbootWaits:0 TokenFetches:1 BadRequests:0 HeadersTooLarge:0 MethodsRefused:0 NotFound:0 Files:0 Errors:0}

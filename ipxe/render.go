@@ -279,11 +279,15 @@ func (b Sanboot) Render() ([]byte, error) {
 }
 
 // Chain is the script iPXE runs first: it chains to the boot script URL with the machine's
-// MAC, SMBIOS UUID and IP as iPXE itself knows them, URI-encoded by iPXE
-// (URL?mac=${net0/mac:uristring}&uuid=${uuid:uristring}&ip=${net0/ip:uristring}).
+// MAC, SMBIOS UUID and IP as iPXE itself knows them:
+// URL?mac=${net0/mac:hexhyp}&uuid=${uuid}&ip=${net0/ip}. iPXE formats each by its type
+// (hex bytes joined by '-', the canonical UUID, a dotted quad), so the values need no
+// escaping in a query. Two spellings that look right do not work with Debian's iPXE
+// 1.0.0+git-20190125 (seen in QEMU): ":uristring" reformats the raw bytes as a string, so a
+// MAC becomes its raw bytes and its first zero byte ends the URL; and a plain ${net0/mac}
+// puts ':' in the query, which that iPXE reads as the end of a URI scheme when the URL is
+// relative ("Operation not supported").
 //
-// With a VLAN, it first creates the VLAN device on Interface (vcreate, an iPXE built with
-// VLAN_CMD), configures it by DHCP, and sends that device's IP.
 type Chain struct {
 	URL       string // the boot script, e.g. "/boot/ipxe"; no query or fragment
 	Interface string // iPXE network device, [a-z][a-z0-9]{0,15}; "" means DefaultInterface
@@ -318,7 +322,7 @@ func (c Chain) Render() ([]byte, error) {
 	if c.VLAN != 0 {
 		ipdev = dev + "-" + strconv.Itoa(c.VLAN)
 	}
-	target := c.URL + "?mac=${" + dev + "/mac:uristring}&uuid=${uuid:uristring}&ip=${" + ipdev + "/ip:uristring}"
+	target := c.URL + "?mac=${" + dev + "/mac:hexhyp}&uuid=${uuid}&ip=${" + ipdev + "/ip}"
 
 	s := newScript("chain to this machine's boot script", (len(sleeps)+1)*(len(target)+140))
 	if c.VLAN != 0 {

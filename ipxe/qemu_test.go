@@ -1,0 +1,236 @@
+package ipxe_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/ipxe"
+)
+
+// newcArchive writes a cpio archive in the "newc" format the Linux kernel unpacks as its
+// initramfs.
+func newcArchive(files []cpioFile) []byte {
+	var b bytes.Buffer
+	pad := func() {
+		for b.Len()%4 != 0 {
+			b.WriteByte(0)
+		}
+	}
+	write := func(ino int, f cpioFile) {
+		fmt.Fprintf(&b, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
+			ino, f.mode, 0, 0, 1, 0, len(f.data), 0, 0, 0, 0, len(f.name)+1, 0)
+		b.WriteString(f.name)
+		b.WriteByte(0)
+		pad()
+		b.Write(f.data)
+		pad()
+	}
+	for i, f := range files {
+		write(i+1, f)
+	}
+	write(len(files)+1, cpioFile{name: "TRAILER!!!"})
+	return b.Bytes()
+}
+
+type cpioFile struct {
+	name string
+	mode int
+	data []byte
+}
+
+// TestQEMU_RealIPXEBootsRamdisk boots a QEMU machine whose NIC ROM is Debian's iPXE, with
+// QEMU's user-mode network handing out /boot/chain.ipxe as the boot file. The real iPXE
+// runs the chain script (its ${net0/mac:hexhyp}, ${uuid} and ${net0/ip}), meets a 503 while the
+// discovery token is not ready and asks again on its own (Retry-After), runs the boot
+// script, and boots Debian's kernel with a busybox initramfs that prints /proc/cmdline: the
+// kernel must see exactly the parameters the handler rendered. No root is needed.
+func TestQEMU_RealIPXEBootsRamdisk(t *testing.T) {
+	qemu := testpeer.LookPath(t, "qemu-system-x86_64", "qemu-system-x86")
+	const rom = "/usr/lib/ipxe/qemu/efi-virtio.rom" // QEMU's default virtio-net ROM
+	if _, err := os.Stat(rom); err != nil {
+		testpeer.Unavailable(t, "no iPXE ROM at %s (Debian package ipxe-qemu)", rom)
+	}
+	busybox := testpeer.LookPath(t, "busybox", "busybox-static")
+	kernels, _ := filepath.Glob("/boot/vmlinuz-*")
+	if len(kernels) == 0 {
+		testpeer.Unavailable(t, "no kernel in /boot (Debian package linux-image-amd64)")
+	}
+	kernel, err := os.ReadFile(kernels[len(kernels)-1])
+	if err != nil {
+		testpeer.Unavailable(t, "cannot read %s: %v", kernels[len(kernels)-1], err)
+	}
+	bb, err := os.ReadFile(busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initrd := newcArchive([]cpioFile{
+		{"bin", 040755, nil},
+		{"bin/busybox", 0100755, bb},
+		{"init", 0100755, []byte("#!/bin/busybox sh\n" +
+			"/bin/busybox mkdir -p /proc\n" +
+			"/bin/busybox mount -t proc proc /proc\n" +
+			"/bin/busybox echo \"SITEBOOT-CMDLINE:$(/bin/busybox cat /proc/cmdline):END\"\n" +
+			"/bin/busybox poweroff -f\n")},
+	})
+
+	mac := hwid.MAC{0x52, 0x54, 0x00, 0x5b, 0x00, 0x01}
+	uuid, _ := hwid.ParseUUID("4c4c4544-0031-1020-8030-b1c04f504e32")
+	host := newFakeHost()
+	host.entries = map[hwid.MAC]ipxe.Entry{mac: {MAC: mac, Workflow: "wf_qemu", NotAfter: t0.Add(time.Hour)}}
+	host.tokenErr = fmt.Errorf("secret not fetched yet: %w", ipxe.ErrNotReady)
+	cfg := host.config()
+	cfg.Kernel = "/test/vmlinuz"
+	cfg.Initrds = []string{"/test/initrd.cpio"}
+	cfg.Cmdline = "console=ttyS0 panic=-1"
+	cfg.TokenWait = time.Second
+	h, err := ipxe.NewHandler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var log []string
+	mux := http.NewServeMux()
+	mux.Handle("/boot/", h)
+	mux.HandleFunc("/test/vmlinuz", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "vmlinuz", t0, bytes.NewReader(kernel))
+	})
+	mux.HandleFunc("/test/initrd.cpio", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "initrd.cpio", t0, bytes.NewReader(initrd))
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		mux.ServeHTTP(rec, r)
+		mu.Lock()
+		log = append(log, fmt.Sprintf("%s %s %d", r.Method, r.URL.Path, rec.status))
+		if r.URL.RawQuery != "" {
+			t.Logf("query %s: %d", r.URL.RawQuery, rec.status)
+		}
+		mu.Unlock()
+		if r.URL.Path == ipxe.PathBoot && rec.status == http.StatusServiceUnavailable {
+			host.mu.Lock()
+			host.tokenErr = nil // ready by the time the machine asks again
+			host.mu.Unlock()
+		}
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(interface{ String() string }).String()
+	port = port[strings.LastIndexByte(port, ':')+1:]
+
+	dir := t.TempDir()
+	serial := filepath.Join(dir, "serial.log")
+	p := testpeer.Start(t, testpeer.Cmd{
+		Path: qemu,
+		Args: []string{
+			"-accel", "tcg", "-M", "pc", "-m", "512", "-nodefaults", "-display", "none",
+			"-machine", "graphics=off", "-serial", "file:" + serial, "-no-reboot",
+			"-uuid", uuid.String(),
+			"-netdev", "user,id=n0,bootfile=http://10.0.2.2:" + port + ipxe.PathChain,
+			"-device", "virtio-net-pci,netdev=n0,mac=" + mac.String() + ",bootindex=1",
+			"-boot", "n",
+		},
+	})
+	marker := regexp.MustCompile(`SITEBOOT-CMDLINE:(.*):END`)
+	var got []byte
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		got, _ = os.ReadFile(serial)
+		if marker.Match(got) || bytes.Contains(got, []byte("No bootable device")) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-p.Done():
+			got, _ = os.ReadFile(serial)
+			deadline = time.Now() // one last look below
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) && !marker.Match(got) {
+			break
+		}
+	}
+	p.Stop()
+	mu.Lock()
+	defer mu.Unlock()
+	m := marker.FindSubmatch(got)
+	if m == nil {
+		t.Fatalf("the ramdisk never printed its command line; requests %q\nserial:\n%s", log, tail(got, 3000))
+	}
+
+	// The requests, in order: the chain script, a 503 while the token was not ready, the
+	// same URL again after Retry-After, then the kernel and initrd the script named.
+	var boot []string
+	for _, l := range log {
+		if !strings.HasPrefix(l, "HEAD") {
+			boot = append(boot, l)
+		}
+	}
+	wantPrefix := []string{"GET /boot/chain.ipxe 200", "GET /boot/ipxe 503", "GET /boot/ipxe 200"}
+	if len(boot) < 5 || !slices.Equal(boot[:3], wantPrefix) ||
+		!slices.Contains(boot[3:], "GET /test/vmlinuz 200") || !slices.Contains(boot[3:], "GET /test/initrd.cpio 200") {
+		t.Errorf("requests %q, want %q then the kernel and initrd", log, wantPrefix)
+	}
+
+	// What iPXE itself said about the machine reached the assertion.
+	if len(host.claims) != 1 {
+		t.Fatalf("%d assertions signed, want 1", len(host.claims))
+	}
+	c := host.claims[0]
+	if c.MAC != mac || c.IP.String() != "10.0.2.15" || !hwid.SameMachine(c.UUID, uuid) {
+		t.Errorf("claims MAC %s IP %s UUID %s; want %s 10.0.2.15 a spelling of %s", c.MAC, c.IP, c.UUID, mac, uuid)
+	}
+
+	// The kernel saw exactly the rendered parameters, word for word.
+	words, err := linuxArgs(strings.TrimSpace(string(m[1])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertion := ""
+	for _, w := range words {
+		if v, ok := strings.CutPrefix(w, ipxe.ParamAssertion+"="); ok {
+			assertion = v
+		}
+	}
+	want := []string{
+		"initrd=initrd0", "bc.gateway=https://gw.example.net", "bc.joinkey=jk_1",
+		"bc.token=bcjt_01k5w.c2VjcmV0-wf_qemu", "bc.assertion=" + assertion,
+		"bc.cache=" + host.cacheURL, "console=ttyS0", "panic=-1",
+	}
+	if !slices.Equal(words, want) {
+		t.Errorf("kernel command line\n got %q\nwant %q", words, want)
+	}
+	if claims := decodeClaims(t, words); claims.MAC != mac {
+		t.Errorf("assertion on the command line is not the one signed: %+v", claims)
+	}
+	if cnt := h.Counters(); cnt.TokenWaits != 1 || cnt.Scripts != 1 || cnt.Chains != 1 {
+		t.Errorf("counters %+v", cnt)
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}

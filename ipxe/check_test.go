@@ -11,9 +11,9 @@ import (
 // shape is what a script must consist of: how many times each command appears and, for each
 // command, the exact arguments it must have.
 type shape struct {
-	counts     map[string]int                // command name -> exact number of occurrences
+	counts     map[string]int                 // command name -> exact number of occurrences
 	args       map[string]func([]string) bool // command name -> does argv (without the name) fit
-	expansions []string                      // the only ${...} allowed, in any token
+	expansions []string                       // the only ${...} allowed, in any token
 }
 
 // check parses script and verifies it has exactly this shape: only the listed commands,

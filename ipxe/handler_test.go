@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"io/fs"
 	"testing/fstest"
 	"time"
 
@@ -584,7 +584,7 @@ func TestSanboot(t *testing.T) {
 func TestHostFailures(t *testing.T) {
 	boom := errors.New("store unreachable")
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(*fakeHost)
 	}{
 		{"entry", func(f *fakeHost) { f.entryErr = boom }},

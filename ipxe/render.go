@@ -287,7 +287,6 @@ func (b Sanboot) Render() ([]byte, error) {
 // MAC becomes its raw bytes and its first zero byte ends the URL; and a plain ${net0/mac}
 // puts ':' in the query, which that iPXE reads as the end of a URI scheme when the URL is
 // relative ("Operation not supported").
-//
 type Chain struct {
 	URL       string // the boot script, e.g. "/boot/ipxe"; no query or fragment
 	Interface string // iPXE network device, [a-z][a-z0-9]{0,15}; "" means DefaultInterface

@@ -47,7 +47,9 @@ var goldens = []struct {
 }{
 	{"boot", sampleBoot, func() shape { return bootShape(sampleBoot) }},
 	{"boot-noretry", ipxe.Boot{Kernel: "tftp://192.0.2.1/vmlinuz", Retry: ipxe.Retry{Attempts: 1}},
-		func() shape { return bootShape(ipxe.Boot{Kernel: "tftp://192.0.2.1/vmlinuz", Retry: ipxe.Retry{Attempts: 1}}) }},
+		func() shape {
+			return bootShape(ipxe.Boot{Kernel: "tftp://192.0.2.1/vmlinuz", Retry: ipxe.Retry{Attempts: 1}})
+		}},
 	{"chain", ipxe.Chain{URL: "/boot/ipxe"}, func() shape { return chainShape(ipxe.Chain{URL: "/boot/ipxe"}) }},
 	{"chain-vlan", ipxe.Chain{URL: "http://192.0.2.1/boot/ipxe", VLAN: 100, Retry: ipxe.Retry{Attempts: 2}},
 		func() shape {

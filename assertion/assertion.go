@@ -192,26 +192,44 @@ func (s Signed) Text() string {
 // canonical text decodes: no padding, no line breaks, unused bits zero, at most MaxTextLen
 // characters, a signature of 1 to MaxSignatureLen bytes after the payload.
 func Decode(text string) (Signed, error) {
+	s, _, err := decode(text, "")
+	return s, err
+}
+
+// decode is Decode; when purpose is not "", the bytes are decoded after room for the purpose
+// prefix, which is filled in, and msg is the signed message (prefix and payload) in the same
+// buffer as s.Payload.
+func decode(text, purpose string) (s Signed, msg []byte, err error) {
 	if len(text) > MaxTextLen {
-		return Signed{}, fmt.Errorf("%w: %d characters, more than %d", ErrMalformed, len(text), MaxTextLen)
+		return Signed{}, nil, fmt.Errorf("%w: %d characters, more than %d", ErrMalformed, len(text), MaxTextLen)
 	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(text)
+	var pre int
+	if purpose != "" {
+		pre = len("siteboot/") + len(purpose) + 1
+	}
+	buf := make([]byte, pre+base64.RawURLEncoding.DecodedLen(len(text)))
+	n, err := base64.RawURLEncoding.Strict().Decode(buf[pre:], []byte(text))
 	if err != nil {
-		return Signed{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return Signed{}, nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
+	raw := buf[pre : pre+n]
 	// The decoder skips CR and LF; only the canonical spelling is accepted.
 	if base64.RawURLEncoding.EncodedLen(len(raw)) != len(text) {
-		return Signed{}, fmt.Errorf("%w: line breaks in text", ErrMalformed)
+		return Signed{}, nil, fmt.Errorf("%w: line breaks in text", ErrMalformed)
 	}
 	a, n, err := decodePayload(raw)
 	if err != nil {
-		return Signed{}, err
+		return Signed{}, nil, err
 	}
 	sig := raw[n:]
 	if len(sig) == 0 || len(sig) > MaxSignatureLen {
-		return Signed{}, fmt.Errorf("%w: signature of %d bytes", ErrMalformed, len(sig))
+		return Signed{}, nil, fmt.Errorf("%w: signature of %d bytes", ErrMalformed, len(sig))
 	}
-	return Signed{Assertion: a, Payload: raw[:n:n], Signature: sig}, nil
+	if purpose != "" {
+		appendPrefix(buf[:0], purpose)
+		msg = buf[: pre+n : pre+n]
+	}
+	return Signed{Assertion: a, Payload: raw[:n:n], Signature: sig}, msg, nil
 }
 
 // prefixLen is the length of the purpose prefix for Purpose.
@@ -223,12 +241,6 @@ func appendPrefix(b []byte, purpose string) []byte {
 	b = append(b, "siteboot/"...)
 	b = append(b, purpose...)
 	return append(b, 0)
-}
-
-// signedMessage is what a signature covers: the purpose prefix, then the payload.
-func signedMessage(purpose string, payload []byte) []byte {
-	m := appendPrefix(make([]byte, 0, len("siteboot/")+len(purpose)+1+len(payload)), purpose)
-	return append(m, payload...)
 }
 
 func appendString(b []byte, s string) []byte {

@@ -197,13 +197,12 @@ func signerOpts(pub crypto.PublicKey) (crypto.SignerOpts, error) {
 	return nil, fmt.Errorf("%w: %T", ErrUnsupportedKey, pub)
 }
 
-// verifySignature checks sig over the purpose-bound message with pub.
-func verifySignature(pub crypto.PublicKey, purpose string, payload, sig []byte) error {
+// verifySignature checks sig over msg, the purpose-prefixed payload, with pub.
+func verifySignature(pub crypto.PublicKey, msg, sig []byte) error {
 	opts, err := signerOpts(pub)
 	if err != nil {
 		return err
 	}
-	msg := signedMessage(purpose, payload)
 	ok := false
 	switch k := pub.(type) {
 	case ed25519.PublicKey:
@@ -214,7 +213,7 @@ func verifySignature(pub crypto.PublicKey, purpose string, payload, sig []byte) 
 		ok = ecdsa.VerifyASN1(k, h.Sum(nil), sig)
 	}
 	if !ok {
-		return fmt.Errorf("signature does not verify under purpose %q", purpose)
+		return fmt.Errorf("signature does not verify under purpose %q", Purpose)
 	}
 	return nil
 }

@@ -201,7 +201,7 @@ func (v *Verifier) Verify(ctx context.Context, text string, j Join) (Assertion, 
 }
 
 func (v *Verifier) verify(ctx context.Context, text string, j Join) (Assertion, error) {
-	s, err := Decode(text)
+	s, msg, err := decode(text, Purpose)
 	if err != nil {
 		return Assertion{}, &RefusedError{Reason: ReasonMalformed, Err: err}
 	}
@@ -217,7 +217,7 @@ func (v *Verifier) verify(ctx context.Context, text string, j Join) (Assertion, 
 	case err != nil:
 		return Assertion{}, refuse(ReasonUnavailable, "resolving agent: %w", err)
 	}
-	if err := verifySignature(agent.PublicKey, Purpose, s.Payload, s.Signature); err != nil {
+	if err := verifySignature(agent.PublicKey, msg, s.Signature); err != nil {
 		return Assertion{}, refuse(ReasonBadSignature, "%w", err)
 	}
 	if agent.Role != RoleSite {

@@ -88,8 +88,10 @@ ip -n "$NC" addr add 198.51.100.2/24 dev vc0
 ip -n "$NS" link set vs0 up
 ip -n "$NC" link set vc0 up
 
-declare -A PORT=([ours]=6970 [tftpd-hpa]=6971 [dnsmasq]=69 [atftpd]=6972)
+declare -A PORT=([ours]=6970 [tftpd-hpa]=6971 [dnsmasq]=69 [atftpd]=6972 [ours-p1]=6973)
 SERVERS=(ours tftpd-hpa dnsmasq atftpd)
+# ours-p1: the same server with GOMAXPROCS=1 (a host's choice), to see what Go's scheduler costs.
+[ "${OURS_P1:-1}" = 1 ] && SERVERS+=(ours-p1)
 start() { # name command...
 	local name=$1
 	shift
@@ -104,6 +106,7 @@ cpu_ns() { cat "$CG/sbtftp$$-$1/cpuacct.usage" 2>/dev/null || echo 0; }
 # CPU seconds per GiB: cpu_per_gib BYTES NS_BEFORE NS_AFTER
 cpu_per_gib() { awk -v b="$1" -v c0="$2" -v c1="$3" 'BEGIN { printf "%.2f", (c1 - c0) / 1e9 / (b / 2^30) }'; }
 start ours "$WORK/serve" -dir "$ROOT" -addr 0.0.0.0:6970 -max 64 -per-source 64
+start ours-p1 env GOMAXPROCS=1 "$WORK/serve" -dir "$ROOT" -addr 0.0.0.0:6973 -max 64 -per-source 64
 start tftpd-hpa in.tftpd --foreground --listen --address 0.0.0.0:6971 --secure --user root "$ROOT"
 start dnsmasq dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts --port=0 \
 	--enable-tftp --tftp-root="$ROOT" --edns-packet-max=65535 --tftp-max=200 --user=root --group=root \
@@ -148,8 +151,8 @@ concurrent() { # server blksize
 for r in $(seq "$ROUNDS"); do
 	for b in 1468 65464; do
 		# Rotate the order every round so no server always runs first.
-		for i in 0 1 2 3; do
-			s=${SERVERS[$(((i + r) % 4))]}
+		for i in "${!SERVERS[@]}"; do
+			s=${SERVERS[$(((i + r) % ${#SERVERS[@]}))]}
 			single "$s" "$b"
 			concurrent "$s" "$b"
 		done

@@ -2,6 +2,7 @@ package assertion_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -275,6 +276,28 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 		if !bytes.Equal(s.Signature, sig) {
 			t.Fatalf("signature %x, want %x", s.Signature, sig)
+		}
+	})
+}
+
+// FuzzVerify: arbitrary text presented to a Verifier never panics and never is admitted
+// (the fuzzer cannot forge an Ed25519 signature), and every refusal has a reason.
+func FuzzVerify(f *testing.F) {
+	s := newSite(f)
+	f.Add(s.issue(f))
+	f.Add(signText(f, s.keyA1, "image-grant", s.assertionFor()))
+	f.Add("")
+	f.Fuzz(func(t *testing.T, text string) {
+		s := newSite(t)
+		if valid := s.issue(t); text == valid {
+			return // the seed itself is genuine
+		}
+		a, err := s.verifier.Verify(context.Background(), text, s.join)
+		if err == nil {
+			t.Fatalf("admitted %q as %+v", text, a)
+		}
+		if assertion.ReasonOf(err) == 0 {
+			t.Fatalf("refusal without a reason: %v", err)
 		}
 	})
 }

@@ -50,18 +50,87 @@ type cpioFile struct {
 	data []byte
 }
 
-// TestQEMU_RealIPXEBootsRamdisk boots a QEMU machine whose NIC ROM is Debian's iPXE, with
-// QEMU's user-mode network handing out /boot/chain.ipxe as the boot file. The real iPXE
-// runs the chain script (its ${net0/mac:hexhyp}, ${uuid} and ${net0/ip}), meets a 503 while the
-// discovery token is not ready and asks again on its own (Retry-After), runs the boot
-// script, and boots Debian's kernel with a busybox initramfs that prints /proc/cmdline: the
-// kernel must see exactly the parameters the handler rendered. No root is needed.
-func TestQEMU_RealIPXEBootsRamdisk(t *testing.T) {
+// qemuMachine is a QEMU machine whose NIC ROM is Debian's iPXE (QEMU's default virtio-net
+// ROM), on QEMU's user-mode network, which hands out srv's /boot/chain.ipxe as the boot
+// file. 10.0.2.2 inside is the host's loopback, so no root is needed.
+type qemuMachine struct {
+	p      *testpeer.Process
+	serial string
+	mu     sync.Mutex
+	log    []string // "METHOD PATH STATUS" of every request, in order
+}
+
+func (m *qemuMachine) requests() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.log)
+}
+
+// startQEMU serves h on loopback, recording requests, and boots a machine against it.
+// after, when set, runs after each request with its path and status.
+func startQEMU(t *testing.T, h http.Handler, mac hwid.MAC, uuid hwid.UUID, after func(path string, status int)) *qemuMachine {
+	t.Helper()
 	qemu := testpeer.LookPath(t, "qemu-system-x86_64", "qemu-system-x86")
 	const rom = "/usr/lib/ipxe/qemu/efi-virtio.rom" // QEMU's default virtio-net ROM
 	if _, err := os.Stat(rom); err != nil {
 		testpeer.Unavailable(t, "no iPXE ROM at %s (Debian package ipxe-qemu)", rom)
 	}
+	m := &qemuMachine{serial: filepath.Join(t.TempDir(), "serial.log")}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		m.mu.Lock()
+		m.log = append(m.log, fmt.Sprintf("%s %s %d", r.Method, r.URL.Path, rec.status))
+		m.mu.Unlock()
+		if r.URL.RawQuery != "" {
+			t.Logf("%s?%s: %d", r.URL.Path, r.URL.RawQuery, rec.status)
+		}
+		if after != nil {
+			after(r.URL.Path, rec.status)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+	port := addr[strings.LastIndexByte(addr, ':')+1:]
+	m.p = testpeer.Start(t, testpeer.Cmd{
+		Path: qemu,
+		Args: []string{
+			"-accel", "tcg", "-M", "pc", "-m", "512", "-nodefaults", "-display", "none",
+			"-machine", "graphics=off", "-serial", "file:" + m.serial, "-no-reboot",
+			"-uuid", uuid.String(),
+			"-netdev", "user,id=n0,bootfile=http://10.0.2.2:" + port + ipxe.PathChain,
+			"-device", "virtio-net-pci,netdev=n0,mac=" + mac.String() + ",bootindex=1",
+			"-boot", "n",
+		},
+	})
+	t.Cleanup(m.p.Stop)
+	return m
+}
+
+// wait returns the serial output once done says so, the machine exits (it rebooted: QEMU
+// runs with -no-reboot), the firmware runs out of boot devices, or 3 minutes pass.
+func (m *qemuMachine) wait(done func(serial []byte) bool) (serial []byte, exited bool) {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		serial, _ = os.ReadFile(m.serial)
+		if done(serial) || bytes.Contains(serial, []byte("No bootable device")) || time.Now().After(deadline) {
+			return serial, false
+		}
+		select {
+		case <-m.p.Done():
+			serial, _ = os.ReadFile(m.serial)
+			return serial, true
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// TestQEMU_RealIPXEBootsRamdisk: the real iPXE runs the chain script (its
+// ${net0/mac:hexhyp}, ${uuid} and ${net0/ip}), meets a 503 while the discovery token is not
+// ready and asks again on its own (Retry-After), runs the boot script, and boots Debian's
+// kernel with a busybox initramfs that prints /proc/cmdline: the kernel must see exactly
+// the parameters the handler rendered.
+func TestQEMU_RealIPXEBootsRamdisk(t *testing.T) {
 	busybox := testpeer.LookPath(t, "busybox", "busybox-static")
 	kernels, _ := filepath.Glob("/boot/vmlinuz-*")
 	if len(kernels) == 0 {
@@ -99,9 +168,6 @@ func TestQEMU_RealIPXEBootsRamdisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	var mu sync.Mutex
-	var log []string
 	mux := http.NewServeMux()
 	mux.Handle("/boot/", h)
 	mux.HandleFunc("/test/vmlinuz", func(w http.ResponseWriter, r *http.Request) {
@@ -110,89 +176,50 @@ func TestQEMU_RealIPXEBootsRamdisk(t *testing.T) {
 	mux.HandleFunc("/test/initrd.cpio", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeContent(w, r, "initrd.cpio", t0, bytes.NewReader(initrd))
 	})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		mux.ServeHTTP(rec, r)
-		mu.Lock()
-		log = append(log, fmt.Sprintf("%s %s %d", r.Method, r.URL.Path, rec.status))
-		if r.URL.RawQuery != "" {
-			t.Logf("query %s: %d", r.URL.RawQuery, rec.status)
-		}
-		mu.Unlock()
-		if r.URL.Path == ipxe.PathBoot && rec.status == http.StatusServiceUnavailable {
+	m := startQEMU(t, mux, mac, uuid, func(path string, status int) {
+		if path == ipxe.PathBoot && status == http.StatusServiceUnavailable {
 			host.mu.Lock()
 			host.tokenErr = nil // ready by the time the machine asks again
 			host.mu.Unlock()
 		}
-	}))
-	defer srv.Close()
-	port := srv.Listener.Addr().(interface{ String() string }).String()
-	port = port[strings.LastIndexByte(port, ':')+1:]
-
-	dir := t.TempDir()
-	serial := filepath.Join(dir, "serial.log")
-	p := testpeer.Start(t, testpeer.Cmd{
-		Path: qemu,
-		Args: []string{
-			"-accel", "tcg", "-M", "pc", "-m", "512", "-nodefaults", "-display", "none",
-			"-machine", "graphics=off", "-serial", "file:" + serial, "-no-reboot",
-			"-uuid", uuid.String(),
-			"-netdev", "user,id=n0,bootfile=http://10.0.2.2:" + port + ipxe.PathChain,
-			"-device", "virtio-net-pci,netdev=n0,mac=" + mac.String() + ",bootindex=1",
-			"-boot", "n",
-		},
 	})
 	marker := regexp.MustCompile(`SITEBOOT-CMDLINE:(.*):END`)
-	var got []byte
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		got, _ = os.ReadFile(serial)
-		if marker.Match(got) || bytes.Contains(got, []byte("No bootable device")) || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-p.Done():
-			got, _ = os.ReadFile(serial)
-			deadline = time.Now() // one last look below
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) && !marker.Match(got) {
-			break
-		}
-	}
-	p.Stop()
-	mu.Lock()
-	defer mu.Unlock()
-	m := marker.FindSubmatch(got)
-	if m == nil {
+	got, _ := m.wait(marker.Match)
+	m.p.Stop()
+	log := m.requests()
+	found := marker.FindSubmatch(got)
+	if found == nil {
 		t.Fatalf("the ramdisk never printed its command line; requests %q\nserial:\n%s", log, tail(got, 3000))
 	}
 
 	// The requests, in order: the chain script, a 503 while the token was not ready, the
 	// same URL again after Retry-After, then the kernel and initrd the script named.
-	var boot []string
+	var gets []string
 	for _, l := range log {
 		if !strings.HasPrefix(l, "HEAD") {
-			boot = append(boot, l)
+			gets = append(gets, l)
 		}
 	}
 	wantPrefix := []string{"GET /boot/chain.ipxe 200", "GET /boot/ipxe 503", "GET /boot/ipxe 200"}
-	if len(boot) < 5 || !slices.Equal(boot[:3], wantPrefix) ||
-		!slices.Contains(boot[3:], "GET /test/vmlinuz 200") || !slices.Contains(boot[3:], "GET /test/initrd.cpio 200") {
+	if len(gets) < 5 || !slices.Equal(gets[:3], wantPrefix) ||
+		!slices.Contains(gets[3:], "GET /test/vmlinuz 200") || !slices.Contains(gets[3:], "GET /test/initrd.cpio 200") {
 		t.Errorf("requests %q, want %q then the kernel and initrd", log, wantPrefix)
 	}
 
 	// What iPXE itself said about the machine reached the assertion.
-	if len(host.claims) != 1 {
-		t.Fatalf("%d assertions signed, want 1", len(host.claims))
+	host.mu.Lock()
+	claims := slices.Clone(host.claims)
+	host.mu.Unlock()
+	if len(claims) != 1 {
+		t.Fatalf("%d assertions signed, want 1", len(claims))
 	}
-	c := host.claims[0]
+	c := claims[0]
 	if c.MAC != mac || c.IP.String() != "10.0.2.15" || !hwid.SameMachine(c.UUID, uuid) {
 		t.Errorf("claims MAC %s IP %s UUID %s; want %s 10.0.2.15 a spelling of %s", c.MAC, c.IP, c.UUID, mac, uuid)
 	}
 
 	// The kernel saw exactly the rendered parameters, word for word.
-	words, err := linuxArgs(strings.TrimSpace(string(m[1])))
+	words, err := linuxArgs(strings.TrimSpace(string(found[1])))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,11 +237,38 @@ func TestQEMU_RealIPXEBootsRamdisk(t *testing.T) {
 	if !slices.Equal(words, want) {
 		t.Errorf("kernel command line\n got %q\nwant %q", words, want)
 	}
-	if claims := decodeClaims(t, words); claims.MAC != mac {
-		t.Errorf("assertion on the command line is not the one signed: %+v", claims)
+	if dc := decodeClaims(t, words); dc.MAC != mac {
+		t.Errorf("assertion on the command line is not the one signed: %+v", dc)
 	}
 	if cnt := h.Counters(); cnt.TokenWaits != 1 || cnt.Scripts != 1 || cnt.Chains != 1 {
 		t.Errorf("counters %+v", cnt)
+	}
+}
+
+// TestQEMU_RealIPXEFencedReboots: against a fenced agent the real iPXE's fetch fails (it
+// runs no body of a 503), the chain script backs off for its attempts, gives up and
+// reboots, so the firmware would ask proxy DHCP again. It must not keep asking the fenced
+// agent: the fenced answer carries no Retry-After.
+func TestQEMU_RealIPXEFencedReboots(t *testing.T) {
+	mac := hwid.MAC{0x52, 0x54, 0x00, 0x5b, 0x00, 0x02}
+	uuid, _ := hwid.ParseUUID("4c4c4544-0031-1020-8030-b1c04f504e33")
+	host := newFakeHost()
+	host.active = false
+	cfg := host.config()
+	cfg.Retry = ipxe.Retry{Attempts: 2, Delay: time.Second}
+	h, err := ipxe.NewHandler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startQEMU(t, h, mac, uuid, nil)
+	serial, exited := m.wait(func([]byte) bool { return false })
+	log := m.requests()
+	want := []string{"GET /boot/chain.ipxe 200", "GET /boot/ipxe 503", "GET /boot/ipxe 503"}
+	if !exited || !slices.Equal(log, want) || !bytes.Contains(serial, []byte("siteboot: giving up after 2 attempts")) {
+		t.Errorf("exited %v (a reboot ends QEMU), requests %q, want %q\nserial:\n%s", exited, log, want, tail(serial, 2000))
+	}
+	if c := h.Counters(); c.Fenced != 2 || len(host.discovered) != 0 {
+		t.Errorf("counters %+v, discovered %d", c, len(host.discovered))
 	}
 }
 

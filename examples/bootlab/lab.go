@@ -167,7 +167,10 @@ func (l *lab) addAgent(ctx context.Context, name string, ip netip.Addr) (*labAge
 			PXEListen:  ip.String() + ":0",
 			ServerIP:   ip.String(),
 			TFTP:       true,
-			TFTPListen: ip.String() + ":0",
+			// Every TFTP transfer socket answers from 127.0.0.1 on loopback (the kernel's
+			// source for 127/8), and clients accept data only from the address they asked:
+			// both agents' TFTP servers listen there, on ports of their own.
+			TFTPListen: "127.0.0.1:0",
 			TFTPRoot:   filepath.Join(l.dir, "tftp"),
 			HTTPListen: ip.String() + ":0",
 			HTTPBase:   "http://" + ip.String() + ":0",
@@ -199,7 +202,7 @@ func (l *lab) addAgent(ctx context.Context, name string, ip netip.Addr) (*labAge
 	return la, nil
 }
 
-// tftpAddr maps an agent's address to its TFTP port.
+// tftpAddr maps an agent's address to its TFTP server.
 func (l *lab) tftpAddr(server netip.Addr) netip.AddrPort {
 	for _, a := range l.agents {
 		if a.ip == server {

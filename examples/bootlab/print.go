@@ -83,20 +83,38 @@ func (l *lab) summary(p *printer, outcomes []*outcome, checks []check, n, unknow
 
 	p.linef("")
 	p.linef("%-8s %8s %8s %8s", "stage", "p50", "p99", "max")
-	for _, s := range simmachine.Stages {
-		var d []time.Duration
-		for _, o := range outcomes {
-			if o.err == nil {
-				d = append(d, o.res.Stages[s])
-			}
-		}
-		if len(d) == 0 {
-			continue
-		}
+	row := func(name string, d []time.Duration) {
 		slices.Sort(d)
-		p.linef("%-8s %7.0fms %7.0fms %7.0fms", s, ms(pct(d, 50)), ms(pct(d, 99)), ms(d[len(d)-1]))
+		p.linef("%-8s %7.0fms %7.0fms %7.0fms", name, ms(pct(d, 50)), ms(pct(d, 99)), ms(d[len(d)-1]))
 	}
-	p.linef("(time from power-on to the end of each stage; machines after the failover include the wait for agent-b)")
+	var done []*outcome
+	for _, o := range outcomes {
+		if o.err == nil {
+			done = append(done, o)
+		}
+	}
+	if len(done) > 0 {
+		for i, s := range simmachine.Stages {
+			if s == simmachine.StageBoot {
+				continue // the same instant as the kernel's end
+			}
+			var d []time.Duration
+			for _, o := range done {
+				prev := time.Duration(0)
+				if i > 0 {
+					prev = o.res.Stages[simmachine.Stages[i-1]]
+				}
+				d = append(d, o.res.Stages[s]-prev)
+			}
+			row(string(s), d)
+		}
+		var total []time.Duration
+		for _, o := range done {
+			total = append(total, o.res.Stages[simmachine.StageBoot])
+		}
+		row("total", total)
+		p.linef("(each stage's own time; the machines that booted during the failover spent theirs in dhcp, waiting for agent-b)")
+	}
 
 	p.linef("")
 	all := true

@@ -129,6 +129,13 @@ func run(ctx context.Context, log *slog.Logger, out *printer, n int) (bool, erro
 	// An assertion agent-a signs now and nobody uses: after the failover it must be refused.
 	spare, err := l.scriptAssertion(ctx, a, 1)
 	must("agent-a signs a spare assertion before the failover", err == nil && spare != "", "%v", err)
+	// A ramdisk's assertion presented a second time.
+	if o := find(outcomes, 1); o.err == nil {
+		_, err := l.verifier.Verify(ctx, o.res.Param("bc.assertion"), joinOf(1))
+		must("a replayed assertion is refused (replay)", assertion.ReasonOf(err) == assertion.ReasonReplay, "%v", err)
+	} else {
+		must("a replayed assertion is refused (replay)", false, "machine 1 did not boot")
+	}
 
 	// The unknown machine: no answer, and listed as discovered.
 	var listed bool
@@ -166,11 +173,6 @@ func run(ctx context.Context, log *slog.Logger, out *printer, n int) (bool, erro
 	must("the epoch moved on with the holder", bEpoch > fa.Epoch, "epoch %d -> %d", fa.Epoch, bEpoch)
 
 	out.section("4. What was refused, and why")
-	// The first machine's assertion again: used once already.
-	if o := find(outcomes, 1); o.res != nil {
-		_, err := l.verifier.Verify(ctx, o.res.Param("bc.assertion"), joinOf(1))
-		must("a replayed assertion is refused (replay)", assertion.ReasonOf(err) == assertion.ReasonReplay, "%v", err)
-	}
 	_, err = l.verifier.Verify(ctx, spare, joinOf(1))
 	must("agent-a's unused assertion is refused after the failover (stale-epoch)", assertion.ReasonOf(err) == assertion.ReasonStaleEpoch, "%v", err)
 	var guess [16]byte
@@ -181,8 +183,10 @@ func run(ctx context.Context, log *slog.Logger, out *printer, n int) (bool, erro
 	must("a plain /cache/SHA256 without a grant is refused (404)", st == http.StatusNotFound, "answered %d", st)
 	st, _ = httpGet(ctx, b.a.HTTPBase()+"/boot/ipxe?mac=52:54:00:5b:00:01%0Akernel%20http://203.0.113.9/x")
 	must("a script request that tries to inject a command is refused (400)", st == http.StatusBadRequest, "answered %d", st)
-	for _, c := range checks[len(checks)-5:] {
-		out.linef("%s  %s", mark(c.ok), c.what)
+	for _, c := range checks {
+		if strings.Contains(c.what, "refuse") {
+			out.linef("%s  %s", mark(c.ok), c.what)
+		}
 	}
 
 	out.section("5. Summary")

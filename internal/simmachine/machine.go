@@ -64,8 +64,9 @@ type Machine struct {
 	// DHCPServers are where the machine's DHCP "broadcast" reaches: every proxy on the
 	// segment, each at its DHCP port.
 	DHCPServers []netip.AddrPort
-	// TFTPPort is the TFTP port of the server an offer names (69 on a real segment).
-	TFTPPort int
+	// TFTPAddr gives the TFTP address of the server an offer names; nil means its port 69.
+	// A lab on loopback, whose servers cannot all have port 69, maps them here.
+	TFTPAddr func(server netip.Addr) netip.AddrPort
 	// HTTP makes the script and image fetches; nil: a client with a 30 s timeout.
 	HTTP *http.Client
 
@@ -249,12 +250,17 @@ func (m *Machine) dhcp(ctx context.Context, ipxe bool) (offer, error) {
 }
 
 func (m *Machine) tftpGet(server netip.Addr, file string) (Fetched, error) {
-	port := m.TFTPPort
-	if port == 0 {
-		port = 69
+	addr := netip.AddrPortFrom(server, 69)
+	if m.TFTPAddr != nil {
+		addr = m.TFTPAddr(server)
 	}
-	c, err := tftp.NewClient(netip.AddrPortFrom(server, uint16(port)).String())
+	c, err := tftp.NewClient(addr.String())
 	if err != nil {
+		return Fetched{}, err
+	}
+	// From the machine's own address, as firmware sends: the server's per-source limit
+	// counts machines, not the host the simulation runs on.
+	if err := c.SetLocalAddr(m.IP.String()); err != nil {
 		return Fetched{}, err
 	}
 	c.SetBlockSize(1468)

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBootlab runs the whole demo with six machines: it must end with everything that should
+// happen having happened.
+func TestBootlab(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var buf bytes.Buffer
+	out := &printer{w: &buf}
+	ok, err := run(ctx, slog.New(slog.DiscardHandler), out, 6)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	if !ok {
+		t.Fatalf("the lab did not complete:\n%s", buf.String())
+	}
+	for _, want := range []string{"machines booted: 6 of 6 (agent-a 3, agent-b 3)", "refused (replay)", "All 6 machines booted"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, buf.String())
+		}
+	}
+}

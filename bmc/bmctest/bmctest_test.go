@@ -1,0 +1,181 @@
+package bmctest_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/bettercompute/siteboot/bmc/bmctest"
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type client struct {
+	t     *testing.T
+	srv   *bmctest.Server
+	token string
+}
+
+func (c *client) do(method, path, body string, hdr ...string) (int, map[string]any, http.Header) {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if c.token != "" {
+		req.Header.Set("X-Auth-Token", c.token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.srv.Client().Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m, resp.Header
+}
+
+func login(t *testing.T, srv *bmctest.Server) *client {
+	c := &client{t: t, srv: srv}
+	code, _, h := c.do("POST", "/redfish/v1/SessionService/Sessions",
+		fmt.Sprintf(`{"UserName":%q,"Password":%q}`, bmctest.DefaultUsername, bmctest.DefaultPassword))
+	if code != http.StatusCreated || h.Get("X-Auth-Token") == "" || h.Get("Location") == "" {
+		t.Fatalf("login: %d %v", code, h)
+	}
+	c.token = h.Get("X-Auth-Token")
+	return c
+}
+
+func TestServesTheMockup(t *testing.T) {
+	srv := bmctest.NewServer(bmctest.Options{})
+	defer srv.Close()
+	anon := &client{t: t, srv: srv}
+	if code, root, _ := anon.do("GET", "/redfish/v1/", ""); code != 200 || root["Systems"] == nil {
+		t.Fatalf("service root without auth: %d", code)
+	}
+	if code, _, _ := anon.do("GET", bmctest.SystemPath, ""); code != http.StatusUnauthorized {
+		t.Errorf("system without auth: %d, want 401", code)
+	}
+	c := login(t, srv)
+	code, sys, _ := c.do("GET", bmctest.SystemPath, "")
+	if code != 200 {
+		t.Fatalf("GET system: %d", code)
+	}
+	b, err := os.ReadFile("testdata/public-rackmount1/Systems/437XR1138R2/index.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file map[string]any
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(file, sys); diff != "" {
+		t.Errorf("served system differs from the mockup file (-file +served):\n%s", diff)
+	}
+	if code, _, _ := c.do("GET", "/redfish/v1/NoSuchThing", ""); code != 404 {
+		t.Errorf("missing resource: %d", code)
+	}
+}
+
+func TestETagsAndPatch(t *testing.T) {
+	srv := bmctest.NewServer(bmctest.Options{})
+	defer srv.Close()
+	c := login(t, srv)
+	_, _, h := c.do("GET", bmctest.SystemPath, "")
+	tag := h.Get("ETag")
+	if tag == "" {
+		t.Fatal("no ETag")
+	}
+	body := `{"AssetTag":"rack-7"}`
+	if code, _, _ := c.do("PATCH", bmctest.SystemPath, body, "If-Match", `W/"stale"`); code != http.StatusPreconditionFailed {
+		t.Errorf("stale If-Match: %d, want 412", code)
+	}
+	if code, _, _ := c.do("PATCH", bmctest.SystemPath, body, "If-Match", tag); code != 200 {
+		t.Errorf("current If-Match: %d", code)
+	}
+	if got := srv.Resource(bmctest.SystemPath)["AssetTag"]; got != "rack-7" {
+		t.Errorf("AssetTag = %v", got)
+	}
+	_, _, h2 := c.do("GET", bmctest.SystemPath, "")
+	if h2.Get("ETag") == tag {
+		t.Error("ETag unchanged by a PATCH")
+	}
+	reqs := srv.Requests()
+	last := reqs[len(reqs)-2]
+	if last.Method != "PATCH" || last.Body != body || last.IfMatch != tag || last.Auth != "session" || last.Status != 200 {
+		t.Errorf("recorded %+v", last)
+	}
+}
+
+func TestVendorRules(t *testing.T) {
+	tests := []struct {
+		vendor bmctest.Vendor
+		boot   string
+		want   int
+	}{
+		{bmctest.Generic, `{"BootSourceOverrideTarget":"Pxe","BootSourceOverrideEnabled":"Continuous"}`, 200},
+		{bmctest.Generic, `{"BootSourceOverrideTarget":"UefiHttp"}`, 400},
+		{bmctest.HPEiLO, `{"BootSourceOverrideTarget":"Pxe","BootSourceOverrideMode":"UEFI"}`, 400},
+		{bmctest.HPEiLO, `{"BootSourceOverrideTarget":"Pxe"}`, 200},
+		{bmctest.Supermicro, `{"BootSourceOverrideTarget":"Pxe"}`, 400},
+		{bmctest.Supermicro, `{"BootSourceOverrideTarget":"Pxe","BootSourceOverrideMode":"UEFI"}`, 200},
+		{bmctest.LenovoXCC, `{"BootSourceOverrideEnabled":"Continuous"}`, 400},
+		{bmctest.LenovoXCC, `{"BootSourceOverrideEnabled":"Once"}`, 200},
+	}
+	for _, tc := range tests {
+		srv := bmctest.NewServer(bmctest.Options{Vendor: tc.vendor})
+		c := login(t, srv)
+		code, body, _ := c.do("PATCH", bmctest.SystemPath, `{"Boot":`+tc.boot+`}`)
+		if code != tc.want {
+			t.Errorf("%s %s: %d, want %d (%v)", tc.vendor, tc.boot, code, tc.want, body)
+		}
+		if code == 400 && body["error"] == nil {
+			t.Errorf("%s: 400 without a Redfish error body", tc.vendor)
+		}
+		srv.Close()
+	}
+}
+
+func TestResetTaskAndSessions(t *testing.T) {
+	srv := bmctest.NewServer(bmctest.Options{TaskPolls: 2})
+	defer srv.Close()
+	c := login(t, srv)
+	if srv.Sessions() != 1 {
+		t.Fatalf("sessions = %d", srv.Sessions())
+	}
+	if code, _, _ := c.do("POST", bmctest.SystemPath+"/Actions/ComputerSystem.Reset", `{"ResetType":"Explode"}`); code != 400 {
+		t.Errorf("bad ResetType: %d", code)
+	}
+	if code, _, _ := c.do("POST", bmctest.SystemPath+"/Actions/ComputerSystem.Reset", `{"ResetType":"ForceOff"}`); code != 204 {
+		t.Errorf("ForceOff: %d", code)
+	}
+	if srv.Resource(bmctest.SystemPath)["PowerState"] != "Off" {
+		t.Error("not off")
+	}
+	code, _, h := c.do("POST", "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", `{"ImageURI":"http://192.0.2.1/fw.bin"}`)
+	if code != 202 || h.Get("Location") == "" {
+		t.Fatalf("SimpleUpdate: %d %v", code, h)
+	}
+	var states []string
+	for range 3 {
+		code, task, _ := c.do("GET", h.Get("Location"), "")
+		states = append(states, fmt.Sprint(code, " ", task["TaskState"]))
+	}
+	if diff := cmp.Diff([]string{"202 Running", "200 Completed", "200 Completed"}, states); diff != "" {
+		t.Errorf("task monitor (-want +got):\n%s", diff)
+	}
+	srv.ExpireSessions()
+	if code, _, _ := c.do("GET", bmctest.SystemPath, ""); code != 401 {
+		t.Errorf("after expiry: %d", code)
+	}
+}

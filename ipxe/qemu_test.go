@@ -2,6 +2,7 @@ package ipxe_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -287,4 +288,73 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
+}
+
+// TestQEMU_RealIPXESanboots: an entry with a sanboot digest waits (503, Retry-After) while
+// the ISO is not ready, then the real iPXE runs the sanboot script and boots the ISO it
+// reads by HTTP ranges. The ISO is Debian's ipxe.iso, which starts iPXE again: its second
+// request for chain.ipxe shows the ISO booted.
+func TestQEMU_RealIPXESanboots(t *testing.T) {
+	const isoPath = "/usr/lib/ipxe/ipxe.iso"
+	iso, err := os.ReadFile(isoPath)
+	if err != nil {
+		testpeer.Unavailable(t, "no %s (Debian package ipxe)", isoPath)
+	}
+	mac := hwid.MAC{0x52, 0x54, 0x00, 0x5b, 0x00, 0x03}
+	uuid, _ := hwid.ParseUUID("4c4c4544-0031-1020-8030-b1c04f504e34")
+	host := newFakeHost()
+	host.entries = map[hwid.MAC]ipxe.Entry{mac: {MAC: mac, Workflow: "wf_iso", SanbootSHA256: isoA}}
+	cfg := host.config()
+	cfg.SanbootWait = time.Second
+	var ranges sync.Map
+	cfg.Cache = sanbootCache{host}
+	h, err := ipxe.NewHandler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/boot/", h)
+	mux.HandleFunc("/cache/t/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Range") != "" {
+			ranges.Store(r.Header.Get("Range"), true)
+		}
+		http.ServeContent(w, r, "x.iso", t0, bytes.NewReader(iso))
+	})
+	var chains int
+	var mu sync.Mutex
+	m := startQEMU(t, mux, mac, uuid, func(path string, status int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if path == ipxe.PathBoot && status == http.StatusServiceUnavailable {
+			host.mu.Lock()
+			host.ready[isoA] = true
+			host.mu.Unlock()
+		}
+		if path == ipxe.PathChain {
+			chains++
+		}
+	})
+	_, _ = m.wait(func([]byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return chains >= 2
+	})
+	m.p.Stop()
+	log := m.requests()
+	n := 0
+	ranges.Range(func(any, any) bool { n++; return true })
+	wantPrefix := []string{"GET /boot/chain.ipxe 200", "GET /boot/ipxe 503", "GET /boot/ipxe 200"}
+	if len(log) < 4 || !slices.Equal(log[:3], wantPrefix) || log[len(log)-1] != "GET /boot/chain.ipxe 200" || n == 0 {
+		t.Errorf("requests %q (%d distinct ranges); want %q, range reads of the ISO, then chain.ipxe again", log, n, wantPrefix)
+	}
+	if c := h.Counters(); c.SanbootWaits != 1 || c.Sanboots < 1 || c.TokenFetches != 0 {
+		t.Errorf("counters %+v", c)
+	}
+}
+
+// sanbootCache is the fake host's cache with a relative grant URL, served by the test.
+type sanbootCache struct{ *fakeHost }
+
+func (c sanbootCache) SanbootURL(_ context.Context, e ipxe.Entry) (string, error) {
+	return "/cache/t/fedcba9876543210fedcba9876543210/" + e.SanbootSHA256, nil
 }

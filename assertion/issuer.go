@@ -7,6 +7,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/netip"
@@ -149,7 +150,9 @@ func (is *Issuer) issue(ctx context.Context, f Fields) (string, error) {
 		MAC: f.MAC, IP: f.IP.WithZone(""), UUID: u, Workflow: f.Workflow,
 		IssuedAt: issued, NotAfter: notAfter,
 	}
-	msg, err := a.AppendBinary(appendPrefix(make([]byte, 0, prefixLen+MaxPayloadLen), Purpose))
+	// One buffer: the purpose prefix, the payload, then room for the signature, so that the
+	// text is the base64 of the buffer after the prefix.
+	msg, err := a.AppendBinary(appendPrefix(make([]byte, 0, prefixLen+MaxPayloadLen+MaxSignatureLen), Purpose))
 	if err != nil {
 		return "", err
 	}
@@ -160,7 +163,7 @@ func (is *Issuer) issue(ctx context.Context, f Fields) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return Signed{Assertion: a, Payload: msg[prefixLen:], Signature: sig}.Text(), nil
+	return base64.RawURLEncoding.EncodeToString(append(msg, sig...)[prefixLen:]), nil
 }
 
 // sign signs msg, the purpose-prefixed payload, with s.

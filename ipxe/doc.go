@@ -26,7 +26,8 @@
 // value is printable ASCII without space, '"', '\\' or '$'; a parameter name is
 // [A-Za-z0-9][A-Za-z0-9._-]*; a site command-line token also may not start with '#', be a
 // separator, or set a bc.* parameter; a URL is http, https or tftp with only the characters
-// RFC 3986 allows, less '$'. Anything else is refused with [ErrUnsafe] (or [ErrInvalid] for
+// RFC 3986 allows, less '$', or a path "/..." without ':' (iPXE's parse_uri takes whatever
+// precedes the first ':' anywhere in a URL as its scheme). Anything else is refused with [ErrUnsafe] (or [ErrInvalid] for
 // well-formed but wrong settings); nothing is escaped, trimmed or silently dropped. The
 // only "${...}" in any script are the ones the chain script writes on purpose.
 //
@@ -57,6 +58,17 @@
 //
 // Every script answer has Content-Type text/plain and Cache-Control: no-store. [NewServer]
 // builds an http.Server with the header cap; [LimitHeaders] applies it to any handler.
+//
+// # Tested against real iPXE
+//
+// Tests named TestQEMU_* boot a QEMU machine whose NIC ROM is Debian's iPXE
+// (1.0.0+git-20190125) on QEMU's user-mode network, so no root is needed: the chain script
+// reports the machine's MAC, SMBIOS UUID and IP; a 503 with Retry-After is asked again by
+// iPXE itself; Debian's kernel boots with a busybox initramfs and /proc/cmdline holds
+// exactly the rendered parameters; a fenced agent makes iPXE back off and reboot; a sanboot
+// entry waits, then boots the ISO by HTTP ranges. They skip when qemu-system-x86_64
+// (qemu-system-x86), busybox (busybox-static), the iPXE ROM (ipxe-qemu) or a kernel in
+// /boot is missing, and fail instead under SITEBOOT_REQUIRE_PEERS=1.
 //
 // # Limits
 //

@@ -231,6 +231,7 @@ func TestRefusals(t *testing.T) {
 		{"cmdline too long", ipxe.Boot{Kernel: "/k", Cmdline: long}, "cmdline", ipxe.ErrInvalid},
 		{"kernel scheme", ipxe.Boot{Kernel: "ftp://h/k"}, "kernel", ipxe.ErrInvalid},
 		{"kernel relative", ipxe.Boot{Kernel: "k"}, "kernel", ipxe.ErrInvalid},
+		{"relative with colon", ipxe.Boot{Kernel: "/k?a=b:c"}, "kernel", ipxe.ErrInvalid},
 		{"attempts", ipxe.Boot{Kernel: "/k", Retry: ipxe.Retry{Attempts: 17}}, "retry.attempts", ipxe.ErrInvalid},
 		{"sub-second delay", ipxe.Boot{Kernel: "/k", Retry: ipxe.Retry{Delay: 1500 * time.Millisecond}}, "retry.delay", ipxe.ErrInvalid},
 		{"max below delay", ipxe.Boot{Kernel: "/k", Retry: ipxe.Retry{Delay: 10 * time.Second, MaxDelay: 5 * time.Second}}, "retry.max_delay", ipxe.ErrInvalid},

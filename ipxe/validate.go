@@ -139,6 +139,11 @@ func checkURL(field, s string, relative bool) (*url.URL, error) {
 		if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") {
 			return nil, invalidErr(field, `a relative URL must be an absolute path ("/...")`)
 		}
+		// iPXE's parse_uri takes everything before the first ':' anywhere in the string
+		// (query included) as the scheme, so a relative URL with ':' is not relative there.
+		if strings.IndexByte(s, ':') >= 0 {
+			return nil, invalidErr(field, "a relative URL may not contain ':' (iPXE reads it as a scheme)")
+		}
 	case u.Scheme == "http" || u.Scheme == "https" || u.Scheme == "tftp":
 		if u.Host == "" || u.Opaque != "" {
 			return nil, invalidErr(field, "URL without a host")

@@ -1,6 +1,7 @@
 package proxydhcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -134,6 +135,9 @@ func FuzzParse(f *testing.F) {
 			}
 			if mt := m.MessageType(); mt != dhcpv4.MessageTypeOffer && mt != dhcpv4.MessageTypeAck {
 				t.Fatalf("reply type %v", mt)
+			}
+			if again := m.ToBytes(); !bytes.Equal(again, resp.Reply) {
+				t.Fatalf("reply differs from dhcpv4's encoding of it:\n%x\n%x", resp.Reply, again)
 			}
 		}
 	})

@@ -21,26 +21,77 @@ func setSockopts(conn *net.UDPConn) {
 	})
 }
 
+// cmsgs walks the control messages in oob without allocating.
+func cmsgs(oob []byte, f func(level, typ int32, data []byte)) {
+	for len(oob) >= unix.SizeofCmsghdr {
+		var l int
+		if unix.SizeofCmsghdr == 16 {
+			l = int(binary.NativeEndian.Uint64(oob[0:8]))
+		} else {
+			l = int(binary.NativeEndian.Uint32(oob[0:4]))
+		}
+		if l < unix.CmsgLen(0) || l > len(oob) {
+			return
+		}
+		off := unix.SizeofCmsghdr - 8
+		level := int32(binary.NativeEndian.Uint32(oob[off : off+4]))
+		typ := int32(binary.NativeEndian.Uint32(oob[off+4 : off+8]))
+		f(level, typ, oob[unix.CmsgLen(0):l])
+		next := unix.CmsgSpace(l - unix.CmsgLen(0))
+		if next >= len(oob) {
+			return
+		}
+		oob = oob[next:]
+	}
+}
+
 // parsePktInfo reads IP_PKTINFO: ipi_ifindex, ipi_spec_dst (the local address routing would
 // answer from: for a broadcast, the receiving interface's address) and ipi_addr; and the
 // SO_RXQ_OVFL drop count. Unlike an interface lookup by index, ipi_spec_dst needs no netlink
 // call and holds in any network namespace.
 func parsePktInfo(oob []byte) pktInfo {
 	var info pktInfo
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return info
-	}
-	for _, m := range msgs {
-		d := m.Data
+	cmsgs(oob, func(level, typ int32, d []byte) {
 		switch {
-		case m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_PKTINFO && len(d) >= unix.SizeofInet4Pktinfo:
+		case level == unix.IPPROTO_IP && typ == unix.IP_PKTINFO && len(d) >= unix.SizeofInet4Pktinfo:
 			info.ifIndex = int(int32(binary.NativeEndian.Uint32(d[0:4])))
 			info.specDst = netip.AddrFrom4([4]byte(d[4:8]))
 			info.dst = netip.AddrFrom4([4]byte(d[8:12]))
-		case m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_RXQ_OVFL && len(d) >= 4:
+		case level == unix.SOL_SOCKET && typ == unix.SO_RXQ_OVFL && len(d) >= 4:
 			info.drops, info.hasDrops = binary.NativeEndian.Uint32(d[0:4]), true
 		}
-	}
+	})
 	return info
+}
+
+// appendPktInfo appends an IP_PKTINFO control message that sends out of interface ifIdx,
+// from src when valid.
+func appendPktInfo(oob []byte, ifIdx int, src netip.Addr) []byte {
+	start := len(oob)
+	oob = append(oob, make([]byte, unix.CmsgSpace(unix.SizeofInet4Pktinfo))...)
+	h := oob[start:]
+	l := unix.CmsgLen(unix.SizeofInet4Pktinfo)
+	if unix.SizeofCmsghdr == 16 {
+		binary.NativeEndian.PutUint64(h[0:8], uint64(l))
+	} else {
+		binary.NativeEndian.PutUint32(h[0:4], uint32(l))
+	}
+	off := unix.SizeofCmsghdr - 8
+	binary.NativeEndian.PutUint32(h[off:off+4], uint32(unix.IPPROTO_IP))
+	binary.NativeEndian.PutUint32(h[off+4:off+8], uint32(unix.IP_PKTINFO))
+	d := h[unix.CmsgLen(0):]
+	binary.NativeEndian.PutUint32(d[0:4], uint32(ifIdx))
+	if src.IsValid() {
+		a := src.As4()
+		copy(d[4:8], a[:])
+	}
+	return oob
+}
+
+// writeFrom sends b to dst out of interface ifIdx (from src when valid).
+func (sc *serveConn) writeFrom(b []byte, dst netip.AddrPort, ifIdx int, src netip.Addr) error {
+	var buf [64]byte
+	oob := appendPktInfo(buf[:0], ifIdx, src)
+	_, _, err := sc.uc.WriteMsgUDPAddrPort(b, oob, dst)
+	return err
 }

@@ -30,3 +30,13 @@ func parsePktInfo(oob []byte) pktInfo {
 	}
 	return info
 }
+
+func (sc *serveConn) writeFrom(b []byte, dst netip.AddrPort, ifIdx int, src netip.Addr) error {
+	cm := &ipv4.ControlMessage{IfIndex: ifIdx}
+	if src.IsValid() {
+		a := src.As4()
+		cm.Src = net.IP(a[:])
+	}
+	_, err := sc.pc.WriteTo(b, cm, net.UDPAddrFromAddrPort(dst))
+	return err
+}

@@ -2,15 +2,10 @@ package proxydhcp
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strconv"
-
-	"github.com/insomniacslk/dhcp/dhcpv4"
-	"github.com/insomniacslk/dhcp/iana"
 )
 
 // Well-known ports.
@@ -47,7 +42,12 @@ var broadcast4 = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 // file up and build the reply. The server's sockets call it for every datagram; tests and
 // tools may call it directly. It counts what it did in the server's Stats, except the
 // datagram itself (Received), which the socket loop counts.
-func (s *Server) Respond(ctx context.Context, p Packet) (resp Response) {
+func (s *Server) Respond(ctx context.Context, p Packet) Response {
+	return s.respond(ctx, p, nil)
+}
+
+// respond is Respond building the reply in buf's storage.
+func (s *Server) respond(ctx context.Context, p Packet, buf []byte) (resp Response) {
 	port := p.Port
 	if port >= numPorts {
 		port = PortDHCP
@@ -120,7 +120,7 @@ func (s *Server) Respond(ctx context.Context, p Packet) (resp Response) {
 		}
 	}
 
-	resp.Reply = buildReply(req, file, ack)
+	resp.Reply = appendReply(buf[:0], req, file, ack)
 	resp.Dest = s.dest(req)
 	return resp
 }
@@ -188,59 +188,4 @@ func (s *Server) dest(req *Request) netip.AddrPort {
 	default:
 		return netip.AddrPortFrom(broadcast4, cport)
 	}
-}
-
-// pxeDiscoveryControl is option 43 with PXE_DISCOVERY_CONTROL (6) = 8: boot the file named
-// in this offer, no boot-server discovery or menu (PXE 2.1, section 2.4). Legacy BIOS ROMs
-// want it in a proxy offer; UEFI firmware goes to port 4011 instead.
-var pxeDiscoveryControl = []byte{6, 1, 8, 255}
-
-func buildReply(req *Request, file string, ack bool) []byte {
-	server := req.Server.As4()
-	m := &dhcpv4.DHCPv4{
-		OpCode:        dhcpv4.OpcodeBootReply,
-		HWType:        iana.HWTypeEthernet,
-		ClientIPAddr:  net.IPv4zero,
-		YourIPAddr:    net.IPv4zero,
-		ServerIPAddr:  net.IP(server[:]),
-		GatewayIPAddr: net.IPv4zero,
-		ClientHWAddr:  net.HardwareAddr(req.MAC[:]),
-		Options:       dhcpv4.Options{},
-	}
-	binary.BigEndian.PutUint32(m.TransactionID[:], req.XID)
-	if req.Broadcast {
-		m.SetBroadcast()
-	}
-	if req.ClientIP.IsValid() {
-		ip := req.ClientIP.As4()
-		m.ClientIPAddr = net.IP(ip[:])
-	}
-	if req.Relay.IsValid() {
-		ip := req.Relay.As4()
-		m.GatewayIPAddr = net.IP(ip[:])
-	}
-	typ := dhcpv4.MessageTypeOffer
-	if ack {
-		typ = dhcpv4.MessageTypeAck
-	}
-	m.Options.Update(dhcpv4.OptMessageType(typ))
-	m.Options.Update(dhcpv4.OptServerIdentifier(net.IP(server[:])))
-	m.Options.Update(dhcpv4.OptClassIdentifier(req.Kind.String()))
-	if req.HasUUID {
-		m.Options.Update(dhcpv4.OptGeneric(dhcpv4.OptionClientMachineIdentifier, append([]byte{0}, req.UUID[:]...)))
-	}
-	if len(file) <= MaxBootFileLen {
-		m.BootFileName = file
-	}
-	if req.Kind == KindHTTP || len(file) > MaxBootFileLen {
-		m.Options.Update(dhcpv4.OptBootFileName(file))
-	}
-	if req.Kind == KindPXE && !req.IPXE {
-		// The TFTP server, by name too: some ROMs read sname rather than siaddr.
-		m.ServerHostName = req.Server.String()
-		if req.Arch == ArchBIOS && !ack {
-			m.Options.Update(dhcpv4.OptGeneric(dhcpv4.OptionVendorSpecificInformation, pxeDiscoveryControl))
-		}
-	}
-	return m.ToBytes()
 }

@@ -331,6 +331,11 @@ func TestGoldenReplies(t *testing.T) {
 				t.Errorf("reply fields (-want +got):\n%s", diff)
 			}
 			checkGolden(t, tc.name, resp.Reply)
+			// The reply is what dhcpv4 itself writes for the message it decodes.
+			m, _ := dhcpv4.FromBytes(resp.Reply)
+			if diff := cmp.Diff(hexLines(m.ToBytes()), hexLines(resp.Reply)); diff != "" {
+				t.Errorf("reply and dhcpv4's encoding of it (-dhcpv4 +reply):\n%s", diff)
+			}
 		})
 	}
 }

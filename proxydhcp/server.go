@@ -286,6 +286,7 @@ func (s *Server) shuttingDown() bool {
 // work is one worker of a socket: read a datagram, answer it, again.
 func (s *Server) work(sc *serveConn) error {
 	buf := make([]byte, MaxPacketSize+1)
+	out := make([]byte, 0, 576) // the reply, rebuilt in place for each request
 	oob := make([]byte, sc.oobLen)
 	for {
 		n, src, info, err := sc.read(buf, oob)
@@ -308,7 +309,7 @@ func (s *Server) work(sc *serveConn) error {
 			continue
 		}
 		local, direct := s.localAddr(sc, info)
-		s.handle(sc, buf[:n], src, info.ifIndex, local, direct)
+		s.handle(sc, buf[:n], out, src, info.ifIndex, local, direct)
 	}
 }
 
@@ -345,7 +346,7 @@ func (s *Server) localAddr(sc *serveConn, info pktInfo) (local, direct netip.Add
 	return netip.Addr{}, netip.Addr{}
 }
 
-func (s *Server) handle(sc *serveConn, data []byte, src netip.AddrPort, ifIdx int, local, direct netip.Addr) {
+func (s *Server) handle(sc *serveConn, data, out []byte, src netip.AddrPort, ifIdx int, local, direct netip.Addr) {
 	log := s.logger()
 	defer func() {
 		if v := recover(); v != nil {
@@ -356,7 +357,7 @@ func (s *Server) handle(sc *serveConn, data []byte, src netip.AddrPort, ifIdx in
 	if s.ctx.Err() != nil {
 		return
 	}
-	resp := s.Respond(s.ctx, Packet{Data: data, Port: sc.port, Source: src, Local: local})
+	resp := s.respond(s.ctx, Packet{Data: data, Port: sc.port, Source: src, Local: local}, out)
 	debug := log.Enabled(s.ctx, slog.LevelDebug)
 	if resp.Reply == nil {
 		if debug {
@@ -512,17 +513,14 @@ type pktInfo struct {
 }
 
 func (sc *serveConn) write(b []byte, dst netip.AddrPort, ifIdx int, src netip.Addr) error {
-	to := net.UDPAddrFromAddrPort(dst)
 	if sc.pc != nil && ifIdx > 0 {
-		cm := &ipv4.ControlMessage{IfIndex: ifIdx}
-		if src.IsValid() {
-			a := src.As4()
-			cm.Src = net.IP(a[:])
-		}
-		_, err := sc.pc.WriteTo(b, cm, to)
+		return sc.writeFrom(b, dst, ifIdx, src)
+	}
+	if sc.uc != nil {
+		_, err := sc.uc.WriteToUDPAddrPort(b, dst)
 		return err
 	}
-	_, err := sc.conn.WriteTo(b, to)
+	_, err := sc.conn.WriteTo(b, net.UDPAddrFromAddrPort(dst))
 	return err
 }
 

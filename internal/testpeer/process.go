@@ -2,7 +2,6 @@ package testpeer
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -117,14 +116,14 @@ func (p *Process) waitReady(c Cmd) error {
 		return nil
 	}
 	deadline := time.Now().Add(timeout)
-	last := errors.New("never checked")
 	for {
 		select {
 		case <-p.done:
 			return fmt.Errorf("exited before it was ready: %v", p.err)
 		default:
 		}
-		if last = check(); last == nil {
+		last := check()
+		if last == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -155,7 +155,7 @@ type sim struct {
 	// Counters of what happened, for the test's log.
 	activeTime                        time.Duration // simulated time with an agent active
 	lastActive                        bool
-	promotions, conflicts, violations int
+	promotions, conflicts int
 	lost, partitions, crashes         int
 }
 

@@ -153,10 +153,10 @@ type sim struct {
 	ctx    context.Context
 
 	// Counters of what happened, for the test's log.
-	activeTime                        time.Duration // simulated time with an agent active
-	lastActive                        bool
-	promotions, conflicts int
-	lost, partitions, crashes         int
+	activeTime                time.Duration // simulated time with an agent active
+	lastActive                bool
+	promotions, conflicts     int
+	lost, partitions, crashes int
 }
 
 // simStore is the Store the controllers and the gateway use: it injects errors, including

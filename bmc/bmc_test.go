@@ -173,10 +173,10 @@ func TestRunnerReplaysAFailure(t *testing.T) {
 	if calls != 1 {
 		t.Fatalf("calls = %d", calls)
 	}
-	if !errors.Is(first, bmc.ErrRefused) || errors.Is(first, bmc.Replayed) {
+	if !errors.Is(first, bmc.ErrRefused) || errors.Is(first, bmc.ErrReplayed) {
 		t.Errorf("first = %v", first)
 	}
-	if !errors.Is(second, bmc.ErrRefused) || !errors.Is(second, bmc.Replayed) || !strings.Contains(second.Error(), "PropertyValueNotInList") {
+	if !errors.Is(second, bmc.ErrRefused) || !errors.Is(second, bmc.ErrReplayed) || !strings.Contains(second.Error(), "PropertyValueNotInList") {
 		t.Errorf("second = %v", second)
 	}
 }

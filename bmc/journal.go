@@ -126,16 +126,16 @@ type Runner struct {
 	mem  *MemoryJournal
 }
 
-// Replayed is returned (wrapped in the recorded outcome for a failure, or alone for a
-// success) when Run answered from the journal instead of running the operation.
-var Replayed = errors.New("bmc: answered from the journal")
+// ErrReplayed is wrapped in the error Run returns for a failure it answered from the
+// journal instead of running the operation again.
+var ErrReplayed = errors.New("bmc: answered from the journal")
 
 // Run runs fn unless id was seen within the journal's window. An empty id always runs fn.
 //
 // For a repeat: while the first run is still going, Run returns an *OpError of kind
 // ErrInProgress; once it ended, Run returns nil for a success and an *OpError carrying the
-// recorded kind and message for a failure, without calling fn. errors.Is(err, Replayed)
-// tells a replayed failure apart; ReplayedOK reports a replayed success.
+// recorded kind and message for a failure, without calling fn. errors.Is(err, ErrReplayed)
+// tells a replayed failure apart; RunReport also reports a replayed success.
 func (r *Runner) Run(ctx context.Context, id, op string, fn func(context.Context) error) error {
 	_, err := r.run(ctx, id, op, fn)
 	return err
@@ -164,7 +164,7 @@ func (r *Runner) run(ctx context.Context, id, op string, fn func(context.Context
 		case StateDone:
 			return true, nil
 		default:
-			return true, &OpError{Op: rec.Op, Kind: rec.Kind, Message: rec.Message, Err: Replayed}
+			return true, &OpError{Op: rec.Op, Kind: rec.Kind, Message: rec.Message, Err: ErrReplayed}
 		}
 	}
 	runErr := fn(ctx)

@@ -90,14 +90,13 @@ func seconds(field string, d, def time.Duration) (int, error) {
 }
 
 // script accumulates the lines of one script.
-type script struct{ b strings.Builder }
+type script struct{ b []byte }
 
 func newScript(comment string, size int) *script {
-	s := &script{}
-	s.b.Grow(size + 256)
-	s.b.WriteString("#!ipxe\n# siteboot: ")
-	s.b.WriteString(comment)
-	s.b.WriteByte('\n')
+	s := &script{b: make([]byte, 0, size+len(comment)+256)}
+	s.b = append(s.b, "#!ipxe\n# siteboot: "...)
+	s.b = append(s.b, comment...)
+	s.b = append(s.b, '\n')
 	return s
 }
 
@@ -105,14 +104,14 @@ func newScript(comment string, size int) *script {
 func (s *script) line(tokens ...string) {
 	for i, t := range tokens {
 		if i > 0 {
-			s.b.WriteByte(' ')
+			s.b = append(s.b, ' ')
 		}
-		s.b.WriteString(t)
+		s.b = append(s.b, t...)
 	}
-	s.b.WriteByte('\n')
+	s.b = append(s.b, '\n')
 }
 
-func (s *script) bytes() []byte { return []byte(s.b.String()) }
+func (s *script) bytes() []byte { return s.b }
 
 // attempts writes the retry loop: body(i, onFail) writes attempt i's commands, each ending in
 // "|| goto onFail"; between attempts the script echoes and sleeps; after the last one it
@@ -230,7 +229,11 @@ func (b Boot) Render() ([]byte, error) {
 		return nil, err
 	}
 
-	s := newScript("boot the ramdisk", (len(sleeps)+1)*(n+len(b.Kernel)+200))
+	per := n + len(b.Kernel) + 160 // imgfree, kernel, boot, echo and sleep lines
+	for _, u := range b.Initrds {
+		per += len(u) + 48
+	}
+	s := newScript("boot the ramdisk", (len(sleeps)+1)*per)
 	s.attempts(sleeps, b.Again, func(onFail string) {
 		s.line("imgfree")
 		kernel := make([]string, 0, len(args)+5)

@@ -11,7 +11,8 @@ import (
 // machines (ReasonUnknown) to the Discoverer.
 //
 // ServeDHCP is called from the server's workers, concurrently; it should return quickly
-// (it gets Server.HandlerTimeout). A panic is recovered and counted as ReasonError.
+// (its context ends at Close, or after Server.HandlerTimeout when set). A panic is recovered
+// and counted as ReasonError.
 type Handler interface {
 	ServeDHCP(ctx context.Context, req *Request) Decision
 }

@@ -129,7 +129,7 @@ func (s *Server) decide(ctx context.Context, req *Request) Decision {
 	if s.Handler == nil {
 		return Silence(ReasonDeclined)
 	}
-	if t := s.handlerTimeout(); t > 0 {
+	if t := s.HandlerTimeout; t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/proxydhcp"
@@ -616,5 +617,22 @@ func TestArchNames(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestHandlerTimeout(t *testing.T) {
+	for _, timeout := range []time.Duration{0, 250 * time.Millisecond} {
+		var left time.Duration
+		var has bool
+		srv := &proxydhcp.Server{HandlerTimeout: timeout, Handler: proxydhcp.HandlerFunc(func(ctx context.Context, r *proxydhcp.Request) proxydhcp.Decision {
+			var d time.Time
+			d, has = ctx.Deadline()
+			left = time.Until(d)
+			return proxydhcp.Answer()
+		})}
+		srv.Respond(context.Background(), proxydhcp.Packet{Data: ovmfPXE(t, "52:54:00:00:00:02"), Local: netip.MustParseAddr(serverIP)})
+		if has != (timeout > 0) || (has && (left <= 0 || left > timeout)) {
+			t.Errorf("HandlerTimeout %v: deadline %v, %v left", timeout, has, left)
+		}
 	}
 }

@@ -16,10 +16,9 @@ import (
 
 // Defaults used when the corresponding Server field is zero.
 const (
-	DefaultAddr           = ":67"
-	DefaultBootAddr       = ":4011"
-	DefaultWorkers        = 4
-	DefaultHandlerTimeout = time.Second
+	DefaultAddr     = ":67"
+	DefaultBootAddr = ":4011"
+	DefaultWorkers  = 4
 	// InterfaceCacheTTL is how long the addresses of an interface are reused before they are
 	// read again (only where the kernel does not name the local address of each packet).
 	InterfaceCacheTTL = 10 * time.Second
@@ -65,7 +64,9 @@ type Server struct {
 	// ReadBuffer, if set, is the receive buffer size (SO_RCVBUF) set on each socket.
 	ReadBuffer int
 
-	// HandlerTimeout bounds the context of each Handler call. Default DefaultHandlerTimeout.
+	// HandlerTimeout, if set, is a deadline on the context of each Handler call. When zero,
+	// the context is only canceled by Close: a deadline costs a timer per request, and a
+	// Handler that looks a MAC up in memory needs none.
 	HandlerTimeout time.Duration
 
 	// Logger receives one debug record per request and errors of the sockets. Nil discards.
@@ -143,13 +144,6 @@ func (s *Server) table() *BootFiles {
 
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats { return s.counters.snapshot() }
-
-func (s *Server) handlerTimeout() time.Duration {
-	if s.HandlerTimeout == 0 {
-		return DefaultHandlerTimeout
-	}
-	return s.HandlerTimeout
-}
 
 func (s *Server) logger() *slog.Logger {
 	if s.Logger == nil {

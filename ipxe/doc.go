@@ -14,7 +14,7 @@
 // # What cannot be injected
 //
 // iPXE's own parser (src/image/script.c, src/core/exec.c, src/core/settings.c) splits a
-// script into lines at '\n' and joins a line that ends in '\\' with the next; strips one
+// script into lines at '\n' and joins a line that ends in a backslash with the next; strips one
 // '\r'; treats a line starting with ':' as a label; splits a line into tokens at white
 // space, with no quoting of any kind; ends a command at a token "||", "&&" or ";"; starts a
 // comment at a token beginning with '#'; and expands "${name}" inside every token, repeatedly.
@@ -23,7 +23,7 @@
 // and lets '"' join words.
 //
 // So every value the renderer places is checked against that grammar: a kernel parameter
-// value is printable ASCII without space, '"', '\\' or '$'; a parameter name is
+// value is printable ASCII without space, '"', backslash or '$'; a parameter name is
 // [A-Za-z0-9][A-Za-z0-9._-]*; a site command-line token also may not start with '#', be a
 // separator, or set a bc.* parameter; a URL is http, https or tftp with only the characters
 // RFC 3986 allows, less '$', or a path "/..." without ':' (iPXE's parse_uri takes whatever
@@ -50,6 +50,10 @@
 //   - 503 with the fenced script while this agent is not the active boot server;
 //   - 400 for a query that does not parse, 405 for methods other than GET and HEAD, 431 for
 //     a header over 8 KiB, 500 with a wait script when a host interface fails.
+//
+// HEAD is answered as GET without the body (UEFI HTTP boot sends HEAD before GET), except
+// that it never reports a discovery. The chain script sends the MAC as ${net0/mac:hexhyp}:
+// see [Chain] for why not ${net0/mac} or ":uristring".
 //
 // iPXE runs the body of a 2xx answer only. A waiting answer therefore also carries
 // Retry-After, which iPXE honours by asking the same URL again after that many seconds; the

@@ -30,7 +30,7 @@ const (
 )
 
 // Param is one kernel command-line parameter, rendered as Name=Value. Name is
-// [A-Za-z0-9][A-Za-z0-9._-]*; Value is printable ASCII without space, '"', '\\' or '$' (it
+// [A-Za-z0-9][A-Za-z0-9._-]*; Value is printable ASCII without space, '"', backslash or '$' (it
 // may be empty).
 type Param struct {
 	Name  string

@@ -24,13 +24,13 @@ const (
 
 // byteReason says why b cannot appear in a kernel command-line word, or "" when it can.
 //
-// The grammar behind it: iPXE splits a script into lines at '\n', joins a line ending in '\\'
+// The grammar behind it: iPXE splits a script into lines at '\n', joins a line ending in a backslash
 // with the next, strips a trailing '\r', splits a line into tokens at isspace(), ends a
 // command at a token "||", "&&" or ";", starts a comment at a token beginning with '#',
 // and expands "${name}" inside every token (again and again, so a value holding "${" would
 // expand the next time round). It has no quoting at all. Linux then splits the kernel
 // command line at its own isspace() (which includes byte 0xA0) and treats '"' as a quote
-// that can join words. A word is therefore printable ASCII other than space, '"', '\\' and
+// that can join words. A word is therefore printable ASCII other than space, '"', backslash and
 // '$'; the remaining token-level rules (a leading '#', "||", "&&", ";") are checked where a
 // value can stand as a whole token.
 func byteReason(b byte) string {

@@ -160,7 +160,7 @@ func report(b *testing.B, bare, ours time.Duration) {
 // the heap per entry.
 func BenchmarkReplayCache(b *testing.B) {
 	const n = 1_000_000
-	perEntry := replayMemory(b, n)
+	perEntry, _ := replayMemory(b, n)
 	c := &assertion.MemoryReplayCache{MaxEntries: 2 * n}
 	ctx := context.Background()
 	for i := range uint64(n) {

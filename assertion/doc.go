@@ -92,6 +92,6 @@
 // Ids are at most 56 bytes of [A-Za-z0-9._:-]. Texts are at most 400 characters with Ed25519,
 // 411 with ECDSA P-256 and [MaxTextLen] (454) with P-384; RSA keys are not supported (their
 // signatures would not fit a kernel command line). [MemoryReplayCache] holds up to 2^20
-// entries by default, about 45 bytes each, and refuses new ones (as ReasonUnavailable)
-// rather than forget a live one.
+// entries by default, 24 to 48 bytes each (44.6 measured at 1e6), and refuses new ones (as
+// ReasonUnavailable) rather than forget a live one.
 package assertion

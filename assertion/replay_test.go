@@ -123,14 +123,22 @@ func TestMemoryReplayCacheMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates a million entries; skipped with -short")
 	}
-	perEntry := replayMemory(t, 1_000_000)
+	perEntry, c := replayMemory(t, 1_000_000)
 	t.Logf("MemoryReplayCache: %.1f bytes per entry at 1e6 entries", perEntry)
 	if perEntry > 80 {
 		t.Errorf("%.1f bytes per entry, want at most 80", perEntry)
 	}
+	// The cache is full of live entries: Use sweeps (walking the whole map once, finding
+	// nothing expired) and refuses the new entry.
+	start := time.Now()
+	first, err := c.Use(context.Background(), rid(1<<40), t0.Add(2*time.Minute), t0.Add(15*time.Minute))
+	t.Logf("Use with a sweep of 1e6 live entries: %v", time.Since(start))
+	if first || !errors.Is(err, assertion.ErrReplayCacheFull) || c.Len() != 1_000_000 {
+		t.Errorf("Use on a full cache = %v, %v; Len %d", first, err, c.Len())
+	}
 }
 
-func replayMemory(t testing.TB, n int) float64 {
+func replayMemory(t testing.TB, n int) (float64, *assertion.MemoryReplayCache) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -146,8 +154,7 @@ func replayMemory(t testing.TB, n int) float64 {
 	if c.Len() != n {
 		t.Fatalf("Len = %d", c.Len())
 	}
-	runtime.KeepAlive(c)
-	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n), c
 }
 
 // TestMemoryReplayCacheClockJumps: a clock that jumps back, or times far out, never make the

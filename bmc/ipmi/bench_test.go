@@ -57,3 +57,14 @@ func BenchmarkIpmitoolPowerStatus(b *testing.B) {
 		s.mustIpmitool(b, "chassis", "power", "status")
 	}
 }
+
+func BenchmarkBootDeviceRead(b *testing.B) {
+	s := startSim(b)
+	d := dial(b, s)
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := d.BootDevice(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -24,7 +24,7 @@ const DefaultSweepInterval = time.Minute
 // which takes between about 24 and 48 bytes per entry as its table fills and doubles (44.6
 // bytes measured at 1e6 entries; see TestMemoryReplayCacheMemory). A sweep walks the whole
 // map under the lock: at a million entries it took about 20 to 45 ms on a shared 2-core machine,
-// once per SweepInterval (and again whenever the cache is full).
+// once per SweepInterval, and at most once a second while the cache is full.
 type MemoryReplayCache struct {
 	// MaxEntries bounds the number of entries. Zero means DefaultMaxReplayEntries.
 	MaxEntries int
@@ -36,6 +36,7 @@ type MemoryReplayCache struct {
 	entries   map[ReplayID]uint32 // expiry, in seconds after base (rounded up)
 	base      int64               // Unix seconds
 	nextSweep time.Time
+	fullUntil time.Time // no sweep for a full cache before this
 }
 
 var _ ReplayCache = (*MemoryReplayCache)(nil)
@@ -64,10 +65,16 @@ func (c *MemoryReplayCache) Use(_ context.Context, id ReplayID, now, expires tim
 		max = DefaultMaxReplayEntries
 	}
 	if _, ok := c.entries[id]; !ok && len(c.entries) >= max {
-		if !swept {
+		// Sweep a full cache at most once a second: while it stays full of live entries,
+		// a walk of the whole map per call would cost every caller that much.
+		if !swept && !now.Before(c.fullUntil) {
 			c.sweep(now, nowRel)
+			swept = true
 		}
 		if len(c.entries) >= max {
+			if swept {
+				c.fullUntil = now.Add(time.Second)
+			}
 			return false, fmt.Errorf("%w: %d live entries", ErrReplayCacheFull, len(c.entries))
 		}
 	}

@@ -64,7 +64,14 @@ func TestMemoryReplayCacheSweepAndBound(t *testing.T) {
 	if c.Len() != 3 {
 		t.Fatalf("Len = %d", c.Len())
 	}
-	// Once entry 0 has expired, a full cache sweeps and makes room.
+	// A full cache sweeps at most once a second: refused at 60.5 s (entry 0, kept to 60 s,
+	// is still live), refused again at 61.2 s without a sweep though entry 0 has expired by
+	// then, and given room at 62 s.
+	for _, at := range []time.Duration{60500 * time.Millisecond, 61200 * time.Millisecond} {
+		if first, err := c.Use(ctx, rid(9), t0.Add(at), t0.Add(time.Hour)); first || !errors.Is(err, assertion.ErrReplayCacheFull) {
+			t.Fatalf("Use at %v = %v, %v; want ErrReplayCacheFull", at, first, err)
+		}
+	}
 	now := t0.Add(time.Minute + 2*time.Second)
 	if first, err := c.Use(ctx, rid(9), now, now.Add(time.Minute)); !first || err != nil {
 		t.Fatalf("Use after an expiry = %v, %v", first, err)

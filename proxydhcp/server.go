@@ -145,9 +145,11 @@ func (s *Server) table() *BootFiles {
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats { return s.counters.snapshot() }
 
+var discard = slog.New(slog.DiscardHandler)
+
 func (s *Server) logger() *slog.Logger {
 	if s.Logger == nil {
-		return slog.New(slog.DiscardHandler)
+		return discard
 	}
 	return s.Logger
 }
@@ -212,13 +214,13 @@ func (s *Server) ListenAndServe() error {
 		return &OpError{Op: "listen", Addr: baddr, Err: err}
 	}
 	errc := make(chan error, 2)
+	go func() { errc <- s.Serve(c67) }()
 	go func() { errc <- s.ServeBoot(c4011) }()
-	err = s.Serve(c67)
+	err = <-errc
 	if !errors.Is(err, ErrServerClosed) {
-		s.Close()
+		s.Close() // one socket failed: stop the other too
 	}
-	err2 := <-errc
-	if errors.Is(err, ErrServerClosed) && !errors.Is(err2, ErrServerClosed) {
+	if err2 := <-errc; errors.Is(err, ErrServerClosed) && !errors.Is(err2, ErrServerClosed) {
 		return err2
 	}
 	return err

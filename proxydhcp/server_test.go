@@ -352,3 +352,14 @@ func TestServerAddressPerPacket(t *testing.T) {
 		}
 	}
 }
+
+func TestListenAndServeBindError(t *testing.T) {
+	busy := listenClient(t)
+	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll), Addr: "127.0.0.1:0", BootAddr: busy.LocalAddr().String()}
+	err := srv.ListenAndServe()
+	var oe *proxydhcp.OpError
+	if !errors.As(err, &oe) || oe.Op != "listen" || oe.Addr != busy.LocalAddr().String() {
+		t.Fatalf("ListenAndServe = %v, want a listen OpError for %v", err, busy.LocalAddr())
+	}
+	srv.Close()
+}

@@ -287,6 +287,20 @@ func (s *Server) SetPowerState(state string) {
 	s.res[SystemPath]["PowerState"] = state
 }
 
+// Put adds or replaces the resource at p (its "@odata.id" is set to p), and lists it in
+// the collection at coll when coll is not empty. Tests use it to give the BMC resources
+// the mockup lacks.
+func (s *Server) Put(p, coll string, v map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := deepCopy(v).(map[string]any)
+	r["@odata.id"] = clean(p)
+	s.res[clean(p)] = r
+	if c := s.res[clean(coll)]; c != nil && !slices.Contains(memberIDs(c), clean(p)) {
+		addMember(c, clean(p))
+	}
+}
+
 // Patch merges v into the resource at p, as if the BMC had changed it by itself.
 func (s *Server) Patch(p string, v map[string]any) {
 	s.mu.Lock()

@@ -12,27 +12,38 @@ import (
 )
 
 // cdDrive finds the first virtual media device that takes a CD or DVD: the system's, or
-// else the first manager's.
+// else the first manager's (where some BMCs keep them).
 func (d *Driver) cdDrive(c *gofish.APIClient) (*schemas.VirtualMedia, error) {
-	sys, err := d.system(c)
-	if err != nil {
+	b := newBudget()
+	var sys struct {
+		VirtualMedia odataID
+		Links        struct{ ManagedBy []odataID }
+	}
+	if _, err := b.get(c, d.sysPath, &sys); err != nil {
 		return nil, err
 	}
-	lists := []func() ([]*schemas.VirtualMedia, error){sys.VirtualMedia}
-	if mgrs, err := sys.ManagedBy(); err == nil && len(mgrs) > 0 {
-		lists = append(lists, mgrs[0].VirtualMedia)
+	colls := []string{sys.VirtualMedia.ID}
+	if len(sys.Links.ManagedBy) > 0 {
+		var mgr struct{ VirtualMedia odataID }
+		if _, err := b.get(c, sys.Links.ManagedBy[0].ID, &mgr); err == nil {
+			colls = append(colls, mgr.VirtualMedia.ID)
+		}
 	}
-	for _, list := range lists {
-		vms, err := list()
+	for _, coll := range colls {
+		ids, err := b.members(c, coll)
 		if err != nil {
 			if isStatus(err, 404) {
 				continue
 			}
 			return nil, err
 		}
-		for _, vm := range vms {
-			if slices.Contains(vm.MediaTypes, schemas.CDVirtualMediaType) || slices.Contains(vm.MediaTypes, schemas.DVDVirtualMediaType) {
-				return vm, nil
+		for _, id := range ids {
+			var vm struct{ MediaTypes []string }
+			if _, err := b.get(c, id, &vm); err != nil {
+				return nil, err
+			}
+			if slices.Contains(vm.MediaTypes, "CD") || slices.Contains(vm.MediaTypes, "DVD") {
+				return schemas.GetVirtualMedia(c, id)
 			}
 		}
 	}

@@ -838,3 +838,44 @@ func TestRegistryAndJournal(t *testing.T) {
 		t.Errorf("a repeated operation id was sent again (-want +got):\n%s", diff)
 	}
 }
+
+func TestStorageSubsystemDrives(t *testing.T) {
+	srv, d := start(t, bmctest.Options{}, redfish.Config{})
+	sp := bmctest.SystemPath + "/Storage"
+	srv.Put(sp, "", map[string]any{"Name": "Storage Collection", "Members": []any{}})
+	srv.Patch(bmctest.SystemPath, map[string]any{"Storage": map[string]any{"@odata.id": sp}})
+	srv.Put(sp+"/RAID1", sp, map[string]any{"Id": "RAID1", "Drives": []any{
+		map[string]any{"@odata.id": sp + "/RAID1/Drives/0"}, map[string]any{"@odata.id": sp + "/RAID1/Drives/1"}}})
+	srv.Put(sp+"/RAID1/Drives/0", "", map[string]any{"Name": "Bay 0", "Model": "NVMe-3T", "SerialNumber": "S0",
+		"CapacityBytes": 3.2e12, "Status": map[string]any{"State": "Enabled", "Health": "OK"}})
+	srv.Put(sp+"/RAID1/Drives/1", "", map[string]any{"Name": "Bay 1", "Status": map[string]any{"State": "Absent"}})
+	disks, err := d.Storage(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bmc.Disk{{Name: "Bay 0", Model: "NVMe-3T", Serial: "S0", CapacityBytes: 3.2e12, Controller: "RAID1", Health: "OK"}}
+	if diff := cmp.Diff(want, disks); diff != "" {
+		t.Errorf("disks (-want +got):\n%s", diff)
+	}
+}
+
+func TestVirtualMediaUnderTheManager(t *testing.T) {
+	const image = "http://images.example/installer.iso"
+	srv, d := start(t, bmctest.Options{}, redfish.Config{})
+	// Like BMCs that keep virtual media under the manager: the system has none.
+	srv.Patch(bmctest.SystemPath, map[string]any{"VirtualMedia": map[string]any{"@odata.id": bmctest.SystemPath + "/NoVirtualMedia"}})
+	vm := bmctest.ManagerURI + "/VirtualMedia"
+	srv.Put(vm, "", map[string]any{"Name": "Virtual Media", "Members": []any{}})
+	srv.Patch(bmctest.ManagerURI, map[string]any{"VirtualMedia": map[string]any{"@odata.id": vm}})
+	srv.Put(vm+"/USB1", vm, map[string]any{"Id": "USB1", "MediaTypes": []any{"USBStick"}})
+	srv.Put(vm+"/CD", vm, map[string]any{"Id": "CD", "MediaTypes": []any{"CD", "DVD"}, "Inserted": false})
+	if err := d.InsertMedia(ctx(t), image); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Resource(vm + "/CD"); got["Image"] != image || got["Inserted"] != true {
+		t.Errorf("manager CD after insert: %v", got)
+	}
+	if diff := cmp.Diff([]string{"PATCH " + vm + "/CD"}, sent(srv.Requests())); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}

@@ -90,6 +90,9 @@ type Options struct {
 	// AllowHTTPBoot adds "UefiHttp" to the allowed BootSourceOverrideTarget values (the
 	// mockup does not list it).
 	AllowHTTPBoot bool
+	// PowerOffPolls keeps the system "PoweringOff" for this many reads of it after a
+	// ForceOff or GracefulShutdown, before it reports "Off".
+	PowerOffPolls int
 	// TaskPolls is how many task-monitor polls a firmware update stays running; 0 means
 	// DefaultTaskPolls.
 	TaskPolls int
@@ -157,6 +160,7 @@ type Server struct {
 	reqs      []Request
 	boots     []Boot
 	updates   []string
+	offPolls  int // reads of the system left before PoweringOff becomes Off
 }
 
 // NewServer starts a fake BMC on a loopback port. Close it when done.
@@ -516,6 +520,11 @@ func (s *Server) get(w http.ResponseWriter, p string) {
 		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no resource at "+p)
 		return
 	}
+	if p == SystemPath && res["PowerState"] == "PoweringOff" {
+		if s.offPolls--; s.offPolls < 0 {
+			res["PowerState"] = "Off"
+		}
+	}
 	writeJSON(w, http.StatusOK, res, etag(res))
 }
 
@@ -753,6 +762,9 @@ func (s *Server) reset(w http.ResponseWriter, sys map[string]any, in map[string]
 		}
 	case "ForceOff", "GracefulShutdown":
 		sys["PowerState"] = "Off"
+		if s.opts.PowerOffPolls > 0 {
+			sys["PowerState"], s.offPolls = "PoweringOff", s.opts.PowerOffPolls
+		}
 	case "ForceRestart", "GracefulRestart", "PowerCycle":
 		s.boot(sys)
 	case "PushPowerButton":

@@ -3,6 +3,7 @@ package redfish
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/stmcginnis/gofish"
@@ -87,7 +88,11 @@ func (d *Driver) SetPower(ctx context.Context, a bmc.PowerAction) error {
 				if _, err := sys.Reset(off); err != nil {
 					return err
 				}
-				_, err := sys.Reset(on)
+				after, err := d.waitOff(ctx, c)
+				if err != nil {
+					return err
+				}
+				_, err = after.Reset(on)
 				return err
 			}
 		}
@@ -97,4 +102,31 @@ func (d *Driver) SetPower(ctx context.Context, a bmc.PowerAction) error {
 		_, err = sys.Reset(rt)
 		return err
 	})
+}
+
+// maxOffPolls bounds the wait for a ForceOff to take effect before the On of a cycle.
+const maxOffPolls = 30
+
+// waitOff polls the system until it reports Off, every PollInterval, at most maxOffPolls
+// times, and returns the system as last read.
+func (d *Driver) waitOff(ctx context.Context, c *gofish.APIClient) (*schemas.ComputerSystem, error) {
+	for i := 0; ; i++ {
+		sys, err := d.system(c)
+		if err != nil {
+			return nil, err
+		}
+		if powerState(sys.PowerState) == bmc.PowerOff {
+			return sys, nil
+		}
+		if i >= maxOffPolls {
+			return nil, d.opErr("power", bmc.ErrTimeout, "the machine did not report Off after ForceOff; On not sent", nil)
+		}
+		t := time.NewTimer(d.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }

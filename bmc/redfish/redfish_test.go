@@ -879,3 +879,26 @@ func TestVirtualMediaUnderTheManager(t *testing.T) {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }
+
+func TestCycleWaitsForOffBeforeOn(t *testing.T) {
+	srv, d := start(t, bmctest.Options{PowerOffPolls: 3}, redfish.Config{})
+	if err := d.SetPower(ctx(t), bmc.PowerActionCycle); err != nil {
+		t.Fatal(err)
+	}
+	var seq []string
+	for _, r := range srv.Requests() {
+		switch {
+		case r.Method == http.MethodPost:
+			seq = append(seq, r.JSON()["ResetType"].(string))
+		case r.Method == http.MethodGet && r.Path == bmctest.SystemPath && len(seq) > 0:
+			seq = append(seq, "GET")
+		}
+	}
+	// Three reads answer PoweringOff, the fourth Off; only then On.
+	if diff := cmp.Diff([]string{"ForceOff", "GET", "GET", "GET", "GET", "On"}, seq); diff != "" {
+		t.Errorf("sequence (-want +got):\n%s", diff)
+	}
+	if srv.Resource(bmctest.SystemPath)["PowerState"] != "On" || len(srv.Boots()) != 1 {
+		t.Error("machine not back on")
+	}
+}

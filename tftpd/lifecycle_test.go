@@ -1,6 +1,7 @@
 package tftpd_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -289,5 +290,51 @@ func TestIPv6(t *testing.T) {
 	}
 	if r := rec.waitN(t, 1)[0]; r.Peer.Addr().String() != "::1" || r.Outcome != tftpd.OutcomeOK {
 		t.Errorf("report peer %v outcome %q", r.Peer, r.Outcome)
+	}
+}
+
+// TestSilentClient: a client that stops acknowledging holds its slot until Timeout and
+// Retries run out; then the transfer is reported as timed out and the slot is free.
+func TestSilentClient(t *testing.T) {
+	rec := newRecorder()
+	srv := &tftpd.Server{FS: fstest.MapFS{"boot/host-7.efi": {Data: payload(5000, 13)}}, Timeout: 50 * time.Millisecond, Retries: 2,
+		MaxTransfers: 1, MaxPerSource: 1, OnTransfer: rec.hook}
+	addr := serve(t, srv, "127.0.0.1")
+	c := newRawClient(t, "127.0.0.1")
+	c.send(addr, rrq("boot/host-7.efi", "octet"))
+	_, tid := c.recvFrom(5*time.Second, 0)
+	// Say nothing more: the first block is sent again, then the transfer gives up.
+	var last []byte
+	for {
+		b, from, ok := c.recv(5 * time.Second)
+		if !ok {
+			t.Fatal("the transfer neither repeated its block nor ended")
+		}
+		if from.Port != tid.Port {
+			continue
+		}
+		last = b
+		if opcode(b) == 5 {
+			break
+		}
+	}
+	// pin/tftp sends the socket error's text, e.g. "read udp [::]:40169: i/o timeout": no file,
+	// no path of the host.
+	if _, msg := errorOf(t, last); bytes.Contains([]byte(msg), []byte("host-7")) || bytes.Contains([]byte(msg), []byte("boot/")) {
+		t.Errorf("time-out message %q names the file", msg)
+	}
+	r := rec.waitN(t, 1)[0]
+	if r.Outcome != tftpd.OutcomeTimeout || !errors.Is(r.Err, tftpd.ErrTimeout) || r.Bytes != 512 {
+		t.Errorf("report: %q %v, %d bytes; want a time-out after one block", r.Outcome, r.Err, r.Bytes)
+	}
+	if c := srv.Counters(); c.Failed != 1 || c.Active != 0 {
+		t.Errorf("counters %+v", c)
+	}
+	// The slot is free again.
+	c2 := newRawClient(t, "127.0.0.1")
+	c2.send(addr, rrq("boot/host-7.efi", "octet"))
+	pkt, tid2 := c2.recvFrom(5*time.Second, 0)
+	if got := c2.download(pkt, tid2, 512); len(got) != 5000 {
+		t.Fatalf("after the time-out: got %d bytes", len(got))
 	}
 }

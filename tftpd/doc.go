@@ -47,10 +47,10 @@
 // was taken for the lookup (and given back), so that when every slot is busy such a request is
 // dropped like any other.
 //
-// A transfer whose client goes silent ends after Timeout times Retries. Close, and Shutdown
-// whose context ends, make every running transfer stop at its next block; a transfer waiting
-// for an acknowledgement stops when that wait times out, so both return within about
-// Timeout times Retries.
+// A transfer whose client goes silent ends after Timeout*(Retries+1), 6 s by default, and
+// holds its slot until then. Close, and Shutdown whose context ends, make every running
+// transfer stop at its next block; a transfer whose client has gone silent still runs out its
+// time, so both return within Timeout*(Retries+1).
 //
 // Each transfer's socket is bound to the wildcard address: its datagrams leave from the
 // address the kernel's routing picks for the client, which is the listening address on a

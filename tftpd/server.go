@@ -54,8 +54,8 @@ type Server struct {
 	// Timeout is how long a transfer waits for an acknowledgement before it sends its last
 	// datagram again. Zero means DefaultTimeout (1 s).
 	Timeout time.Duration
-	// Retries is how many times a datagram is sent before the transfer gives up. Zero means
-	// DefaultRetries (5).
+	// Retries is how many times an unacknowledged datagram is sent again before the transfer
+	// gives up, after Timeout*(Retries+1) in all. Zero means DefaultRetries (5).
 	Retries int
 
 	// Logger receives the detail of refusals and failures. Nil discards.

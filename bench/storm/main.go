@@ -1,0 +1,667 @@
+// Command storm is the boot storm: N simulated machines (internal/simmachine) start within a
+// spread of seconds against one boot server and each does what a machine does on a
+// provisioning network: proxy DHCP, TFTP of a 1 MiB iPXE build, iPXE's own DHCP, the chain and
+// boot scripts over HTTP, kernel and initrd, and then, as the ramdisk would, a 32 MiB deploy
+// image streamed from bc.cache with its digest checked. It prints the completion time, each
+// stage's p50 and p99 (time from the machine's power-on to the stage's end), the failures,
+// and the CPU time and peak memory (VmHWM) of the server processes.
+//
+// Two targets:
+//
+//   - agent: the storm runs the control plane in process over HTTP, writes a TOML config and
+//     starts the siteagent binary (-agent-bin) as a separate process, optionally inside a
+//     network namespace (-agent-netns); with -inproc the agent runs in this process instead,
+//     and -cpuprofile writes a pprof CPU profile of the storm.
+//   - peer: dnsmasq (proxy DHCP + TFTP) and nginx, started by run.sh, serve the files this
+//     program writes with -gen; -peer-pids names their processes.
+//
+// bench/storm/run.sh runs both and is the command to quote.
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/internal/simmachine"
+)
+
+const (
+	siteID   = "site-storm"
+	nodeID   = "agent-storm"
+	buildMiB = 1
+)
+
+// file is one generated file: the same bytes on every run (seeded), so that the peer's copy
+// written by -gen and the digests the storm checks agree.
+type file struct {
+	name string
+	size int
+	data []byte
+	sha  string
+}
+
+func genFile(name string, size int, seed uint64) file {
+	r := mrand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 's', 't', 'o', 'r', 'm'})
+	b := make([]byte, size)
+	r.Read(b)
+	s := sha256.Sum256(b)
+	return file{name: name, size: size, data: b, sha: hex.EncodeToString(s[:])}
+}
+
+type files struct{ build, kernel, initrd, deploy file }
+
+func newFiles(deployMiB int) files {
+	return files{
+		build:  genFile("ipxe.efi", buildMiB<<20, 1),
+		kernel: genFile("vmlinuz", 1<<20, 2),
+		initrd: genFile("initrd.img", 1<<20, 3),
+		deploy: genFile("deploy.raw", deployMiB<<20, 4),
+	}
+}
+
+func main() {
+	var (
+		target     = flag.String("target", "agent", "agent or peer")
+		n          = flag.Int("n", 1000, "machines")
+		spread     = flag.Duration("spread", 10*time.Second, "all machines power on within this time")
+		limit      = flag.Duration("timeout", 5*time.Minute, "the whole storm ends after this")
+		deployMiB  = flag.Int("deploy-mib", 32, "size of the deploy image")
+		server     = flag.String("server", "127.0.0.2", "the boot server's address: DHCP goes to it, offers name it, HTTP is on it")
+		dhcpPort   = flag.Int("dhcp-port", 67, "the proxy DHCP port")
+		tftpAddr   = flag.String("tftp", "127.0.0.1:6969", "where TFTP requests go (loopback transfers answer from 127.0.0.1)")
+		httpPort   = flag.Int("http-port", 8080, "the boot server's HTTP port")
+		clients    = flag.String("clients", "127.1.0.1", "first machine address")
+		clientIPs  = flag.Int("client-ips", 0, "distinct machine addresses (0: one per machine); machines beyond share them on further source ports")
+		clientPort = flag.Int("client-port", 68, "the machines' DHCP port (the first, when they share addresses)")
+		agentBin   = flag.String("agent-bin", "", "target agent: the siteagent binary")
+		agentNetns = flag.String("agent-netns", "", "target agent: run it inside this network namespace (ip netns exec)")
+		planeAddr  = flag.String("plane", "127.0.0.1:0", "target agent: where the control plane and the image origin listen")
+		inproc     = flag.Bool("inproc", false, "target agent: run the agent in this process")
+		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the storm (with -inproc: the agent's)")
+		work       = flag.String("work", "", "working directory (default a temporary one)")
+		gen        = flag.String("gen", "", "write the peer's files (tftp/, www/) under this directory and exit")
+		peerPIDs   = flag.String("peer-pids", "", "target peer: comma-separated PIDs of the server processes (their children count too)")
+		verbose    = flag.Bool("v", false, "log the agent at info level and machine events")
+	)
+	flag.Parse()
+	log.SetFlags(0)
+	fs := newFiles(*deployMiB)
+	srv := netip.MustParseAddr(*server)
+	httpBase := "http://" + netip.AddrPortFrom(srv, uint16(*httpPort)).String()
+
+	if *gen != "" {
+		if err := writePeerFiles(*gen, fs, httpBase); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	dir := *work
+	if dir == "" {
+		d, err := os.MkdirTemp("", "storm-")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *limit+2*time.Minute)
+	defer cancel()
+
+	var pids []int
+	switch *target {
+	case "agent":
+		stop, pid, err := startAgent(ctx, agentSetup{
+			dir: dir, files: fs, n: *n, server: srv, dhcpPort: *dhcpPort, tftp: *tftpAddr, httpPort: *httpPort,
+			httpBase: httpBase, bin: *agentBin, netns: *agentNetns, planeAddr: *planeAddr, inproc: *inproc,
+			clientPort: *clientPort, verbose: *verbose,
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer stop()
+		if pid != 0 {
+			pids = []int{pid}
+		}
+	case "peer":
+		for _, s := range strings.Split(*peerPIDs, ",") {
+			if s == "" {
+				continue
+			}
+			p, err := strconv.Atoi(s)
+			if err != nil {
+				log.Fatalf("-peer-pids: %v", err)
+			}
+			pids = append(pids, p)
+		}
+	default:
+		log.Fatalf("-target: agent or peer, not %q", *target)
+	}
+
+	first := netip.MustParseAddr(*clients)
+	k := *clientIPs
+	if k <= 0 || k > *n {
+		k = *n
+	}
+	st := &storm{
+		files: fs, dhcp: netip.AddrPortFrom(srv, uint16(*dhcpPort)), tftp: netip.MustParseAddrPort(*tftpAddr),
+		first: first, ips: k, clientPort: *clientPort, verbose: *verbose, isAgent: *target == "agent",
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	procs := expand(pids)
+	before := cpuOf(procs)
+	sctx, scancel := context.WithTimeout(ctx, *limit)
+	defer scancel()
+	t0 := time.Now()
+	outs := st.run(sctx, *n, *spread)
+	elapsed := time.Since(t0)
+	after := cpuOf(expand(pids)) // nginx workers and dnsmasq's TFTP children may come and go
+	report(os.Stdout, *target, *n, *spread, fs, outs, elapsed, after-before, procs, pids)
+	for _, o := range outs {
+		if o.err != nil {
+			os.Exit(1)
+		}
+	}
+}
+
+// writePeerFiles writes what dnsmasq and nginx serve: the iPXE build in tftp/, and in www/
+// the chain script, the boot script (static: no assertion, no token), the kernel, initrd and
+// the deploy image at /cache/SHA256 (so bc.cache + digest is its URL, as with the agent).
+func writePeerFiles(dir string, fs files, httpBase string) error {
+	put := func(rel string, b []byte) error {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(p, b, 0o644)
+	}
+	chain := "#!ipxe\nchain " + httpBase + "/boot/ipxe?mac=${net0/mac:uristring}\n"
+	script := "#!ipxe\nkernel " + httpBase + "/images/" + fs.kernel.name + " bc.cache=" + httpBase + "/cache/ console=ttyS0,115200n8 quiet\n" +
+		"initrd " + httpBase + "/images/" + fs.initrd.name + "\nboot\n"
+	for rel, b := range map[string][]byte{
+		"tftp/" + fs.build.name:        fs.build.data,
+		"www/boot/chain.ipxe":          []byte(chain),
+		"www/boot/ipxe":                []byte(script),
+		"www/images/" + fs.kernel.name: fs.kernel.data,
+		"www/images/" + fs.initrd.name: fs.initrd.data,
+		"www/cache/" + fs.deploy.sha:   fs.deploy.data,
+	} {
+		if err := put(rel, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type agentSetup struct {
+	dir             string
+	files           files
+	n               int
+	server          netip.Addr
+	dhcpPort        int
+	tftp            string
+	httpPort        int
+	httpBase        string
+	bin, netns      string
+	planeAddr       string
+	inproc, verbose bool
+	clientPort      int
+}
+
+func machineMAC(i int) hwid.MAC { return hwid.MAC{0x52, 0x54, 0x00, 0x5c, byte(i >> 8), byte(i)} }
+func machineUUID(i int) hwid.UUID {
+	u := hwid.UUID{0x4c, 0x4c, 0x45, 0x44, 0x00, 0x53, 0x10, 0x35, 0x80, 0x54}
+	u[14], u[15] = byte(i>>8), byte(i)
+	return u
+}
+
+// startAgent runs the control plane and the image origin here, and the agent as a process
+// (or in process), and waits until the agent holds the lease, has every entry and has pulled
+// and verified the kernel, initrd and deploy image. It returns how to stop it and its PID.
+func startAgent(ctx context.Context, s agentSetup) (func(), int, error) {
+	logger := slog.New(slog.DiscardHandler)
+	if s.verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	var stops []func()
+	stop := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	fail := func(err error) (func(), int, error) { stop(); return nil, 0, err }
+
+	ln, err := net.Listen("tcp", s.planeAddr)
+	if err != nil {
+		return fail(err)
+	}
+	mux := http.NewServeMux()
+	for _, f := range []file{s.files.kernel, s.files.initrd, s.files.deploy} {
+		data := f.data
+		mux.HandleFunc("GET /images/"+f.name, func(w http.ResponseWriter, r *http.Request) {
+			http.ServeContent(w, r, "", time.Time{}, strings.NewReader(string(data)))
+		})
+	}
+	plane := controlplane.New(logger.With("part", "control-plane"))
+	plane.TTL = 15 * time.Second
+	plane.Interval = time.Second
+	plane.SessionTimeout = 10 * time.Second
+	mux.Handle("/", plane.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	stops = append(stops, func() { hs.Close() })
+	base := "http://" + ln.Addr().String()
+	pctx, pcancel := context.WithCancel(ctx)
+	go plane.Run(pctx)
+	stops = append(stops, pcancel)
+
+	plane.Enroll(siteID, nodeID)
+	plane.SetImages(siteID, []agent.Image{{URL: base + "/images/" + s.files.deploy.name, SHA256: s.files.deploy.sha, Format: "raw"}})
+	entries := make([]agent.Entry, 0, s.n+1)
+	for i := 0; i <= s.n; i++ { // 0 is the readiness probe, never a storm machine
+		entries = append(entries, agent.Entry{
+			MAC: machineMAC(i), UUID: machineUUID(i).String(), Arch: agent.ArchX86UEFI,
+			Workflow: fmt.Sprintf("wf-%04d", i), NotAfter: time.Now().Add(2 * time.Hour), TokenRef: fmt.Sprintf("tok-%04d", i),
+		})
+	}
+	plane.Prepare(nodeID, entries)
+
+	tftpRoot := filepath.Join(s.dir, "tftp")
+	if err := os.MkdirAll(tftpRoot, 0o755); err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(filepath.Join(tftpRoot, s.files.build.name), s.files.build.data, 0o644); err != nil {
+		return fail(err)
+	}
+	dataDir := filepath.Join(s.dir, "agent")
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		return fail(err)
+	}
+	srvIP := s.server.String()
+	cfgText := fmt.Sprintf(`site_id = %q
+node_id = %q
+data_dir = %q
+
+[log]
+format = "text"
+level = %q
+
+[boot]
+proxy_dhcp = true
+dhcp_listen = %q
+pxe_listen = %q
+server_ip = %q
+tftp = true
+tftp_listen = %q
+tftp_root = %q
+http_listen = %q
+http_base = %q
+cmdline = "console=ttyS0,115200n8 quiet"
+cache_url = %q
+
+[boot.kernel]
+url = %q
+sha256 = %q
+format = "kernel"
+
+[boot.initrd]
+url = %q
+sha256 = %q
+format = "initrd"
+
+[lease]
+ttl = "15s"
+
+[control]
+url = %q
+heartbeat = "2s"
+timeout = "10s"
+
+[metrics]
+listen = "off"
+`, siteID, nodeID, dataDir, map[bool]string{true: "info", false: "warn"}[s.verbose],
+		netip.AddrPortFrom(s.server, uint16(s.dhcpPort)).String(), srvIP+":4011", srvIP, s.tftp, tftpRoot,
+		netip.AddrPortFrom(s.server, uint16(s.httpPort)).String(), s.httpBase, s.httpBase+"/cache",
+		base+"/images/"+s.files.kernel.name, s.files.kernel.sha, base+"/images/"+s.files.initrd.name, s.files.initrd.sha, base)
+	cfgPath := filepath.Join(s.dir, "agent.toml")
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
+		return fail(err)
+	}
+
+	pid := 0
+	if s.inproc {
+		cfg, err := agent.LoadConfig(cfgPath)
+		if err != nil {
+			return fail(err)
+		}
+		_, key, _ := ed25519.GenerateKey(rand.Reader)
+		actx, acancel := context.WithCancel(ctx)
+		a, err := agent.New(actx, cfg, &agent.HTTPLink{Base: base}, agent.Options{
+			Logger: logger.With("part", "agent"), Signer: key, DHCPClientPort: s.clientPort,
+		})
+		if err != nil {
+			acancel()
+			return fail(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- a.Run(actx) }()
+		stops = append(stops, func() { acancel(); <-done })
+	} else {
+		if s.clientPort != 68 {
+			return fail(errors.New("the siteagent binary answers port 68: -client-port 68, or -inproc"))
+		}
+		name, args := s.bin, []string{"-config", cfgPath}
+		if s.netns != "" {
+			name, args = "ip", append([]string{"netns", "exec", s.netns, s.bin}, args...)
+		}
+		cmd := exec.Command(name, args...)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			return fail(err)
+		}
+		pid = cmd.Process.Pid // ip netns exec execs the agent: the same PID
+		stops = append(stops, func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
+
+	// Ready: every image verified in the cache, and the probe machine's script answered
+	// (lease held, entries applied).
+	probe := s.httpBase + "/boot/ipxe?mac=" + machineMAC(0).String()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ready := 0
+		for _, im := range plane.Images(nodeID) {
+			if im.State == "ready" {
+				ready++
+			}
+		}
+		if ready >= 3 && httpStatus(ctx, probe) == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("agent not ready within 60 s: images %+v, probe %d", plane.Images(nodeID), httpStatus(ctx, probe)))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return stop, pid, nil
+}
+
+func httpStatus(ctx context.Context, u string) int {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// storm is one run of machines against one server.
+type storm struct {
+	files      files
+	dhcp       netip.AddrPort
+	tftp       netip.AddrPort
+	first      netip.Addr
+	ips        int
+	clientPort int
+	verbose    bool
+	isAgent    bool
+}
+
+// outcome is one machine's boot.
+type outcome struct {
+	i      int
+	stages map[string]time.Duration
+	err    error
+}
+
+// stageNames are the stages reported, in order: simmachine's, and the deploy image.
+var stageNames = []string{"dhcp", "tftp", "ipxe", "chain", "script", "kernel", "deploy"}
+
+func (st *storm) run(ctx context.Context, n int, spread time.Duration) []outcome {
+	outs := make([]outcome, n)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := 1; i <= n; i++ {
+		// Power-on times spread evenly over the spread.
+		at := t0.Add(spread * time.Duration(i-1) / time.Duration(n))
+		wg.Go(func() {
+			if d := time.Until(at); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+				}
+			}
+			outs[i-1] = st.machine(ctx, i)
+		})
+	}
+	wg.Wait()
+	return outs
+}
+
+func addAddr(a netip.Addr, k int) netip.Addr {
+	b := a.As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	v += uint32(k)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+func (st *storm) machine(ctx context.Context, i int) outcome {
+	o := outcome{i: i, stages: map[string]time.Duration{}}
+	ip := addAddr(st.first, (i-1)%st.ips)
+	port := st.clientPort + (i-1)/st.ips
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip.AsSlice()}, Timeout: 10 * time.Second}
+	hc := &http.Client{Timeout: 120 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 2}}
+	defer hc.CloseIdleConnections()
+	m := &simmachine.Machine{
+		Name: fmt.Sprintf("m%04d", i), MAC: machineMAC(i), UUID: machineUUID(i), IP: ip, ClientPort: port,
+		DHCPServers: []netip.AddrPort{st.dhcp},
+		TFTPAddr:    func(netip.Addr) netip.AddrPort { return st.tftp },
+		HTTP:        hc, DHCPTimeout: time.Second, DHCPAttempts: 4,
+	}
+	if st.verbose {
+		m.OnEvent = func(m *simmachine.Machine, msg string) { log.Printf("%s: %s", m.Name, msg) }
+	}
+	start := time.Now()
+	res, err := m.Boot(ctx)
+	if res != nil {
+		for s, d := range res.Stages {
+			o.stages[string(s)] = d
+		}
+	}
+	if err != nil {
+		o.err = err
+		return o
+	}
+	switch {
+	case res.Build.SHA256 != st.files.build.sha:
+		o.err = errors.New("iPXE build digest mismatch")
+	case res.Kernel.SHA256 != st.files.kernel.sha:
+		o.err = errors.New("kernel digest mismatch")
+	case len(res.Initrds) != 1 || res.Initrds[0].SHA256 != st.files.initrd.sha:
+		o.err = errors.New("initrd digest mismatch")
+	case res.Param("bc.cache") == "":
+		o.err = errors.New("no bc.cache in the script")
+	case st.isAgent && res.Param("bc.assertion") == "":
+		o.err = errors.New("no bc.assertion in the script")
+	}
+	if o.err != nil {
+		return o
+	}
+	// The ramdisk: stream the deploy image from bc.cache and check its digest.
+	if o.err = fetchDeploy(ctx, hc, res.Param("bc.cache")+st.files.deploy.sha, st.files.deploy); o.err == nil {
+		o.stages["deploy"] = time.Since(start)
+	}
+	return o
+}
+
+func fetchDeploy(ctx context.Context, hc *http.Client, u string, want file) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("deploy image: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("deploy image: HTTP %d", resp.StatusCode)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, resp.Body); err != nil {
+		return fmt.Errorf("deploy image: %w", err)
+	}
+	if hex.EncodeToString(h.Sum(nil)) != want.sha {
+		return errors.New("deploy image digest mismatch")
+	}
+	return nil
+}
+
+// expand adds the children (and theirs) of each PID, read from /proc/PID/task/*/children.
+func expand(pids []int) []int {
+	var out []int
+	seen := map[int]bool{}
+	var walk func(p int)
+	walk = func(p int) {
+		if seen[p] {
+			return
+		}
+		seen[p] = true
+		out = append(out, p)
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
+		for _, t := range tasks {
+			b, _ := os.ReadFile(t)
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					walk(c)
+				}
+			}
+		}
+	}
+	for _, p := range pids {
+		walk(p)
+	}
+	return out
+}
+
+// cpuOf sums utime+stime of the processes (and their reaped children), in seconds.
+func cpuOf(pids []int) float64 {
+	var ticks float64
+	for _, p := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		// Fields from 3 on: utime is 14, stime 15, cutime 16, cstime 17.
+		for _, k := range []int{14, 15, 16, 17} {
+			v, _ := strconv.ParseFloat(f[k-3], 64)
+			ticks += v
+		}
+	}
+	return ticks / 100 // USER_HZ
+}
+
+// peakRSS sums VmHWM over the processes, in MiB.
+func peakRSS(pids []int) float64 {
+	var kb float64
+	for _, p := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+				x, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				kb += x
+			}
+		}
+	}
+	return kb / 1024
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	k := int(p*float64(len(ds))+0.5) - 1
+	return ds[max(0, min(k, len(ds)-1))]
+}
+
+func report(w io.Writer, target string, n int, spread time.Duration, fs files, outs []outcome, elapsed time.Duration, cpu float64, procs, pids []int) {
+	failed := 0
+	reasons := map[string]int{}
+	for _, o := range outs {
+		if o.err != nil {
+			failed++
+			reasons[o.err.Error()]++
+		}
+	}
+	fmt.Fprintf(w, "storm %s: %d machines powered on within %v; each: DHCP, TFTP %d MiB, iPXE DHCP, chain, script, kernel+initrd 2 MiB, deploy %d MiB\n",
+		target, n, spread, buildMiB, fs.deploy.size>>20)
+	fmt.Fprintf(w, "completion  %.1f s (first power-on to last machine done)\n", elapsed.Seconds())
+	fmt.Fprintf(w, "failures    %d\n", failed)
+	for r, c := range reasons {
+		fmt.Fprintf(w, "  %4d  %s\n", c, r)
+	}
+	fmt.Fprintf(w, "%-8s %9s %9s   (time from power-on to the stage's end)\n", "stage", "p50", "p99")
+	for _, s := range stageNames {
+		var ds []time.Duration
+		for _, o := range outs {
+			if d, ok := o.stages[s]; ok {
+				ds = append(ds, d)
+			}
+		}
+		fmt.Fprintf(w, "%-8s %8.3fs %8.3fs   (%d machines)\n", s, percentile(ds, 0.5).Seconds(), percentile(ds, 0.99).Seconds(), len(ds))
+	}
+	if len(pids) > 0 {
+		fmt.Fprintf(w, "server      CPU %.2f s during the storm (%.0f%% of one core), peak RSS %.1f MiB (VmHWM summed over PIDs %v)\n",
+			cpu, 100*cpu/elapsed.Seconds(), peakRSS(procs), procs)
+	}
+}

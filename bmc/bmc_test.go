@@ -166,18 +166,38 @@ func TestRunnerReplaysAFailure(t *testing.T) {
 	calls := 0
 	fail := func(context.Context) error {
 		calls++
-		return &bmc.OpError{Driver: "redfish", Op: "set-boot", Kind: bmc.ErrRefused, Message: "PropertyValueNotInList"}
+		return &bmc.OpError{Driver: "redfish", Op: "set-boot", Kind: bmc.ErrTimeout, Message: "no answer; PropertyValueNotInList"}
 	}
 	first := r.Run(context.Background(), "op-2", "set-boot", fail)
 	second := r.Run(context.Background(), "op-2", "set-boot", fail)
 	if calls != 1 {
 		t.Fatalf("calls = %d", calls)
 	}
-	if !errors.Is(first, bmc.ErrRefused) || errors.Is(first, bmc.ErrReplayed) {
+	if !errors.Is(first, bmc.ErrTimeout) || errors.Is(first, bmc.ErrReplayed) {
 		t.Errorf("first = %v", first)
 	}
-	if !errors.Is(second, bmc.ErrRefused) || !errors.Is(second, bmc.ErrReplayed) || !strings.Contains(second.Error(), "PropertyValueNotInList") {
+	if !errors.Is(second, bmc.ErrTimeout) || !errors.Is(second, bmc.ErrReplayed) || !strings.Contains(second.Error(), "PropertyValueNotInList") {
 		t.Errorf("second = %v", second)
+	}
+}
+
+func TestRunnerRetriesAFailureThatDidNotApply(t *testing.T) {
+	for _, kind := range []error{bmc.ErrUnreachable, bmc.ErrAuth, bmc.ErrRefused} {
+		r := &bmc.Runner{}
+		calls := 0
+		fn := func(context.Context) error {
+			calls++
+			if calls == 1 {
+				return &bmc.OpError{Op: "power", Kind: kind}
+			}
+			return nil
+		}
+		first := r.Run(context.Background(), "op-5", "power", fn)
+		second := r.Run(context.Background(), "op-5", "power", fn)
+		third := r.Run(context.Background(), "op-5", "power", fn)
+		if !errors.Is(first, kind) || second != nil || third != nil || calls != 2 {
+			t.Errorf("%v: first %v, second %v, third %v, calls %d; want the retry to run once more", kind, first, second, third, calls)
+		}
 	}
 }
 

@@ -36,9 +36,11 @@
 // A control plane that lost the answer to "power cycle machine X" retries, and a BMC must
 // not cycle the machine twice. Runner.Run takes an operation id: the first call with an id
 // runs the operation and records its outcome in a Journal; a repeat within the window
-// returns the recorded outcome without contacting the BMC (or ErrInProgress while the
-// first is still running). MemoryJournal is the in-process default; a host that restarts
-// between a request and its retry supplies a persistent Journal.
+// returns the recorded outcome without contacting the BMC (ErrInProgress while the first
+// is still running). A failure that shows nothing happened (unreachable, wrong
+// credentials, refused) is not replayed: the repeat runs again. MemoryJournal is the
+// in-process default; a host that restarts between a request and its retry supplies a
+// persistent Journal.
 //
 // # Security
 //

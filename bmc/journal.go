@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -37,12 +38,16 @@ type Record struct {
 	// Kind and Message describe a failure: Kind is one of the Err* kinds (nil if unknown).
 	Kind    error
 	Message string
+	// Retryable marks a failure that shows the operation did not take effect (the BMC was
+	// unreachable, refused the login or the request, ...): a repeat runs it again.
+	Retryable bool
 }
 
 // Journal remembers operations by id. Implementations must be safe for concurrent use.
 type Journal interface {
 	// Claim records id as running, started at now, unless a record for id exists that
-	// started within the journal's window: then it returns that record and false.
+	// started within the journal's window and is not a Retryable failure: then it returns
+	// that record and false.
 	Claim(ctx context.Context, id, op string, now time.Time) (Record, bool, error)
 	// Finish stores the outcome of an id this caller claimed.
 	Finish(ctx context.Context, rec Record) error
@@ -86,10 +91,14 @@ func (j *MemoryJournal) Claim(_ context.Context, id, op string, now time.Time) (
 		delete(j.recs, j.order[0])
 		j.order = j.order[1:]
 	}
-	if r, ok := j.recs[id]; ok {
+	r, ok := j.recs[id]
+	if ok && !(r.State == StateFailed && r.Retryable) {
 		return r, false, nil
 	}
-	r := Record{ID: id, Op: op, State: StateRunning, Started: now}
+	r = Record{ID: id, Op: op, State: StateRunning, Started: now}
+	if ok {
+		j.order = slices.DeleteFunc(j.order, func(o string) bool { return o == id })
+	}
 	j.recs[id] = r
 	j.order = append(j.order, id)
 	return r, true, nil
@@ -134,7 +143,9 @@ var ErrReplayed = errors.New("bmc: answered from the journal")
 //
 // For a repeat: while the first run is still going, Run returns an *OpError of kind
 // ErrInProgress; once it ended, Run returns nil for a success and an *OpError carrying the
-// recorded kind and message for a failure, without calling fn. errors.Is(err, ErrReplayed)
+// recorded kind and message for a failure that may have taken effect (ErrTimeout, or of
+// no known kind), without calling fn. After a failure that shows the operation did not
+// take effect (ErrUnreachable, ErrAuth, ErrRefused, ...) a repeat runs fn again. errors.Is(err, ErrReplayed)
 // tells a replayed failure apart; RunReport also reports a replayed success.
 func (r *Runner) Run(ctx context.Context, id, op string, fn func(context.Context) error) error {
 	_, err := r.run(ctx, id, op, fn)
@@ -175,12 +186,23 @@ func (r *Runner) run(ctx context.Context, id, op string, fn func(context.Context
 		rec.State = StateFailed
 		rec.Kind = KindOf(runErr)
 		rec.Message = runErr.Error()
+		rec.Retryable = notApplied(rec.Kind)
 	}
 	// The outcome must be recorded even when ctx has ended.
 	if err := j.Finish(context.WithoutCancel(ctx), rec); err != nil {
 		r.logger().Warn("bmc: journal finish failed", "id", id, "op", op, "err", err)
 	}
 	return false, runErr
+}
+
+// notApplied reports whether a failure of this kind shows that the operation did not take
+// effect. A timeout (or an unknown failure) may have, so it is never retried blindly.
+func notApplied(kind error) bool {
+	switch kind {
+	case ErrAuth, ErrUnreachable, ErrTLS, ErrRefused, ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrClosed:
+		return true
+	}
+	return false
 }
 
 func (r *Runner) journal() Journal {

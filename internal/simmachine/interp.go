@@ -29,7 +29,15 @@ func (in *interp) chain(ctx context.Context, u string, depth int) error {
 	if depth >= maxChainDepth {
 		return fmt.Errorf("simmachine: chain deeper than %d", maxChainDepth)
 	}
-	status, body, _, err := in.m.fetch(ctx, u, true)
+	status, body, retryAfter, err := in.fetchScript(ctx, u)
+	for tries := 0; err == nil && status == http.StatusServiceUnavailable && retryAfter > 0 && tries < maxRetryAfter; tries++ {
+		// iPXE honours Retry-After on its own before the fetch counts as failed.
+		in.m.event("%s answered 503, retrying after %v", u, retryAfter)
+		if err := in.sleep(ctx, retryAfter); err != nil {
+			return err
+		}
+		status, body, retryAfter, err = in.fetchScript(ctx, u)
+	}
 	if err != nil {
 		return err
 	}
@@ -47,6 +55,18 @@ func (in *interp) chain(ctx context.Context, u string, depth int) error {
 		return nil
 	}
 	return err
+}
+
+// maxRetryAfter bounds the Retry-After rounds of one fetch.
+const maxRetryAfter = 10
+
+func (in *interp) fetchScript(ctx context.Context, u string) (int, []byte, time.Duration, error) {
+	status, body, hdr, err := in.m.fetchWithHeader(ctx, u)
+	var after time.Duration
+	if n, err := strconv.Atoi(hdr.Get("Retry-After")); err == nil && n > 0 {
+		after = time.Duration(n) * time.Second
+	}
+	return status, body, after, err
 }
 
 // statusError is a fetch answered with another status than 200.
@@ -183,7 +203,7 @@ func (in *interp) exec(ctx context.Context, base string, c []string, depth int) 
 		if err != nil {
 			return err
 		}
-		status, _, f, err := in.m.fetch(ctx, u, false)
+		status, f, err := in.m.fetch(ctx, u)
 		if err != nil {
 			return err
 		}
@@ -291,8 +311,11 @@ func (in *interp) setting(name string) string {
 	case "uuid":
 		v = in.m.UUID.String()
 	}
-	if typ == "uristring" {
+	switch typ {
+	case "uristring":
 		return uriString(v)
+	case "hexhyp":
+		return strings.ReplaceAll(v, ":", "-")
 	}
 	return v
 }

@@ -286,30 +286,40 @@ func (m *Machine) httpClient() *http.Client {
 	return &http.Client{Timeout: 30 * time.Second}
 }
 
-// fetch GETs u and returns its status and body hash (or the body, when keep).
-func (m *Machine) fetch(ctx context.Context, u string, keep bool) (int, []byte, Fetched, error) {
+// fetchWithHeader GETs a script: its status, body and the response header.
+func (m *Machine) fetchWithHeader(ctx context.Context, u string) (int, []byte, http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return 0, nil, Fetched{}, err
+		return 0, nil, nil, err
 	}
-	req.Header.Set("User-Agent", "iPXE/1.21.1+ (siteboot simmachine)")
+	req.Header.Set("User-Agent", userAgent)
 	resp, err := m.httpClient().Do(req)
 	if err != nil {
-		return 0, nil, Fetched{}, err
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, body, resp.Header, err
+}
+
+const userAgent = "iPXE/1.21.1+ (siteboot simmachine)"
+
+// fetch GETs u and returns its status and body hash.
+func (m *Machine) fetch(ctx context.Context, u string) (int, Fetched, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, Fetched{}, err
+	}
+	req.Header.Set("User-Agent", userAgent)
+	resp, err := m.httpClient().Do(req)
+	if err != nil {
+		return 0, Fetched{}, err
 	}
 	defer resp.Body.Close()
 	h := sha256.New()
-	var body []byte
-	var n int64
-	if keep {
-		body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		h.Write(body)
-		n = int64(len(body))
-	} else {
-		n, err = io.Copy(h, resp.Body)
-	}
+	n, err := io.Copy(h, resp.Body)
 	if err != nil {
-		return resp.StatusCode, nil, Fetched{}, err
+		return resp.StatusCode, Fetched{}, err
 	}
-	return resp.StatusCode, body, Fetched{URL: u, SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n}, nil
+	return resp.StatusCode, Fetched{URL: u, SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n}, nil
 }

@@ -427,8 +427,12 @@ func (c *Cache) setPinned(images []Image) error {
 // startLocked starts a background pull of img when needed. c.mu is held.
 func (c *Cache) startLocked(img Image, now time.Time) {
 	d := img.SHA256
-	if _, ok := c.entries[d]; ok {
-		c.images[d] = &image{img: img, state: StateReady, bytes: c.entries[d].size, total: c.entries[d].size, since: now}
+	if e, ok := c.entries[d]; ok {
+		if st := c.images[d]; st != nil && st.state == StateReady {
+			st.img = img
+		} else {
+			c.images[d] = &image{img: img, state: StateReady, bytes: e.size, total: e.size, since: now}
+		}
 		return
 	}
 	if st := c.images[d]; st != nil {

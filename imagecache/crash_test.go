@@ -62,6 +62,7 @@ func tempSize(dir string) int64 {
 // of the transfer, or in the commit after the last byte (fsync, rename). After each kill no
 // partial or wrong file is visible, and a restarted cache completes the pull.
 func TestCrashSIGKILL(t *testing.T) {
+	t.Parallel()
 	const kills = 32
 	body := randomBytes(7, 8<<20)
 	digest := imagecache.Digest(sha256.Sum256(body))

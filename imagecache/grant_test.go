@@ -247,6 +247,7 @@ func (w *discardWriter) WriteHeader(code int)        { w.code = code }
 
 // A million random grants for a cached image, with 1000 live grants issued: none serves.
 func TestGrantGuessing(t *testing.T) {
+	t.Parallel()
 	f := newGrantFixture(t)
 	for range 1000 {
 		if _, err := f.c.BootGrant(time.Time{}); err != nil {

@@ -3,6 +3,7 @@ package bmc
 import (
 	"context"
 	"net/netip"
+	"time"
 
 	"github.com/bettercompute/siteboot/hwid"
 )
@@ -235,4 +236,15 @@ type CredentialRotator interface {
 	// RotatePassword sets a new password for the account named username. When it is the
 	// driver's own account, the driver uses the new password from then on.
 	RotatePassword(ctx context.Context, username, newPassword string) error
+}
+
+// OpEvent reports one finished driver operation to a host's hook (the drivers' OnOp
+// config field), for metrics: count by Driver, Op and KindOf(Err); time by Duration.
+type OpEvent struct {
+	Driver   string
+	Op       string
+	Addr     string
+	Duration time.Duration
+	// Err is nil on success.
+	Err error
 }

@@ -55,6 +55,8 @@ type Config struct {
 	Channel uint8
 	// Logger receives session events; nil discards.
 	Logger *slog.Logger
+	// OnOp, when set, is called after each operation with its outcome; it must not block.
+	OnOp func(bmc.OpEvent)
 }
 
 // Open implements bmc.Opener.
@@ -90,7 +92,13 @@ var (
 
 // Dial opens a lanplus session with the BMC at t.Address (host or host:port; port 623
 // when none), trying the configured cipher suites in order.
-func Dial(ctx context.Context, cfg Config, t bmc.Target) (*Driver, error) {
+func Dial(ctx context.Context, cfg Config, t bmc.Target) (d *Driver, err error) {
+	if cfg.OnOp != nil {
+		start := time.Now()
+		defer func() {
+			cfg.OnOp(bmc.OpEvent{Driver: Name, Op: "open", Addr: t.Address, Duration: time.Since(start), Err: err})
+		}()
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
@@ -106,7 +114,7 @@ func Dial(ctx context.Context, cfg Config, t bmc.Target) (*Driver, error) {
 	if len(cfg.CipherSuites) == 0 {
 		cfg.CipherSuites = DefaultCipherSuites
 	}
-	d := &Driver{cfg: cfg, target: t, log: cfg.Logger}
+	d = &Driver{cfg: cfg, target: t, log: cfg.Logger}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -202,7 +210,13 @@ func (d *Driver) Close() error {
 }
 
 // call runs fn with the session, serialised and refused after Close.
-func (d *Driver) call(ctx context.Context, op string, fn func(c *client.Client) error) error {
+func (d *Driver) call(ctx context.Context, op string, fn func(c *client.Client) error) (err error) {
+	if d.cfg.OnOp != nil {
+		start := time.Now()
+		defer func() {
+			d.cfg.OnOp(bmc.OpEvent{Driver: Name, Op: op, Addr: d.target.Address, Duration: time.Since(start), Err: err})
+		}()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {

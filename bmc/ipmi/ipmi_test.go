@@ -334,8 +334,19 @@ func TestUnreachable(t *testing.T) {
 
 func TestCloseTwiceAndAfterClose(t *testing.T) {
 	s := startSim(t)
-	d, err := ipmi.Dial(ctx(t), ipmi.Config{CipherSuites: []int{3}}, s.target())
+	var events []string
+	cfg := ipmi.Config{CipherSuites: []int{3}, OnOp: func(ev bmc.OpEvent) {
+		kind := "ok"
+		if k := bmc.KindOf(ev.Err); k != nil {
+			kind = k.Error()
+		}
+		events = append(events, ev.Op+" "+kind)
+	}}
+	d, err := ipmi.Dial(ctx(t), cfg, s.target())
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.PowerState(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Close(); err != nil {
@@ -346,6 +357,10 @@ func TestCloseTwiceAndAfterClose(t *testing.T) {
 	}
 	_, err = d.PowerState(ctx(t))
 	kindIs(t, err, bmc.ErrClosed)
+	want := []string{"open ok", "power-state ok", "power-state " + bmc.ErrClosed.Error()}
+	if diff := cmp.Diff(want, events); diff != "" {
+		t.Errorf("OnOp events (-want +got):\n%s", diff)
+	}
 }
 
 func TestDefaultCipherSuitesFallBackTo3(t *testing.T) {

@@ -52,6 +52,9 @@ type Config struct {
 	TaskTimeout time.Duration
 	// Logger receives the vendor workarounds applied and session events; nil discards.
 	Logger *slog.Logger
+	// OnOp, when set, is called after each operation (and each task-monitor poll) with
+	// its outcome; it must not block.
+	OnOp func(bmc.OpEvent)
 }
 
 // Open implements bmc.Opener.
@@ -92,7 +95,13 @@ var (
 
 // Dial connects to the BMC at t.Address, logs in (unless cfg.BasicAuth) and finds its
 // ComputerSystem. Close the driver to log out.
-func Dial(ctx context.Context, cfg Config, t bmc.Target) (*Driver, error) {
+func Dial(ctx context.Context, cfg Config, t bmc.Target) (d *Driver, err error) {
+	if cfg.OnOp != nil {
+		start := time.Now()
+		defer func() {
+			cfg.OnOp(bmc.OpEvent{Driver: Name, Op: "open", Addr: t.Address, Duration: time.Since(start), Err: err})
+		}()
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
@@ -102,7 +111,7 @@ func Dial(ctx context.Context, cfg Config, t bmc.Target) (*Driver, error) {
 	if cfg.TaskTimeout <= 0 {
 		cfg.TaskTimeout = DefaultTaskTimeout
 	}
-	d := &Driver{cfg: cfg, target: t, password: t.Password, log: cfg.Logger}
+	d = &Driver{cfg: cfg, target: t, password: t.Password, log: cfg.Logger}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -228,14 +237,20 @@ func (d *Driver) client(ctx context.Context) *gofish.APIClient {
 
 // do runs fn with a client bound to ctx. When a session has expired (401) it logs in
 // again once and retries: a 401 means the BMC did not act on the request.
-func (d *Driver) do(ctx context.Context, op string, fn func(*gofish.APIClient) error) error {
+func (d *Driver) do(ctx context.Context, op string, fn func(*gofish.APIClient) error) (err error) {
+	if d.cfg.OnOp != nil {
+		start := time.Now()
+		defer func() {
+			d.cfg.OnOp(bmc.OpEvent{Driver: Name, Op: op, Addr: d.target.Address, Duration: time.Since(start), Err: err})
+		}()
+	}
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()
 	if closed {
 		return d.opErr(op, bmc.ErrClosed, "", nil)
 	}
-	err := fn(d.client(ctx))
+	err = fn(d.client(ctx))
 	if err == nil {
 		return nil
 	}

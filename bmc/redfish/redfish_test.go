@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -900,5 +901,31 @@ func TestCycleWaitsForOffBeforeOn(t *testing.T) {
 	}
 	if srv.Resource(bmctest.SystemPath)["PowerState"] != "On" || len(srv.Boots()) != 1 {
 		t.Error("machine not back on")
+	}
+}
+
+func TestOnOpReportsEachOperation(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	cfg := redfish.Config{OnOp: func(ev bmc.OpEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		kind := "ok"
+		if k := bmc.KindOf(ev.Err); k != nil {
+			kind = k.Error()
+		}
+		if ev.Driver != redfish.Name || ev.Addr == "" || ev.Duration <= 0 {
+			t.Errorf("event %+v", ev)
+		}
+		got = append(got, ev.Op+" "+kind)
+	}}
+	_, d := start(t, bmctest.Options{}, cfg)
+	_, _ = d.PowerState(ctx(t))
+	_ = d.SetBootDevice(ctx(t), bmc.BootDevice{Target: bmc.BootHTTP})
+	want := []string{"open ok", "power-state ok", "set-boot " + bmc.ErrUnsupported.Error()}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }

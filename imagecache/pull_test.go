@@ -209,11 +209,15 @@ func TestShutdownCancelsPulls(t *testing.T) {
 	}
 	img := imagecache.Image{URL: src.URL(), SHA256: sha256.Sum256(body)}
 	c.SetPinned([]imagecache.Image{img})
-	for range 500 {
-		if st := c.Status(); st[0].Bytes > 0 {
+	var st imagecache.Status
+	for range 2500 {
+		if st = c.Status()[0]; st.Bytes == int64(len(body)/2) {
 			break
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+	if st.State != imagecache.StateWarming || st.Bytes != int64(len(body)/2) || st.Total != int64(len(body)) {
+		t.Errorf("Status while stalled = %v %d/%d, want warming %d/%d", st.State, st.Bytes, st.Total, len(body)/2, len(body))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

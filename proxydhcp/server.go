@@ -287,26 +287,39 @@ func (s *Server) work(sc *serveConn) error {
 	for {
 		n, src, info, err := sc.read(buf, oob)
 		if err != nil {
-			if s.shuttingDown() {
-				return ErrServerClosed
-			}
-			s.logger().Error("proxydhcp: read", "port", sc.port.String(), "err", err)
-			sc.conn.Close() // stops the other workers of this socket too
-			return &OpError{Op: "read", Addr: sc.addr, Err: err}
+			return s.readError(sc, err)
 		}
-		s.counters.received[sc.port].Add(1)
-		if info.hasDrops {
-			if d := sc.noteDrops(info.drops); d > 0 {
-				s.counters.silent[sc.port][ReasonOverload].Add(d)
-			}
-		}
-		if n > MaxPacketSize {
-			s.counters.silent[sc.port][ReasonMalformed].Add(1)
+		if !s.received(sc, n, info) {
 			continue
 		}
 		local, direct := s.localAddr(sc, info)
 		s.handle(sc, buf[:n], out, src, info.ifIndex, local, direct)
 	}
+}
+
+// readError ends a worker: ErrServerClosed while shutting down, else the socket failed.
+func (s *Server) readError(sc *serveConn, err error) error {
+	if s.shuttingDown() {
+		return ErrServerClosed
+	}
+	s.logger().Error("proxydhcp: read", "port", sc.port.String(), "err", err)
+	sc.conn.Close() // stops the other workers of this socket too
+	return &OpError{Op: "read", Addr: sc.addr, Err: err}
+}
+
+// received counts a datagram of n bytes and reports whether it is small enough to handle.
+func (s *Server) received(sc *serveConn, n int, info pktInfo) bool {
+	s.counters.received[sc.port].Add(1)
+	if info.hasDrops {
+		if d := sc.noteDrops(info.drops); d > 0 {
+			s.counters.silent[sc.port][ReasonOverload].Add(d)
+		}
+	}
+	if n > MaxPacketSize {
+		s.counters.silent[sc.port][ReasonMalformed].Add(1)
+		return false
+	}
+	return true
 }
 
 // localAddr picks the server address for a packet: the kernel's own answer (Linux), else
@@ -343,42 +356,59 @@ func (s *Server) localAddr(sc *serveConn, info pktInfo) (local, direct netip.Add
 }
 
 func (s *Server) handle(sc *serveConn, data, out []byte, src netip.AddrPort, ifIdx int, local, direct netip.Addr) {
+	resp := s.answer(sc, data, out, src, local)
+	if resp.Reply == nil {
+		return
+	}
+	s.sent(sc, &resp, sc.write(resp.Reply, resp.Dest, ifIdx, s.sendFrom(direct)))
+}
+
+// answer runs the decision for one datagram; the reply, if any, is built in out's storage.
+func (s *Server) answer(sc *serveConn, data, out []byte, src netip.AddrPort, local netip.Addr) (resp Response) {
 	log := s.logger()
 	defer func() {
 		if v := recover(); v != nil {
 			s.counters.silent[sc.port][ReasonError].Add(1)
 			log.Error("proxydhcp: panic handling a request", "panic", v)
+			resp = Response{}
 		}
 	}()
 	if s.ctx.Err() != nil {
-		return
+		return Response{}
 	}
-	resp := s.respond(s.ctx, Packet{Data: data, Port: sc.port, Source: src, Local: local}, out)
-	debug := log.Enabled(s.ctx, slog.LevelDebug)
-	if resp.Reply == nil {
-		if debug {
-			attrs := []any{"port", sc.port.String(), "src", src.String(), "reason", resp.Reason.String()}
-			if resp.Request != nil {
-				attrs = append(attrs, "mac", resp.Request.MAC.String(), "arch", resp.Request.Arch.String())
-			}
-			if resp.Err != nil {
-				attrs = append(attrs, "err", resp.Err)
-			}
-			log.Debug("proxydhcp: silent", attrs...)
+	resp = s.respond(s.ctx, Packet{Data: data, Port: sc.port, Source: src, Local: local}, out)
+	if resp.Reply == nil && log.Enabled(s.ctx, slog.LevelDebug) {
+		attrs := []any{"port", sc.port.String(), "src", src.String(), "reason", resp.Reason.String()}
+		if resp.Request != nil {
+			attrs = append(attrs, "mac", resp.Request.MAC.String(), "arch", resp.Request.Arch.String())
 		}
-		return
+		if resp.Err != nil {
+			attrs = append(attrs, "err", resp.Err)
+		}
+		log.Debug("proxydhcp: silent", attrs...)
 	}
-	from := netip.Addr{}
+	return resp
+}
+
+// sendFrom is the source address for a reply: the packet's own local address, unless
+// ServerIP names another one (then the kernel chooses).
+func (s *Server) sendFrom(direct netip.Addr) netip.Addr {
 	if !s.ServerIP.IsValid() || s.ServerIP == direct {
-		from = direct
+		return direct
 	}
-	if err := sc.write(resp.Reply, resp.Dest, ifIdx, from); err != nil {
+	return netip.Addr{}
+}
+
+// sent counts and logs the outcome of sending resp.
+func (s *Server) sent(sc *serveConn, resp *Response, err error) {
+	log := s.logger()
+	if err != nil {
 		s.counters.sendErrors[sc.port].Add(1)
 		log.Warn("proxydhcp: send", "port", sc.port.String(), "dest", resp.Dest.String(), "mac", resp.Request.MAC.String(), "err", err)
 		return
 	}
 	s.counters.answered[sc.port].Add(1)
-	if debug {
+	if log.Enabled(s.ctx, slog.LevelDebug) {
 		log.Debug("proxydhcp: answered", "port", sc.port.String(), "mac", resp.Request.MAC.String(),
 			"arch", resp.Request.Arch.String(), "ipxe", resp.Request.IPXE, "dest", resp.Dest.String())
 	}

@@ -363,3 +363,38 @@ func TestListenAndServeBindError(t *testing.T) {
 	}
 	srv.Close()
 }
+
+// wrappedConn hides the *net.UDPConn, as a host's own PacketConn would: no control messages.
+type wrappedConn struct{ net.PacketConn }
+
+// A PacketConn that is not a *net.UDPConn is served too; the server address is the socket's.
+func TestServeWrappedConn(t *testing.T) {
+	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll)}
+	inner, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeBoot(wrappedConn{inner}) }()
+	defer func() {
+		srv.Close()
+		if err := <-errc; !errors.Is(err, proxydhcp.ErrServerClosed) {
+			t.Errorf("ServeBoot = %v", err)
+		}
+	}()
+	client := listenClient(t)
+	client.WriteTo(ovmfBootRequest(t, "52:54:00:00:00:81"), inner.LocalAddr())
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 1500)
+	n, _, err := client.ReadFrom(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := dhcpv4.FromBytes(buf[:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{m.MessageType().String(), m.ServerIdentifier().String(), m.BootFileName}; !cmp.Equal(got, []string{"ACK", "127.0.0.1", "ipxe.efi"}) {
+		t.Errorf("reply %v", got)
+	}
+}

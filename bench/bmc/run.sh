@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# IPMI figures against OpenIPMI's ipmi_sim on loopback (cipher suite 3): one request on an
+# BMC driver figures. IPMI against OpenIPMI's ipmi_sim on loopback (cipher suite 3): one request on an
 # open session (PowerState, SetBootDevice), a session opened and closed (DialClose), and
 # ipmitool's whole run for "chassis power status" (which opens a session each time).
 # Needs ipmi_sim (openipmi) and ipmitool. The ipmi_sim chassis-control script is a shell
@@ -14,3 +14,5 @@ if [ -n "${MODFILE:-}" ]; then
 	args+=(-modfile "$MODFILE")
 fi
 go test "${args[@]}" ./bmc/ipmi/
+# Redfish against bmctest (loopback, plain HTTP): the driver's own cost per operation.
+go test -run '^$' -bench . -benchtime "${BENCHTIME:-2s}" -count "${COUNT:-3}" ./bmc/redfish/

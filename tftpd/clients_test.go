@@ -179,3 +179,27 @@ func TestTsizeAtftpTrace(t *testing.T) {
 		t.Errorf("got %d bytes, want %d identical", len(got), len(data))
 	}
 }
+
+// TestBlockNumberWraps: a file of more than 65535 blocks; the block number wraps to 0 (as
+// tftpd-hpa, curl and atftp do) and the file arrives whole.
+func TestBlockNumberWraps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 32 MiB in 512-byte blocks")
+	}
+	curl := testpeer.LookPath(t, "curl", "curl")
+	dir := t.TempDir()
+	data := payload(65536*512+1000, 14)
+	writeFiles(t, dir, map[string][]byte{"big.bin": data})
+	addr := serve(t, &tftpd.Server{Dir: dir}, "127.0.0.1")
+	local := filepath.Join(t.TempDir(), "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, curl, "-sS", "-o", local, "--tftp-blksize", "512",
+		"tftp://"+addr.String()+"/big.bin").CombinedOutput(); err != nil {
+		t.Fatalf("curl: %v\n%s", err, out)
+	}
+	got, _ := os.ReadFile(local)
+	if !bytes.Equal(got, data) {
+		t.Fatalf("got %d bytes, want %d identical", len(got), len(data))
+	}
+}

@@ -14,6 +14,9 @@
 //	...
 //	srv.Shutdown(ctx)
 //
+// Package tftpdtest runs a Server on loopback and fetches from it as firmware does, for a
+// host's own tests.
+//
 // The transfers themselves run on github.com/pin/tftp/v3, which opens one UDP socket per
 // transfer (the transfer identifier of RFC 1350). The Server sits in front of it on the
 // listening socket: it parses every request there, answers refusals itself and hands on

@@ -70,9 +70,11 @@
 // # Security notes
 //
 // A grant token is a bearer secret: it appears in iPXE scripts and kernel command lines of
-// the machine it is for. Issue one grant per boot entry and reuse it while the entry lives
-// (and Revoke it with the entry), rather than one per script fetch: the table holds at most
-// Config.MaxGrants live grants and refuses more with ErrGrantLimit. A boot grant answers 503
+// the machine it is for. Issue one grant per boot entry rather than one per script fetch:
+// BootGrantFor and SanbootGrantFor return the live grant of a key (say the entry's MAC and
+// workflow) again, and RevokeKey ends it with the entry. The table holds at most
+// Config.MaxGrants live grants and refuses more with ErrGrantLimit, so a host minting a
+// grant per request lets any client that can fetch a script exhaust it. A boot grant answers 503
 // while fenced, which tells its holder that the grant itself is good; every other refusal is
 // the same 404.
 //

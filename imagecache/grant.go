@@ -65,6 +65,7 @@ type FenceFunc func() bool
 func (f FenceFunc) Active() bool { return f() }
 
 type grantRec struct {
+	key      string // the host's key for reuse, or ""
 	token    [TokenLen / 2]byte
 	kind     GrantKind
 	digest   Digest
@@ -77,10 +78,22 @@ type grantRec struct {
 type grantTable struct {
 	mu        sync.Mutex
 	m         map[[32]byte]*grantRec
+	keys      map[string][32]byte // host key -> live grant
 	lastSweep time.Time
 }
 
-func (t *grantTable) init() { t.m = map[[32]byte]*grantRec{} }
+func (t *grantTable) init() {
+	t.m = map[[32]byte]*grantRec{}
+	t.keys = map[string][32]byte{}
+}
+
+// deleteLocked forgets one grant and its key.
+func (t *grantTable) deleteLocked(k [32]byte) {
+	if g := t.m[k]; g != nil && g.key != "" && t.keys[g.key] == k {
+		delete(t.keys, g.key)
+	}
+	delete(t.m, k)
+}
 
 const sweepEvery = time.Minute
 
@@ -88,7 +101,7 @@ const sweepEvery = time.Minute
 func (t *grantTable) sweepLocked(now time.Time) {
 	for k, g := range t.m {
 		if !now.Before(g.notAfter) {
-			delete(t.m, k)
+			t.deleteLocked(k)
 		}
 	}
 	t.lastSweep = now
@@ -97,7 +110,24 @@ func (t *grantTable) sweepLocked(now time.Time) {
 // BootGrant issues a boot grant for any cached image, valid until notAfter (zero:
 // BootGrantTTL from now) and only while the Fence is active.
 func (c *Cache) BootGrant(notAfter time.Time) (Grant, error) {
-	return c.issue(GrantBoot, Digest{}, notAfter)
+	return c.issue("", GrantBoot, Digest{}, notAfter)
+}
+
+// BootGrantFor is BootGrant for a host key such as a boot entry's MAC and workflow: while
+// the grant issued for key lives, serves any image and has this not-after (or notAfter is
+// zero), it is returned again instead of a new one. A host that renders a script on every
+// request thus holds one grant per entry, however often a client asks. When the scope or
+// not-after changes, a new grant takes the key and the old one stays valid until it expires.
+func (c *Cache) BootGrantFor(key string, notAfter time.Time) (Grant, error) {
+	return c.issue(key, GrantBoot, Digest{}, notAfter)
+}
+
+// SanbootGrantFor is SanbootGrant with reuse by key, as BootGrantFor.
+func (c *Cache) SanbootGrantFor(key string, iso Digest, notAfter time.Time) (Grant, error) {
+	if iso.IsZero() {
+		return Grant{}, fmt.Errorf("%w: no digest", ErrBadGrant)
+	}
+	return c.issue(key, GrantBoot, iso, notAfter)
 }
 
 // SanbootGrant issues a boot grant for the one image iso, valid until notAfter (zero:
@@ -106,7 +136,7 @@ func (c *Cache) SanbootGrant(iso Digest, notAfter time.Time) (Grant, error) {
 	if iso.IsZero() {
 		return Grant{}, fmt.Errorf("%w: no digest", ErrBadGrant)
 	}
-	return c.issue(GrantBoot, iso, notAfter)
+	return c.issue("", GrantBoot, iso, notAfter)
 }
 
 // FirmwareGrant issues a grant for the one image d, valid for FirmwareGrantTTL.
@@ -114,21 +144,33 @@ func (c *Cache) FirmwareGrant(d Digest) (Grant, error) {
 	if d.IsZero() {
 		return Grant{}, fmt.Errorf("%w: no digest", ErrBadGrant)
 	}
-	return c.issue(GrantFirmware, d, c.now().Add(c.cfg.FirmwareGrantTTL))
+	return c.issue("", GrantFirmware, d, c.now().Add(c.cfg.FirmwareGrantTTL))
 }
 
-func (c *Cache) issue(kind GrantKind, d Digest, notAfter time.Time) (Grant, error) {
+func (c *Cache) issue(key string, kind GrantKind, d Digest, notAfter time.Time) (Grant, error) {
 	now := c.now()
-	if notAfter.IsZero() {
+	anyNotAfter := notAfter.IsZero()
+	if anyNotAfter {
 		notAfter = now.Add(c.cfg.BootGrantTTL)
 	}
 	if !now.Before(notAfter) {
 		return Grant{}, fmt.Errorf("%w: not-after %v is not after now %v", ErrBadGrant, notAfter, now)
 	}
-	rec := &grantRec{kind: kind, digest: d, notAfter: notAfter}
+	rec := &grantRec{key: key, kind: kind, digest: d, notAfter: notAfter}
 	t := &c.grants
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if key != "" {
+		if k, ok := t.keys[key]; ok {
+			g := t.m[k]
+			if g != nil && now.Before(g.notAfter) && g.kind == kind && g.digest == d &&
+				(anyNotAfter || g.notAfter.Equal(notAfter)) {
+				return g.grant(), nil
+			}
+			// Another scope or not-after: a new grant takes the key; the old one stays
+			// valid until its own not-after (a client may be reading under it).
+		}
+	}
 	if len(t.m) >= c.cfg.MaxGrants || now.Sub(t.lastSweep) >= sweepEvery {
 		t.sweepLocked(now)
 	}
@@ -138,13 +180,20 @@ func (c *Cache) issue(kind GrantKind, d Digest, notAfter time.Time) (Grant, erro
 	if _, err := io.ReadFull(c.rand, rec.token[:]); err != nil {
 		return Grant{}, fmt.Errorf("imagecache: grant token: %w", err)
 	}
-	key := sha256.Sum256(rec.token[:])
-	if _, dup := t.m[key]; dup {
+	k := sha256.Sum256(rec.token[:])
+	if _, dup := t.m[k]; dup {
 		return Grant{}, fmt.Errorf("imagecache: grant token: the random source repeated itself")
 	}
-	t.m[key] = rec
+	t.m[k] = rec
+	if key != "" {
+		t.keys[key] = k
+	}
 	c.stats.grantsIssued.Add(1)
-	return Grant{Token: hex.EncodeToString(rec.token[:]), Kind: kind, Digest: d, NotAfter: notAfter}, nil
+	return rec.grant(), nil
+}
+
+func (g *grantRec) grant() Grant {
+	return Grant{Token: hex.EncodeToString(g.token[:]), Kind: g.kind, Digest: g.digest, NotAfter: g.notAfter}
 }
 
 // Revoke forgets a grant at once. Unknown tokens are ignored.
@@ -153,10 +202,20 @@ func (c *Cache) Revoke(token string) {
 	if !parseLowerHex(tok[:], token) {
 		return
 	}
-	key := sha256.Sum256(tok[:])
+	k := sha256.Sum256(tok[:])
 	c.grants.mu.Lock()
-	delete(c.grants.m, key)
+	c.grants.deleteLocked(k)
 	c.grants.mu.Unlock()
+}
+
+// RevokeKey forgets the grant issued for a host key (see BootGrantFor), for example when
+// its boot entry is removed.
+func (c *Cache) RevokeKey(key string) {
+	c.grants.mu.Lock()
+	defer c.grants.mu.Unlock()
+	if k, ok := c.grants.keys[key]; ok {
+		c.grants.deleteLocked(k)
+	}
 }
 
 // GrantCount returns how many grants are held (expired ones until the next sweep).
@@ -188,7 +247,7 @@ func (c *Cache) checkGrant(tok *[TokenLen / 2]byte, d Digest) verdict {
 		return verdictUnknown
 	}
 	if !now.Before(g.notAfter) {
-		delete(t.m, key)
+		t.deleteLocked(key)
 		t.mu.Unlock()
 		return verdictExpired
 	}

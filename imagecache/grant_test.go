@@ -288,3 +288,58 @@ func TestGrantGuessing(t *testing.T) {
 		t.Errorf("RefusedGrant = %d, want %d", s.RefusedGrant, guesses)
 	}
 }
+
+// Keyed grants are reused while they fit, so a script rendered per request does not grow the
+// table; a changed not-after or scope gets a new grant and the old one keeps working.
+func TestGrantReuseByKey(t *testing.T) {
+	f := newGrantFixture(t)
+	entryEnd := f.clk.Now().Add(2 * time.Hour)
+	first, err := f.c.BootGrantFor("aa:bb:cc:dd:ee:ff/wf1", entryEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 1000 {
+		g, err := f.c.BootGrantFor("aa:bb:cc:dd:ee:ff/wf1", entryEnd)
+		if err != nil || g != first {
+			t.Fatalf("BootGrantFor again = %+v, %v; want the first grant", g, err)
+		}
+	}
+	if n := f.c.GrantCount(); n != 1 {
+		t.Errorf("GrantCount after 1001 keyed issues: %d, want 1", n)
+	}
+	// Zero not-after: any live grant of the key serves.
+	if g, _ := f.c.BootGrantFor("aa:bb:cc:dd:ee:ff/wf1", time.Time{}); g != first {
+		t.Errorf("BootGrantFor with no not-after = %+v, want the first grant", g)
+	}
+	// A sanboot grant under another key, then one for another ISO under the same key.
+	iso1, _ := f.c.SanbootGrantFor("11:22:33:44:55:66/wf2", f.img1.SHA256, entryEnd)
+	iso2, _ := f.c.SanbootGrantFor("11:22:33:44:55:66/wf2", f.img2.SHA256, entryEnd)
+	if iso1.Token == iso2.Token || iso2.Digest != f.img2.SHA256 {
+		t.Errorf("another ISO under the same key reused the grant: %+v %+v", iso1, iso2)
+	}
+	// The entry is extended: a new grant; the old URL still serves until it expires.
+	extended, _ := f.c.BootGrantFor("aa:bb:cc:dd:ee:ff/wf1", entryEnd.Add(time.Hour))
+	if extended.Token == first.Token {
+		t.Error("a new not-after reused the old grant")
+	}
+	for _, p := range []string{first.Path(f.img1.SHA256), extended.Path(f.img1.SHA256), iso1.Path(imagecache.Digest{})} {
+		if w := f.get("GET", p); w.Code != 200 {
+			t.Errorf("GET %s = %d, want 200", p, w.Code)
+		}
+	}
+	f.clk.Advance(2 * time.Hour)
+	if w := f.get("GET", first.Path(f.img1.SHA256)); w.Code != 404 {
+		t.Errorf("old grant after its not-after: %d, want 404", w.Code)
+	}
+	if w := f.get("GET", extended.Path(f.img1.SHA256)); w.Code != 200 {
+		t.Errorf("extended grant: %d, want 200", w.Code)
+	}
+	// Revoking by key ends the current grant at once.
+	f.c.RevokeKey("aa:bb:cc:dd:ee:ff/wf1")
+	if w := f.get("GET", extended.Path(f.img1.SHA256)); w.Code != 404 {
+		t.Errorf("after RevokeKey: %d, want 404", w.Code)
+	}
+	if g, _ := f.c.BootGrantFor("aa:bb:cc:dd:ee:ff/wf1", entryEnd.Add(time.Hour)); g.Token == extended.Token {
+		t.Error("a revoked grant was handed out again")
+	}
+}

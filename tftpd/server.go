@@ -175,11 +175,14 @@ func (s *Server) clock() func() time.Time {
 	return time.Now
 }
 
+// discard is the logger of a Server whose Logger is nil.
+var discard = slog.New(slog.DiscardHandler)
+
 func (s *Server) logger() *slog.Logger {
 	if s.Logger != nil {
 		return s.Logger
 	}
-	return slog.New(slog.DiscardHandler)
+	return discard
 }
 
 // start validates the fields and opens the root, once; s.mu is held.

@@ -34,10 +34,12 @@
 // # Wiring
 //
 // Give [Server.Serve] a socket for port 67 and [Server.ServeBoot] one for port 4011, or call
-// [Server.ListenAndServe]. On a *net.UDPConn the server reads, per packet, the interface the
-// request came in on (IP_PKTINFO through golang.org/x/net/ipv4) and answers with that
-// interface's address, so one server serves several segments; [Server.ServerIP] fixes the
-// address instead. [Server.Shutdown] lets requests already read be answered; [Server.Close]
+// [Server.ListenAndServe]. On a *net.UDPConn the server turns on IP_PKTINFO (through
+// golang.org/x/net/ipv4) and, per packet, answers out of the interface the request came in
+// on, naming the address the kernel gives for it (on Linux, ipi_spec_dst: the receiving
+// interface's address for a broadcast), so one server on 0.0.0.0 serves several segments,
+// in any network namespace. [Server.ServerIP] fixes the address instead; elsewhere than
+// Linux, a wildcard socket that receives broadcasts needs it. [Server.Shutdown] lets requests already read be answered; [Server.Close]
 // stops at once. [Server.Respond] runs the whole decision for one datagram without a socket.
 //
 // # Limits and safety

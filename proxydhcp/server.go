@@ -19,9 +19,6 @@ const (
 	DefaultAddr     = ":67"
 	DefaultBootAddr = ":4011"
 	DefaultWorkers  = 4
-	// InterfaceCacheTTL is how long the addresses of an interface are reused before they are
-	// read again (only where the kernel does not name the local address of each packet).
-	InterfaceCacheTTL = 10 * time.Second
 )
 
 // Server is a proxy DHCP server. Set its fields, then call Serve and ServeBoot with bound
@@ -72,12 +69,8 @@ type Server struct {
 	// Logger receives one debug record per request and errors of the sockets. Nil discards.
 	Logger *slog.Logger
 
-	// Now is the clock of the interface address cache. Default time.Now.
-	Now func() time.Time
-
 	counters counters
 	files    atomic.Pointer[BootFiles]
-	ifaces   ifaceCache
 
 	initOnce sync.Once
 	initErr  error
@@ -152,13 +145,6 @@ func (s *Server) logger() *slog.Logger {
 		return discard
 	}
 	return s.Logger
-}
-
-func (s *Server) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
 }
 
 func (s *Server) init() error {
@@ -322,34 +308,18 @@ func (s *Server) received(sc *serveConn, n int, info pktInfo) bool {
 	return true
 }
 
-// localAddr picks the server address for a packet: the kernel's own answer (Linux), else
-// the unicast address it was sent to when that is in one of the interface's subnets, else the
-// interface's first IPv4 address, else the socket's own address. direct is the address to
-// send from (one the host owns).
+// localAddr picks the server address for a packet and the address to send its reply from:
+// the kernel's own choice for it (Linux IP_PKTINFO ipi_spec_dst: for a broadcast, the
+// address of the interface it came in on), else the unicast address it was sent to, else the
+// socket's own address. Elsewhere than Linux, a socket bound to 0.0.0.0 that receives
+// broadcasts needs Server.ServerIP.
 func (s *Server) localAddr(sc *serveConn, info pktInfo) (local, direct netip.Addr) {
-	if usableServer(info.specDst) {
+	switch {
+	case usableServer(info.specDst):
 		return info.specDst, info.specDst
-	}
-	ifIdx, dst := info.ifIndex, info.dst
-	if ifIdx > 0 {
-		prefixes := s.ifaces.get(ifIdx, s.now())
-		for _, p := range prefixes {
-			// A unicast address of the interface's subnets (the request's own target) wins
-			// over the interface's first address; the subnet's broadcast address does not.
-			edge := p.Bits() < 31 && (dst == lastAddr(p) || dst == p.Masked().Addr())
-			if p.Contains(dst) && !edge {
-				return dst, dst
-			}
-		}
-		if len(prefixes) > 0 {
-			a := prefixes[0].Addr()
-			return a, a
-		}
-	}
-	if usableServer(dst) && ifIdx == 0 {
-		return dst, dst
-	}
-	if usableServer(sc.local) {
+	case usableServer(info.dst):
+		return info.dst, info.dst
+	case usableServer(sc.local):
 		return sc.local, sc.local
 	}
 	return netip.Addr{}, netip.Addr{}
@@ -548,72 +518,4 @@ func (sc *serveConn) write(b []byte, dst netip.AddrPort, ifIdx int, src netip.Ad
 	}
 	_, err := sc.conn.WriteTo(b, net.UDPAddrFromAddrPort(dst))
 	return err
-}
-
-// ifaceCache holds the IPv4 addresses of interfaces by index.
-type ifaceCache struct {
-	mu sync.Mutex
-	m  map[int]ifaceEntry
-}
-
-type ifaceEntry struct {
-	addrs   []netip.Prefix
-	expires time.Time
-}
-
-func (c *ifaceCache) get(idx int, now time.Time) []netip.Prefix {
-	c.mu.Lock()
-	e, ok := c.m[idx]
-	c.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.addrs
-	}
-	e = ifaceEntry{addrs: interfaceAddrs(idx), expires: now.Add(InterfaceCacheTTL)}
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = make(map[int]ifaceEntry)
-	}
-	c.m[idx] = e
-	c.mu.Unlock()
-	return e.addrs
-}
-
-func interfaceAddrs(idx int) []netip.Prefix {
-	ifi, err := net.InterfaceByIndex(idx)
-	if err != nil {
-		return nil
-	}
-	as, err := ifi.Addrs()
-	if err != nil {
-		return nil
-	}
-	var out []netip.Prefix
-	for _, a := range as {
-		ipn, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(ipn.IP)
-		if !ok || !ip.Unmap().Is4() {
-			continue
-		}
-		ones, bits := ipn.Mask.Size()
-		if bits != 32 {
-			continue
-		}
-		out = append(out, netip.PrefixFrom(ip.Unmap(), ones))
-	}
-	return out
-}
-
-// lastAddr is the broadcast address of p.
-func lastAddr(p netip.Prefix) netip.Addr {
-	a := p.Masked().Addr().As4()
-	host := uint32(0xffffffff) >> p.Bits()
-	if p.Bits() >= 32 {
-		host = 0
-	}
-	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	v |= host
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }

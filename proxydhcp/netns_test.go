@@ -157,3 +157,60 @@ func checkClosed(t *testing.T, err error) {
 		t.Errorf("Serve returned %v, want ErrServerClosed", err)
 	}
 }
+
+// TestNetnsTwoSegments serves one wildcard socket for a host on two segments: a broadcast
+// DISCOVER from each segment is answered out of that segment's interface, naming that
+// interface's address (read per packet). Needs root (namespaces).
+func TestNetnsTwoSegments(t *testing.T) {
+	seg := testpeer.NewSegment(t, 2)
+	server, client1 := seg.Hosts[0], seg.Hosts[1]
+	client1.Run(t, "ip", "addr", "flush", "dev", client1.Iface)
+	client2 := testpeer.NewNetns(t)
+	server.Run(t, "ip", "link", "add", "eth1", "type", "veth", "peer", "name", "eth0", "netns", client2.Name())
+	server.Run(t, "ip", "addr", "add", "198.51.100.1/24", "dev", "eth1")
+	server.Run(t, "ip", "link", "set", "eth1", "up")
+	client2.Run(t, "ip", "link", "set", "eth0", "up")
+
+	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll)}
+	var c67 net.PacketConn
+	if err := server.Do(func() (err error) { c67, err = net.ListenPacket("udp4", "0.0.0.0:67"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); checkClosed(t, srv.Serve(c67)) }()
+	defer func() {
+		srv.Close()
+		<-done
+	}()
+
+	for _, tc := range []struct {
+		ns   *testpeer.Netns
+		mac  string
+		want string
+	}{
+		{client1.Netns, "52:54:00:bb:00:01", server.IP.String()},
+		{client2, "52:54:00:bb:00:02", "198.51.100.1"},
+	} {
+		var c *nclient4.Client
+		if err := tc.ns.Do(func() (err error) {
+			c, err = nclient4.New("eth0", nclient4.WithHWAddr(mustMAC(t, tc.mac)), nclient4.WithTimeout(time.Second), nclient4.WithRetry(3))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		offer, err := c.DiscoverOffer(ctx,
+			dhcpv4.WithOption(dhcpv4.OptClassIdentifier("HTTPClient:Arch:00016:UNDI:003000")),
+			dhcpv4.WithOption(dhcpv4.OptClientArch(iana.EFI_X86_64_HTTP)))
+		cancel()
+		c.Close()
+		if err != nil {
+			t.Fatalf("%s: DiscoverOffer: %v", tc.mac, err)
+		}
+		got := []string{offer.ServerIdentifier().String(), offer.ServerIPAddr.String(), offer.BootFileName, offer.ClassIdentifier()}
+		want := []string{tc.want, tc.want, "http://" + tc.want + "/boot/files/ipxe.efi", "HTTPClient"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.mac, diff)
+		}
+	}
+}

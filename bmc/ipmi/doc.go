@@ -43,15 +43,4 @@
 // session is opened is bmc.ErrUnreachable; silence later is bmc.ErrTimeout; a completion
 // code is bmc.ErrRefused (or ErrUnsupported for invalid-command codes) with the code in
 // OpError.Code.
-//
-// # Building
-//
-// The module's go.sum does not yet list go-ipmi's own dependencies (github.com/google/uuid,
-// github.com/kr/pretty, github.com/olekukonko/tablewriter and theirs), without which nothing
-// that imports go-ipmi builds. Until it does, the driver and its tests are behind the
-// build tag siteboot_ipmi, so that the rest of the module builds:
-//
-//	go test -tags siteboot_ipmi ./bmc/ipmi/
-//
-// Remove the constraint lines once go.sum is complete.
 package ipmi

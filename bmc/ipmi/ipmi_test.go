@@ -1,5 +1,3 @@
-//go:build siteboot_ipmi
-
 package ipmi_test
 
 import (

@@ -70,3 +70,32 @@ func Example() {
 	// 200 true a deploy image
 	// 404
 }
+
+// A ramdisk fetches its deploy image from the cache under its grant, falling back to the
+// image's source; here the cache substitutes other bytes, so the source serves it.
+func ExampleFetcher_Fetch() {
+	image := []byte("the real deploy image")
+	digest := imagecache.Digest(sha256.Sum256(image))
+	cache := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("a substituted image!!"))
+	}))
+	defer cache.Close()
+	source := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(image)
+	}))
+	defer source.Close()
+
+	dir, _ := os.MkdirTemp("", "fetch-example")
+	defer os.RemoveAll(dir)
+	dst := dir + "/deploy.img"
+	f := &imagecache.Fetcher{}
+	from, err := f.Fetch(context.Background(), digest, dst, cache.URL+"/cache/t/GRANT/"+digest.String(), source.URL+"/deploy.img")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	got, _ := os.ReadFile(dst)
+	fmt.Println(from == source.URL+"/deploy.img", string(got))
+	// Output:
+	// true the real deploy image
+}

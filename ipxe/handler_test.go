@@ -56,7 +56,6 @@ type fakeHost struct {
 	cacheURL   string
 	ready      map[string]bool
 	discovered []ipxe.Discovery
-	seen       map[hwid.MAC]bool
 }
 
 func newFakeHost() *fakeHost {

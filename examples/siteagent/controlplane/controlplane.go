@@ -64,7 +64,6 @@ type agentState struct {
 	digest     string
 	reports    []agent.ImageReport
 	counters   map[string]uint64
-	word       agent.LeaseWord
 }
 
 // New returns a control plane with its defaults applied.

@@ -81,64 +81,87 @@ func FuzzParse(f *testing.F) {
 	for _, s := range seeds(f) {
 		f.Add(s)
 	}
-	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll)}
-	local := netip.MustParseAddr(serverIP)
+	f.Fuzz(checkPacket)
+}
+
+// FuzzOptions fuzzes the options of an otherwise well-formed BOOTREQUEST, where most
+// mutations of whole packets never reach: b is the options area (an End option is added).
+func FuzzOptions(f *testing.F) {
+	for _, s := range seeds(f) {
+		if len(s) > 240 {
+			opts := s[240:]
+			if i := bytes.LastIndexByte(opts, 255); i >= 0 {
+				opts = opts[:i]
+			}
+			f.Add(opts)
+		}
+	}
+	header := seeds(f)[0][:240]
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := proxydhcp.Parse(b)
-		if err != nil {
-			if !errors.Is(err, proxydhcp.ErrMalformed) && !errors.Is(err, proxydhcp.ErrNotPXE) {
-				t.Fatalf("error %v is neither ErrMalformed nor ErrNotPXE", err)
-			}
-			var pe *proxydhcp.ParseError
-			if !errors.As(err, &pe) {
-				t.Fatalf("error %v is not a *ParseError", err)
-			}
-		} else {
-			if r.Kind != proxydhcp.KindPXE && r.Kind != proxydhcp.KindHTTP {
-				t.Fatalf("kind %v", r.Kind)
-			}
-			if r.MAC[0]&1 != 0 || r.MAC == ([6]byte{}) {
-				t.Fatalf("MAC %v is not unicast", r.MAC)
-			}
-			for _, a := range []netip.Addr{r.Relay, r.ClientIP, r.ServerID} {
-				if a.IsValid() && (!a.Is4() || a.IsUnspecified()) {
-					t.Fatalf("address %v", a)
-				}
-			}
-			if !r.HasArch {
-				// Arch read from option 60: encode cannot say it that way, so compare the rest.
-				r.Arch = 0
-			}
-			again, err := proxydhcp.Parse(encode(t, r))
-			if err != nil {
-				t.Fatalf("re-encoded request does not parse: %v", err)
-			}
-			if diff := cmp.Diff(r, again, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
-				cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
-				t.Fatalf("round trip (-parsed +reparsed):\n%s", diff)
-			}
-		}
-		for _, port := range []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot} {
-			resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: b, Port: port, Source: netip.MustParseAddrPort("192.0.2.50:68"), Local: local})
-			if resp.Reply == nil {
-				continue
-			}
-			if len(resp.Reply) > 600 {
-				t.Fatalf("reply of %d bytes", len(resp.Reply))
-			}
-			m, err := dhcpv4.FromBytes(resp.Reply)
-			if err != nil {
-				t.Fatalf("reply does not parse: %v", err)
-			}
-			if !m.YourIPAddr.IsUnspecified() {
-				t.Fatalf("reply hands out %v", m.YourIPAddr)
-			}
-			if mt := m.MessageType(); mt != dhcpv4.MessageTypeOffer && mt != dhcpv4.MessageTypeAck {
-				t.Fatalf("reply type %v", mt)
-			}
-			if again := m.ToBytes(); !bytes.Equal(again, resp.Reply) {
-				t.Fatalf("reply differs from dhcpv4's encoding of it:\n%x\n%x", resp.Reply, again)
-			}
-		}
+		pkt := append(append(append([]byte{}, header...), b...), 255)
+		checkPacket(t, pkt)
 	})
+}
+
+var fuzzServer = &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll)}
+
+// checkPacket is the property both fuzz targets check for one datagram.
+func checkPacket(t *testing.T, b []byte) {
+	srv, local := fuzzServer, netip.MustParseAddr(serverIP)
+	r, err := proxydhcp.Parse(b)
+	if err != nil {
+		if !errors.Is(err, proxydhcp.ErrMalformed) && !errors.Is(err, proxydhcp.ErrNotPXE) {
+			t.Fatalf("error %v is neither ErrMalformed nor ErrNotPXE", err)
+		}
+		var pe *proxydhcp.ParseError
+		if !errors.As(err, &pe) {
+			t.Fatalf("error %v is not a *ParseError", err)
+		}
+	} else {
+		if r.Kind != proxydhcp.KindPXE && r.Kind != proxydhcp.KindHTTP {
+			t.Fatalf("kind %v", r.Kind)
+		}
+		if r.MAC[0]&1 != 0 || r.MAC == ([6]byte{}) {
+			t.Fatalf("MAC %v is not unicast", r.MAC)
+		}
+		for _, a := range []netip.Addr{r.Relay, r.ClientIP, r.ServerID} {
+			if a.IsValid() && (!a.Is4() || a.IsUnspecified()) {
+				t.Fatalf("address %v", a)
+			}
+		}
+		if !r.HasArch {
+			// Arch read from option 60: encode cannot say it that way, so compare the rest.
+			r.Arch = 0
+		}
+		again, err := proxydhcp.Parse(encode(t, r))
+		if err != nil {
+			t.Fatalf("re-encoded request does not parse: %v", err)
+		}
+		if diff := cmp.Diff(r, again, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+			cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
+			t.Fatalf("round trip (-parsed +reparsed):\n%s", diff)
+		}
+	}
+	for _, port := range []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot} {
+		resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: b, Port: port, Source: netip.MustParseAddrPort("192.0.2.50:68"), Local: local})
+		if resp.Reply == nil {
+			continue
+		}
+		if len(resp.Reply) > 600 {
+			t.Fatalf("reply of %d bytes", len(resp.Reply))
+		}
+		m, err := dhcpv4.FromBytes(resp.Reply)
+		if err != nil {
+			t.Fatalf("reply does not parse: %v", err)
+		}
+		if !m.YourIPAddr.IsUnspecified() {
+			t.Fatalf("reply hands out %v", m.YourIPAddr)
+		}
+		if mt := m.MessageType(); mt != dhcpv4.MessageTypeOffer && mt != dhcpv4.MessageTypeAck {
+			t.Fatalf("reply type %v", mt)
+		}
+		if again := m.ToBytes(); !bytes.Equal(again, resp.Reply) {
+			t.Fatalf("reply differs from dhcpv4's encoding of it:\n%x\n%x", resp.Reply, again)
+		}
+	}
 }

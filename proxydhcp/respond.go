@@ -96,8 +96,9 @@ func (s *Server) respond(ctx context.Context, p Packet, buf []byte) (resp Respon
 
 	d := s.decide(ctx, req)
 	if !d.Answer {
-		resp.Reason = d.Reason
-		if resp.Reason == ReasonNone || resp.Reason >= numReasons {
+		switch resp.Reason = d.Reason; resp.Reason {
+		case ReasonUnknown, ReasonFenced, ReasonDeclined:
+		default: // the server's own reasons are not the host's to give
 			resp.Reason = ReasonDeclined
 		}
 		if resp.Reason == ReasonUnknown && s.Discoverer != nil {

@@ -390,6 +390,7 @@ func TestSilence(t *testing.T) {
 		{name: "unknown", pkt: ovmfPXE(t, "52:54:00:00:00:20"), decision: proxydhcp.Silence(proxydhcp.ReasonUnknown), want: proxydhcp.ReasonUnknown, discovered: true},
 		{name: "fenced", pkt: ovmfPXE(t, "52:54:00:00:00:21"), decision: proxydhcp.Silence(proxydhcp.ReasonFenced), want: proxydhcp.ReasonFenced},
 		{name: "zero-decision", pkt: ovmfPXE(t, "52:54:00:00:00:22"), want: proxydhcp.ReasonDeclined},
+		{name: "server-reason-from-host", pkt: ovmfPXE(t, "52:54:00:00:00:23"), decision: proxydhcp.Silence(proxydhcp.ReasonOverload), want: proxydhcp.ReasonDeclined},
 		{name: "not-pxe", pkt: plain, decision: proxydhcp.Answer(), want: proxydhcp.ReasonNotPXE},
 		{name: "truncated", pkt: bios[:200], decision: proxydhcp.Answer(), want: proxydhcp.ReasonMalformed},
 		{name: "no-end-option", pkt: bios[:strings.Index(string(bios), "UNDI:002001")+11], decision: proxydhcp.Answer(), want: proxydhcp.ReasonMalformed},

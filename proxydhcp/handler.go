@@ -44,7 +44,8 @@ type Decision struct {
 
 	// Reason says why the request gets silence when Answer is false: ReasonUnknown (no live
 	// boot entry: the request also goes to the Discoverer), ReasonFenced (not the active
-	// boot server) or ReasonDeclined (anything else). Zero means ReasonDeclined.
+	// boot server) or ReasonDeclined (anything else). Zero, or any other reason, counts as
+	// ReasonDeclined.
 	Reason Reason
 
 	// BootFile, when set, is put in the reply as it is instead of what BootFiles gives for

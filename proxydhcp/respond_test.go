@@ -134,8 +134,8 @@ func pxeRequest67(t testing.TB, sid string) []byte {
 	return build(t, dhcpv4.MessageTypeRequest, "52:54:00:00:00:02", 0x5e6f7081, mods...)
 }
 
-// capture returns the DHCP payloads of the real BIOS capture: [0] its DISCOVER, and its
-// REQUEST to the site's DHCP server.
+// capture returns the DHCP requests of the real capture: the BIOS ROM's DISCOVER, and the
+// relayed REQUEST of an ordinary (non-PXE) client.
 func capture(t testing.TB) (discover, request []byte) {
 	for _, p := range readPcap(t, filepath.Join("testdata", "bios-pxe-asrock.pcap")) {
 		if p.DstPort != 67 {

@@ -154,9 +154,37 @@ func TestRestartKeepsAnswering(t *testing.T) {
 	}
 	eventually(t, "script served after restart", 10*time.Second, func() bool { return status(t, scriptURL(b, e)) == http.StatusOK })
 
-	// Clean-up reaches the agent and ends the answers.
+	// The script's kernel comes from the cache under the entry's grant; two scripts share it.
+	kernel := kernelURL(t, scriptURL(b, e))
+	if !strings.Contains(kernel, "/cache/t/") || kernel != kernelURL(t, scriptURL(b, e)) {
+		t.Fatalf("kernel URL %q: want one cache grant per entry", kernel)
+	}
+	eventually(t, "kernel cached", 10*time.Second, func() bool { return status(t, kernel) == http.StatusOK })
+
+	// Clean-up reaches the agent, ends the answers and the entry's grant.
 	h.plane.CleanUp("agent-t", e.Workflow)
 	eventually(t, "clean-up applied", 5*time.Second, func() bool { return status(t, scriptURL(b, e)) == http.StatusNotFound })
+	if st := status(t, kernel); st != http.StatusNotFound {
+		t.Errorf("the cleaned-up entry's grant still serves: %d", st)
+	}
+}
+
+// kernelURL fetches a script and returns the URL its kernel command loads.
+func kernelURL(t *testing.T, script string) string {
+	t.Helper()
+	resp, err := http.Get(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "kernel" {
+			return f[1]
+		}
+	}
+	t.Fatalf("no kernel line in:\n%s", body)
+	return ""
 }
 
 // TestLinkDownThenUp: a cut control link leaves the agent answering until its fence ends,

@@ -114,7 +114,9 @@ func (a *Agent) sign(ctx context.Context, c ipxe.Claims) (string, error) {
 type bootCache struct{ a *Agent }
 
 func (c bootCache) CacheURL(ctx context.Context, e ipxe.Entry) (string, error) {
-	g, err := c.a.cache.BootGrant(e.NotAfter)
+	// One grant per entry, reused by every script of that boot: a machine asking again
+	// cannot fill the grant table.
+	g, err := c.a.cache.BootGrantFor(grantKey(e.MAC, e.Workflow), e.NotAfter)
 	if err != nil {
 		return "", err
 	}
@@ -141,9 +143,12 @@ func (c bootCache) SanbootURL(ctx context.Context, e ipxe.Entry) (string, error)
 	if err != nil {
 		return "", err
 	}
-	g, err := c.a.cache.SanbootGrant(d, e.NotAfter)
+	g, err := c.a.cache.SanbootGrantFor(grantKey(e.MAC, e.Workflow), d, e.NotAfter)
 	if err != nil {
 		return "", err
 	}
 	return c.a.cfg.Boot.HTTPBase + g.Path(d), nil
 }
+
+// grantKey names the cache grant of one boot entry.
+func grantKey(mac hwid.MAC, workflow string) string { return mac.String() + "/" + workflow }

@@ -110,12 +110,25 @@ func (a *Agent) apply(c Command) error {
 	case CommandPrepare:
 		return a.entries.Put(c.Entries...)
 	case CommandCleanUp:
+		var gone []Entry
+		for _, e := range a.entries.All() {
+			if e.Workflow == c.Workflow || slices.Contains(c.MACs, e.MAC) {
+				gone = append(gone, e)
+			}
+		}
 		if c.Workflow != "" {
 			if err := a.entries.RemoveWorkflow(c.Workflow); err != nil {
 				return err
 			}
 		}
-		return a.entries.RemoveMACs(c.MACs...)
+		if err := a.entries.RemoveMACs(c.MACs...); err != nil {
+			return err
+		}
+		// The boots are over: their cache grants end with them.
+		for _, e := range gone {
+			a.cache.RevokeKey(grantKey(e.MAC, e.Workflow))
+		}
+		return nil
 	}
 	return fmt.Errorf("agent: unknown command kind %q", c.Kind)
 }

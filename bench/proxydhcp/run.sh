@@ -49,7 +49,7 @@ for ns in $ours $dq $fl; do
 	i=$((i + 1))
 done
 
-ip netns exec $ours "$tmp/bench" serve -macs "$MACS" ${PROFILE:+-cpuprofile "$PROFILE"} 2>"$tmp/ours.log" &
+ip netns exec $ours "$tmp/bench" serve -macs "$MACS" -workers "${WORKERS:-0}" ${PROFILE:+-cpuprofile "$PROFILE"} 2>"$tmp/ours.log" &
 pids+=($!)
 ours_pid=$!
 ip netns exec $dq dnsmasq --keep-in-foreground --conf-file=/dev/null --port=0 \

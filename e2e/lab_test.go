@@ -35,7 +35,9 @@ const (
 	leaseTTL       = 4 * time.Second
 	heartbeat      = 500 * time.Millisecond
 	sessionTimeout = 2 * time.Second
-	// ipxeRoot holds Debian's iPXE builds: the agents' TFTP root and /boot/files/.
+	// ipxeRoot holds Debian's iPXE builds. Some of its files are symbolic links out of the
+	// folder (ipxe.efi -> /boot/ipxe.efi), which the agent's TFTP and /boot/files/ refuse
+	// to follow: each lab copies the builds into a TFTP root of its own.
 	ipxeRoot = "/usr/lib/ipxe"
 	// Ports on the bridge namespace's address for the test's own servers.
 	controlPort = 8081
@@ -220,6 +222,7 @@ type lab struct {
 	kernel   string // sha256 of the ramdisk kernel
 	initrd   string
 	dnsmasq  *testpeer.Process
+	tftpRoot string
 	capture  string
 	tcpdump  *testpeer.Process
 
@@ -246,6 +249,19 @@ func newLab(t *testing.T, hosts int) *lab {
 
 	l := &lab{t: t, dir: t.TempDir(), seg: testpeer.NewSegment(t, hosts), kernel: sha256Hex(kernel), initrd: sha256Hex(initrd)}
 	br := l.seg.Bridge
+	l.tftpRoot = filepath.Join(l.dir, "tftp")
+	if err := os.MkdirAll(l.tftpRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"undionly.kpxe", "ipxe.efi"} {
+		b, err := os.ReadFile(filepath.Join(ipxeRoot, name)) // follows the link
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(l.tftpRoot, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// The packet capture first, so it sees everything.
 	l.capture = filepath.Join(l.dir, "segment.pcap")
@@ -374,7 +390,7 @@ timeout   = "2s"
 
 [metrics]
 listen = "127.0.0.1:9464"
-`, siteID, node, dir, keyFile, h.Iface, h.IP, ipxeRoot,
+`, siteID, node, dir, keyFile, h.Iface, h.IP, l.tftpRoot,
 		bridgeURL(originPort, "/images/vmlinuz"), l.kernel, bridgeURL(originPort, "/images/initrd.cpio"), l.initrd,
 		leaseTTL.String(), bridgeURL(controlPort, ""), heartbeat.String())
 	confFile := filepath.Join(dir, "config.toml")

@@ -26,6 +26,7 @@ import (
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
+	"golang.org/x/net/ipv4"
 )
 
 func main() {
@@ -167,28 +168,36 @@ func flood(args []string) error {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 
-	// Receiver.
+	// Receiver: recvmmsg, up to batch offers per call.
+	pc := ipv4.NewPacketConn(conn)
+	const batch = 32
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		buf := make([]byte, 1500)
+		ms := make([]ipv4.Message, batch)
+		for i := range ms {
+			ms[i].Buffers = [][]byte{make([]byte, 1500)}
+		}
 		for {
-			n, _, err := conn.ReadFromUDPAddrPort(buf)
+			n, err := pc.ReadBatch(ms, 0)
 			if err != nil {
 				return
 			}
-			if n < 240 || buf[0] != 2 {
-				continue
+			for i := range n {
+				buf := ms[i].Buffers[0][:ms[i].N]
+				if len(buf) < 240 || buf[0] != 2 {
+					continue
+				}
+				xid := binary.BigEndian.Uint32(buf[4:8])
+				s := xid & (slots - 1)
+				if xids[s].Load() != xid || sentAt[s].Swap(0) == 0 {
+					continue
+				}
+				if measuring.Load() {
+					answers.Add(1)
+				}
+				tokens <- struct{}{}
 			}
-			xid := binary.BigEndian.Uint32(buf[4:8])
-			s := xid & (slots - 1)
-			if xids[s].Load() != xid || sentAt[s].Swap(0) == 0 {
-				continue
-			}
-			if measuring.Load() {
-				answers.Add(1)
-			}
-			tokens <- struct{}{}
 		}
 	}()
 	// Sweeper: frees the slots of lost requests.
@@ -214,14 +223,20 @@ func flood(args []string) error {
 		}
 	}()
 
+	// Sender: sendmmsg, as many requests per call as there are free slots (up to batch).
 	to := net.UDPAddrFromAddrPort(dst)
-	pkt := make([]byte, len(base))
-	copy(pkt, base)
+	out := make([]ipv4.Message, batch)
+	for i := range out {
+		p := make([]byte, len(base))
+		copy(p, base)
+		out[i] = ipv4.Message{Buffers: [][]byte{p}, Addr: to}
+	}
+	wait := time.NewTimer(time.Hour)
 	var sent, measuredSent uint64
 	var xid uint32 = 1
 	end := start.Add(*warm + *dur)
 	var mStart time.Time
-	for i := 0; ; i++ {
+	for i := 0; ; {
 		now := time.Now()
 		if !measuring.Load() && now.Sub(start) >= *warm {
 			mStart = now
@@ -231,25 +246,53 @@ func flood(args []string) error {
 		if now.After(end) {
 			break
 		}
+		k := 0
 		select {
 		case <-tokens:
-		case <-time.After(10 * time.Millisecond):
+			k = 1
+		default:
+			wait.Reset(10 * time.Millisecond)
+			select {
+			case <-tokens:
+				k = 1
+			case <-wait.C:
+			}
+			wait.Stop()
+		}
+		if k == 0 {
 			continue
 		}
-		xid++
-		if xid&(slots-1) == 0 {
+	more:
+		for k < batch {
+			select {
+			case <-tokens:
+				k++
+			default:
+				break more
+			}
+		}
+		for j := range k {
 			xid++
+			if xid&(slots-1) == 0 {
+				xid++
+			}
+			s := xid & (slots - 1)
+			xids[s].Store(xid)
+			sentAt[s].Store(int64(time.Since(start)) | 1)
+			pkt := out[j].Buffers[0]
+			binary.BigEndian.PutUint32(pkt[4:8], xid)
+			m := benchMAC(i % *macs)
+			i++
+			copy(pkt[28:34], m[:])
 		}
-		s := xid & (slots - 1)
-		xids[s].Store(xid)
-		sentAt[s].Store(int64(time.Since(start)) | 1)
-		binary.BigEndian.PutUint32(pkt[4:8], xid)
-		m := benchMAC(i % *macs)
-		copy(pkt[28:34], m[:])
-		if _, err := conn.WriteTo(pkt, to); err != nil {
-			return err
+		for done := 0; done < k; {
+			n, err := pc.WriteBatch(out[done:k], 0)
+			if err != nil {
+				return err
+			}
+			done += n
 		}
-		sent++
+		sent += uint64(k)
 	}
 	measuring.Store(false)
 	el := time.Since(mStart).Seconds()

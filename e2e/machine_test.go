@@ -58,8 +58,11 @@ func newMachine(name string, fw firmware, i byte) *machine {
 
 // bootOpts change how a machine runs.
 type bootOpts struct {
-	// retry lets the firmware retry: SeaBIOS reboots one second after a failed boot
-	// instead of halting, and QEMU runs without -no-reboot.
+	// rebootOnFail makes SeaBIOS reboot one second after it ran out of boot devices,
+	// instead of halting: with -no-reboot QEMU then exits, which shows the fall-through.
+	rebootOnFail bool
+	// retry lets the firmware retry: rebootOnFail, and QEMU runs without -no-reboot, so
+	// the machine boots again until it reaches a kernel (which powers off).
 	retry bool
 }
 
@@ -86,7 +89,7 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 	switch m.fw {
 	case fwBIOS:
 		boot := "n"
-		if o.retry {
+		if o.retry || o.rebootOnFail {
 			boot = "order=n,reboot-timeout=1000"
 		}
 		args = append(args, "-M", "pc,graphics=off", "-device", nic, "-boot", boot)
@@ -247,12 +250,33 @@ func (l *lab) checkCacheServed(m *machine, words []string, by *labAgent, before 
 	}
 }
 
+// checkSilent checks that no agent answered m's DHCP on the wire and that the machine's
+// firmware fell through: QEMU exited (SeaBIOS asked for the reboot -no-reboot refuses)
+// without a kernel having started.
+func (l *lab) checkSilent(m *machine, agents ...*labAgent) {
+	t := l.t
+	t.Helper()
+	serial, exited := m.wait(bootTimeout, func([]byte) bool { return false })
+	if !exited || !m.kernel.IsZero() {
+		t.Errorf("%s: QEMU exited %v, kernel started %v; want the firmware to fall through without a kernel\nserial:\n%s", m.name, exited, !m.kernel.IsZero(), tail(serial, 3000))
+	}
+	for _, a := range agents {
+		if at, ok := l.firstPacket("udp and src host " + a.host.IP.String() + " and (src port 67 or src port 4011)"); ok {
+			t.Errorf("%s sent a proxy DHCP reply at %v", a.name, at.Format(time.StampMilli))
+		}
+		if reqs := l.httpRequests(a.host.IP); len(reqs) != 0 {
+			t.Errorf("the machine asked %s for %q", a.name, reqs)
+		}
+	}
+}
+
 var requestLineRE = regexp.MustCompile(`(GET|HEAD) (/\S*) HTTP/1\.[01]`)
 
-// httpRequests returns the request lines ("GET /path") the capture saw sent to server's
-// port 80, in order.
+// httpRequests returns the request lines ("GET /path") the capture saw the machines send to
+// server's port 80, in order (the test's own requests, from the bridge address, left out).
 func (l *lab) httpRequests(server netip.Addr) []string {
-	out, err := exec.Command("tcpdump", "-r", l.capture, "-n", "-A", "tcp dst port 80 and dst host "+server.String()).Output()
+	out, err := exec.Command("tcpdump", "-r", l.capture, "-n", "-A",
+		"tcp dst port 80 and dst host "+server.String()+" and not src host "+testpeer.BridgeIP.String()).Output()
 	if err != nil {
 		l.t.Fatalf("tcpdump -r %s: %v", l.capture, err)
 	}

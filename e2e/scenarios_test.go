@@ -1,0 +1,195 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/hwid"
+)
+
+// scriptStatus asks an agent for m's script from the bridge namespace, as a machine would.
+func (l *lab) scriptStatus(a *labAgent, m *machine) int {
+	st, _ := get(l.seg.Bridge, "http://"+a.host.IP.String()+"/boot/ipxe?mac="+m.mac.String())
+	return st
+}
+
+// TestE2E_Unknown: a machine the agent has no entry for gets no proxy DHCP answer, is
+// listed as discovered with its UUID, and its firmware falls through.
+func TestE2E_Unknown(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, 2)
+	a := l.startAgent("agent-a", 1)
+	l.waitActive(a)
+	l.waitReady(a.name)
+	m := newMachine("unknown", fwBIOS, 4)
+	l.powerOn(m, bootOpts{rebootOnFail: true})
+	l.checkSilent(m, a)
+
+	var found []agent.Discovered
+	if !waitFor(10*time.Second, func() bool {
+		found = l.plane.Discovered(a.name)
+		return len(found) > 0
+	}) {
+		t.Fatalf("the control plane never heard of the unknown machine")
+	}
+	i := slices.IndexFunc(found, func(d agent.Discovered) bool { return d.MAC == m.mac.String() })
+	if i < 0 || len(found) != 1 {
+		t.Fatalf("discovered %+v, want only %s", found, m.mac)
+	}
+	d := found[0]
+	// Option 97 carries the UUID with its first three fields little-endian (iPXE sends it
+	// so, as EFI GUIDs are laid out): the list keeps it as sent, which is QEMU's -uuid in
+	// its byte-swapped spelling; the control plane's matcher compares all spellings.
+	u, err := hwid.ParseUUID(d.ProductUUID)
+	if err != nil || u != m.uuid.SMBIOS() || !hwid.SameMachine(u, m.uuid) || d.Arch != "bios" || d.Count < 1 {
+		t.Errorf("discovered %+v, want UUID %s (QEMU's %s as option 97 carries it), arch bios", d, m.uuid.SMBIOS(), m.uuid)
+	}
+	mt := a.metrics()
+	if n, s := mt.sum("siteboot_proxydhcp_answered_total"), mt.sum("siteboot_proxydhcp_silent_total", `reason="unknown"`); n != 0 || s < 1 {
+		t.Errorf("proxy DHCP answered %v and was silent for an unknown machine %v times", n, s)
+	}
+}
+
+// holdLease makes node an enrolled agent of the site that heartbeats the control plane
+// in process until the test ends, and waits until it holds the lease.
+func (l *lab) holdLease(node string) {
+	l.t.Helper()
+	l.plane.Enroll(siteID, node)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for beat := uint64(1); ctx.Err() == nil; beat++ {
+			l.plane.Sync(ctx, agent.Report{Site: siteID, Node: node, Beat: beat})
+			select {
+			case <-ctx.Done():
+			case <-time.After(heartbeat):
+			}
+		}
+	}()
+	l.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	if !waitFor(15*time.Second, func() bool {
+		rec, _ := l.plane.LeaseRecord(ctx, siteID)
+		return rec.Holder == node
+	}) {
+		l.t.Fatalf("%s never got the lease", node)
+	}
+}
+
+// TestE2E_Fenced: another enrolled agent, connected, holds the lease; ours has an entry for
+// the machine but is silent, its scripts answer 503, and the firmware falls through.
+func TestE2E_Fenced(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, 2)
+	l.holdLease("agent-holder")
+	a := l.startAgent("agent-a", 1)
+	m := newMachine("fenced", fwBIOS, 5)
+	l.prepare(a.name, m, agent.ArchBIOS)
+	if a.active() {
+		t.Fatalf("%s is active while agent-holder holds the lease", a.name)
+	}
+	l.powerOn(m, bootOpts{rebootOnFail: true})
+	l.checkSilent(m, a)
+	if st := l.scriptStatus(a, m); st != http.StatusServiceUnavailable {
+		t.Errorf("the fenced agent's script for %s answered %d, want 503", m.mac, st)
+	}
+	mt := a.metrics()
+	if n, s := mt.sum("siteboot_proxydhcp_answered_total"), mt.sum("siteboot_proxydhcp_silent_total", `reason="fenced"`); n != 0 || s < 1 {
+		t.Errorf("proxy DHCP answered %v and was silent as fenced %v times", n, s)
+	}
+	if rec, _ := l.plane.LeaseRecord(context.Background(), siteID); rec.Holder != "agent-holder" {
+		t.Errorf("lease %v, want agent-holder's throughout", rec)
+	}
+}
+
+// TestE2E_TwoAgentsFailover: two agents on one segment with entries for the same machines.
+// Only the holder answers; then the holder is killed right after a machine's power-on, the
+// standby answers only once the holder's lease expired, and the machine boots from it
+// within 30 s of the expiry.
+func TestE2E_TwoAgentsFailover(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, 3)
+	a := l.startAgent("agent-a", 1)
+	l.waitActive(a)
+	b := l.startAgent("agent-b", 2)
+	m1 := newMachine("holder", fwBIOS, 6)
+	m2 := newMachine("failover", fwBIOS, 7)
+	for _, x := range []*labAgent{a, b} {
+		l.plane.Prepare(x.name, []agent.Entry{
+			{MAC: m1.mac, UUID: m1.uuid.String(), Arch: agent.ArchBIOS, Workflow: m1.workflow(), TokenRef: m1.tokenRef(), NotAfter: time.Now().Add(time.Hour)},
+			{MAC: m2.mac, UUID: m2.uuid.String(), Arch: agent.ArchBIOS, Workflow: m2.workflow(), TokenRef: m2.tokenRef(), NotAfter: time.Now().Add(time.Hour)},
+		})
+	}
+	l.waitReady(a.name)
+	l.waitReady(b.name)
+
+	// Only the holder answers.
+	before := a.metrics()
+	l.powerOn(m1, bootOpts{})
+	words := m1.waitCmdline(t)
+	l.checkBooted(m1, words, a)
+	l.checkCacheServed(m1, words, a, before)
+	if at, ok := l.firstPacket("udp and src host " + b.host.IP.String() + " and (src port 67 or src port 4011)"); ok {
+		t.Errorf("the standby sent a proxy DHCP reply at %v", at.Format(time.StampMilli))
+	}
+	mb := b.metrics()
+	if n, s := mb.sum("siteboot_proxydhcp_answered_total"), mb.sum("siteboot_proxydhcp_silent_total", `reason="fenced"`); n != 0 || s < 1 {
+		t.Errorf("the standby answered %v and was silent as fenced %v times", n, s)
+	}
+	if st := l.scriptStatus(b, m1); st != http.StatusServiceUnavailable {
+		t.Errorf("the standby's script answered %d, want 503", st)
+	}
+	if t.Failed() {
+		return
+	}
+
+	// Failover: the holder dies right after the machine's power-on.
+	ctx := context.Background()
+	first, _ := l.plane.LeaseRecord(ctx, siteID)
+	l.powerOn(m2, bootOpts{retry: true})
+	a.p.Kill()
+	killed := time.Now()
+	// The controller may renew the dead holder's lease until its session times out: the
+	// lease ends at the last expiry it wrote for agent-a.
+	expires := first.Expires
+	var next time.Time
+	if !waitFor(30*time.Second, func() bool {
+		rec, _ := l.plane.LeaseRecord(ctx, siteID)
+		if rec.Holder == a.name && rec.Expires.After(expires) {
+			expires = rec.Expires
+		}
+		if rec.Holder == b.name {
+			next = time.Now()
+			return true
+		}
+		return false
+	}) {
+		t.Fatalf("the lease never moved to %s after %s was killed", b.name, a.name)
+	}
+	t.Logf("agent-a killed %v after power-on; its lease expired %v later; agent-b got it %v after the kill",
+		killed.Sub(m2.start).Round(time.Millisecond), expires.Sub(killed).Round(time.Millisecond), next.Sub(killed).Round(time.Millisecond))
+	words = m2.waitCmdline(t)
+	rec := l.checkBooted(m2, words, b)
+	if rec.Epoch <= first.Epoch {
+		t.Errorf("epoch %d after the failover, want more than %d", rec.Epoch, first.Epoch)
+	}
+	offer, ok := l.firstPacket("udp and src host " + b.host.IP.String() + " and (src port 67 or src port 4011)")
+	switch {
+	case !ok:
+		t.Errorf("no proxy DHCP reply of %s on the wire", b.name)
+	case offer.Before(expires):
+		t.Errorf("%s answered at %v, before agent-a's lease expired at %v", b.name, offer.Format(time.StampMilli), expires.Format(time.StampMilli))
+	}
+	if m2.kernel.IsZero() || m2.kernel.Sub(expires) > 30*time.Second {
+		t.Errorf("the machine's kernel started %v after the lease expired, want within 30s", m2.kernel.Sub(expires))
+	}
+	t.Logf("failover: %s answered %v after the expiry; kernel started %v after it (%v after power-on)",
+		b.name, offer.Sub(expires).Round(time.Millisecond), m2.kernel.Sub(expires).Round(time.Millisecond), m2.kernel.Sub(m2.start).Round(100*time.Millisecond))
+}

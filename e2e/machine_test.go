@@ -72,7 +72,12 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 	t.Helper()
 	qemu := testpeer.LookPath(t, "qemu-system-x86_64", "qemu-system-x86")
 	machineSlots <- struct{}{}
-	t.Cleanup(func() { <-machineSlots })
+	started := false
+	defer func() {
+		if !started {
+			<-machineSlots
+		}
+	}()
 	l.mu.Lock()
 	tap := l.seg.AddTap(t, fmt.Sprintf("tap%d", len(l.machines)))
 	l.mu.Unlock()
@@ -120,6 +125,12 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 	}
 	m.start = time.Now()
 	m.p = testpeer.Start(t, testpeer.Cmd{Path: qemu, Args: args, Netns: l.seg.Bridge})
+	started = true
+	// The slot is free again once QEMU exits: the machine powered off or was stopped.
+	go func() {
+		<-m.p.Done()
+		<-machineSlots
+	}()
 	l.mu.Lock()
 	l.machines = append(l.machines, m)
 	l.mu.Unlock()

@@ -72,6 +72,12 @@ type Machine struct {
 
 	DHCPTimeout  time.Duration // per attempt; zero: 1 s
 	DHCPAttempts int           // zero: 4 (firmware backs off 4, 8, 16 s; this one doesn't)
+	// TFTPTimeout and TFTPRetries are how long the TFTP client waits for a datagram and how
+	// often it sends its request or acknowledgement again; zero: 1 s and 5. EDK2's PXE
+	// waits 4 s and retries 6 times, which a server that drops requests beyond its transfer
+	// limit relies on.
+	TFTPTimeout time.Duration
+	TFTPRetries int
 	MaxReboots   int           // zero: 3
 	// SleepScale multiplies the sleeps a script asks for (the demo shortens them); zero: 1.
 	SleepScale float64
@@ -265,8 +271,15 @@ func (m *Machine) tftpGet(server netip.Addr, file string) (Fetched, error) {
 	}
 	c.SetBlockSize(1468)
 	c.RequestTSize(true)
-	c.SetTimeout(time.Second)
-	c.SetRetries(5)
+	timeout, retries := m.TFTPTimeout, m.TFTPRetries
+	if timeout == 0 {
+		timeout = time.Second
+	}
+	if retries == 0 {
+		retries = 5
+	}
+	c.SetTimeout(timeout)
+	c.SetRetries(retries)
 	wt, err := c.Receive(file, "octet")
 	if err != nil {
 		return Fetched{}, fmt.Errorf("simmachine: tftp %s: %w", file, err)

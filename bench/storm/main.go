@@ -19,6 +19,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -36,12 +37,15 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -85,7 +89,10 @@ func newFiles(deployMiB int) files {
 	}
 }
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run is the program; it returns the exit status, after its deferred clean-up has run.
+func run() int {
 	var (
 		target     = flag.String("target", "agent", "agent or peer")
 		n          = flag.Int("n", 1000, "machines")
@@ -119,7 +126,7 @@ func main() {
 		if err := writePeerFiles(*gen, fs, httpBase); err != nil {
 			log.Fatal(err)
 		}
-		return
+		return 0
 	}
 	dir := *work
 	if dir == "" {
@@ -130,7 +137,9 @@ func main() {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *limit+2*time.Minute)
+	sigctx, sigstop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer sigstop()
+	ctx, cancel := context.WithTimeout(sigctx, *limit+2*time.Minute)
 	defer cancel()
 
 	var pids []int
@@ -175,25 +184,36 @@ func main() {
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
-			log.Fatal(err)
+			log.Print(err)
+			return 1
 		}
 		pprof.StartCPUProfile(f)
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	procs := expand(pids)
-	before := cpuOf(procs)
+	before, selfBefore := cpuOf(procs), cpuOf([]int{os.Getpid()})
 	sctx, scancel := context.WithTimeout(ctx, *limit)
 	defer scancel()
 	t0 := time.Now()
 	outs := st.run(sctx, *n, *spread)
 	elapsed := time.Since(t0)
 	after := cpuOf(expand(pids)) // nginx workers and dnsmasq's TFTP children may come and go
+	self := cpuOf([]int{os.Getpid()}) - selfBefore
 	report(os.Stdout, *target, *n, *spread, fs, outs, elapsed, after-before, procs, pids)
+	what := "the simulated machines"
+	switch {
+	case *inproc:
+		what += ", the control plane, the image origin and the agent"
+	case *target == "agent":
+		what += ", the control plane and the image origin"
+	}
+	fmt.Printf("storm       CPU %.2f s in this process (%s)\n", self, what)
 	for _, o := range outs {
 		if o.err != nil {
-			os.Exit(1)
+			return 1
 		}
 	}
+	return 0
 }
 
 // writePeerFiles writes what dnsmasq and nginx serve: the iPXE build in tftp/, and in www/
@@ -449,6 +469,8 @@ type storm struct {
 	clientPort int
 	verbose    bool
 	isAgent    bool
+
+	done, failed atomic.Int64
 }
 
 // outcome is one machine's boot.
@@ -465,6 +487,20 @@ func (st *storm) run(ctx context.Context, n int, spread time.Duration) []outcome
 	outs := make([]outcome, n)
 	var wg sync.WaitGroup
 	t0 := time.Now()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		for {
+			select {
+			case <-finished:
+				return
+			case <-tick.C:
+				log.Printf("storm: +%.0fs %d of %d done, %d failed", time.Since(t0).Seconds(), st.done.Load(), n, st.failed.Load())
+			}
+		}
+	}()
 	for i := 1; i <= n; i++ {
 		// Power-on times spread evenly over the spread.
 		at := t0.Add(spread * time.Duration(i-1) / time.Duration(n))
@@ -476,6 +512,10 @@ func (st *storm) run(ctx context.Context, n int, spread time.Duration) []outcome
 				}
 			}
 			outs[i-1] = st.machine(ctx, i)
+			st.done.Add(1)
+			if outs[i-1].err != nil {
+				st.failed.Add(1)
+			}
 		})
 	}
 	wg.Wait()
@@ -501,6 +541,9 @@ func (st *storm) machine(ctx context.Context, i int) outcome {
 		DHCPServers: []netip.AddrPort{st.dhcp},
 		TFTPAddr:    func(netip.Addr) netip.AddrPort { return st.tftp },
 		HTTP:        hc, DHCPTimeout: time.Second, DHCPAttempts: 4,
+		// As EDK2's PXE: a TFTP server that drops requests beyond its transfer limit counts on
+		// the firmware asking again (PXEBC_MTFTP_TIMEOUT 4 s, PXEBC_MTFTP_RETRIES 6).
+		TFTPTimeout: 4 * time.Second, TFTPRetries: 6,
 	}
 	if st.verbose {
 		m.OnEvent = func(m *simmachine.Machine, msg string) { log.Printf("%s: %s", m.Name, msg) }
@@ -551,12 +594,27 @@ func fetchDeploy(ctx context.Context, hc *http.Client, u string, want file) erro
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("deploy image: HTTP %d", resp.StatusCode)
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, resp.Body); err != nil {
-		return fmt.Errorf("deploy image: %w", err)
+	// Byte for byte against the known image (cheaper for the storm's own CPU than a digest,
+	// and as strict).
+	buf := make([]byte, 256<<10)
+	off := 0
+	for {
+		k, err := io.ReadFull(resp.Body, buf)
+		if k > 0 {
+			if off+k > len(want.data) || !bytes.Equal(buf[:k], want.data[off:off+k]) {
+				return errors.New("deploy image: bytes differ from the image")
+			}
+			off += k
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("deploy image: %w", err)
+		}
 	}
-	if hex.EncodeToString(h.Sum(nil)) != want.sha {
-		return errors.New("deploy image digest mismatch")
+	if off != len(want.data) {
+		return fmt.Errorf("deploy image: %d bytes, want %d", off, len(want.data))
 	}
 	return nil
 }
@@ -625,6 +683,8 @@ func peakRSS(pids []int) float64 {
 	return kb / 1024
 }
 
+var addrRE = regexp.MustCompile(`[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(:[0-9]+)?`)
+
 func percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
@@ -640,7 +700,7 @@ func report(w io.Writer, target string, n int, spread time.Duration, fs files, o
 	for _, o := range outs {
 		if o.err != nil {
 			failed++
-			reasons[o.err.Error()]++
+			reasons[addrRE.ReplaceAllString(o.err.Error(), "ADDR")]++
 		}
 	}
 	fmt.Fprintf(w, "storm %s: %d machines powered on within %v; each: DHCP, TFTP %d MiB, iPXE DHCP, chain, script, kernel+initrd 2 MiB, deploy %d MiB\n",

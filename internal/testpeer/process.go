@@ -163,6 +163,13 @@ func (p *Process) Exited() bool {
 	}
 }
 
+// Err is what waiting for the process returned (nil for exit status 0); valid once Done is
+// closed.
+func (p *Process) Err() error {
+	<-p.done
+	return p.err
+}
+
 // Done is closed when the process exits.
 func (p *Process) Done() <-chan struct{} { return p.done }
 

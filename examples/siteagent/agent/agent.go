@@ -204,21 +204,16 @@ func (a *Agent) listen() error {
 }
 
 func (a *Agent) closeSockets() {
-	for _, c := range []interface{ Close() error }{a.dhcpConn, a.pxeConn, a.tftpConn, a.httpLn, a.metricsLn} {
-		if c != nil && !isNilConn(c) {
+	for _, c := range []net.PacketConn{a.dhcpConn, a.pxeConn, a.tftpConn} {
+		if c != nil {
 			c.Close()
 		}
 	}
-}
-
-func isNilConn(c interface{ Close() error }) bool {
-	switch v := c.(type) {
-	case net.PacketConn:
-		return v == nil
-	case net.Listener:
-		return v == nil
+	for _, l := range []net.Listener{a.httpLn, a.metricsLn} {
+		if l != nil {
+			l.Close()
+		}
 	}
-	return false
 }
 
 // httpPort is the port machines reach the boot HTTP server on.
@@ -304,32 +299,23 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.opt.DrainTimeout)
 	defer cancel()
+	servers := []interface{ Shutdown(context.Context) error }{a.httpSrv, a.cache}
+	if a.metrics != nil {
+		servers = append(servers, a.metrics)
+	}
+	if a.dhcp != nil {
+		servers = append(servers, a.dhcp)
+	}
+	if a.tftp != nil {
+		servers = append(servers, a.tftp)
+	}
 	var wg sync.WaitGroup
-	for _, s := range []interface{ Shutdown(context.Context) error }{a.httpSrv, a.metrics, a.dhcp, a.tftp, a.cache} {
-		if s == nil || isNilServer(s) {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.Shutdown(ctx)
-		}()
+	for _, s := range servers {
+		wg.Go(func() { s.Shutdown(ctx) })
 	}
 	wg.Wait()
 	a.found.Close()
 	a.log.Info("site agent stopped")
-}
-
-func isNilServer(s interface{ Shutdown(context.Context) error }) bool {
-	switch v := s.(type) {
-	case *http.Server:
-		return v == nil
-	case *proxydhcp.Server:
-		return v == nil
-	case *tftpd.Server:
-		return v == nil
-	}
-	return false
 }
 
 // serveDHCP is proxy DHCP's decision (P5): a live entry while the fence is active.

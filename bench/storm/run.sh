@@ -2,7 +2,7 @@
 # The boot storm: N simulated machines powering on within SPREAD against one siteagent.
 #
 #   sudo bench/storm/run.sh                 (from anywhere; needs root: a network namespace, port 67/68)
-#   N=1000 SPREAD=10s PROFILE=1 sudo bench/storm/run.sh
+#   N=1000 SPREAD=10s DEPLOY_MIB=32 PROFILE=1 sudo bench/storm/run.sh
 #
 # Everything runs in a network namespace of its own, on its loopback: the agent at 127.0.0.2
 # (proxy DHCP on 67 and 4011, HTTP on 8080, TFTP on 127.0.0.1:6969, because every TFTP transfer
@@ -25,6 +25,7 @@ N=${N:-1000}
 SPREAD=${SPREAD:-10s}
 TIMEOUT=${TIMEOUT:-3m}
 PROFILE=${PROFILE:-1}
+DEPLOY_MIB=${DEPLOY_MIB:-32}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d /tmp/sbstorm.XXXXXX)
 NS=sbstorm$$
@@ -41,16 +42,16 @@ ip netns add "$NS"
 ip -n "$NS" link set lo up
 
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) cores, $(go env GOVERSION); load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# ip netns exec $NS storm -target agent -agent-bin siteagent -n $N -spread $SPREAD"
+echo "# ip netns exec $NS storm -target agent -agent-bin siteagent -n $N -spread $SPREAD -deploy-mib $DEPLOY_MIB"
 rc=0
 ip netns exec "$NS" "$WORK/storm" -target agent -agent-bin "$WORK/siteagent" -n "$N" -spread "$SPREAD" \
-	-timeout "$TIMEOUT" -work "$WORK/agent" 2> >(grep -v 'control plane unreachable' >&2) || rc=$?
+	-deploy-mib "$DEPLOY_MIB" -timeout "$TIMEOUT" -work "$WORK/agent" 2> >(grep -v 'control plane unreachable' >&2) || rc=$?
 
 if [ "$PROFILE" = 1 ]; then
 	echo
 	echo "# profile: the same storm with the agent in process (machines on port 10068), CPU profile of the whole process"
 	ip netns exec "$NS" "$WORK/storm" -target agent -inproc -client-port 10068 -n "$N" -spread "$SPREAD" \
-		-timeout "$TIMEOUT" -work "$WORK/inproc" -cpuprofile "$WORK/storm.pprof" 2>/dev/null || true
+		-deploy-mib "$DEPLOY_MIB" -timeout "$TIMEOUT" -work "$WORK/inproc" -cpuprofile "$WORK/storm.pprof" 2>/dev/null || true
 	mkdir -p "${OUT:-/tmp}"
 	cp "$WORK/storm.pprof" "${OUT:-/tmp}/storm-agent.pprof"
 	echo

@@ -72,13 +72,13 @@ type Machine struct {
 
 	DHCPTimeout  time.Duration // per attempt; zero: 1 s
 	DHCPAttempts int           // zero: 4 (firmware backs off 4, 8, 16 s; this one doesn't)
+	MaxReboots   int           // zero: 3
 	// TFTPTimeout and TFTPRetries are how long the TFTP client waits for a datagram and how
 	// often it sends its request or acknowledgement again; zero: 1 s and 5. EDK2's PXE
 	// waits 4 s and retries 6 times, which a server that drops requests beyond its transfer
 	// limit relies on.
 	TFTPTimeout time.Duration
 	TFTPRetries int
-	MaxReboots   int           // zero: 3
 	// SleepScale multiplies the sleeps a script asks for (the demo shortens them); zero: 1.
 	SleepScale float64
 

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,7 +228,7 @@ type lab struct {
 	tcpdump  *testpeer.Process
 
 	mu       sync.Mutex
-	agents   []*labAgent
+	taps     int
 	machines []*machine
 }
 
@@ -404,9 +405,20 @@ listen = "127.0.0.1:9464"
 		Path: siteagentBinary(t), Args: []string{"-config", confFile},
 		Netns: h.Netns, ReadyLog: "site agent running",
 	})
-	l.mu.Lock()
-	l.agents = append(l.agents, a)
-	l.mu.Unlock()
+	// On failure, the agent's counters while it still runs (its log follows at its stop).
+	t.Cleanup(func() {
+		if !t.Failed() || a.p.Exited() {
+			return
+		}
+		var series []string
+		for k, v := range a.metrics() {
+			if v != 0 {
+				series = append(series, fmt.Sprintf("%s %v", k, v))
+			}
+		}
+		slices.Sort(series)
+		t.Logf("%s's metrics at the end (non-zero):\n%s", a.name, strings.Join(series, "\n"))
+	})
 	return a
 }
 

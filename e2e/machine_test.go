@@ -79,7 +79,8 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 		}
 	}()
 	l.mu.Lock()
-	tap := l.seg.AddTap(t, fmt.Sprintf("tap%d", len(l.machines)))
+	l.taps++
+	tap := l.seg.AddTap(t, fmt.Sprintf("tap%d", l.taps))
 	l.mu.Unlock()
 	m.serial = filepath.Join(l.dir, m.name+".serial.log")
 	args := []string{
@@ -220,7 +221,7 @@ func (l *lab) checkBooted(m *machine, words []string, by *labAgent) assertion.As
 	if a.UUID != m.uuid {
 		t.Errorf("assertion UUID %s, want %s exactly as QEMU's -uuid spells it (a spelling of it: %v)", a.UUID, m.uuid, hwid.SameMachine(a.UUID, m.uuid))
 	}
-	if !a.IP.Is4() || !strings.HasPrefix(a.IP.String(), "192.0.2.1") || a.IP.As4()[3] < 100 {
+	if ip := a.IP; ip.Less(netip.MustParseAddr("192.0.2.100")) || netip.MustParseAddr("192.0.2.199").Less(ip) {
 		t.Errorf("assertion IP %s, want the dnsmasq lease in 192.0.2.100-199", a.IP)
 	}
 	if a.Workflow != m.workflow() {
@@ -296,4 +297,18 @@ func (l *lab) httpRequests(server netip.Addr) []string {
 		reqs = append(reqs, string(m[1])+" "+string(m[2]))
 	}
 	return reqs
+}
+
+// logSlow logs what the firmware printed before the kernel when the kernel started more
+// than limit after power-on.
+func (m *machine) logSlow(t *testing.T, limit time.Duration) {
+	t.Helper()
+	if m.kernel.IsZero() || m.kernel.Sub(m.start) <= limit {
+		return
+	}
+	serial, _ := os.ReadFile(m.serial)
+	if i := kernelRE.FindIndex(serial); i != nil {
+		serial = serial[:i[0]]
+	}
+	t.Logf("%s (%s): kernel %v after power-on; the firmware said (last 4000 bytes before the kernel):\n%s", m.name, m.fw, m.kernel.Sub(m.start).Round(100*time.Millisecond), tail(serial, 4000))
 }

@@ -176,9 +176,9 @@ func TestE2E_TwoAgentsFailover(t *testing.T) {
 	t.Logf("agent-a killed %v after power-on; its lease expired %v later; agent-b got it %v after the kill",
 		killed.Sub(m2.start).Round(time.Millisecond), expires.Sub(killed).Round(time.Millisecond), next.Sub(killed).Round(time.Millisecond))
 	words = m2.waitCmdline(t)
-	rec := l.checkBooted(m2, words, b)
-	if rec.Epoch <= first.Epoch {
-		t.Errorf("epoch %d after the failover, want more than %d", rec.Epoch, first.Epoch)
+	as := l.checkBooted(m2, words, b)
+	if as.Epoch <= first.Epoch {
+		t.Errorf("epoch %d after the failover, want more than %d", as.Epoch, first.Epoch)
 	}
 	offer, ok := l.firstPacket("udp and src host " + b.host.IP.String() + " and (src port 67 or src port 4011)")
 	switch {

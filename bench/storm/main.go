@@ -13,10 +13,10 @@
 //     network namespace (-agent-netns); with -inproc the agent runs in this process instead,
 //     and -cpuprofile writes a pprof CPU profile of the storm.
 //   - peer: dnsmasq (proxy DHCP + TFTP) and nginx serve the files this program writes with
-//     -gen; -peer-pids names their processes. Not usable yet: dnsmasq answers the simulated
-//     DISCOVER with a broadcast proxy offer that carries neither a boot file nor a PXE menu
-//     (option 43), and internal/simmachine reads only a unicast offer naming the boot file,
-//     as siteboot's proxydhcp sends it, so every machine stops at the DHCP stage.
+//     -gen; -peer-pids names their processes. Not usable yet: dnsmasq 2.90 answers the
+//     simulated DISCOVER with a broadcast proxy offer that names no boot file and carries no
+//     PXE menu (option 43), and internal/simmachine reads only a unicast offer naming the
+//     boot file, as siteboot's proxydhcp sends it, so every machine stops at the DHCP stage.
 //
 // bench/storm/run.sh runs both and is the command to quote.
 package main

@@ -65,8 +65,9 @@ if [ "$PROFILE" = 1 ]; then
 fi
 
 echo
-echo "# peer storm (dnsmasq proxy DHCP + TFTP, nginx): not run. dnsmasq answers a PXE DISCOVER on"
-echo "# port 67 with a broadcast proxy offer (to 255.255.255.255:68, no boot file) and expects the"
-echo "# firmware to ask its boot server on port 4011; the simulated machines read a unicast offer"
-echo "# carrying the boot file, as siteboot's proxydhcp sends it."
+echo "# peer storm (dnsmasq proxy DHCP + TFTP, nginx): not run. dnsmasq 2.90 in proxy mode answers the"
+echo "# simulated DISCOVER (option 93 = 7, option 55 asking for 43, 66, 67) with a broadcast offer that"
+echo "# names no boot file and carries no option 43, and a REQUEST to port 4011 with an ACK carrying"
+echo "# only option 43 (discovery control 8) and no boot file; internal/simmachine reads a unicast"
+echo "# offer naming the boot file, as siteboot's proxydhcp sends it."
 exit $rc

@@ -21,7 +21,7 @@ func bootOne(t *testing.T, fw firmware, i byte, arch string) (*lab, *labAgent, *
 	before := a.metrics()
 	l.powerOn(m, bootOpts{})
 	words := m.waitCmdline(t)
-	m.logSlow(t, 40*time.Second)
+	m.logSlow(t, time.Minute)
 	t.Logf("%s: power-on to kernel %v, to the ramdisk's command line %v", m.name, m.kernel.Sub(m.start).Round(100_000_000), timeSince(m.start))
 	l.checkBooted(m, words, a)
 	l.checkCacheServed(m, words, a, before)

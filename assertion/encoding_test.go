@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/hwid"
-	"github.com/google/go-cmp/cmp"
 )
 
 var addrCmp = cmp.Comparer(func(x, y netip.Addr) bool { return x == y })

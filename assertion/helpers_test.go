@@ -32,24 +32,6 @@ func signText(t testing.TB, key ed25519.PrivateKey, purpose string, a assertion.
 	return base64.RawURLEncoding.EncodeToString(append(payload, sig...))
 }
 
-func mustMAC(t testing.TB, s string) hwid.MAC {
-	t.Helper()
-	m, err := hwid.ParseMAC(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func mustUUID(t testing.TB, s string) hwid.UUID {
-	t.Helper()
-	u, err := hwid.ParseUUID(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
-
 func seedKey(b byte) ed25519.PrivateKey {
 	seed := make([]byte, ed25519.SeedSize)
 	for i := range seed {
@@ -132,8 +114,8 @@ func newSite(t testing.TB) *site {
 		agentClock: &fakeClock{t: t0}, cpClock: &fakeClock{t: t0.Add(20 * time.Second)},
 		lease:  &fakeLease{},
 		replay: &assertion.MemoryReplayCache{},
-		mac:    mustMAC(t, "3c:ec:ef:12:34:56"),
-		uuid:   mustUUID(t, "4c4c4544-0031-3510-8052-b4c04f4e4b32"),
+		mac:    hwid.MustParseMAC("3c:ec:ef:12:34:56"),
+		uuid:   hwid.MustParseUUID("4c4c4544-0031-3510-8052-b4c04f4e4b32"),
 	}
 	s.lease.set("site-a", "agent-a1", 7)
 	s.lease.set("site-b", "agent-b1", 3)
@@ -155,7 +137,7 @@ func newSite(t testing.TB) *site {
 	}
 	s.join = assertion.Join{
 		Site: "site-a",
-		MACs: []hwid.MAC{mustMAC(t, "3c:ec:ef:12:34:57"), s.mac},
+		MACs: []hwid.MAC{hwid.MustParseMAC("3c:ec:ef:12:34:57"), s.mac},
 		UUID: s.uuid,
 	}
 	return s

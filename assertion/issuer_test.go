@@ -18,9 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/hwid"
-	"github.com/google/go-cmp/cmp"
 )
 
 func TestIssueTimes(t *testing.T) {
@@ -80,7 +81,7 @@ func TestIssueFields(t *testing.T) {
 
 	// A firmware placeholder UUID is not asserted: it could never match a machine.
 	for _, p := range []string{"00000000-0000-0000-0000-000000000000", "03000200-0400-0500-0006-000700080009", "ffffffff-ffff-ffff-ffff-ffffffffffff"} {
-		s.fields.UUID = mustUUID(t, p)
+		s.fields.UUID = hwid.MustParseUUID(p)
 		got, err := assertion.Decode(s.issue(t))
 		if err != nil {
 			t.Fatal(err)

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/assertion"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/hwid"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/vectors.json from the definitions in vectors_test.go")
@@ -75,14 +77,14 @@ func (f vectorFields) assertion(t *testing.T) assertion.Assertion {
 		t.Fatalf("epoch %q: %v", f.Epoch, err)
 	}
 	a := assertion.Assertion{
-		Site: f.Site, Agent: f.Agent, Epoch: epoch, MAC: mustMAC(t, f.MAC), Workflow: f.Workflow,
+		Site: f.Site, Agent: f.Agent, Epoch: epoch, MAC: hwid.MustParseMAC(f.MAC), Workflow: f.Workflow,
 		IssuedAt: time.Unix(f.IssuedAt, 0).UTC(), NotAfter: time.Unix(f.NotAfter, 0).UTC(),
 	}
 	if f.IP != "" {
 		a.IP = netip.MustParseAddr(f.IP)
 	}
 	if f.UUID != "" {
-		a.UUID = mustUUID(t, f.UUID)
+		a.UUID = hwid.MustParseUUID(f.UUID)
 	}
 	return a
 }

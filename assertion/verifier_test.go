@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/hwid"
-	"github.com/google/go-cmp/cmp"
 )
 
 func TestVerifyAdmits(t *testing.T) {
@@ -36,7 +37,7 @@ func TestVerifyAdmits(t *testing.T) {
 
 // TestVerifyUUIDSpellings: the machine may report its UUID in any of the three spellings.
 func TestVerifyUUIDSpellings(t *testing.T) {
-	for i, spelling := range mustUUID(t, "4c4c4544-0031-3510-8052-b4c04f4e4b32").Spellings() {
+	for i, spelling := range hwid.MustParseUUID("4c4c4544-0031-3510-8052-b4c04f4e4b32").Spellings() {
 		s := newSite(t)
 		s.join.UUID = spelling
 		if _, err := s.verifier.Verify(context.Background(), s.issue(t), s.join); err != nil {
@@ -166,7 +167,7 @@ func refusalCases() []refusalCase {
 			return s.issue(t)
 		}, assertion.ReasonNotLeaseHolder, assertion.ErrNotLeaseHolder},
 		{"mac-not-among-machines", func(t *testing.T, s *site) string {
-			s.join.MACs = []hwid.MAC{mustMAC(t, "3c:ec:ef:12:34:57")}
+			s.join.MACs = []hwid.MAC{hwid.MustParseMAC("3c:ec:ef:12:34:57")}
 			return s.issue(t)
 		}, assertion.ReasonMACMismatch, nil},
 		{"machine-reports-no-macs", func(t *testing.T, s *site) string {
@@ -174,7 +175,7 @@ func refusalCases() []refusalCase {
 			return s.issue(t)
 		}, assertion.ReasonMACMismatch, nil},
 		{"uuid-of-another-machine", func(t *testing.T, s *site) string {
-			s.join.UUID = mustUUID(t, "4c4c4544-0031-3510-8052-b4c04f4e4b33")
+			s.join.UUID = hwid.MustParseUUID("4c4c4544-0031-3510-8052-b4c04f4e4b33")
 			return s.issue(t)
 		}, assertion.ReasonUUIDMismatch, nil},
 		{"uuid-asserted-machine-reports-none", func(t *testing.T, s *site) string {
@@ -183,7 +184,7 @@ func refusalCases() []refusalCase {
 		}, assertion.ReasonUUIDMismatch, nil},
 		{"uuid-placeholder-asserted-by-hand", func(t *testing.T, s *site) string {
 			a := s.assertionFor()
-			a.UUID = mustUUID(t, "03000200-0400-0500-0006-000700080009")
+			a.UUID = hwid.MustParseUUID("03000200-0400-0500-0006-000700080009")
 			s.join.UUID = a.UUID
 			return signText(t, s.keyA1, assertion.Purpose, a)
 		}, assertion.ReasonUUIDMismatch, nil},
@@ -269,7 +270,7 @@ func TestVerifyRefusals(t *testing.T) {
 func TestRefusalDoesNotConsume(t *testing.T) {
 	s := newSite(t)
 	text := s.issue(t)
-	thief := assertion.Join{Site: "site-a", MACs: []hwid.MAC{mustMAC(t, "02:00:00:00:00:01")}, UUID: s.uuid}
+	thief := assertion.Join{Site: "site-a", MACs: []hwid.MAC{hwid.MustParseMAC("02:00:00:00:00:01")}, UUID: s.uuid}
 	if _, err := s.verifier.Verify(context.Background(), text, thief); !errors.Is(err, assertion.ReasonMACMismatch) {
 		t.Fatalf("thief: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/discovery"
+	"github.com/bettercompute/siteboot/hwid"
 )
 
 func benchList(b *testing.B, c discovery.Config) *discovery.List {
@@ -96,7 +97,7 @@ func BenchmarkMerge(b *testing.B) {
 			lists[a].AgentID = fmt.Sprintf("node_%d", a)
 			for i := a * 128; i < a*128+discovery.DefaultMax; i++ {
 				at := now.Add(-time.Duration(i) * time.Second)
-				lists[a].Entries = append(lists[a].Entries, discovery.Entry{MAC: mustMAC(b, macN(i)), ProductUUID: uuidA, Arch: "7",
+				lists[a].Entries = append(lists[a].Entries, discovery.Entry{MAC: hwid.MustParseMAC(macN(i)), ProductUUID: uuidA, Arch: "7",
 					FirstSeen: at, LastSeen: at, Count: 3})
 			}
 		}
@@ -111,16 +112,16 @@ func BenchmarkMerge(b *testing.B) {
 
 func BenchmarkMatch(b *testing.B) {
 	now := epoch.Add(time.Minute)
-	u := mustUUID(b, uuidA)
+	u := hwid.MustParseUUID(uuidA)
 	var seen []discovery.Merged
 	for i := range discovery.DefaultMax {
-		seen = append(seen, discovery.Merged{MAC: mustMAC(b, macN(i)), ProductUUID: "8f1c0e2a-1b2c-4d5e-9f00-1122334455ff",
+		seen = append(seen, discovery.Merged{MAC: hwid.MustParseMAC(macN(i)), ProductUUID: "8f1c0e2a-1b2c-4d5e-9f00-1122334455ff",
 			FirstSeen: epoch, LastSeen: epoch})
 	}
 	seen[100].ProductUUID = u.SMBIOS().String()
 	site := make([]discovery.Machine, 1000)
 	for i := range site {
-		site[i] = discovery.Machine{ID: fmt.Sprint("m", i), UUID: mustUUID(b, fmt.Sprintf("8f1c0e2a-1b2c-4d5e-9f00-%012x", i))}
+		site[i] = discovery.Machine{ID: fmt.Sprint("m", i), UUID: hwid.MustParseUUID(fmt.Sprintf("8f1c0e2a-1b2c-4d5e-9f00-%012x", i))}
 	}
 	q := discovery.Query{MachineID: "m0", UUID: u, PoweredAt: epoch, Now: now, Seen: seen, Site: site}
 	b.ReportAllocs()

@@ -25,24 +25,6 @@ const (
 	uuidA = "4c4c4544-0031-3510-8052-b4c04f4e4b32"
 )
 
-func mustMAC(t testing.TB, s string) hwid.MAC {
-	t.Helper()
-	m, err := hwid.ParseMAC(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func mustUUID(t testing.TB, s string) hwid.UUID {
-	t.Helper()
-	u, err := hwid.ParseUUID(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
-
 func newList(t testing.TB, c discovery.Config) (*discovery.List, *fakeClock) {
 	t.Helper()
 	clk := newFakeClock()
@@ -63,36 +45,36 @@ func TestSeenValidation(t *testing.T) {
 		want   discovery.Entry // FirstSeen, LastSeen and Count filled in by the test
 	}{
 		{"all fields", discovery.Sighting{MAC: macA, ProductUUID: uuidA, Arch: "x86_64_efi", Relay: "198.51.100.1"}, true,
-			discovery.Entry{MAC: mustMAC(t, macA), ProductUUID: uuidA, Arch: "x86_64_efi", Relay: netip.MustParseAddr("198.51.100.1")}},
-		{"mac only", discovery.Sighting{MAC: macA}, true, discovery.Entry{MAC: mustMAC(t, macA)}},
-		{"dash mac upper case", discovery.Sighting{MAC: "3C-EC-EF-12-34-56"}, true, discovery.Entry{MAC: mustMAC(t, macA)}},
+			discovery.Entry{MAC: hwid.MustParseMAC(macA), ProductUUID: uuidA, Arch: "x86_64_efi", Relay: netip.MustParseAddr("198.51.100.1")}},
+		{"mac only", discovery.Sighting{MAC: macA}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
+		{"dash mac upper case", discovery.Sighting{MAC: "3C-EC-EF-12-34-56"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
 		{"short mac dropped", discovery.Sighting{MAC: "3c:ec:ef:12:34", ProductUUID: uuidA}, false, discovery.Entry{}},
 		{"long mac dropped", discovery.Sighting{MAC: macA + ":00"}, false, discovery.Entry{}},
 		{"empty mac dropped", discovery.Sighting{ProductUUID: uuidA}, false, discovery.Entry{}},
 		{"mac with newline dropped", discovery.Sighting{MAC: "3c:ec:ef:12:34:5\n"}, false, discovery.Entry{}},
 		{"uuid upper case kept lower", discovery.Sighting{MAC: macA, ProductUUID: strings.ToUpper(uuidA)}, true,
-			discovery.Entry{MAC: mustMAC(t, macA), ProductUUID: uuidA}},
+			discovery.Entry{MAC: hwid.MustParseMAC(macA), ProductUUID: uuidA}},
 		{"uuid 32 digits ignored", discovery.Sighting{MAC: macA, ProductUUID: strings.ReplaceAll(uuidA, "-", "")}, true,
-			discovery.Entry{MAC: mustMAC(t, macA)}},
-		{"uuid braces ignored", discovery.Sighting{MAC: macA, ProductUUID: "{" + uuidA + "}"}, true, discovery.Entry{MAC: mustMAC(t, macA)}},
-		{"uuid bad digit ignored", discovery.Sighting{MAC: macA, ProductUUID: uuidA[:35] + "g"}, true, discovery.Entry{MAC: mustMAC(t, macA)}},
+			discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
+		{"uuid braces ignored", discovery.Sighting{MAC: macA, ProductUUID: "{" + uuidA + "}"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
+		{"uuid bad digit ignored", discovery.Sighting{MAC: macA, ProductUUID: uuidA[:35] + "g"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
 		{"uuid placeholder kept", discovery.Sighting{MAC: macA, ProductUUID: "00000000-0000-0000-0000-000000000000"}, true,
-			discovery.Entry{MAC: mustMAC(t, macA), ProductUUID: "00000000-0000-0000-0000-000000000000"}},
+			discovery.Entry{MAC: hwid.MustParseMAC(macA), ProductUUID: "00000000-0000-0000-0000-000000000000"}},
 		{"arch 32 chars", discovery.Sighting{MAC: macA, Arch: strings.Repeat("a", 32)}, true,
-			discovery.Entry{MAC: mustMAC(t, macA), Arch: strings.Repeat("a", 32)}},
-		{"arch 33 chars ignored", discovery.Sighting{MAC: macA, Arch: strings.Repeat("a", 33)}, true, discovery.Entry{MAC: mustMAC(t, macA)}},
-		{"arch folded", discovery.Sighting{MAC: macA, Arch: "X86_64_EFI"}, true, discovery.Entry{MAC: mustMAC(t, macA), Arch: "x86_64_efi"}},
-		{"arch digits", discovery.Sighting{MAC: macA, Arch: "7"}, true, discovery.Entry{MAC: mustMAC(t, macA), Arch: "7"}},
-		{"arch space ignored", discovery.Sighting{MAC: macA, Arch: "x86 efi"}, true, discovery.Entry{MAC: mustMAC(t, macA)}},
-		{"arch kelvin sign ignored", discovery.Sighting{MAC: macA, Arch: "\u212a"}, true, discovery.Entry{MAC: mustMAC(t, macA)}},
+			discovery.Entry{MAC: hwid.MustParseMAC(macA), Arch: strings.Repeat("a", 32)}},
+		{"arch 33 chars ignored", discovery.Sighting{MAC: macA, Arch: strings.Repeat("a", 33)}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
+		{"arch folded", discovery.Sighting{MAC: macA, Arch: "X86_64_EFI"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA), Arch: "x86_64_efi"}},
+		{"arch digits", discovery.Sighting{MAC: macA, Arch: "7"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA), Arch: "7"}},
+		{"arch space ignored", discovery.Sighting{MAC: macA, Arch: "x86 efi"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
+		{"arch kelvin sign ignored", discovery.Sighting{MAC: macA, Arch: "\u212a"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
 		{"relay ipv6", discovery.Sighting{MAC: macA, Relay: "2001:db8::1"}, true,
-			discovery.Entry{MAC: mustMAC(t, macA), Relay: netip.MustParseAddr("2001:db8::1")}},
+			discovery.Entry{MAC: hwid.MustParseMAC(macA), Relay: netip.MustParseAddr("2001:db8::1")}},
 		{"relay v4-mapped kept as v4", discovery.Sighting{MAC: macA, Relay: "::ffff:203.0.113.9"}, true,
-			discovery.Entry{MAC: mustMAC(t, macA), Relay: netip.MustParseAddr("203.0.113.9")}},
-		{"relay zone ignored", discovery.Sighting{MAC: macA, Relay: "fe80::1%eth0"}, true, discovery.Entry{MAC: mustMAC(t, macA)}},
-		{"relay unspecified is none", discovery.Sighting{MAC: macA, Relay: "0.0.0.0"}, true, discovery.Entry{MAC: mustMAC(t, macA)}},
-		{"relay host name ignored", discovery.Sighting{MAC: macA, Relay: "relay.example"}, true, discovery.Entry{MAC: mustMAC(t, macA)}},
-		{"relay with port ignored", discovery.Sighting{MAC: macA, Relay: "198.51.100.1:67"}, true, discovery.Entry{MAC: mustMAC(t, macA)}},
+			discovery.Entry{MAC: hwid.MustParseMAC(macA), Relay: netip.MustParseAddr("203.0.113.9")}},
+		{"relay zone ignored", discovery.Sighting{MAC: macA, Relay: "fe80::1%eth0"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
+		{"relay unspecified is none", discovery.Sighting{MAC: macA, Relay: "0.0.0.0"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
+		{"relay host name ignored", discovery.Sighting{MAC: macA, Relay: "relay.example"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
+		{"relay with port ignored", discovery.Sighting{MAC: macA, Relay: "198.51.100.1:67"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,7 +99,7 @@ var addrEqual = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
 
 func TestSeenUpdates(t *testing.T) {
 	l, clk := newList(t, discovery.Config{})
-	mac := mustMAC(t, macA)
+	mac := hwid.MustParseMAC(macA)
 	t0 := clk.Now()
 	l.Seen(discovery.Sighting{MAC: macA, ProductUUID: uuidA, Arch: "7", Relay: "198.51.100.1"})
 	clk.Advance(time.Minute)
@@ -173,14 +155,14 @@ func TestBoundEvictsOldestLastSeen(t *testing.T) {
 			if bound == 1 {
 				evicted = macN(0)
 			}
-			if _, ok := l.Get(mustMAC(t, evicted)); ok {
+			if _, ok := l.Get(hwid.MustParseMAC(evicted)); ok {
 				t.Errorf("%s still listed after the bound was passed", evicted)
 			}
-			if _, ok := l.Get(mustMAC(t, macN(bound))); !ok {
+			if _, ok := l.Get(hwid.MustParseMAC(macN(bound))); !ok {
 				t.Errorf("newest machine %s not listed", macN(bound))
 			}
 			if bound > 1 {
-				if _, ok := l.Get(mustMAC(t, macN(0))); !ok {
+				if _, ok := l.Get(hwid.MustParseMAC(macN(0))); !ok {
 					t.Errorf("%s, seen again, was evicted", macN(0))
 				}
 			}
@@ -205,7 +187,7 @@ func TestForgetAfterADay(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l, clk := newList(t, discovery.Config{})
-			mac := mustMAC(t, macA)
+			mac := hwid.MustParseMAC(macA)
 			l.Seen(discovery.Sighting{MAC: macA})
 			clk.Advance(time.Hour)
 			l.Seen(discovery.Sighting{MAC: macA}) // the day counts from here
@@ -253,13 +235,13 @@ func TestForget(t *testing.T) {
 	for i := range 5 {
 		l.Seen(discovery.Sighting{MAC: macN(i)})
 	}
-	if n := l.Forget(mustMAC(t, macN(1)), mustMAC(t, macN(1)), mustMAC(t, macN(9))); n != 1 {
+	if n := l.Forget(hwid.MustParseMAC(macN(1)), hwid.MustParseMAC(macN(1)), hwid.MustParseMAC(macN(9))); n != 1 {
 		t.Errorf("Forget = %d, want 1", n)
 	}
-	if l.Contains(mustMAC(t, macN(1))) || !l.Contains(mustMAC(t, macN(2))) {
+	if l.Contains(hwid.MustParseMAC(macN(1))) || !l.Contains(hwid.MustParseMAC(macN(2))) {
 		t.Errorf("Contains disagrees with Forget")
 	}
-	entries := map[hwid.MAC]bool{mustMAC(t, macN(3)): true, mustMAC(t, macN(4)): true}
+	entries := map[hwid.MAC]bool{hwid.MustParseMAC(macN(3)): true, hwid.MustParseMAC(macN(4)): true}
 	if n := l.ForgetFunc(func(m hwid.MAC) bool { return entries[m] }); n != 2 {
 		t.Errorf("ForgetFunc = %d, want 2", n)
 	}
@@ -273,7 +255,7 @@ func TestForget(t *testing.T) {
 	}
 	// A forgotten MAC seen again is a new machine.
 	l.Seen(discovery.Sighting{MAC: macN(1)})
-	if e, _ := l.Get(mustMAC(t, macN(1))); e.Count != 1 {
+	if e, _ := l.Get(hwid.MustParseMAC(macN(1))); e.Count != 1 {
 		t.Errorf("count after forgetting = %d, want 1", e.Count)
 	}
 	if st := l.Stats(); st.Forgotten != 3 || st.New != 6 {
@@ -297,7 +279,7 @@ func TestDHCPFirst(t *testing.T) {
 			if dhcpFirst {
 				want = 2
 			}
-			if e, _ := l.Get(mustMAC(t, macA)); e.Count != want {
+			if e, _ := l.Get(hwid.MustParseMAC(macA)); e.Count != want {
 				t.Errorf("Count = %d, want %d", e.Count, want)
 			}
 		})
@@ -441,7 +423,7 @@ func TestDigest(t *testing.T) {
 	if d1 == d0 {
 		t.Errorf("digest unchanged by a new sighting (count and last seen)")
 	}
-	a.Forget(mustMAC(t, macN(1)))
+	a.Forget(hwid.MustParseMAC(macN(1)))
 	if d2 := a.Digest(); d2 == d1 || d2 == d0 {
 		t.Errorf("digest unchanged by Forget")
 	}
@@ -450,7 +432,7 @@ func TestDigest(t *testing.T) {
 		t.Errorf("empty list digest %s != DigestOf(nil)", empty.Digest())
 	}
 	// Each field counts.
-	base := discovery.Entry{MAC: mustMAC(t, macA), ProductUUID: uuidA, Arch: "7", Relay: netip.MustParseAddr("198.51.100.1"),
+	base := discovery.Entry{MAC: hwid.MustParseMAC(macA), ProductUUID: uuidA, Arch: "7", Relay: netip.MustParseAddr("198.51.100.1"),
 		FirstSeen: epoch, LastSeen: epoch.Add(time.Second), Count: 2}
 	variants := []func(*discovery.Entry){
 		func(e *discovery.Entry) { e.MAC[5]++ },
@@ -577,7 +559,7 @@ func TestClockSetBack(t *testing.T) {
 	clk.now = clk.now.Add(-time.Hour)
 	clk.mu.Unlock()
 	l.Seen(discovery.Sighting{MAC: macA})
-	e, ok := l.Get(mustMAC(t, macA))
+	e, ok := l.Get(hwid.MustParseMAC(macA))
 	if !ok || !e.LastSeen.Equal(epoch) || !e.FirstSeen.Equal(epoch) || e.Count != 2 {
 		t.Errorf("after the clock went back: %+v, %v; want first = last = %v, count 2", e, ok, epoch)
 	}

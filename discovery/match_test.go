@@ -15,9 +15,9 @@ import (
 func TestMatch(t *testing.T) {
 	P := epoch // the power command
 	now := P.Add(15 * time.Minute)
-	u := mustUUID(t, uuidA)
-	other := mustUUID(t, "8f1c0e2a-1b2c-4d5e-9f00-112233445566")
-	mac1, mac2 := mustMAC(t, macN(1)), mustMAC(t, macN(2))
+	u := hwid.MustParseUUID(uuidA)
+	other := hwid.MustParseUUID("8f1c0e2a-1b2c-4d5e-9f00-112233445566")
+	mac1, mac2 := hwid.MustParseMAC(macN(1)), hwid.MustParseMAC(macN(2))
 	seen := func(mac hwid.MAC, uuid hwid.UUID, first, last time.Time) discovery.Merged {
 		return discovery.Merged{MAC: mac, ProductUUID: uuid.String(), FirstSeen: first, LastSeen: last, Count: 1}
 	}
@@ -110,8 +110,8 @@ func TestMatch(t *testing.T) {
 }
 
 func TestMatchErrorDetails(t *testing.T) {
-	u := mustUUID(t, uuidA)
-	mac1, mac2 := mustMAC(t, macN(1)), mustMAC(t, macN(2))
+	u := hwid.MustParseUUID(uuidA)
+	mac1, mac2 := hwid.MustParseMAC(macN(1)), hwid.MustParseMAC(macN(2))
 	q := discovery.Query{MachineID: "m1", UUID: u, PoweredAt: epoch, Now: epoch.Add(time.Minute), Seen: []discovery.Merged{
 		{MAC: mac1, ProductUUID: uuidA, FirstSeen: epoch, LastSeen: epoch},
 		{MAC: mac2, ProductUUID: u.Reversed().String(), FirstSeen: epoch, LastSeen: epoch},
@@ -142,10 +142,10 @@ func TestMatchPlaceholderQuery(t *testing.T) {
 		"03000200-0400-0500-0006-000700080009",
 		"00020003-0004-0005-0006-000700080009",
 	} {
-		p := mustUUID(t, s)
+		p := hwid.MustParseUUID(s)
 		for _, sp := range p.Spellings() {
 			q := discovery.Query{MachineID: "m1", UUID: sp, PoweredAt: epoch, Now: epoch.Add(time.Minute),
-				Seen: []discovery.Merged{{MAC: mustMAC(t, macA), ProductUUID: sp.String(), FirstSeen: epoch, LastSeen: epoch}}}
+				Seen: []discovery.Merged{{MAC: hwid.MustParseMAC(macA), ProductUUID: sp.String(), FirstSeen: epoch, LastSeen: epoch}}}
 			if c, err := discovery.Match(q); !errors.Is(err, discovery.ErrUnusableUUID) {
 				t.Errorf("Match(placeholder %s) = %v, %v; want ErrUnusableUUID", sp, c.MAC, err)
 			}
@@ -158,9 +158,9 @@ func TestMatchPlaceholderQuery(t *testing.T) {
 // never matches; a placeholder sighting never matches anything.
 func TestMatchSpellingProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
-	mac := mustMAC(t, macA)
-	placeholders := []hwid.UUID{{}, mustUUID(t, "ffffffff-ffff-ffff-ffff-ffffffffffff"),
-		mustUUID(t, "03000200-0400-0500-0006-000700080009"), mustUUID(t, "00020003-0004-0005-0006-000700080009")}
+	mac := hwid.MustParseMAC(macA)
+	placeholders := []hwid.UUID{{}, hwid.MustParseUUID("ffffffff-ffff-ffff-ffff-ffffffffffff"),
+		hwid.MustParseUUID("03000200-0400-0500-0006-000700080009"), hwid.MustParseUUID("00020003-0004-0005-0006-000700080009")}
 	for range 20000 {
 		var u hwid.UUID
 		for i := range u {
@@ -206,11 +206,11 @@ func TestMatchSpellingProperties(t *testing.T) {
 }
 
 func TestIdentityVerify(t *testing.T) {
-	u := mustUUID(t, uuidA)
-	other := mustUUID(t, "8f1c0e2a-1b2c-4d5e-9f00-112233445566")
+	u := hwid.MustParseUUID(uuidA)
+	other := hwid.MustParseUUID("8f1c0e2a-1b2c-4d5e-9f00-112233445566")
 	zero := hwid.UUID{}
-	ones := mustUUID(t, "ffffffff-ffff-ffff-ffff-ffffffffffff")
-	mac, mac2 := mustMAC(t, macN(1)), mustMAC(t, macN(2))
+	ones := hwid.MustParseUUID("ffffffff-ffff-ffff-ffff-ffffffffffff")
+	mac, mac2 := hwid.MustParseMAC(macN(1)), hwid.MustParseMAC(macN(2))
 	nics := []hwid.MAC{mac2, mac}
 	tests := []struct {
 		name     string
@@ -252,8 +252,8 @@ func TestIdentityVerify(t *testing.T) {
 }
 
 func TestMatchIncompleteQuery(t *testing.T) {
-	u := mustUUID(t, uuidA)
-	seen := []discovery.Merged{{MAC: mustMAC(t, macA), ProductUUID: uuidA, FirstSeen: epoch, LastSeen: epoch}}
+	u := hwid.MustParseUUID(uuidA)
+	seen := []discovery.Merged{{MAC: hwid.MustParseMAC(macA), ProductUUID: uuidA, FirstSeen: epoch, LastSeen: epoch}}
 	for _, q := range []discovery.Query{
 		{UUID: u, PoweredAt: epoch, Seen: seen},
 		{UUID: u, Now: epoch, Seen: seen},

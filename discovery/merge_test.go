@@ -15,7 +15,7 @@ import (
 func TestMerge(t *testing.T) {
 	now := epoch.Add(48 * time.Hour)
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
-	mac1, mac2, mac3 := mustMAC(t, macN(1)), mustMAC(t, macN(2)), mustMAC(t, macN(3))
+	mac1, mac2, mac3 := hwid.MustParseMAC(macN(1)), hwid.MustParseMAC(macN(2)), hwid.MustParseMAC(macN(3))
 	relay := netip.MustParseAddr
 	uuidB := "44454c4c-3100-1035-8052-b4c04f4e4b32"
 	entry := func(mac hwid.MAC, first, last time.Duration, count uint64) discovery.Entry {
@@ -124,7 +124,7 @@ func TestMergeAtMost256Newest(t *testing.T) {
 		al := discovery.AgentList{AgentID: string(rune('a' + a))}
 		for i := a * 100; i < a*100+200; i++ {
 			at := now.Add(-time.Duration(i) * time.Minute)
-			al.Entries = append(al.Entries, discovery.Entry{MAC: mustMAC(t, macN(i)), FirstSeen: at, LastSeen: at, Count: 1})
+			al.Entries = append(al.Entries, discovery.Entry{MAC: hwid.MustParseMAC(macN(i)), FirstSeen: at, LastSeen: at, Count: 1})
 		}
 		lists = append(lists, al)
 	}
@@ -133,7 +133,7 @@ func TestMergeAtMost256Newest(t *testing.T) {
 		t.Fatalf("Merge returned %d, want %d", len(got), discovery.DefaultMax)
 	}
 	for i, m := range got {
-		if want := mustMAC(t, macN(i)); m.MAC != want {
+		if want := hwid.MustParseMAC(macN(i)); m.MAC != want {
 			t.Fatalf("entry %d is %s, want %s (newest first)", i, m.MAC, want)
 		}
 		wantCount := uint64(1)

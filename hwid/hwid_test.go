@@ -69,11 +69,23 @@ func TestParseUUID(t *testing.T) {
 
 func mustUUID(t *testing.T, s string) hwid.UUID {
 	t.Helper()
-	u, err := hwid.ParseUUID(s)
-	if err != nil {
-		t.Fatal(err)
+	return hwid.MustParseUUID(s)
+}
+
+func TestMustParsePanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"MAC":  func() { hwid.MustParseMAC("aa:bb") },
+		"UUID": func() { hwid.MustParseUUID("nope") },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("MustParse%s of a bad value did not panic", name)
+				}
+			}()
+			f()
+		}()
 	}
-	return u
 }
 
 func TestSpellings(t *testing.T) {

@@ -95,3 +95,13 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// MustParseMAC is ParseMAC for addresses known to be valid, such as constants in tests and
+// examples; it panics on an error.
+func MustParseMAC(s string) MAC {
+	m, err := ParseMAC(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}

@@ -137,3 +137,13 @@ func SameMachine(a, b UUID) bool {
 	// deliberate: no tool prints that order, and accepting it would widen what matches.
 	return false
 }
+
+// MustParseUUID is ParseUUID for UUIDs known to be valid, such as constants in tests and
+// examples; it panics on an error.
+func MustParseUUID(s string) UUID {
+	u, err := ParseUUID(s)
+	if err != nil {
+		panic(err)
+	}
+	return u
+}

@@ -82,6 +82,11 @@ type Machine struct {
 	// SleepScale multiplies the sleeps a script asks for (the demo shortens them); zero: 1.
 	SleepScale float64
 
+	// Offer, when set, stands in for the DHCP exchange: it returns the server and the boot
+	// file a proxy offer would name (ipxe: iPXE's own DHCP). The boot storm sets it to run
+	// machines against TFTP and HTTP servers when no proxy DHCP answers them.
+	Offer func(ipxe bool) (server netip.Addr, file string)
+
 	// OnStage is told when a stage completes, with the server that answered it.
 	OnStage func(m *Machine, s Stage, server string)
 	// OnEvent is told of anything worth a line in a log: retries, waits, reboots.
@@ -190,6 +195,10 @@ type offer struct {
 
 // dhcp sends a DISCOVER to every server and returns the first offer naming a boot file.
 func (m *Machine) dhcp(ctx context.Context, ipxe bool) (offer, error) {
+	if m.Offer != nil {
+		server, file := m.Offer(ipxe)
+		return offer{server: server, file: file}, nil
+	}
 	attempts, timeout := m.DHCPAttempts, m.DHCPTimeout
 	if attempts == 0 {
 		attempts = 4

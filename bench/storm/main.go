@@ -13,10 +13,11 @@
 //     network namespace (-agent-netns); with -inproc the agent runs in this process instead,
 //     and -cpuprofile writes a pprof CPU profile of the storm.
 //   - peer: dnsmasq (proxy DHCP + TFTP) and nginx serve the files this program writes with
-//     -gen; -peer-pids names their processes. Not usable yet: dnsmasq 2.90 answers the
-//     simulated DISCOVER with a broadcast proxy offer that names no boot file and carries no
-//     PXE menu (option 43), and internal/simmachine reads only a unicast offer naming the
-//     boot file, as siteboot's proxydhcp sends it, so every machine stops at the DHCP stage.
+//     -gen; -peer-pids names their processes. With DHCP the machines stop at once: dnsmasq
+//     2.90 answers the simulated DISCOVER with a broadcast proxy offer that names no boot
+//     file and carries no PXE menu (option 43), and internal/simmachine reads only a unicast
+//     offer naming the boot file, as siteboot's proxydhcp sends it. So run.sh runs the peer
+//     with -no-dhcp: every other stage, against dnsmasq's TFTP and nginx.
 //
 // bench/storm/run.sh runs both and is the command to quote.
 package main
@@ -121,6 +122,7 @@ func run() int {
 		gen        = flag.String("gen", "", "write the peer's files (tftp/, www/) under this directory and exit")
 		peerPIDs   = flag.String("peer-pids", "", "target peer: comma-separated PIDs of the server processes (their children count too)")
 		verbose    = flag.Bool("v", false, "log the agent at info level and machine events")
+		noDHCP     = flag.Bool("no-dhcp", false, "skip DHCP: each machine is told the boot file and chain URL a proxy offer would name")
 	)
 	flag.Parse()
 	log.SetFlags(0)
@@ -187,6 +189,15 @@ func run() int {
 		files: fs, dhcp: netip.AddrPortFrom(srv, uint16(*dhcpPort)), tftp: netip.MustParseAddrPort(*tftpAddr),
 		first: first, ips: k, clientPort: *clientPort, verbose: *verbose, isAgent: *target == "agent",
 	}
+	if *noDHCP {
+		chain := httpBase + "/boot/chain.ipxe"
+		st.offer = func(ipxe bool) (netip.Addr, string) {
+			if ipxe {
+				return srv, chain
+			}
+			return srv, fs.build.name
+		}
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -206,6 +217,9 @@ func run() int {
 	after := cpuOf(expand(pids)) // nginx workers and dnsmasq's TFTP children may come and go
 	self := cpuOf([]int{os.Getpid()}) - selfBefore
 	report(os.Stdout, *target, *n, *spread, fs, outs, elapsed, after-before, procs, pids)
+	if *noDHCP {
+		fmt.Println("(no DHCP: -no-dhcp told each machine its boot file and chain URL; the dhcp and ipxe stages took no time)")
+	}
 	what := "the simulated machines"
 	switch {
 	case *inproc:
@@ -475,6 +489,7 @@ type storm struct {
 	clientPort int
 	verbose    bool
 	isAgent    bool
+	offer      func(ipxe bool) (netip.Addr, string) // -no-dhcp
 
 	done, failed atomic.Int64
 }
@@ -550,6 +565,7 @@ func (st *storm) machine(ctx context.Context, i int) outcome {
 		// As EDK2's PXE: a TFTP server that drops requests beyond its transfer limit counts on
 		// the firmware asking again (PXEBC_MTFTP_TIMEOUT 4 s, PXEBC_MTFTP_RETRIES 6).
 		TFTPTimeout: 4 * time.Second, TFTPRetries: 6,
+		Offer: st.offer,
 	}
 	if st.verbose {
 		m.OnEvent = func(m *simmachine.Machine, msg string) { log.Printf("%s: %s", m.Name, msg) }

@@ -16,9 +16,12 @@
 # a CPU profile; the top functions are printed twice: all of the process (the simulated
 # machines included) and only the agent's packages.
 #
-# The same storm against dnsmasq (proxy DHCP + TFTP) and nginx is not run: see the
-# note printed at the end, and bench/storm/main.go's -target peer (which works once the
-# machines can take dnsmasq's broadcast proxy offer and go on to port 4011).
+# Then the same storm against dnsmasq's TFTP server (tftp-root with the same build, its
+# defaults otherwise) and nginx (the chain and boot scripts as static files, kernel, initrd
+# and the deploy image), in the same namespace at the same addresses, with the agent stopped;
+# nginx's and dnsmasq's CPU and peak RSS are read the same way. The machines skip DHCP there
+# (-no-dhcp: told the boot file and chain URL): dnsmasq's proxy DHCP does not give the
+# simulated machines a boot file (the note printed at the end says what it answers).
 set -euo pipefail
 
 N=${N:-1000}
@@ -32,6 +35,8 @@ NS=sbstorm$$
 
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root (network namespace, port 67)" >&2; exit 1; }
 cleanup() {
+	[ -n "${DQ:-}" ] && kill "$DQ" 2>/dev/null
+	[ -n "${NG:-}" ] && kill "$NG" 2>/dev/null
 	ip netns del "$NS" 2>/dev/null || true
 	rm -rf "$WORK"
 }
@@ -46,6 +51,49 @@ echo "# ip netns exec $NS storm -target agent -agent-bin siteagent -n $N -spread
 rc=0
 ip netns exec "$NS" "$WORK/storm" -target agent -agent-bin "$WORK/siteagent" -n "$N" -spread "$SPREAD" \
 	-deploy-mib "$DEPLOY_MIB" -timeout "$TIMEOUT" -work "$WORK/agent" 2> >(grep -v 'control plane unreachable' >&2) || rc=$?
+
+# The peer: dnsmasq (TFTP only) and nginx serving the same files.
+PEER="$WORK/peer"
+"$WORK/storm" -gen "$PEER" -server 127.0.0.2 -http-port 8080 -deploy-mib "$DEPLOY_MIB"
+mkdir -p "$PEER/nginx-tmp"
+chmod 755 "$WORK"
+chmod -R a+rX "$PEER"
+cat >"$PEER/nginx.conf" <<EOF
+worker_processes 2;
+pid $PEER/nginx.pid;
+error_log $PEER/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	sendfile on;
+	tcp_nopush on;
+	keepalive_requests 10000;
+	default_type application/octet-stream;
+	client_body_temp_path $PEER/nginx-tmp;
+	proxy_temp_path $PEER/nginx-tmp;
+	fastcgi_temp_path $PEER/nginx-tmp;
+	uwsgi_temp_path $PEER/nginx-tmp;
+	scgi_temp_path $PEER/nginx-tmp;
+	server {
+		listen 127.0.0.2:8080;
+		root $PEER/www;
+	}
+}
+EOF
+ip netns exec "$NS" dnsmasq --keep-in-foreground --conf-file=/dev/null --port=0 --interface=lo --bind-interfaces \
+	--enable-tftp --tftp-root="$PEER/tftp" --user=root --pid-file="$PEER/dnsmasq.pid" --log-facility="$PEER/dnsmasq.log" &
+DQ=$!
+ip netns exec "$NS" nginx -p "$PEER" -c "$PEER/nginx.conf" -g 'daemon off;' &
+NG=$!
+sleep 1
+echo
+echo "# the same storm against dnsmasq $(dnsmasq --version | head -1 | cut -d' ' -f3) (TFTP at 127.0.0.1:69) and $(nginx -v 2>&1 | cut -d' ' -f3) (HTTP at 127.0.0.2:8080)"
+echo "# ip netns exec $NS storm -target peer -no-dhcp -tftp 127.0.0.1:69 -n $N -spread $SPREAD -deploy-mib $DEPLOY_MIB"
+ip netns exec "$NS" "$WORK/storm" -target peer -no-dhcp -tftp 127.0.0.1:69 -peer-pids "$DQ,$NG" -n "$N" -spread "$SPREAD" \
+	-deploy-mib "$DEPLOY_MIB" -timeout "$TIMEOUT" || rc=$?
+kill "$DQ" "$NG" 2>/dev/null || true
+wait "$DQ" "$NG" 2>/dev/null || true
+DQ= NG=
 
 if [ "$PROFILE" = 1 ]; then
 	echo
@@ -65,9 +113,9 @@ if [ "$PROFILE" = 1 ]; then
 fi
 
 echo
-echo "# peer storm (dnsmasq proxy DHCP + TFTP, nginx): not run. dnsmasq 2.90 in proxy mode answers the"
-echo "# simulated DISCOVER (option 93 = 7, option 55 asking for 43, 66, 67) with a broadcast offer that"
-echo "# names no boot file and carries no option 43, and a REQUEST to port 4011 with an ACK carrying"
-echo "# only option 43 (discovery control 8) and no boot file; internal/simmachine reads a unicast"
-echo "# offer naming the boot file, as siteboot's proxydhcp sends it."
+echo "# the peer ran without DHCP: dnsmasq 2.90 in proxy mode answers the simulated DISCOVER"
+echo "# (option 93 = 7, option 55 asking for 43, 66, 67) with a broadcast offer that names no boot"
+echo "# file and carries no option 43, and a REQUEST to port 4011 with an ACK carrying only option 43"
+echo "# (discovery control 8) and no boot file; internal/simmachine reads a unicast offer naming the"
+echo "# boot file, as siteboot's proxydhcp sends it."
 exit $rc

@@ -22,6 +22,7 @@
 # nginx's and dnsmasq's CPU and peak RSS are read the same way. The machines skip DHCP there
 # (-no-dhcp: told the boot file and chain URL): dnsmasq's proxy DHCP does not give the
 # simulated machines a boot file (the note printed at the end says what it answers).
+# Exit status: 0 when every machine booted against the agent (the peer's failures are figures).
 set -euo pipefail
 
 N=${N:-1000}
@@ -90,7 +91,7 @@ echo
 echo "# the same storm against dnsmasq $(dnsmasq --version | head -1 | cut -d' ' -f3) (TFTP at 127.0.0.1:69) and $(nginx -v 2>&1 | cut -d' ' -f3) (HTTP at 127.0.0.2:8080)"
 echo "# ip netns exec $NS storm -target peer -no-dhcp -tftp 127.0.0.1:69 -n $N -spread $SPREAD -deploy-mib $DEPLOY_MIB"
 ip netns exec "$NS" "$WORK/storm" -target peer -no-dhcp -tftp 127.0.0.1:69 -peer-pids "$DQ,$NG" -n "$N" -spread "$SPREAD" \
-	-deploy-mib "$DEPLOY_MIB" -timeout "$TIMEOUT" || rc=$?
+	-deploy-mib "$DEPLOY_MIB" -timeout "$TIMEOUT" || true # the peer's failures are its figures, not ours
 kill "$DQ" "$NG" 2>/dev/null || true
 wait "$DQ" "$NG" 2>/dev/null || true
 DQ= NG=

@@ -29,7 +29,7 @@ func (l *lab) startReference(i int) *testpeer.Process {
 			t.Fatal(err)
 		}
 	}
-	kernel, initrd := ramdisk(t)
+	kernel, initrd := testpeer.Ramdisk(t)
 	base := "http://" + h.IP.String()
 	files := map[string][]byte{
 		"vmlinuz": kernel, "initrd.cpio": initrd,

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,16 +45,11 @@ const (
 
 var (
 	// binDir holds the agent binary, built once by the first test that needs it.
-	binDir     string
-	buildOnce  sync.Once
-	agentBin   string
-	buildErr   error
-	buildOut   []byte
-	ramdiskBuf struct {
-		once           sync.Once
-		kernel, initrd []byte
-		err            string // why there is none: a missing peer
-	}
+	binDir    string
+	buildOnce sync.Once
+	agentBin  string
+	buildErr  error
+	buildOut  []byte
 )
 
 func TestMain(m *testing.M) {
@@ -108,103 +101,6 @@ func requirePeers(t *testing.T) {
 	}
 }
 
-// ramdisk returns Debian's kernel and an initramfs built from busybox-static whose init
-// prints the kernel command line between markers and powers off.
-func ramdisk(t *testing.T) (kernel, initrd []byte) {
-	t.Helper()
-	r := &ramdiskBuf
-	r.once.Do(func() {
-		kernels, _ := filepath.Glob("/boot/vmlinuz-*")
-		if len(kernels) == 0 {
-			r.err = "no kernel in /boot: install the Debian package linux-image-amd64"
-			return
-		}
-		k, err := os.ReadFile(kernels[len(kernels)-1])
-		if err != nil {
-			r.err = fmt.Sprintf("cannot read %s: %v", kernels[len(kernels)-1], err)
-			return
-		}
-		bbPath, err := exec.LookPath("busybox")
-		if err != nil {
-			r.err = "busybox not found: install the Debian package busybox-static"
-			return
-		}
-		if f, err := elf.Open(bbPath); err != nil {
-			r.err = fmt.Sprintf("%s: %v", bbPath, err)
-			return
-		} else {
-			for _, p := range f.Progs {
-				if p.Type == elf.PT_INTERP {
-					r.err = bbPath + " is dynamically linked: install the Debian package busybox-static"
-				}
-			}
-			f.Close()
-			if r.err != "" {
-				return
-			}
-		}
-		bb, err := os.ReadFile(bbPath)
-		if err != nil {
-			r.err = err.Error()
-			return
-		}
-		r.kernel = k
-		r.initrd = newcArchive([]cpioFile{
-			{name: "bin", mode: 040755},
-			{name: "dev", mode: 040755},
-			{name: "dev/console", mode: 020600, rdevMajor: 5, rdevMinor: 1},
-			{name: "proc", mode: 040755},
-			{name: "bin/busybox", mode: 0100755, data: bb},
-			{name: "init", mode: 0100755, data: []byte(initScript)},
-		})
-	})
-	if r.err != "" {
-		testpeer.Unavailable(t, "%s", r.err)
-	}
-	return r.kernel, r.initrd
-}
-
-// initScript is the ramdisk's /init.
-const initScript = `#!/bin/busybox sh
-/bin/busybox mount -t proc proc /proc
-/bin/busybox echo "SITEBOOT-CMDLINE:$(/bin/busybox cat /proc/cmdline):END" >/dev/console
-/bin/busybox poweroff -f
-`
-
-var cmdlineRE = regexp.MustCompile(`SITEBOOT-CMDLINE:(.*):END`)
-
-type cpioFile struct {
-	name                 string
-	mode                 int
-	rdevMajor, rdevMinor int
-	data                 []byte
-}
-
-// newcArchive writes a cpio archive in the "newc" format the kernel unpacks as its
-// initramfs.
-func newcArchive(files []cpioFile) []byte {
-	var b bytes.Buffer
-	pad := func() {
-		for b.Len()%4 != 0 {
-			b.WriteByte(0)
-		}
-	}
-	write := func(ino int, f cpioFile) {
-		fmt.Fprintf(&b, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-			ino, f.mode, 0, 0, 1, 0, len(f.data), 0, 0, f.rdevMajor, f.rdevMinor, len(f.name)+1, 0)
-		b.WriteString(f.name)
-		b.WriteByte(0)
-		pad()
-		b.Write(f.data)
-		pad()
-	}
-	for i, f := range files {
-		write(i+1, f)
-	}
-	write(len(files)+1, cpioFile{name: "TRAILER!!!"})
-	return b.Bytes()
-}
-
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
@@ -243,7 +139,7 @@ type labAgent struct {
 func newLab(t *testing.T, hosts int) *lab {
 	t.Helper()
 	requirePeers(t)
-	kernel, initrd := ramdisk(t)
+	kernel, initrd := testpeer.Ramdisk(t)
 	siteagentBinary(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -173,12 +173,12 @@ const bootTimeout = 4 * time.Minute
 // waitCmdline waits for the ramdisk to print the kernel command line and returns its words.
 func (m *machine) waitCmdline(t *testing.T) []string {
 	t.Helper()
-	serial, exited := m.wait(bootTimeout, cmdlineRE.Match)
-	found := cmdlineRE.FindSubmatch(serial)
-	if found == nil {
+	serial, exited := m.wait(bootTimeout, func(b []byte) bool { _, ok := testpeer.Cmdline(b); return ok })
+	words, ok := testpeer.Cmdline(serial)
+	if !ok {
 		t.Fatalf("%s (%s) never printed its kernel command line (QEMU exited: %v, after %v)", m.name, m.fw, exited, time.Since(m.start).Round(time.Second))
 	}
-	return strings.Fields(string(found[1]))
+	return words
 }
 
 func param(words []string, name string) string {

@@ -20,37 +20,6 @@ import (
 	"github.com/bettercompute/siteboot/ipxe"
 )
 
-// newcArchive writes a cpio archive in the "newc" format the Linux kernel unpacks as its
-// initramfs.
-func newcArchive(files []cpioFile) []byte {
-	var b bytes.Buffer
-	pad := func() {
-		for b.Len()%4 != 0 {
-			b.WriteByte(0)
-		}
-	}
-	write := func(ino int, f cpioFile) {
-		fmt.Fprintf(&b, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-			ino, f.mode, 0, 0, 1, 0, len(f.data), 0, 0, 0, 0, len(f.name)+1, 0)
-		b.WriteString(f.name)
-		b.WriteByte(0)
-		pad()
-		b.Write(f.data)
-		pad()
-	}
-	for i, f := range files {
-		write(i+1, f)
-	}
-	write(len(files)+1, cpioFile{name: "TRAILER!!!"})
-	return b.Bytes()
-}
-
-type cpioFile struct {
-	name string
-	mode int
-	data []byte
-}
-
 // qemuMachine is a QEMU machine whose NIC ROM is Debian's iPXE (QEMU's default virtio-net
 // ROM), on QEMU's user-mode network, which hands out srv's /boot/chain.ipxe as the boot
 // file. 10.0.2.2 inside is the host's loopback, so no root is needed.
@@ -132,28 +101,7 @@ func (m *qemuMachine) wait(done func(serial []byte) bool) (serial []byte, exited
 // kernel with a busybox initramfs that prints /proc/cmdline: the kernel must see exactly
 // the parameters the handler rendered.
 func TestQEMU_RealIPXEBootsRamdisk(t *testing.T) {
-	busybox := testpeer.LookPath(t, "busybox", "busybox-static")
-	kernels, _ := filepath.Glob("/boot/vmlinuz-*")
-	if len(kernels) == 0 {
-		testpeer.Unavailable(t, "no kernel in /boot (Debian package linux-image-amd64)")
-	}
-	kernel, err := os.ReadFile(kernels[len(kernels)-1])
-	if err != nil {
-		testpeer.Unavailable(t, "cannot read %s: %v", kernels[len(kernels)-1], err)
-	}
-	bb, err := os.ReadFile(busybox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	initrd := newcArchive([]cpioFile{
-		{"bin", 040755, nil},
-		{"bin/busybox", 0100755, bb},
-		{"init", 0100755, []byte("#!/bin/busybox sh\n" +
-			"/bin/busybox mkdir -p /proc\n" +
-			"/bin/busybox mount -t proc proc /proc\n" +
-			"/bin/busybox echo \"SITEBOOT-CMDLINE:$(/bin/busybox cat /proc/cmdline):END\"\n" +
-			"/bin/busybox poweroff -f\n")},
-	})
+	kernel, initrd := testpeer.Ramdisk(t)
 
 	mac := hwid.MAC{0x52, 0x54, 0x00, 0x5b, 0x00, 0x01}
 	uuid, _ := hwid.ParseUUID("4c4c4544-0031-1020-8030-b1c04f504e32")

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -171,4 +173,33 @@ func TestReadyLog(t *testing.T) {
 		t.Error("process still running after Stop")
 	}
 	p.Stop() // idempotent
+}
+
+// TestNewcArchive unpacks an archive with the system's cpio and finds the files as written.
+func TestNewcArchive(t *testing.T) {
+	cpio := testpeer.LookPath(t, "cpio", "cpio")
+	dir := t.TempDir()
+	archive := testpeer.NewcArchive([]testpeer.CpioFile{
+		{Name: "bin", Mode: 040755},
+		{Name: "bin/hello", Mode: 0100755, Data: []byte("#!/bin/sh\necho hi\n")},
+		{Name: "odd-length", Mode: 0100644, Data: []byte("abc")},
+	})
+	cmd := exec.Command(cpio, "-idm", "--quiet")
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(string(archive))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cpio: %v\n%s", err, out)
+	}
+	for name, want := range map[string]string{"bin/hello": "#!/bin/sh\necho hi\n", "odd-length": "abc"} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "bin/hello")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("bin/hello mode: %v, %v", fi, err)
+	}
+	if words, ok := testpeer.Cmdline([]byte("noise\r\nSITEBOOT-CMDLINE:initrd=x bc.token=t quiet:END\r\n")); !ok || len(words) != 3 || words[1] != "bc.token=t" {
+		t.Errorf("Cmdline = %q, %v", words, ok)
+	}
 }

@@ -85,9 +85,9 @@ type Server struct {
 }
 
 type counters struct {
-	requests, transfers, completed, failed, bytes       atomic.Uint64
-	notFound, denied, refusedWrite, refusedMode         atomic.Uint64
-	droppedBusy, droppedSource, droppedMalformed, fails atomic.Uint64
+	requests, transfers, completed, failed, bytes atomic.Uint64
+	notFound, denied, refusedWrite, refusedMode   atomic.Uint64
+	droppedBusy, droppedSource, droppedMalformed  atomic.Uint64
 }
 
 // Counters is a snapshot of what a Server did since it was made, for a host to export.

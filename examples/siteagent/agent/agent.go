@@ -64,13 +64,14 @@ type Agent struct {
 	dhcpConn, pxeConn, tftpConn net.PacketConn
 	httpLn, metricsLn           net.Listener
 
-	wake       chan struct{} // a status report is wanted before the next heartbeat
-	mu         sync.Mutex
-	sentDigest discovery.Digest // the discovered list's digest the control plane acknowledged
-	acks       []string         // ids of applied commands not yet reported
-	lastSync   time.Time
-	syncErrors uint64
-	transfers  transferCounters
+	wake        chan struct{} // a status report is wanted before the next heartbeat
+	mu          sync.Mutex
+	sentDigest  discovery.Digest // the discovered list's digest the control plane acknowledged
+	acks        []string         // ids of applied commands not yet reported
+	lastSync    time.Time
+	syncErrors  uint64
+	syncFailing uint64 // heartbeats failed in a row
+	transfers   transferCounters
 }
 
 // New builds an agent from its config and binds its sockets, so that a host learns at once
@@ -86,12 +87,13 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if opt.DrainTimeout == 0 {
 		opt.DrainTimeout = 5 * time.Second
 	}
-	a = &Agent{cfg: cfg, opt: opt, log: log, link: link, wake: make(chan struct{}, 1)}
+	ag := &Agent{cfg: cfg, opt: opt, log: log, link: link, wake: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
-			a.closeSockets()
+			ag.release()
 		}
 	}()
+	a = ag
 
 	if a.entries, err = OpenEntries(filepath.Join(cfg.DataDir, EntriesFileName), nil); err != nil {
 		return nil, err
@@ -142,7 +144,13 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		}
 	}
 	if cfg.Boot.TFTP {
-		a.tftp = &tftpd.Server{Dir: cfg.Boot.TFTPRoot, Logger: log.With("component", "tftpd"), OnTransfer: a.transfers.record}
+		a.tftp = &tftpd.Server{
+			Dir:          cfg.Boot.TFTPRoot,
+			MaxTransfers: cfg.Boot.TFTPMaxTransfers,
+			MaxPerSource: cfg.Boot.TFTPMaxPerSource,
+			Logger:       log.With("component", "tftpd"),
+			OnTransfer:   a.transfers.record,
+		}
 		if err := a.tftp.Validate(); err != nil {
 			return nil, err
 		}
@@ -201,6 +209,17 @@ func (a *Agent) listen() error {
 		}
 	}
 	return nil
+}
+
+// release undoes a New that failed half-way: sockets closed, the cache unlocked.
+func (a *Agent) release() {
+	a.closeSockets()
+	if a.cache != nil {
+		a.cache.Close()
+	}
+	if a.found != nil {
+		a.found.Close()
+	}
 }
 
 func (a *Agent) closeSockets() {

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -219,4 +220,31 @@ func TestLinkDownThenUp(t *testing.T) {
 	if n := len(a.Entries().All()); n != 1 {
 		t.Errorf("%d entries after the link came back, want 1", n)
 	}
+}
+
+// TestNewPortTaken: a port already in use is an error from New (not a panic), and New
+// releases the sockets it had bound.
+func TestNewPortTaken(t *testing.T) {
+	h := newHarness(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := h.config(t.TempDir())
+	cfg.Boot.DHCPListen = "127.0.0.1:0"
+	cfg.Boot.HTTPListen = taken.Addr().String()
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	if _, err := agent.New(context.Background(), cfg, h.plane.Link(), agent.Options{Signer: key}); err == nil {
+		t.Fatal("New succeeded on a port in use")
+	}
+	// The same config with a free HTTP port starts: nothing the failed New bound is held.
+	cfg.Boot.HTTPListen = "127.0.0.1:0"
+	a, err := agent.New(context.Background(), cfg, h.plane.Link(), agent.Options{Signer: key})
+	if err != nil {
+		t.Fatalf("second New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	a.Run(ctx)
 }

@@ -43,7 +43,12 @@ type BootConfig struct {
 	TFTP       bool   `toml:"tftp"`        // serve the iPXE builds over TFTP
 	TFTPListen string `toml:"tftp_listen"` // default "0.0.0.0:69"
 	TFTPRoot   string `toml:"tftp_root"`   // directory of iPXE builds (undionly.kpxe, ipxe.efi, ...); required with tftp
-	HTTPListen string `toml:"http_listen"` // default "0.0.0.0:80"
+	// TFTPMaxTransfers and TFTPMaxPerSource bound the transfers at once, in all and per
+	// machine; a request beyond either is dropped unanswered and the firmware retries.
+	// Zero: tftpd's defaults (64 and 4).
+	TFTPMaxTransfers int    `toml:"tftp_max_transfers"`
+	TFTPMaxPerSource int    `toml:"tftp_max_per_source"`
+	HTTPListen       string `toml:"http_listen"` // default "0.0.0.0:80"
 	// HTTPBase is the base URL machines use for /boot/ and /cache/; default http://SERVER_IP[:port of http_listen].
 	HTTPBase string `toml:"http_base"`
 
@@ -256,6 +261,12 @@ func (c *Config) Validate() error {
 	}
 	if b.TFTP && b.TFTPRoot == "" {
 		return bad("boot.tftp_root", "required when tftp = true")
+	}
+	if b.TFTPMaxTransfers < 0 || b.TFTPMaxTransfers > 4096 {
+		return bad("boot.tftp_max_transfers", "want 0 (default) to 4096, got %d", b.TFTPMaxTransfers)
+	}
+	if b.TFTPMaxPerSource < 0 || b.TFTPMaxPerSource > 4096 {
+		return bad("boot.tftp_max_per_source", "want 0 (default) to 4096, got %d", b.TFTPMaxPerSource)
 	}
 	if b.HTTPBase != "" {
 		u, err := url.Parse(b.HTTPBase)

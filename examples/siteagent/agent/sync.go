@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -67,12 +68,25 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	if err != nil {
 		a.mu.Lock()
 		a.syncErrors++
+		a.syncFailing++
+		first := a.syncFailing == 1
 		a.mu.Unlock()
+		// Once at warning level when the link breaks; the rest are counted in metrics.
 		if ctx.Err() == nil {
-			a.log.Warn("control plane unreachable; serving from the last desired state", "err", err)
+			level := slog.LevelDebug
+			if first {
+				level = slog.LevelWarn
+			}
+			a.log.Log(ctx, level, "control plane unreachable; serving from the last desired state until the fence ends", "err", err)
 		}
 		return
 	}
+	a.mu.Lock()
+	if a.syncFailing > 0 {
+		a.log.Info("control plane reachable again", "failed_heartbeats", a.syncFailing)
+		a.syncFailing = 0
+	}
+	a.mu.Unlock()
 	a.fence.Observe(lease.Word{Holds: d.Lease.Holds, Epoch: d.Lease.Epoch, TTL: time.Duration(d.Lease.TTLMs) * time.Millisecond, Beat: d.Lease.Beat})
 	a.mu.Lock()
 	a.lastSync = time.Now()

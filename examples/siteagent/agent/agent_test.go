@@ -29,7 +29,7 @@ type harness struct {
 	tftpRoot       string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, configure ...func(*controlplane.Plane)) *harness {
 	t.Helper()
 	h := &harness{tftpRoot: t.TempDir()}
 	images := map[string][]byte{"vmlinuz": randBytes(64 << 10), "initrd": randBytes(128 << 10)}
@@ -49,6 +49,9 @@ func newHarness(t *testing.T) *harness {
 	h.plane.TTL = 2 * time.Second
 	h.plane.Interval = 100 * time.Millisecond
 	h.plane.SessionTimeout = 600 * time.Millisecond
+	for _, f := range configure {
+		f(h.plane)
+	}
 	h.plane.Enroll("site-t", "agent-t")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -247,4 +250,31 @@ func TestNewPortTaken(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	a.Run(ctx)
+}
+
+// TestFenceHoldsSteady: with a heartbeat of a third of the TTL (the slowest the config
+// allows) and the control plane's tick as slow as the heartbeat, the holder's fence never
+// lapses while the link is up: the control plane renews on each heartbeat, so every word
+// answers the heartbeat just sent.
+func TestFenceHoldsSteady(t *testing.T) {
+	h := newHarness(t, func(p *controlplane.Plane) { p.TTL, p.Interval = 3*time.Second, time.Second })
+	cfg := h.config(t.TempDir())
+	cfg.Lease.TTL.Duration = 3 * time.Second
+	cfg.Control.Heartbeat.Duration = time.Second
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := agent.New(ctx, cfg, h.plane.Link(), agent.Options{Signer: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "active", 5*time.Second, func() bool { return a.Fence().Active })
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if fs := a.Fence(); !fs.Active {
+			t.Fatalf("fence lapsed with the link up: %+v", fs)
+		}
+	}
 }

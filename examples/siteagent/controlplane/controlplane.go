@@ -44,13 +44,14 @@ type Plane struct {
 	// Logger: nil discards.
 	Logger *slog.Logger
 
-	mu     sync.Mutex
-	agents map[string]*agentState   // by node id
-	tokens map[string]string        // workflow/ref -> bearer
-	images map[string][]agent.Image // by site
-	ctrl   *lease.Controller
-	seq    int
-	now    func() time.Time
+	mu       sync.Mutex
+	agents   map[string]*agentState   // by node id
+	tokens   map[string]string        // workflow/ref -> bearer
+	images   map[string][]agent.Image // by site
+	ctrlOnce sync.Once
+	ctrl     *lease.Controller
+	seq      int
+	now      func() time.Time
 }
 
 type agentState struct {
@@ -205,8 +206,15 @@ func (p *Plane) LeaseChecker() assertion.LeaseChecker {
 
 // Run runs the lease controller until ctx ends.
 func (p *Plane) Run(ctx context.Context) error {
-	p.ctrl = &lease.Controller{Store: p.Lease, Fleet: fleet{p}, TTL: p.TTL, Interval: p.Interval, Logger: p.Logger}
-	return p.ctrl.Run(ctx)
+	return p.controller().Run(ctx)
+}
+
+// controller is the lease controller, made on first use from the fields set by then.
+func (p *Plane) controller() *lease.Controller {
+	p.ctrlOnce.Do(func() {
+		p.ctrl = &lease.Controller{Store: p.Lease, Fleet: fleet{p}, TTL: p.TTL, Interval: p.Interval, Logger: p.Logger}
+	})
+	return p.ctrl
 }
 
 // Sync answers an agent's heartbeat: it records the report and returns the agent's desired
@@ -228,6 +236,14 @@ func (p *Plane) Sync(ctx context.Context, r agent.Report) (agent.Desired, error)
 	d := agent.Desired{Commands: slices.Clone(a.pending), CacheImages: slices.Clone(p.images[a.site])}
 	p.mu.Unlock()
 
+	// Tick the site's lease now, so that a renewal answers this very heartbeat. With only the
+	// periodic tick, the word an agent gets can answer a heartbeat up to a tick and a
+	// heartbeat old, and with the default TTL, tick and heartbeat the holder's fence would
+	// lapse for a moment in some phases. A conflict with the periodic tick is harmless: the
+	// record read below is whichever write won.
+	if _, err := p.controller().TickSite(ctx, r.Site); err != nil && !errors.Is(err, lease.ErrConflict) {
+		p.Logger.Warn("lease tick on heartbeat", "site", r.Site, "err", err)
+	}
 	rec, _, err := p.Lease.Get(ctx, r.Site)
 	if err != nil {
 		return agent.Desired{}, err

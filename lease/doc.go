@@ -94,7 +94,14 @@
 //
 // The fence protects against two agents answering at once; it does not make an agent stop
 // a transfer it already started. Heartbeats must arrive more often than the TTL (every few
-// seconds) or the holder's window shrinks to nothing although the lease is renewed. A
+// seconds) or the holder's window shrinks to nothing although the lease is renewed. More
+// precisely, a word can answer a heartbeat as old as the tick interval plus a heartbeat
+// interval plus the delays, and the next word comes a heartbeat interval later: the holder's
+// fence stays up between words only while TTL - Margin exceeds the tick interval plus two
+// heartbeat intervals plus the delays. With the defaults (15 s, 1 s, ticks and heartbeats every
+// 5 s) that does not hold, so a control plane should also tick a site when its holder's
+// heartbeat arrives (TickSite), which makes every word answer the heartbeat just sent
+// (examples/siteagent/controlplane does). A
 // controller that restarts forgets what it watched and so waits a full TTL before it takes
 // over any lapsed lease. Every controller sharing a Store must use the same TTL: a
 // controller waits the longer of the record's TTL and its own before a takeover, which

@@ -51,7 +51,7 @@ func (p *printer) machine(o *outcome) {
 	switch {
 	case o.err == nil:
 		r := o.res
-		p.linef("%s %s %s  booted via %s in %4.2fs: dhcp, tftp %s, ipxe, chain, script, kernel+initrd from cache, assertion verified, deploy image from cache",
+		p.linef("%s %s %s  booted via %s in %4.2fs (%s over TFTP, kernel+initrd from cache); joined, deploy image from cache",
 			mark(true), o.name, o.mac, o.agent, r.Stages[simmachine.StageBoot].Seconds(), r.BootFile)
 	case o.res != nil && len(o.res.Stages) == 0:
 		p.linef("--   %s %s  no proxy DHCP answer: fell through to the next boot device (%v)", o.name, o.mac, o.err)

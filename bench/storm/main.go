@@ -123,6 +123,7 @@ func run() int {
 		peerPIDs   = flag.String("peer-pids", "", "target peer: comma-separated PIDs of the server processes (their children count too)")
 		verbose    = flag.Bool("v", false, "log the agent at info level and machine events")
 		noDHCP     = flag.Bool("no-dhcp", false, "skip DHCP: each machine is told the boot file and chain URL a proxy offer would name")
+		tftpMax    = flag.Int("tftp-max-transfers", 0, "target agent: boot.tftp_max_transfers (0: the agent's default, 64)")
 	)
 	flag.Parse()
 	log.SetFlags(0)
@@ -156,7 +157,7 @@ func run() int {
 		stop, pid, err := startAgent(ctx, agentSetup{
 			dir: dir, files: fs, n: *n, server: srv, dhcpPort: *dhcpPort, tftp: *tftpAddr, httpPort: *httpPort,
 			httpBase: httpBase, bin: *agentBin, netns: *agentNetns, planeAddr: *planeAddr, inproc: *inproc,
-			clientPort: *clientPort, verbose: *verbose,
+			clientPort: *clientPort, verbose: *verbose, tftpMax: *tftpMax,
 		})
 		if err != nil {
 			log.Fatal(err)
@@ -278,6 +279,7 @@ type agentSetup struct {
 	planeAddr       string
 	inproc, verbose bool
 	clientPort      int
+	tftpMax         int // boot.tftp_max_transfers
 }
 
 func machineMAC(i int) hwid.MAC { return hwid.MAC{0x52, 0x54, 0x00, 0x5c, byte(i >> 8), byte(i)} }
@@ -366,6 +368,7 @@ server_ip = %q
 tftp = true
 tftp_listen = %q
 tftp_root = %q
+tftp_max_transfers = %d
 http_listen = %q
 http_base = %q
 cmdline = "console=ttyS0,115200n8 quiet"
@@ -392,7 +395,7 @@ timeout = "10s"
 [metrics]
 listen = "off"
 `, siteID, nodeID, dataDir, map[bool]string{true: "info", false: "warn"}[s.verbose],
-		netip.AddrPortFrom(s.server, uint16(s.dhcpPort)).String(), srvIP+":4011", srvIP, s.tftp, tftpRoot,
+		netip.AddrPortFrom(s.server, uint16(s.dhcpPort)).String(), srvIP+":4011", srvIP, s.tftp, tftpRoot, s.tftpMax,
 		netip.AddrPortFrom(s.server, uint16(s.httpPort)).String(), s.httpBase, s.httpBase+"/cache",
 		base+"/images/"+s.files.kernel.name, s.files.kernel.sha, base+"/images/"+s.files.initrd.name, s.files.initrd.sha, base)
 	cfgPath := filepath.Join(s.dir, "agent.toml")

@@ -30,6 +30,7 @@ SPREAD=${SPREAD:-10s}
 TIMEOUT=${TIMEOUT:-3m}
 PROFILE=${PROFILE:-1}
 DEPLOY_MIB=${DEPLOY_MIB:-32}
+TFTP_MAX=${TFTP_MAX:-0} # the agent's boot.tftp_max_transfers; 0 is its default, 64
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d /tmp/sbstorm.XXXXXX)
 NS=sbstorm$$
@@ -48,10 +49,10 @@ ip netns add "$NS"
 ip -n "$NS" link set lo up
 
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) cores, $(go env GOVERSION); load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# ip netns exec $NS storm -target agent -agent-bin siteagent -n $N -spread $SPREAD -deploy-mib $DEPLOY_MIB"
+echo "# ip netns exec $NS storm -target agent -agent-bin siteagent -n $N -spread $SPREAD -deploy-mib $DEPLOY_MIB -tftp-max-transfers $TFTP_MAX"
 rc=0
 ip netns exec "$NS" "$WORK/storm" -target agent -agent-bin "$WORK/siteagent" -n "$N" -spread "$SPREAD" \
-	-deploy-mib "$DEPLOY_MIB" -timeout "$TIMEOUT" -work "$WORK/agent" 2> >(grep -v 'control plane unreachable' >&2) || rc=$?
+	-deploy-mib "$DEPLOY_MIB" -tftp-max-transfers "$TFTP_MAX" -timeout "$TIMEOUT" -work "$WORK/agent" 2> >(grep -v 'control plane unreachable' >&2) || rc=$?
 
 # The peer: dnsmasq (TFTP only) and nginx serving the same files.
 PEER="$WORK/peer"

@@ -43,10 +43,7 @@ func (a *Agent) bootHandler() (http.Handler, error) {
 	if b.ProxyDHCP {
 		// Anyone can fetch a URL: a script fetch counts as a sighting only for a MAC proxy
 		// DHCP already showed.
-		cfg.DHCPSeen = func(mac hwid.MAC) bool {
-			_, ok := a.found.Get(mac)
-			return ok
-		}
+		cfg.DHCPSeen = a.found.Contains
 	}
 	if b.TFTPRoot != "" {
 		root, err := os.OpenRoot(b.TFTPRoot)

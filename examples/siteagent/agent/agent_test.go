@@ -214,6 +214,9 @@ func TestLinkDownThenUp(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if !strings.Contains(string(body), `siteboot_boot_answers_total{answer="fenced"}`) {
+		t.Errorf("metrics do not count the fenced answers:\n%s", body)
+	}
 	if !strings.Contains(string(body), "siteboot_lease_active 0") {
 		t.Errorf("metrics do not show the fenced agent:\n%s", body)
 	}

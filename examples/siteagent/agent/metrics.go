@@ -63,6 +63,8 @@ func (a *Agent) counters() map[string]uint64 {
 	m["cache_served"], m["cache_grants_issued"] = uint64(cs.Served), uint64(cs.GrantsIssued)
 	m["cache_refused_fenced"] = uint64(cs.RefusedFenced)
 	m["cache_refused_grant"] = uint64(cs.RefusedGrant + cs.RefusedExpired + cs.RefusedDigest + cs.RefusedPath + cs.RefusedMissing)
+	bc := a.boot.Counters()
+	m["boot_scripts"], m["boot_unknown"], m["boot_fenced"] = bc.Scripts, bc.Unknown, bc.Fenced
 	is := a.issuer.Stats()
 	m["assertions_issued"] = is.Issued
 	return m
@@ -102,6 +104,7 @@ var (
 	descCacheRefused = prometheus.NewDesc("siteboot_cache_refused_total", "Cache requests refused, by reason.", []string{"reason"}, nil)
 	descCacheGrants  = prometheus.NewDesc("siteboot_cache_grants_issued_total", "Cache grants issued.", nil, nil)
 	descCachePulls   = prometheus.NewDesc("siteboot_cache_pulls_total", "Cache pulls by result.", []string{"result"}, nil)
+	descBoot         = prometheus.NewDesc("siteboot_boot_answers_total", "Answers of the /boot/ handler, by kind.", []string{"answer"}, nil)
 	descAssertions   = prometheus.NewDesc("siteboot_assertions_issued_total", "Discovery assertions signed.", nil, nil)
 	descActive       = prometheus.NewDesc("siteboot_lease_active", "1 while this agent is the site's active boot server.", nil, nil)
 	descEpoch        = prometheus.NewDesc("siteboot_lease_epoch", "The highest boot lease epoch heard.", nil, nil)
@@ -113,7 +116,7 @@ var (
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descTFTP, descTFTPBytes, descTFTPDropped, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors} {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descTFTP, descTFTPBytes, descTFTPDropped, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors} {
 		ch <- d
 	}
 }
@@ -155,6 +158,15 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCacheGrants, float64(cs.GrantsIssued))
 	counter(descCachePulls, float64(cs.PullsOK), "ok")
 	counter(descCachePulls, float64(cs.PullsFailed), "failed")
+	bc := a.boot.Counters()
+	for answer, n := range map[string]uint64{
+		"chain": bc.Chains, "script": bc.Scripts, "sanboot": bc.Sanboots, "file": bc.Files,
+		"unknown": bc.Unknown, "fenced": bc.Fenced, "token-wait": bc.TokenWaits, "sanboot-wait": bc.SanbootWaits,
+		"bad-request": bc.BadRequests, "headers-too-large": bc.HeadersTooLarge, "method-refused": bc.MethodsRefused,
+		"not-found": bc.NotFound, "error": bc.Errors,
+	} {
+		counter(descBoot, float64(n), answer)
+	}
 	counter(descAssertions, float64(a.issuer.Stats().Issued))
 	fs := a.fence.State()
 	active := 0.0

@@ -34,7 +34,8 @@
 // # Metrics
 //
 // /metrics (Prometheus, the agent's own registry) exports the components' counters: proxy
-// DHCP answers and silences by reason, TFTP transfers by outcome and drops, cache serving,
+// DHCP answers and silences by reason, TFTP transfers by outcome and drops, the boot
+// handler's answers by kind (script, unknown, fenced, token-wait, ...), cache serving,
 // refusals and pulls, assertions, the fence and the epoch. /healthz answers 503 while the
 // control plane has not been heard from for three heartbeats.
 package agent

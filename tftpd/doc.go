@@ -17,10 +17,22 @@
 // Package tftpdtest runs a Server on loopback and fetches from it as firmware does, for a
 // host's own tests.
 //
-// The transfers themselves run on github.com/pin/tftp/v3, which opens one UDP socket per
-// transfer (the transfer identifier of RFC 1350). The Server sits in front of it on the
-// listening socket: it parses every request there, answers refusals itself and hands on
-// only requests it admitted.
+// The Server reads every request on the listening socket itself: it parses it, answers
+// refusals from there and opens a UDP socket (the transfer identifier of RFC 1350) only for a
+// request it admitted. Each transfer's socket is bound to port 0 of the address the request
+// came to: the listening address when the socket is bound to one, else the destination the
+// kernel reports for each datagram (IP_PKTINFO, IPV6_PKTINFO; on Linux). So on a host with
+// several addresses on the boot segment (a floating address for the boot service, or a
+// loopback lab where every agent has an address of 127.0.0.0/8) the client hears from the
+// address it asked, as firmware (EDK2) and most clients require.
+//
+// The transfers run on the package's own sender, not on github.com/pin/tftp/v3, for two
+// reasons: pin/tftp binds every transfer socket to the wildcard address (it learns a
+// request's local address only from a *net.UDPConn it reads itself, and the admission above
+// must read the listening socket first), so replies left from whatever address the routing
+// picked; and its stop-and-wait loop parks and wakes a goroutine per block, which cost 1.3 to
+// 3.2 times tftpd-hpa's CPU per byte. The sender runs one goroutine per transfer, sends each
+// block from a pooled buffer and waits for its acknowledgement on the same goroutine.
 //
 // # What is served
 //
@@ -55,13 +67,18 @@
 // transfer stop at its next block; a transfer whose client has gone silent still runs out its
 // time, so both return within Timeout*(Retries+1).
 //
-// Each transfer's socket is bound to the wildcard address: its datagrams leave from the
-// address the kernel's routing picks for the client, which is the listening address on a
-// segment where the host has one address. (pin/tftp learns the address a request came to
-// only from a *net.UDPConn it reads itself; it reads ours through the admission layer.)
-// pin/tftp reports a client's own error message back
-// to it when the client aborts a transfer, and a time-out as the text of the socket error;
-// neither carries a path or any other detail of the host.
+// The messages a transfer sends when it stops on the server's side are generic too: "server
+// shutting down", "timed out", "read error".
+//
+// # Protocol
+//
+// A transfer sends an option acknowledgement only when the client asked an option that was
+// granted (tsize of an empty file is left out: curl refuses a size of 0), then DATA blocks,
+// each sent again after Timeout without its acknowledgement, up to Retries times. A duplicate
+// acknowledgement of an earlier block is ignored (no block is sent twice for it); a datagram
+// from another port than the client's is answered with error 5 (unknown transfer id) and
+// otherwise ignored; an ERROR from the client ends the transfer as aborted. Block numbers
+// wrap from 65535 to 0, and a file of a whole number of blocks ends with an empty block.
 //
 // # Hooks and counters
 //

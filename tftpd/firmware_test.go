@@ -64,7 +64,7 @@ func TestOVMFFirmwareQEMURoot(t *testing.T) {
 	bound := make(chan error, 1)
 	served := make(chan error, 1)
 	go func() {
-		// Serve runs on the namespace's thread: pin/tftp opens each transfer's socket from
+		// Serve runs on the namespace's thread: the Server opens each transfer's socket from
 		// the goroutine that runs Serve, so they are in the namespace too.
 		served <- seg.Bridge.Do(func() error {
 			conn, err := net.ListenPacket("udp4", "192.0.2.1:69")

@@ -13,7 +13,7 @@ import (
 	"github.com/bettercompute/siteboot/tftpd"
 )
 
-// TestTransferSocketFails: when pin/tftp cannot open a transfer's socket (here: no file
+// TestTransferSocketFails: when the server cannot open a transfer's socket (here: no file
 // descriptor left), the admitted request gives its slot back and is reported aborted; the
 // next request, with descriptors again, is served.
 func TestTransferSocketFails(t *testing.T) {

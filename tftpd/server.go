@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/pin/tftp/v3"
 )
 
 // Defaults used for zero Server fields.
@@ -72,7 +70,8 @@ type Server struct {
 	closed    bool
 	fsys      fs.FS
 	root      *os.Root
-	servers   map[*listener]*tftp.Server
+	servers   map[*listener]struct{}
+	running   sync.WaitGroup // transfers of every listener
 	active    int
 	perSource map[netip.Addr]int
 	pending   map[uint64]*transfer
@@ -202,7 +201,7 @@ func (s *Server) start() error {
 		s.root = r
 		s.fsys = r.FS()
 	}
-	s.servers = make(map[*listener]*tftp.Server)
+	s.servers = make(map[*listener]struct{})
 	s.perSource = make(map[netip.Addr]int)
 	s.pending = make(map[uint64]*transfer)
 	s.abort = make(chan struct{})
@@ -242,46 +241,26 @@ func (s *Server) Serve(conn net.PacketConn) error {
 		srv:        s,
 		buf:        make([]byte, 65536),
 		closed:     make(chan struct{}),
-		failed:     make(chan struct{}),
+		done:       make(chan struct{}),
 	}
-	ps := tftp.NewServer(s.serveTransfer, nil)
-	ps.SetTimeout(s.timeout())
-	ps.SetRetries(s.retries())
-	ps.SetBackoff(func(int) time.Duration { return 0 })
-	// The listening socket handed to pin/tftp is not a *net.UDPConn, so it cannot learn the
-	// interface MTU; the blksize granted is decided in admit instead.
-	ps.SetBlockSizeNegotiation(false)
-	ps.SetHook(l)
-	s.servers[l] = ps
+	l.setup()
+	s.servers[l] = struct{}{}
 	s.mu.Unlock()
 
-	stop := make(chan struct{})
-	var watch sync.WaitGroup
-	watch.Go(func() {
-		select {
-		case <-l.failed:
-			ps.Shutdown()
-		case <-stop:
-		}
-	})
-	serveErr := ps.Serve(l)
-	close(stop)
-	watch.Wait()
+	readErr := l.serve()
 	l.Close()
+	close(l.done)
 
 	s.mu.Lock()
 	delete(s.servers, l)
 	closed := s.closed
 	s.mu.Unlock()
-	switch {
-	case closed:
+	if closed || readErr == nil {
 		return ErrServerClosed
-	case l.err != nil:
-		return &OpError{Op: "read", Err: l.err}
-	case serveErr != nil:
-		return &OpError{Op: "serve", Err: serveErr}
 	}
-	return ErrServerClosed
+	// The socket failed under us: the transfers it started end before Serve returns.
+	l.transfers.Wait()
+	return &OpError{Op: "read", Err: readErr}
 }
 
 // Shutdown stops reading requests, closes the listening sockets and waits for the running
@@ -290,9 +269,9 @@ func (s *Server) Serve(conn net.PacketConn) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
-	list := make(map[*listener]*tftp.Server, len(s.servers))
-	for l, ps := range s.servers {
-		list[l] = ps
+	list := make([]*listener, 0, len(s.servers))
+	for l := range s.servers {
+		list = append(list, l)
 	}
 	started := s.started
 	s.mu.Unlock()
@@ -302,14 +281,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 	done := make(chan struct{})
 	go func() {
-		var wg sync.WaitGroup
-		for l, ps := range list {
-			wg.Go(func() {
-				l.Close()
-				ps.Shutdown()
-			})
+		// Every listening loop ends before the wait for the transfers, so that none starts
+		// a transfer once the wait has begun.
+		for _, l := range list {
+			l.Close()
+			<-l.done
 		}
-		wg.Wait()
+		s.running.Wait()
 		close(done)
 	}()
 	var err error
@@ -387,22 +365,15 @@ func (s *Server) release(ip netip.Addr) {
 	}
 }
 
-// reclaim undoes an admission whose transfer pin/tftp could not start.
-func (s *Server) reclaim(id uint64, err error) {
-	s.mu.Lock()
-	t := s.pending[id]
-	delete(s.pending, id)
-	s.mu.Unlock()
-	if t == nil {
-		return
-	}
+// reclaim undoes an admission whose transfer could not start (no socket).
+func (s *Server) reclaim(t *transfer, err error) {
 	t.file.Close()
 	s.release(t.peer.Addr())
 	s.c.failed.Add(1)
 	s.logger().Warn("tftpd: transfer could not start", "peer", t.peer, "file", t.name, "err", err)
 	s.report(Transfer{
 		Requested: t.requested, File: t.name, Peer: t.peer, Size: t.size, BlockSize: t.blksize,
-		Start: t.start, Outcome: OutcomeAborted,
+		Start: t.start, Duration: s.now().Sub(t.start), Outcome: OutcomeAborted,
 		Err: &OpError{Op: "transfer", Name: t.name, Err: fmt.Errorf("%w: %w", ErrAborted, err)},
 	})
 }
@@ -413,52 +384,136 @@ func (s *Server) report(t Transfer) {
 	}
 }
 
-// listener is the listening socket as pin/tftp sees it: it reads datagrams, admits read
-// requests within the limits and hands on only those, rewritten.
+// listener is one listening socket: it reads datagrams, admits read requests within the
+// limits, answers refusals and starts a transfer for each request it admitted.
 type listener struct {
 	net.PacketConn
 	srv *Server
 	buf []byte
-	// lastID is the admission handed to pin/tftp by the last ReadFrom; only pin/tftp's
-	// serving goroutine touches it (ReadFrom, and OnFailure for a transfer that did not start).
-	lastID uint64
 
+	// udp is PacketConn when it is a *net.UDPConn; fixed is the address it is bound to when
+	// that is not a wildcard; pktinfo says that the address each request came to is read
+	// from its control message (IP_PKTINFO, IPV6_PKTINFO).
+	udp     *net.UDPConn
+	fixed   netip.Addr
+	pktinfo bool
+	oob     []byte
+
+	transfers sync.WaitGroup // the transfers this listener started
 	closeOnce sync.Once
 	closed    chan struct{}
-	failOnce  sync.Once
-	failed    chan struct{}
-	err       error // written before failed is closed
+	done      chan struct{} // closed when the reading loop has ended
 }
 
-func (l *listener) ReadFrom(p []byte) (int, net.Addr, error) {
-	l.lastID = 0
-	for {
+// setup learns how the local address of each request is known.
+func (l *listener) setup() {
+	if ua, ok := l.LocalAddr().(*net.UDPAddr); ok && ua != nil {
+		if ip, ok := netip.AddrFromSlice(ua.IP); ok && !ip.Unmap().IsUnspecified() {
+			l.fixed = ip.Unmap().WithZone(ua.Zone)
+		}
+	}
+	udp, ok := l.PacketConn.(*net.UDPConn)
+	if !ok {
+		return
+	}
+	l.udp = udp
+	if !l.fixed.IsValid() {
+		l.pktinfo = enablePktinfo(udp)
+		if l.pktinfo {
+			l.oob = make([]byte, 256)
+		}
+	}
+}
+
+// read returns the next datagram, its sender and the local address it came to (invalid
+// when unknown: the transfer socket is then bound to the wildcard address).
+func (l *listener) read() ([]byte, *net.UDPAddr, netip.Addr, error) {
+	if l.udp == nil {
 		n, addr, err := l.PacketConn.ReadFrom(l.buf)
+		if err != nil {
+			return nil, nil, netip.Addr{}, err
+		}
+		ua, _ := addr.(*net.UDPAddr)
+		return l.buf[:n], ua, l.fixed, nil
+	}
+	if !l.pktinfo {
+		n, ua, err := l.udp.ReadFromUDP(l.buf)
+		return l.buf[:n], ua, l.fixed, err
+	}
+	n, oobn, _, ua, err := l.udp.ReadMsgUDP(l.buf, l.oob)
+	if err != nil {
+		return nil, nil, netip.Addr{}, err
+	}
+	return l.buf[:n], ua, pktinfoDst(l.oob[:oobn]), nil
+}
+
+// serve is the reading loop; it returns nil when the listener was closed, else the error
+// reading failed with.
+func (l *listener) serve() error {
+	for {
+		b, ua, local, err := l.read()
 		if err != nil {
 			select {
 			case <-l.closed:
-				return 0, nil, err
+				return nil
 			default:
+				return err
 			}
-			l.failOnce.Do(func() {
-				l.err = err
-				close(l.failed)
-			})
-			<-l.closed
-			return 0, nil, err
 		}
-		ua, ok := addr.(*net.UDPAddr)
-		if !ok {
+		if ua == nil {
 			l.srv.c.droppedMalformed.Add(1)
 			continue
 		}
-		out, id := l.srv.admit(l, l.buf[:n], ua)
-		if out == nil {
-			continue
+		if out, id := l.srv.admit(l, b, ua); out != nil {
+			l.begin(id, local)
 		}
-		l.lastID = id
-		return copy(p, out), ua, nil
 	}
+}
+
+// begin opens the socket of the admitted request id, on the reading goroutine (a host that
+// serves from inside a network namespace gets its transfer sockets there too), and starts
+// the transfer.
+func (l *listener) begin(id uint64, local netip.Addr) {
+	s := l.srv
+	s.mu.Lock()
+	t := s.pending[id]
+	delete(s.pending, id)
+	s.mu.Unlock()
+	if t == nil {
+		return
+	}
+	conn, err := listenTransfer(local, t.peer.Addr())
+	if err != nil {
+		s.reclaim(t, err)
+		return
+	}
+	s.c.transfers.Add(1)
+	s.running.Add(1)
+	l.transfers.Add(1)
+	go func() {
+		defer s.running.Done()
+		defer l.transfers.Done()
+		s.serveTransfer(t, conn)
+	}()
+}
+
+// listenTransfer opens a transfer's socket on port 0 of local, the address the request came
+// to, so that the client hears from the address it asked; on the wildcard address when that
+// is unknown.
+func listenTransfer(local, peer netip.Addr) (*net.UDPConn, error) {
+	if !local.IsValid() {
+		return net.ListenUDP("udp", nil)
+	}
+	local = local.Unmap()
+	network := "udp6"
+	if local.Is4() {
+		network = "udp4"
+		if !peer.Is4() {
+			network = "udp"
+		}
+	}
+	ip := local.WithZone("")
+	return net.ListenUDP(network, &net.UDPAddr{IP: ip.AsSlice(), Zone: local.Zone()})
 }
 
 func (l *listener) Close() error {
@@ -470,27 +525,11 @@ func (l *listener) Close() error {
 	return err
 }
 
-// OnSuccess implements tftp.Hook; transfers are accounted in serveTransfer.
-func (l *listener) OnSuccess(tftp.TransferStats) {}
-
-// OnFailure implements tftp.Hook. Called with an empty Filename it comes from pin/tftp's
-// serving loop: the request just handed on did not start a transfer (no socket).
-func (l *listener) OnFailure(st tftp.TransferStats, err error) {
-	if st.Filename != "" || l.lastID == 0 {
-		return
-	}
-	id := l.lastID
-	l.lastID = 0
-	l.srv.reclaim(id, err)
-}
-
 func (l *listener) reply(to net.Addr, code uint16, msg string) {
 	if _, err := l.PacketConn.WriteTo(errorPacket(code, msg), to); err != nil {
 		l.srv.logger().Debug("tftpd: sending error", "peer", to.String(), "err", err)
 	}
 }
-
-var _ tftp.Hook = (*listener)(nil)
 
 func unmapped(a *net.UDPAddr) netip.AddrPort {
 	ap := a.AddrPort()

@@ -2,6 +2,7 @@ package tftpd
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,7 @@ type transfer struct {
 	size      int64
 	blksize   int
 	start     time.Time
+	options   []option // granted, for the OACK; none: no OACK
 }
 
 // Messages on the wire: generic on purpose.
@@ -61,16 +63,20 @@ const (
 	msgOctetOnly = "octet mode only"
 )
 
-// Errors whose text pin/tftp puts on the wire when a transfer stops on our side.
-var (
-	errWireRead     = errors.New("read error")
-	errWireShutdown = errors.New("server shutting down")
-	errWireUnknown  = errors.New("transfer aborted")
+// Messages a transfer sends when it stops on our side: generic too.
+const (
+	msgReadError  = "read error"
+	msgShutdown   = "server shutting down"
+	msgTimeout    = "timed out"
+	msgUnknownTID = "unknown transfer id"
 )
 
+// TFTP error code 5 (RFC 1350).
+const codeUnknownTID = 5
+
 // admit decides what to do with one datagram read on a listening socket. It answers
-// refusals itself and returns the request to hand on to pin/tftp, rewritten (filename a
-// transfer id, options already granted), or nil.
+// refusals itself and returns the request to serve, rewritten (filename a transfer id, only
+// the options granted), or nil.
 func (s *Server) admit(l *listener, b []byte, from *net.UDPAddr) (out []byte, id uint64) {
 	s.c.requests.Add(1)
 	peer := unmapped(from)
@@ -148,7 +154,7 @@ func (s *Server) admit(l *listener, b []byte, from *net.UDPAddr) (out []byte, id
 			fwd.Options = append(fwd.Options, option{"tsize", strconv.FormatInt(size, 10)})
 		}
 	}
-	t := &transfer{requested: req.Filename, name: name, peer: peer, file: f, size: size, blksize: blksize, start: start}
+	t := &transfer{requested: req.Filename, name: name, peer: peer, file: f, size: size, blksize: blksize, start: start, options: fwd.Options}
 	s.mu.Lock()
 	s.nextID++
 	id = s.nextID
@@ -183,47 +189,114 @@ func (s *Server) open(name string) (fs.File, int64, error) {
 // of small blocks reads the file in large pieces.
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 128<<10) }}
 
-// fileReader is what pin/tftp reads a file from: the error it sees carries no detail (its
-// text goes on the wire); the detail stays in err.
-type fileReader struct {
-	r       io.Reader
-	abort   <-chan struct{}
-	err     error
-	aborted bool
+// packets pools the datagram buffers of transfers, by size class: a buffer holds one DATA
+// packet of the negotiated block size.
+var packets = [...]struct {
+	size int
+	pool sync.Pool
+}{{size: 4 + 1468}, {size: 4 + 8192}, {size: 4 + 65464}}
+
+func getPacket(n int) (*[]byte, int) {
+	for i := range packets {
+		if n <= packets[i].size {
+			if b, ok := packets[i].pool.Get().(*[]byte); ok {
+				return b, i
+			}
+			b := make([]byte, packets[i].size)
+			return &b, i
+		}
+	}
+	b := make([]byte, n)
+	return &b, -1
 }
 
-func (r *fileReader) Read(p []byte) (int, error) {
-	select {
-	case <-r.abort:
-		r.aborted = true
-		return 0, errWireShutdown
-	default:
+func putPacket(b *[]byte, class int) {
+	if class >= 0 {
+		packets[class].pool.Put(b)
 	}
-	n, err := r.r.Read(p)
-	if err != nil && err != io.EOF {
-		r.err = err
-		return n, errWireRead
-	}
-	return n, err
 }
 
-// serveTransfer is pin/tftp's read handler: name is the transfer id admit gave.
-func (s *Server) serveTransfer(name string, rf io.ReaderFrom) (herr error) {
-	id, _ := strconv.ParseUint(name, 10, 64)
-	s.mu.Lock()
-	t := s.pending[id]
-	delete(s.pending, id)
-	s.mu.Unlock()
-	if t == nil {
-		return errWireUnknown
+// errClient is an ERROR packet a client sent during its transfer.
+type errClient struct {
+	code uint16
+	msg  string
+}
+
+func (e *errClient) Error() string {
+	return fmt.Sprintf("client sent error %d %q", e.code, e.msg)
+}
+
+// errTimedOut: no acknowledgement came after Retries+1 sends of a datagram.
+var errTimedOut = errors.New("no acknowledgement")
+
+// sender is one running transfer: its socket, its client and its buffers.
+type sender struct {
+	s       *Server
+	conn    *net.UDPConn
+	peer    netip.AddrPort
+	timeout time.Duration
+	retries int
+	rbuf    [516]byte
+}
+
+// exchange sends pkt and waits for the acknowledgement of block, sending pkt again when none
+// comes within the timeout. Duplicate acknowledgements (of earlier blocks) are ignored; a
+// datagram from another port gets error 5 and is ignored otherwise.
+func (x *sender) exchange(pkt []byte, block uint16) error {
+	for range x.retries + 1 {
+		if _, err := x.conn.WriteToUDPAddrPort(pkt, x.peer); err != nil {
+			return err
+		}
+		if err := x.conn.SetReadDeadline(time.Now().Add(x.timeout)); err != nil {
+			return err
+		}
+		for {
+			n, from, err := x.conn.ReadFromUDPAddrPort(x.rbuf[:])
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					break
+				}
+				return err
+			}
+			if from.Port() != x.peer.Port() || from.Addr().Unmap() != x.peer.Addr() {
+				x.conn.WriteToUDPAddrPort(errorPacket(codeUnknownTID, msgUnknownTID), from)
+				continue
+			}
+			if n < 4 {
+				continue
+			}
+			switch binary.BigEndian.Uint16(x.rbuf[:]) {
+			case opACK:
+				if binary.BigEndian.Uint16(x.rbuf[2:]) == block {
+					return nil
+				}
+			case opERROR:
+				msg, _, _ := cutNUL(x.rbuf[4:n])
+				return &errClient{code: binary.BigEndian.Uint16(x.rbuf[2:]), msg: string(msg)}
+			}
+		}
 	}
-	s.c.transfers.Add(1)
+	return errTimedOut
+}
+
+// fail tells the client why its transfer stops.
+func (x *sender) fail(code uint16, msg string) {
+	x.conn.WriteToUDPAddrPort(errorPacket(code, msg), x.peer)
+}
+
+// serveTransfer runs an admitted transfer on its socket conn: the OACK when options were
+// granted, then the file block by block, each sent until acknowledged.
+func (s *Server) serveTransfer(t *transfer, conn *net.UDPConn) {
+	x := &sender{s: s, conn: conn, peer: t.peer, timeout: s.timeout(), retries: s.retries()}
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(t.file)
-	fr := &fileReader{r: br, abort: s.abort}
+	buf, class := getPacket(4 + t.blksize)
 	var (
-		n   int64
-		err error
+		n        int64
+		err      error
+		outcome  = OutcomeOK
+		readFail error
 	)
 	func() {
 		defer func() {
@@ -231,10 +304,12 @@ func (s *Server) serveTransfer(name string, rf io.ReaderFrom) (herr error) {
 				err = fmt.Errorf("%w: %v", errRecovered, r)
 			}
 		}()
-		n, err = rf.ReadFrom(fr)
+		n, outcome, readFail, err = x.run(t, br, (*buf)[:4+t.blksize])
 	}()
+	conn.Close()
 	br.Reset(nil)
 	readers.Put(br)
+	putPacket(buf, class)
 	t.file.Close()
 	s.release(t.peer.Addr())
 
@@ -248,17 +323,16 @@ func (s *Server) serveTransfer(name string, rf io.ReaderFrom) (herr error) {
 		s.c.completed.Add(1)
 		log.Debug("tftpd: transfer done", "peer", t.peer, "file", t.name, "bytes", n, "blksize", t.blksize, "duration", tr.Duration)
 		s.report(tr)
-		return nil
+		return
 	}
 	s.c.failed.Add(1)
-	var ne net.Error
 	switch {
-	case fr.aborted:
+	case outcome == OutcomeShutdown:
 		tr.Outcome, err = OutcomeShutdown, ErrShutdown
-	case fr.err != nil:
-		tr.Outcome, err = OutcomeFailed, &OpError{Op: "read file", Name: t.name, Err: fr.err}
-	case errors.As(err, &ne) && ne.Timeout():
-		tr.Outcome, err = OutcomeTimeout, fmt.Errorf("%w: %w", ErrTimeout, err)
+	case readFail != nil:
+		tr.Outcome, err = OutcomeFailed, &OpError{Op: "read file", Name: t.name, Err: readFail}
+	case errors.Is(err, errTimedOut):
+		tr.Outcome, err = OutcomeTimeout, fmt.Errorf("%w: %w after %d sends %v apart", ErrTimeout, err, x.retries+1, x.timeout)
 	default:
 		tr.Outcome, err = OutcomeAborted, fmt.Errorf("%w: %w", ErrAborted, err)
 	}
@@ -268,5 +342,56 @@ func (s *Server) serveTransfer(name string, rf io.ReaderFrom) (herr error) {
 	tr.Err = err
 	log.Info("tftpd: transfer ended", "peer", t.peer, "file", t.name, "bytes", n, "outcome", string(tr.Outcome), "err", err)
 	s.report(tr)
-	return errWireUnknown
+}
+
+// run is the transfer proper. It returns the file bytes sent and, when it did not complete,
+// the error, with OutcomeShutdown when the server aborted it and the file's error when
+// reading failed.
+func (x *sender) run(t *transfer, r io.Reader, pkt []byte) (sent int64, outcome Outcome, readFail, err error) {
+	abort := x.s.abort
+	// The OACK: tsize is left out for an empty file, as curl refuses a tsize of 0; no OACK
+	// when nothing is left.
+	oack := binary.BigEndian.AppendUint16(pkt[:0:len(pkt)], opOACK)
+	for _, o := range t.options {
+		if o.Name == "tsize" && o.Value == "0" {
+			continue
+		}
+		oack = append(append(oack, o.Name...), 0)
+		oack = append(append(oack, o.Value...), 0)
+	}
+	if len(oack) > 2 {
+		if err := x.exchange(oack, 0); err != nil {
+			return 0, "", nil, x.stopped(err)
+		}
+	}
+	binary.BigEndian.PutUint16(pkt, opDATA)
+	for block := uint16(1); ; block++ {
+		select {
+		case <-abort:
+			x.fail(codeNotFound, msgShutdown)
+			return sent, OutcomeShutdown, nil, ErrShutdown
+		default:
+		}
+		m, rerr := io.ReadFull(r, pkt[4:])
+		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+			x.fail(codeUndefined, msgReadError)
+			return sent, "", rerr, rerr
+		}
+		sent += int64(m)
+		binary.BigEndian.PutUint16(pkt[2:], block)
+		if err := x.exchange(pkt[:4+m], block); err != nil {
+			return sent, "", nil, x.stopped(err)
+		}
+		if m < len(pkt)-4 {
+			return sent, OutcomeOK, nil, nil
+		}
+	}
+}
+
+// stopped tells a client that stopped acknowledging that its transfer is over.
+func (x *sender) stopped(err error) error {
+	if errors.Is(err, errTimedOut) {
+		x.fail(codeUndefined, msgTimeout)
+	}
+	return err
 }

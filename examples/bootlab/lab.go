@@ -167,10 +167,7 @@ func (l *lab) addAgent(ctx context.Context, name string, ip netip.Addr) (*labAge
 			PXEListen:  ip.String() + ":0",
 			ServerIP:   ip.String(),
 			TFTP:       true,
-			// Every TFTP transfer socket answers from 127.0.0.1 on loopback (the kernel's
-			// source for 127/8), and clients accept data only from the address they asked:
-			// both agents' TFTP servers listen there, on ports of their own.
-			TFTPListen: "127.0.0.1:0",
+			TFTPListen: ip.String() + ":0",
 			TFTPRoot:   filepath.Join(l.dir, "tftp"),
 			HTTPListen: ip.String() + ":0",
 			HTTPBase:   "http://" + ip.String() + ":0",

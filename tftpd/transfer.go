@@ -263,21 +263,38 @@ func (x *sender) exchange(pkt []byte, block uint16) error {
 				x.conn.WriteToUDPAddrPort(errorPacket(codeUnknownTID, msgUnknownTID), from)
 				continue
 			}
-			if n < 4 {
-				continue
-			}
-			switch binary.BigEndian.Uint16(x.rbuf[:]) {
+			switch op, num, msg := parseReply(x.rbuf[:n]); op {
 			case opACK:
-				if binary.BigEndian.Uint16(x.rbuf[2:]) == block {
+				if num == block {
 					return nil
 				}
 			case opERROR:
-				msg, _, _ := cutNUL(x.rbuf[4:n])
-				return &errClient{code: binary.BigEndian.Uint16(x.rbuf[2:]), msg: string(msg)}
+				return &errClient{code: num, msg: msg}
 			}
 		}
 	}
 	return errTimedOut
+}
+
+// parseReply reads what a client sends on a transfer's socket: an ACK (op opACK, num the
+// block) or an ERROR (op opERROR, num the code, msg its text up to the first NUL, or to the
+// end when unterminated). Anything else, or anything shorter than 4 bytes, is op 0.
+func parseReply(b []byte) (op, num uint16, msg string) {
+	if len(b) < 4 {
+		return 0, 0, ""
+	}
+	op, num = binary.BigEndian.Uint16(b), binary.BigEndian.Uint16(b[2:])
+	switch op {
+	case opACK:
+		return op, num, ""
+	case opERROR:
+		m, _, _ := cutNUL(b[4:])
+		if m == nil {
+			m = b[4:]
+		}
+		return op, num, string(m)
+	}
+	return 0, 0, ""
 }
 
 // fail tells the client why its transfer stops.

@@ -108,7 +108,7 @@ func run() int {
 		deployMiB  = flag.Int("deploy-mib", 32, "size of the deploy image")
 		server     = flag.String("server", "127.0.0.2", "the boot server's address: DHCP goes to it, offers name it, HTTP is on it")
 		dhcpPort   = flag.Int("dhcp-port", 67, "the proxy DHCP port")
-		tftpAddr   = flag.String("tftp", "127.0.0.1:6969", "where TFTP requests go (loopback transfers answer from 127.0.0.1)")
+		tftpAddr   = flag.String("tftp", "127.0.0.1:6969", "where TFTP requests go")
 		httpPort   = flag.Int("http-port", 8080, "the boot server's HTTP port")
 		clients    = flag.String("clients", "127.1.0.1", "first machine address")
 		clientIPs  = flag.Int("client-ips", 0, "distinct machine addresses (0: one per machine); machines beyond share them on further source ports")

@@ -6,8 +6,7 @@
 #
 # Everything runs in a network namespace of its own, on its loopback: the agent at 127.0.0.2
 # (proxy DHCP on 67 and 4011, HTTP on 8080, TFTP on 127.0.0.1:6969), the machines at 127.1.0.1
-# and up, one address
-# each, their DHCP on port 68 as firmware's. The storm program (bench/storm) runs the control
+# and up, one address each, their DHCP on port 68 as firmware's. The storm program (bench/storm) runs the control
 # plane and the image origin in process over HTTP and the agent as a separate process (the
 # examples/siteagent binary with a TOML config), and reads the agent's CPU time and peak RSS
 # from /proc/PID/stat and /proc/PID/status.

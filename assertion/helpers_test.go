@@ -16,6 +16,7 @@ import (
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/internal/fakeclock"
 )
 
 // signText signs a under purpose the way the package documents it, independently of the
@@ -72,24 +73,6 @@ func (l *fakeLease) CheckEpoch(_ context.Context, site, agent string, epoch uint
 	return nil
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // site is a test world: site "site-a" with agents "agent-a1" (lease holder at epoch 7) and
@@ -97,7 +80,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // verifier, on fake clocks.
 type site struct {
 	keyA1, keyA2, keyB1, keyWorker ed25519.PrivateKey
-	agentClock, cpClock            *fakeClock
+	agentClock, cpClock            *fakeclock.Clock
 	lease                          *fakeLease
 	replay                         *assertion.MemoryReplayCache
 	issuer                         *assertion.Issuer
@@ -111,7 +94,7 @@ type site struct {
 func newSite(t testing.TB) *site {
 	s := &site{
 		keyA1: seedKey(1), keyA2: seedKey(2), keyB1: seedKey(3), keyWorker: seedKey(4),
-		agentClock: &fakeClock{t: t0}, cpClock: &fakeClock{t: t0.Add(20 * time.Second)},
+		agentClock: fakeclock.New(t0), cpClock: fakeclock.New(t0.Add(20 * time.Second)),
 		lease:  &fakeLease{},
 		replay: &assertion.MemoryReplayCache{},
 		mac:    hwid.MustParseMAC("3c:ec:ef:12:34:56"),

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/bmc"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/internal/fakeclock"
 )
 
 type fakeDriver struct{ name string }
@@ -111,25 +112,8 @@ func TestBootDeviceValidate(t *testing.T) {
 	}
 }
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func TestRunnerDoesNotSendARepeatTwice(t *testing.T) {
-	clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	clk := fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	j := &bmc.MemoryJournal{Window: 10 * time.Minute}
 	r := &bmc.Runner{Journal: j, Now: clk.Now}
 	ctx := context.Background()
@@ -161,7 +145,7 @@ func TestRunnerDoesNotSendARepeatTwice(t *testing.T) {
 }
 
 func TestRunnerReplaysAFailure(t *testing.T) {
-	clk := &clock{now: time.Unix(1e9, 0)}
+	clk := fakeclock.New(time.Unix(1e9, 0))
 	r := &bmc.Runner{Journal: &bmc.MemoryJournal{}, Now: clk.Now}
 	calls := 0
 	fail := func(context.Context) error {
@@ -230,7 +214,7 @@ func TestRunnerRefusesARepeatWhileRunning(t *testing.T) {
 }
 
 func TestMemoryJournalIsBounded(t *testing.T) {
-	clk := &clock{now: time.Unix(1e9, 0)}
+	clk := fakeclock.New(time.Unix(1e9, 0))
 	j := &bmc.MemoryJournal{Window: time.Hour, Size: 3}
 	r := &bmc.Runner{Journal: j, Now: clk.Now}
 	ok := func(context.Context) error { return nil }

@@ -15,14 +15,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/internal/fakeclock"
 )
 
 // grantFixture is a cache holding two images, on a fake clock, with a fence tests flip.
 type grantFixture struct {
 	c          *imagecache.Cache
-	clk        *clock
+	clk        *fakeclock.Clock
 	fence      atomic.Bool
 	img1, img2 imagecache.Image
 	body1      []byte

@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/imagecache"
 	"go.uber.org/goleak"
+
+	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/internal/fakeclock"
 )
 
 func TestMain(m *testing.M) {
@@ -27,24 +29,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// clock is a fake clock tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+func newClock() *fakeclock.Clock {
+	return fakeclock.New(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 }
 
 // randomBytes returns n reproducible pseudo-random bytes.

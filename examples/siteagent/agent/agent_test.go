@@ -281,3 +281,39 @@ func TestFenceHoldsSteady(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheURL: boot.cache_url names where machines reach the cache; the script's kernel,
+// initrd and bc.cache are under it, with the entry's grant.
+func TestCacheURL(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(t.TempDir())
+	cfg.Boot.CacheURL = "http://cache.example.net:8080/images/"
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := agent.New(ctx, cfg, h.plane.Link(), agent.Options{Signer: key})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	e := entry(3, time.Now().Add(2*time.Hour))
+	h.plane.Prepare("agent-t", []agent.Entry{e})
+	eventually(t, "script served", 10*time.Second, func() bool { return status(t, scriptURL(a, e)) == http.StatusOK })
+	resp, err := http.Get(scriptURL(a, e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	const base = "http://cache.example.net:8080/images/t/"
+	kernel := kernelURL(t, scriptURL(a, e))
+	if !strings.HasPrefix(kernel, base) || !strings.HasSuffix(kernel, "/"+h.kernel) {
+		t.Errorf("kernel URL %q, want %sGRANT/%s", kernel, base, h.kernel)
+	}
+	grant := strings.TrimSuffix(strings.TrimPrefix(kernel, base), "/"+h.kernel)
+	if want := "bc.cache=" + base + grant + "/"; !strings.Contains(string(body), want) {
+		t.Errorf("script lacks %q:\n%s", want, body)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/discovery"
@@ -117,8 +118,8 @@ func (c bootCache) CacheURL(ctx context.Context, e ipxe.Entry) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// The ramdisk appends a digest: BASE/cache/t/GRANT/SHA256.
-	return c.a.cfg.Boot.HTTPBase + "/cache/t/" + g.Token + "/", nil
+	// The ramdisk appends a digest: BASE/t/GRANT/SHA256.
+	return c.a.cacheBase() + "/t/" + g.Token + "/", nil
 }
 
 func (c bootCache) ISOReady(ctx context.Context, sha string) (bool, error) {
@@ -144,8 +145,16 @@ func (c bootCache) SanbootURL(ctx context.Context, e ipxe.Entry) (string, error)
 	if err != nil {
 		return "", err
 	}
-	return c.a.cfg.Boot.HTTPBase + g.Path(d), nil
+	return c.a.cacheBase() + "/t/" + g.Token + "/" + d.String(), nil
 }
 
 // grantKey names the cache grant of one boot entry.
 func grantKey(mac hwid.MAC, workflow string) string { return mac.String() + "/" + workflow }
+
+// cacheBase is the URL machines reach the image cache at.
+func (a *Agent) cacheBase() string {
+	if a.cfg.Boot.CacheURL != "" {
+		return strings.TrimSuffix(a.cfg.Boot.CacheURL, "/")
+	}
+	return a.cfg.Boot.HTTPBase + "/cache"
+}

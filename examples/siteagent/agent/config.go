@@ -56,7 +56,10 @@ type BootConfig struct {
 	Initrd  Image  `toml:"initrd"`  // the site's ramdisk initrd, served from the cache
 	Cmdline string `toml:"cmdline"` // appended after the bc.* parameters
 
-	CacheURL      string `toml:"cache_url"`       // when set, bc.cache tells the ramdisk to stream deploy images from here
+	// CacheURL is where machines reach the image cache (its /t/GRANT/SHA256 paths): the
+	// base of bc.cache and of the kernel and initrd URLs. Default HTTPBase + "/cache"; set it
+	// when the cache is reached under another name.
+	CacheURL      string `toml:"cache_url"`
 	CacheMaxBytes int64  `toml:"cache_max_bytes"` // 0: no budget
 
 	// Params are site-wide bc.* parameters (gateway, pins, join key), without the "bc." prefix.

@@ -41,8 +41,8 @@ func (c *transferCounters) snapshot() (map[tftpd.Outcome]uint64, uint64, float64
 	return m, c.bytes, c.seconds
 }
 
-// counters are the components' counters by name, for the status report.
-func (a *Agent) counters() map[string]uint64 {
+// Counters are the components' counters by name, as the status report carries them.
+func (a *Agent) Counters() map[string]uint64 {
 	m := map[string]uint64{}
 	if a.dhcp != nil {
 		st := a.dhcp.Stats()

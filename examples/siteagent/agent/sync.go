@@ -40,7 +40,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 		Node:             a.cfg.NodeID,
 		DiscoveredDigest: snap.Digest.String(),
 		Images:           a.imageReports(),
-		Counters:         a.counters(),
+		Counters:         a.Counters(),
 	}
 	a.mu.Lock()
 	r.Acked = slices.Clone(a.acks)

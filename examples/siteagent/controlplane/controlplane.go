@@ -64,7 +64,6 @@ type agentState struct {
 	discovered []agent.Discovered
 	digest     string
 	reports    []agent.ImageReport
-	counters   map[string]uint64
 }
 
 // New returns a control plane with its defaults applied.
@@ -231,7 +230,7 @@ func (p *Plane) Sync(ctx context.Context, r agent.Report) (agent.Desired, error)
 	if r.DiscoveredDigest != a.digest && r.Discovered != nil {
 		a.discovered, a.digest = r.Discovered, r.DiscoveredDigest
 	}
-	a.reports, a.counters = r.Images, r.Counters
+	a.reports = r.Images
 	a.pending = slices.DeleteFunc(a.pending, func(c agent.Command) bool { return slices.Contains(r.Acked, c.ID) })
 	d := agent.Desired{Commands: slices.Clone(a.pending), CacheImages: slices.Clone(p.images[a.site])}
 	p.mu.Unlock()

@@ -3,7 +3,6 @@ package proxydhcp_test
 import (
 	"encoding/binary"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,23 +32,10 @@ func TestNetnsDnsmasqReference(t *testing.T) {
 	})
 
 	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll)}
-	var c67, c4011 net.PacketConn
-	if err := ours.Do(func() (err error) {
-		if c67, err = net.ListenPacket("udp4", "0.0.0.0:67"); err != nil {
-			return err
-		}
-		c4011, err = net.ListenPacket("udp4", "0.0.0.0:4011")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); checkClosed(t, srv.Serve(c67)) }()
-	go func() { defer wg.Done(); checkClosed(t, srv.ServeBoot(c4011)) }()
+	wait := serveInNetns(t, ours.Netns, srv)
 	defer func() {
 		srv.Close()
-		wg.Wait()
+		wait()
 	}()
 
 	var c68, crelay, cboot net.PacketConn

@@ -43,28 +43,14 @@ func TestNetnsRealClientBroadcast(t *testing.T) {
 			mu.Unlock()
 		}),
 	}
-	var c67, c4011 net.PacketConn
-	if err := server.Do(func() error {
-		var err error
-		if c67, err = net.ListenPacket("udp4", "0.0.0.0:67"); err != nil {
-			return err
-		}
-		c4011, err = net.ListenPacket("udp4", "0.0.0.0:4011")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); checkClosed(t, srv.Serve(c67)) }()
-	go func() { defer wg.Done(); checkClosed(t, srv.ServeBoot(c4011)) }()
+	wait := serveInNetns(t, server.Netns, srv)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
-		wg.Wait()
+		wait()
 	}()
 
 	discover := func(mac string, tries int) (*dhcpv4.DHCPv4, error) {
@@ -150,6 +136,26 @@ func TestNetnsRealClientBroadcast(t *testing.T) {
 	if st.DHCP.Answered < 1 || st.DHCP.Silent[proxydhcp.ReasonUnknown] < 1 || st.Boot.Answered < 1 {
 		t.Errorf("stats %+v", st)
 	}
+}
+
+// serveInNetns binds wildcard sockets on 67 and 4011 inside ns and serves srv on them; the
+// returned wait blocks until both Serve calls have returned (after Shutdown or Close).
+func serveInNetns(t *testing.T, ns *testpeer.Netns, srv *proxydhcp.Server) (wait func()) {
+	t.Helper()
+	var c67, c4011 net.PacketConn
+	if err := ns.Do(func() (err error) {
+		if c67, err = net.ListenPacket("udp4", "0.0.0.0:67"); err != nil {
+			return err
+		}
+		c4011, err = net.ListenPacket("udp4", "0.0.0.0:4011")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { checkClosed(t, srv.Serve(c67)) })
+	wg.Go(func() { checkClosed(t, srv.ServeBoot(c4011)) })
+	return wg.Wait
 }
 
 func checkClosed(t *testing.T, err error) {

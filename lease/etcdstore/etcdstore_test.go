@@ -10,7 +10,7 @@ import (
 
 	"github.com/bettercompute/siteboot/lease"
 	"github.com/bettercompute/siteboot/lease/etcdstore"
-	"github.com/bettercompute/siteboot/lease/internal/etcdpeer"
+	"github.com/bettercompute/siteboot/lease/etcdstore/internal/etcdpeer"
 	"github.com/bettercompute/siteboot/lease/leasetest"
 )
 

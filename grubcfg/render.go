@@ -1,0 +1,348 @@
+package grubcfg
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults used when the corresponding field is zero.
+const (
+	// DefaultAttempts is how many times a configuration tries its fetch ([Retry.Attempts]).
+	DefaultAttempts = 4
+	// MaxAttempts bounds [Retry.Attempts].
+	MaxAttempts = 16
+	// DefaultDelay is the first back-off ([Retry.Delay]); each further one doubles.
+	DefaultDelay = 2 * time.Second
+	// DefaultMaxDelay caps the back-off ([Retry.MaxDelay]).
+	DefaultMaxDelay = 30 * time.Second
+	// MaxSleep bounds every sleep a configuration holds.
+	MaxSleep = time.Hour
+	// DefaultFencedDelay is how long the fenced configuration waits before it reboots.
+	DefaultFencedDelay = 10 * time.Second
+	// DefaultWaitDelay is how long the wait-and-retry configuration sleeps.
+	DefaultWaitDelay = 30 * time.Second
+	// rebootDelay is the pause before a configuration that has given up reboots.
+	rebootDelay = 10
+)
+
+// Param is one kernel command-line parameter, rendered as Name=Value. Name is
+// [A-Za-z0-9][A-Za-z0-9._-]*; Value is printable ASCII without space, quotes, backslash or
+// '$' (it may be empty).
+type Param struct {
+	Name  string
+	Value string
+}
+
+// Retry is the bounded back-off of a configuration's fetch: Attempts tries, sleeping Delay
+// after the first failure, doubling up to MaxDelay.
+type Retry struct {
+	Attempts int           // 1..MaxAttempts; 0 means DefaultAttempts
+	Delay    time.Duration // whole seconds; 0 means DefaultDelay
+	MaxDelay time.Duration // whole seconds, >= Delay; 0 means DefaultMaxDelay (or Delay if larger)
+}
+
+func (r Retry) sleeps() ([]int, error) {
+	n := r.Attempts
+	if n == 0 {
+		n = DefaultAttempts
+	}
+	if n < 1 || n > MaxAttempts {
+		return nil, invalidErr("retry.attempts", fmt.Sprintf("must be 1..%d", MaxAttempts))
+	}
+	d, err := seconds("retry.delay", r.Delay, DefaultDelay)
+	if err != nil {
+		return nil, err
+	}
+	m, err := seconds("retry.max_delay", r.MaxDelay, max(DefaultMaxDelay, time.Duration(d)*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	if m < d {
+		return nil, invalidErr("retry.max_delay", "shorter than retry.delay")
+	}
+	out := make([]int, n-1)
+	for i := range out {
+		out[i] = d
+		d = min(2*d, m)
+	}
+	return out, nil
+}
+
+func seconds(field string, d, def time.Duration) (int, error) {
+	if d == 0 {
+		d = def
+	}
+	if d < time.Second || d > MaxSleep {
+		return 0, invalidErr(field, fmt.Sprintf("must be 1s..%s", MaxSleep))
+	}
+	if d%time.Second != 0 {
+		return 0, invalidErr(field, "must be whole seconds (GRUB sleeps in seconds)")
+	}
+	return int(d / time.Second), nil
+}
+
+// config accumulates the lines of one configuration.
+type config struct{ b strings.Builder }
+
+func newConfig(comment string) *config {
+	c := &config{}
+	c.b.WriteString("# siteboot: ")
+	c.b.WriteString(comment)
+	c.b.WriteString("\nset timeout=0\n")
+	return c
+}
+
+// line writes one line: indent, then words that are GRUB syntax already known to be safe.
+func (c *config) line(indent int, words ...string) {
+	c.b.WriteString(strings.Repeat("\t", indent))
+	c.b.WriteString(strings.Join(words, " "))
+	c.b.WriteByte('\n')
+}
+
+// quote single-quotes a value the caller has checked holds no single quote.
+func quote(s string) string { return "'" + s + "'" }
+
+func (c *config) echo(words ...string) {
+	c.line(0, "echo", quote("siteboot: "+strings.Join(words, " ")))
+}
+
+// attempts writes the retry sequence: body(indent) writes one attempt's commands, nested so
+// that the configuration moves on only when they fail; between attempts it echoes and
+// sleeps; after the last it loads again (when set) or waits and reboots.
+func (c *config) attempts(sleeps []int, again string, body func()) {
+	n := len(sleeps) + 1
+	for i := 1; i <= n; i++ {
+		body()
+		if i < n {
+			d := strconv.Itoa(sleeps[i-1])
+			c.echo("attempt", strconv.Itoa(i), "of", strconv.Itoa(n), "failed, retrying in", d, "s")
+			c.line(0, "sleep", d)
+		}
+	}
+	c.echo("giving up after", strconv.Itoa(n), "attempts")
+	if again != "" {
+		c.line(0, "configfile", quote(again))
+	}
+	c.reboot()
+}
+
+func (c *config) reboot() {
+	c.line(0, "sleep", strconv.Itoa(rebootDelay))
+	c.line(0, "reboot")
+}
+
+func (c *config) bytes() []byte { return []byte(c.b.String()) }
+
+// Boot is the machine's ramdisk configuration: load the kernel (which shim verifies) with
+// the kernel command line, then the initrds, then boot, retrying the whole sequence with
+// back-off. The command line is Params as Name=Value, then Cmdline; nothing in a value can
+// add a parameter, a command or a line (see [ErrUnsafe]).
+type Boot struct {
+	Kernel  string   // http or tftp URL of the kernel
+	Initrds []string // URLs of the initrds, in order (at most 16)
+	Params  []Param  // the boot parameters (bc.*), rendered first; names unique
+	Cmdline []string // the site's own command line, one token each ("console=ttyS0")
+
+	Retry Retry
+	// Again is the configuration loaded when every attempt failed, normally the agent's
+	// per-machine URL again; empty means wait 10 s and reboot.
+	Again string
+	// MaxCmdline bounds the kernel command line in bytes; 0 means DefaultMaxCmdline.
+	MaxCmdline int
+}
+
+// Render returns the configuration, or a [*ValueError] when a value is refused.
+func (b Boot) Render() ([]byte, error) {
+	kernel, err := grubPath("kernel", b.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	if len(b.Initrds) > 16 {
+		return nil, invalidErr("initrds", "more than 16 initrds")
+	}
+	initrds := make([]string, len(b.Initrds))
+	for i, u := range b.Initrds {
+		if initrds[i], err = grubPath(fmt.Sprintf("initrds[%d]", i), u); err != nil {
+			return nil, err
+		}
+	}
+	args := make([]string, 0, len(b.Params)+len(b.Cmdline))
+	seen := make(map[string]bool, len(b.Params))
+	for i, p := range b.Params {
+		if err := checkName(fmt.Sprintf("params[%d]", i), p.Name); err != nil {
+			return nil, err
+		}
+		field := "params[" + p.Name + "]" // the name is safe to show from here on
+		if seen[p.Name] {
+			return nil, invalidErr(field, "parameter given twice")
+		}
+		seen[p.Name] = true
+		if err := checkWord(field, p.Value); err != nil {
+			return nil, err
+		}
+		args = append(args, p.Name+"="+p.Value)
+	}
+	for i, t := range b.Cmdline {
+		field := fmt.Sprintf("cmdline[%d]", i)
+		if t == "" {
+			return nil, invalidErr(field, "empty")
+		}
+		if err := checkWord(field, t); err != nil {
+			return nil, err
+		}
+		name, _, _ := strings.Cut(t, "=")
+		if strings.HasPrefix(name, ReservedPrefix) || seen[name] {
+			return nil, invalidErr(field, "sets a boot parameter ("+ReservedPrefix+"*) reserved for Params")
+		}
+		args = append(args, t)
+	}
+	limit := b.MaxCmdline
+	if limit == 0 {
+		limit = DefaultMaxCmdline
+	}
+	n := 0
+	for _, a := range args {
+		n += len(a) + 1
+	}
+	if n > limit {
+		return nil, invalidErr("cmdline", fmt.Sprintf("kernel command line is %d bytes, over %d", n, limit))
+	}
+	again := ""
+	if b.Again != "" {
+		if again, err = grubPath("again", b.Again); err != nil {
+			return nil, err
+		}
+	}
+	sleeps, err := b.Retry.sleeps()
+	if err != nil {
+		return nil, err
+	}
+	linux := make([]string, 0, len(args)+2)
+	linux = append(linux, "if", "linux", quote(kernel))
+	for _, a := range args {
+		linux = append(linux, quote(a))
+	}
+	linux[len(linux)-1] += ";"
+	linux = append(linux, "then")
+
+	c := newConfig("boot the ramdisk")
+	c.attempts(sleeps, again, func() {
+		c.echo("loading the kernel")
+		c.line(0, linux...)
+		depth := 1
+		if len(initrds) > 0 {
+			words := []string{"if", "initrd"}
+			for _, p := range initrds {
+				words = append(words, quote(p))
+			}
+			words[len(words)-1] += ";"
+			c.line(1, append(words, "then")...)
+			depth = 2
+		}
+		c.line(depth, "boot")
+		for d := depth - 1; d >= 0; d-- {
+			c.line(d, "fi")
+		}
+	})
+	return c.bytes(), nil
+}
+
+// Chain is the configuration the signed GRUB finds at its prefix (served as
+// /grub/x86_64-efi/grub.cfg over TFTP and HTTP): it loads this machine's own configuration
+// from URL?mac=${net_default_mac}&uuid=UUID&ip=${net_default_ip}, where
+// net_default_mac and net_default_ip are those of the NIC GRUB booted from (efinet makes
+// the boot NIC the default interface) and UUID is the SMBIOS system UUID that GRUB's smbios
+// command reads from type 1, offset 8, in the byte order SMBIOS stores it.
+type Chain struct {
+	URL   string // http URL of the machine's configuration, without a query
+	Retry Retry
+}
+
+// Chain's variables: GRUB's own, and the one its smbios command sets.
+const uuidVar = "siteboot_uuid"
+
+// Render returns the configuration, or a [*ValueError] when a value is refused.
+func (c Chain) Render() ([]byte, error) {
+	p, err := grubPath("url", c.URL)
+	if err != nil {
+		return nil, err
+	}
+	if strings.ContainsAny(p, "?") {
+		return nil, invalidErr("url", "chain URL may not have a query")
+	}
+	if !strings.HasPrefix(p, "(http,") {
+		return nil, invalidErr("url", "the machine's configuration is fetched over http")
+	}
+	sleeps, err := c.Retry.sleeps()
+	if err != nil {
+		return nil, err
+	}
+	// Double quotes, so that GRUB expands the three variables; p holds no '"', '$' or
+	// backslash (grubPath refuses them), so nothing else in it is special there.
+	target := `"` + p + `?mac=${net_default_mac}&uuid=${` + uuidVar + `}&ip=${net_default_ip}"`
+	cfg := newConfig("load this machine's configuration")
+	cfg.line(0, "smbios", "--type", "1", "--get-uuid", "8", "--set", uuidVar)
+	cfg.attempts(sleeps, "", func() {
+		cfg.line(0, "configfile", target)
+	})
+	return cfg.bytes(), nil
+}
+
+// Exit is the configuration for a machine without a boot entry: leave GRUB so the firmware
+// falls through to its next boot option.
+type Exit struct{}
+
+// Render returns the configuration; it never fails.
+func (Exit) Render() ([]byte, error) {
+	c := newConfig("no boot entry for this machine; falling through to the next boot option")
+	c.line(0, "exit")
+	return c.bytes(), nil
+}
+
+// Fenced is the configuration a fenced boot server answers: wait, then reboot, so the
+// firmware asks proxy DHCP again and reaches whichever agent is active by then.
+type Fenced struct {
+	Delay time.Duration // whole seconds; 0 means DefaultFencedDelay
+}
+
+// Render returns the configuration, or a [*ValueError] for a bad Delay.
+func (f Fenced) Render() ([]byte, error) {
+	d, err := seconds("delay", f.Delay, DefaultFencedDelay)
+	if err != nil {
+		return nil, err
+	}
+	ds := strconv.Itoa(d)
+	c := newConfig("this boot server is not the active one")
+	c.echo("boot server fenced, rebooting in", ds, "s")
+	c.line(0, "sleep", ds)
+	c.line(0, "reboot")
+	return c.bytes(), nil
+}
+
+// Wait is the wait-and-retry configuration: sleep, then load URL again (normally the
+// machine's own configuration); if that fails, wait 10 s and reboot.
+type Wait struct {
+	Delay time.Duration // whole seconds; 0 means DefaultWaitDelay
+	URL   string
+}
+
+// Render returns the configuration, or a [*ValueError] when a value is refused.
+func (w Wait) Render() ([]byte, error) {
+	d, err := seconds("delay", w.Delay, DefaultWaitDelay)
+	if err != nil {
+		return nil, err
+	}
+	p, err := grubPath("url", w.URL)
+	if err != nil {
+		return nil, err
+	}
+	ds := strconv.Itoa(d)
+	c := newConfig("not ready yet; asking again in " + ds + " s")
+	c.echo("not ready, asking again in", ds, "s")
+	c.line(0, "sleep", ds)
+	c.line(0, "configfile", quote(p))
+	c.reboot()
+	return c.bytes(), nil
+}

@@ -1,0 +1,166 @@
+package grubcfg
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Limits on what the renderer accepts.
+const (
+	// MaxURLLen is the longest URL the renderer accepts.
+	MaxURLLen = 2048
+	// MaxValueLen is the longest kernel parameter value or command-line token.
+	MaxValueLen = 1024
+	// MaxNameLen is the longest kernel parameter name.
+	MaxNameLen = 64
+	// DefaultMaxCmdline bounds the kernel command line when [Boot.MaxCmdline] is zero:
+	// COMMAND_LINE_SIZE of Linux on x86 and arm64.
+	DefaultMaxCmdline = 2048
+	// ReservedPrefix starts the boot parameters' names ([Boot.Params]); the site's own
+	// command-line tokens may not use it, so they can never override one.
+	ReservedPrefix = "bc."
+)
+
+// wordReason says why b cannot appear in a kernel command-line word, or "" when it can.
+// Inside GRUB's single quotes only the quote itself is special; Linux then splits the line
+// at its isspace() (0xa0 included) and reads '"' as a quote. Backslash and '$' are refused
+// as package ipxe refuses them, so one entry renders the same command line on both paths.
+func wordReason(b byte) string {
+	switch {
+	case b == ' ':
+		return "white space"
+	case b < 0x20 || b == 0x7f:
+		return fmt.Sprintf("control character 0x%02x", b)
+	case b >= 0x80:
+		return "non-ASCII byte (Linux splits the command line at 0xa0)"
+	case b == '\'':
+		return "single quote (GRUB quoting)"
+	case b == '"':
+		return "double quote (Linux command-line quoting)"
+	case b == '\\':
+		return "backslash"
+	case b == '$':
+		return "'$' (variable expansion)"
+	}
+	return ""
+}
+
+func checkWord(field, s string) error {
+	if len(s) > MaxValueLen {
+		return unsafeErr(field, fmt.Sprintf("longer than %d bytes", MaxValueLen))
+	}
+	for i := 0; i < len(s); i++ {
+		if r := wordReason(s[i]); r != "" {
+			return unsafeErr(field, r)
+		}
+	}
+	return nil
+}
+
+// checkName checks a kernel parameter name: [A-Za-z0-9][A-Za-z0-9._-]*.
+func checkName(field, s string) error {
+	if s == "" {
+		return invalidErr(field, "empty name")
+	}
+	if len(s) > MaxNameLen {
+		return unsafeErr(field, fmt.Sprintf("name longer than %d bytes", MaxNameLen))
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		alnum := b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+		if alnum || i > 0 && (b == '.' || b == '_' || b == '-') {
+			continue
+		}
+		if r := wordReason(b); r != "" {
+			return unsafeErr(field, "name: "+r)
+		}
+		return unsafeErr(field, fmt.Sprintf("name: character %q", b))
+	}
+	return nil
+}
+
+// pathByteOK reports whether b may appear in the path and query of a URL GRUB fetches: RFC
+// 3986's unreserved characters, '%', and the delimiters a path or query needs.
+func pathByteOK(b byte) bool {
+	switch {
+	case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~%/?&=:,+@", b) >= 0
+}
+
+// grubPath turns an http:// or tftp:// URL into GRUB's file name for it,
+// "(http,HOST)/path?query", keeping the path and query byte for byte. GRUB 2.06 names no
+// port in a device, so the URL must use the protocol's own (80, 69); it has no TLS, so
+// https is refused. HOST is an IPv4 address or a DNS name.
+func grubPath(field, s string) (string, error) {
+	if s == "" {
+		return "", invalidErr(field, "empty URL")
+	}
+	if len(s) > MaxURLLen {
+		return "", unsafeErr(field, fmt.Sprintf("URL longer than %d bytes", MaxURLLen))
+	}
+	for i := 0; i < len(s); i++ {
+		if r := wordReason(s[i]); r != "" {
+			return "", unsafeErr(field, r)
+		}
+	}
+	scheme, rest, ok := strings.Cut(s, "://")
+	port := ""
+	switch {
+	case !ok:
+		return "", invalidErr(field, "not an absolute URL (scheme://host/path)")
+	case scheme == "http":
+		port = "80"
+	case scheme == "tftp":
+		port = "69"
+	case scheme == "https":
+		return "", invalidErr(field, "GRUB 2.06 has no TLS: use http")
+	default:
+		return "", invalidErr(field, "URL scheme must be http or tftp")
+	}
+	slash := strings.IndexByte(rest, '/')
+	if slash < 0 || strings.IndexByte(rest[:slash], '?') >= 0 {
+		return "", invalidErr(field, "URL without a path")
+	}
+	authority, path := rest[:slash], rest[slash:]
+	if strings.ContainsAny(authority, "@[]") {
+		return "", invalidErr(field, "the host must be an IPv4 address or a DNS name, without user")
+	}
+	host, p, hasPort := strings.Cut(authority, ":")
+	if hasPort && p != port {
+		return "", invalidErr(field, "GRUB 2.06 cannot name a port: use "+port)
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if !a.Is4() {
+			return "", invalidErr(field, "the host must be an IPv4 address or a DNS name")
+		}
+	} else if !validHostname(host) {
+		return "", invalidErr(field, "the host must be an IPv4 address or a DNS name")
+	}
+	for i := 0; i < len(path); i++ {
+		if !pathByteOK(path[i]) {
+			return "", unsafeErr(field, fmt.Sprintf("character %q is not allowed in a path", path[i]))
+		}
+	}
+	return "(" + scheme + "," + host + ")" + path, nil
+}
+
+func validHostname(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			b := label[i]
+			if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -31,13 +31,23 @@
 //	fi
 //
 // with the prefix's device taken from where GRUB itself was loaded: (tftp,SERVER) after PXE,
-// (http,SERVER) after UEFI HTTP boot. So the site serves [Chain]'s output as
-// /grub/x86_64-efi/grub.cfg on both its TFTP root and its HTTP server. The image has these
-// modules built in (so no module is loaded from the network, which Secure Boot would refuse):
-// efinet, tftp, http, linux, initrd, configfile, source, smbios, regexp, test, echo, sleep,
-// reboot, halt, exit, chainloader. Its net code knows no port in a device name, so the
-// agent's HTTP server must be on port 80 and TFTP on 69; GRUB 2.06 has no TLS, so https is
-// refused.
+// (http,SERVER) after UEFI HTTP boot. Seen in QEMU with OVMF enforcing Secure Boot
+// (OVMF_CODE_4M.secboot.fd, OVMF_VARS_4M.ms.fd), shim and this GRUB fetched over TFTP:
+// prefix=(tftp,SERVER)/grub; "[ -e ... ]" is false for any file on tftp (the protocol cannot
+// stat), so GRUB sources $prefix/grub.cfg, not the x86_64-efi one; net_default_mac is the
+// booting NIC's MAC with colons, net_default_ip its address, and "smbios --type 1 --get-uuid
+// 8" gives the SMBIOS UUID in its canonical spelling (the same as QEMU's -smbios uuid=).
+// So the site serves [Chain]'s output as /grub/grub.cfg (and, for a GRUB whose test can stat
+// the file, /grub/x86_64-efi/grub.cfg too) on its TFTP root and its HTTP server. The same run
+// showed the kernel verified through shim ("EFI stub: UEFI Secure Boot is enabled", then the
+// kernel's "secureboot: Secure boot enabled") and a kernel with one byte changed refused by
+// GRUB's linux command with "bad shim signature".
+//
+// The image has these modules built in (so no module is loaded from the network, which
+// Secure Boot would refuse): efinet, tftp, http, linux, initrd, configfile, source, smbios,
+// regexp, test, echo, sleep, reboot, halt, exit, chainloader. Its net code knows no port in a
+// device name, so the agent's HTTP server must be on port 80 and TFTP on 69; GRUB 2.06 has no
+// TLS, so https is refused. Its parser has no "&&" or "||": conditions are if/then/fi.
 //
 // # Injection
 //

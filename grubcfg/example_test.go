@@ -6,8 +6,8 @@ import (
 	"github.com/bettercompute/siteboot/grubcfg"
 )
 
-// A site serves Chain's output where the signed GRUB looks (/grub/x86_64-efi/grub.cfg on
-// its TFTP root and HTTP server) and answers each machine's request with Boot's.
+// A site serves Chain's output where the signed GRUB looks (/grub/grub.cfg on its TFTP
+// root and HTTP server) and answers each machine's request with Boot's.
 func Example() {
 	chain, err := grubcfg.Chain{URL: "http://192.0.2.1/boot/grub.cfg", Retry: grubcfg.Retry{Attempts: 1}}.Render()
 	if err != nil {

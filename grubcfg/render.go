@@ -249,12 +249,12 @@ func (b Boot) Render() ([]byte, error) {
 	return c.bytes(), nil
 }
 
-// Chain is the configuration the signed GRUB finds at its prefix (served as
-// /grub/x86_64-efi/grub.cfg over TFTP and HTTP): it loads this machine's own configuration
+// Chain is the configuration the signed GRUB finds at its prefix (served as /grub/grub.cfg
+// over TFTP and HTTP; see the package doc): it loads this machine's own configuration
 // from URL?mac=${net_default_mac}&uuid=UUID&ip=${net_default_ip}, where
 // net_default_mac and net_default_ip are those of the NIC GRUB booted from (efinet makes
 // the boot NIC the default interface) and UUID is the SMBIOS system UUID that GRUB's smbios
-// command reads from type 1, offset 8, in the byte order SMBIOS stores it.
+// command reads from type 1, offset 8, in its canonical spelling.
 type Chain struct {
 	URL   string // http URL of the machine's configuration, without a query
 	Retry Retry

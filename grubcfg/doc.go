@@ -49,6 +49,17 @@
 // device name, so the agent's HTTP server must be on port 80 and TFTP on 69; GRUB 2.06 has no
 // TLS, so https is refused. Its parser has no "&&" or "||": conditions are if/then/fi.
 //
+// # Beside the site's DHCP server (proxy DHCP)
+//
+// shim and GRUB learn the boot server differently. shim (netboot.c) takes the boot file
+// from the proxy offer when the site's DHCP acknowledgement names none, so it fetches GRUB
+// from the agent. GRUB 2.06 configures its network from the acknowledgement alone
+// (grub-core/net/drivers/efi/efinet.c grub_efi_net_config_real reads pxe->mode->dhcp_ack,
+// never the proxy offer; net/bootp.c grub_net_configure_by_dhcp_ack makes its device
+// "tftp," + siaddr, else the sname field). So on a Secure Boot PXE machine the site's DHCP
+// server must name the agent as next server (siaddr or sname) while leaving the boot file
+// empty, or GRUB looks for its configuration on whatever server the acknowledgement names.
+//
 // # Injection
 //
 // GRUB's script lexer (grub-core/script/yylex.l) splits words at blanks, ends commands at

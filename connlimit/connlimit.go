@@ -1,0 +1,251 @@
+package connlimit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+)
+
+// Defaults used for zero Limits fields.
+const (
+	// DefaultPerSource is the open connections one source may hold: enough for a booting
+	// machine (iPXE fetches one file at a time; a ramdisk's ranged image reads a few in
+	// parallel), far too few for one host to fill the table.
+	DefaultPerSource = 16
+	// DefaultTotal is the open connections in all: (1024 - DefaultReserved) /
+	// DefaultPerConn, what a process under the common soft RLIMIT_NOFILE of 1024 can hold
+	// (see [Budget]).
+	DefaultTotal = 384
+	// DefaultIPv6PrefixBits is the prefix that groups IPv6 sources: a /64, the block one
+	// host draws its SLAAC and privacy addresses from.
+	DefaultIPv6PrefixBits = 64
+)
+
+// Errors.
+var (
+	// ErrLimits is wrapped when Limits are out of range.
+	ErrLimits = errors.New("connlimit: bad limits")
+	// ErrNoRoom is returned by Budget.Total when the descriptor limit leaves no room for
+	// any connection.
+	ErrNoRoom = errors.New("connlimit: descriptor limit leaves no room for connections")
+)
+
+// Limits caps a Listener's open connections. Zero fields take their defaults.
+type Limits struct {
+	// PerSource caps the open connections from one source address (IPv4), or one IPv6
+	// prefix of IPv6PrefixBits. DefaultPerSource when 0.
+	PerSource int
+	// Total caps the open connections from all sources. DefaultTotal when 0; derive it
+	// from the process's descriptors with [Budget].
+	Total int
+	// IPv6PrefixBits groups IPv6 sources; DefaultIPv6PrefixBits when 0, 128 for one
+	// address each.
+	IPv6PrefixBits int
+}
+
+// withDefaults fills zero fields and checks the result.
+func (l Limits) withDefaults() (Limits, error) {
+	if l.PerSource == 0 {
+		l.PerSource = DefaultPerSource
+	}
+	if l.Total == 0 {
+		l.Total = DefaultTotal
+	}
+	if l.IPv6PrefixBits == 0 {
+		l.IPv6PrefixBits = DefaultIPv6PrefixBits
+	}
+	switch {
+	case l.PerSource < 0:
+		return l, fmt.Errorf("%w: PerSource %d is negative", ErrLimits, l.PerSource)
+	case l.Total < 0:
+		return l, fmt.Errorf("%w: Total %d is negative", ErrLimits, l.Total)
+	case l.IPv6PrefixBits < 0 || l.IPv6PrefixBits > 128:
+		return l, fmt.Errorf("%w: IPv6PrefixBits %d is not 0 to 128", ErrLimits, l.IPv6PrefixBits)
+	}
+	return l, nil
+}
+
+// Validate reports negative or out-of-range fields.
+func (l Limits) Validate() error {
+	_, err := l.withDefaults()
+	return err
+}
+
+// Stats are a Listener's counters.
+type Stats struct {
+	Open     int // connections open now
+	Sources  int // sources (addresses or IPv6 prefixes) with a connection open
+	PeakOpen int // the most connections open at once
+	// Accepted counts connections handed to the caller.
+	Accepted uint64
+	// RefusedPerSource and RefusedTotal count connections closed at once because their
+	// source, or the listener, was at its cap.
+	RefusedPerSource, RefusedTotal uint64
+}
+
+// Refused is the number of connections refused for either cap.
+func (s Stats) Refused() uint64 { return s.RefusedPerSource + s.RefusedTotal }
+
+// Listener is a net.Listener that caps open connections per source and in total. A
+// connection beyond either cap is closed as soon as it is accepted (with a TCP reset, so
+// neither side keeps state for it), counted, and never returned by Accept. A returned
+// connection counts as open until its Close.
+type Listener struct {
+	net.Listener
+
+	mu       sync.Mutex
+	lim      Limits
+	open     int
+	peak     int
+	bySource map[netip.Prefix]int
+	accepted uint64
+	refPer   uint64
+	refTotal uint64
+}
+
+var _ net.Listener = (*Listener)(nil)
+
+// New wraps inner with lim.
+func New(inner net.Listener, lim Limits) (*Listener, error) {
+	lim, err := lim.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Listener{Listener: inner, lim: lim, bySource: make(map[netip.Prefix]int)}, nil
+}
+
+// SetLimits changes the caps. Connections already open stay open; new ones are refused
+// until the counts are under the new caps.
+func (l *Listener) SetLimits(lim Limits) error {
+	lim, err := lim.withDefaults()
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lim.IPv6PrefixBits != l.lim.IPv6PrefixBits && l.open > 0 {
+		return fmt.Errorf("%w: IPv6PrefixBits cannot change while connections are open", ErrLimits)
+	}
+	l.lim = lim
+	return nil
+}
+
+// Limits returns the caps in force, defaults filled in.
+func (l *Listener) Limits() Limits {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lim
+}
+
+// Stats returns the counters.
+func (l *Listener) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Stats{Open: l.open, Sources: len(l.bySource), PeakOpen: l.peak,
+		Accepted: l.accepted, RefusedPerSource: l.refPer, RefusedTotal: l.refTotal}
+}
+
+// Accept returns the next connection within the caps, refusing (closing) those beyond.
+func (l *Listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if lc := l.admit(c); lc != nil {
+			return lc, nil
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0) // reset: no FIN_WAIT or TIME_WAIT kept for a refused peer
+		}
+		c.Close()
+	}
+}
+
+func (l *Listener) admit(c net.Conn) *conn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	src := source(c.RemoteAddr(), l.lim.IPv6PrefixBits)
+	switch {
+	case l.open >= l.lim.Total:
+		l.refTotal++
+		return nil
+	case l.bySource[src] >= l.lim.PerSource:
+		l.refPer++
+		return nil
+	}
+	l.open++
+	l.peak = max(l.peak, l.open)
+	l.bySource[src]++
+	l.accepted++
+	return &conn{Conn: c, l: l, src: src}
+}
+
+func (l *Listener) release(src netip.Prefix) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open--
+	if n := l.bySource[src] - 1; n > 0 {
+		l.bySource[src] = n
+	} else {
+		delete(l.bySource, src)
+	}
+}
+
+// source is the bucket a remote address counts in: the IPv4 address, or the IPv6 prefix.
+// Addresses that are not IP (a Unix socket) share the zero bucket.
+func source(a net.Addr, v6bits int) netip.Prefix {
+	var ip netip.Addr
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		ip, _ = netip.AddrFromSlice(a.IP)
+	case *net.UDPAddr:
+		ip, _ = netip.AddrFromSlice(a.IP)
+	default:
+		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+			ip = ap.Addr()
+		}
+	}
+	ip = ip.Unmap().WithZone("")
+	if !ip.IsValid() {
+		return netip.Prefix{}
+	}
+	bits := 32
+	if ip.Is6() {
+		bits = v6bits
+	}
+	p, _ := ip.Prefix(bits)
+	return p
+}
+
+// conn is an admitted connection; Close gives its slot back once.
+type conn struct {
+	net.Conn
+	l      *Listener
+	src    netip.Prefix
+	closed atomic.Bool
+}
+
+func (c *conn) Close() error {
+	err := c.Conn.Close()
+	if c.closed.CompareAndSwap(false, true) {
+		c.l.release(c.src)
+	}
+	return err
+}
+
+// ReadFrom lets io.Copy into the connection use the wrapped connection's ReadFrom (sendfile
+// and splice for a *net.TCPConn, as http.ServeContent's copies take).
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
+// NetConn returns the wrapped connection.
+func (c *conn) NetConn() net.Conn { return c.Conn }

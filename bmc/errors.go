@@ -33,11 +33,58 @@ var (
 	ErrInProgress = errors.New("bmc: operation in progress")
 	// ErrClosed: the driver was closed.
 	ErrClosed = errors.New("bmc: driver closed")
+	// ErrNoSession: the BMC has no free session slot (BMCs cap sessions; ipmi_sim has a
+	// handful). Nothing was sent; retry once other sessions are closed or have expired.
+	ErrNoSession = errors.New("bmc: no free session")
+	// ErrOutcomeUnknown: the operation was claimed and may have reached the BMC, but its
+	// outcome was never recorded (the agent that sent it died or lost the answer). It is
+	// never sent again on its own; the host decides (a query is always safe).
+	ErrOutcomeUnknown = errors.New("bmc: outcome unknown")
 )
 
 // kinds lists the kinds in the order KindOf checks them.
 var kinds = []error{ErrAuth, ErrUnreachable, ErrTimeout, ErrTLS, ErrRefused, ErrUnsupported,
-	ErrUnsupportedDriver, ErrInvalid, ErrInProgress, ErrClosed}
+	ErrUnsupportedDriver, ErrInvalid, ErrInProgress, ErrClosed, ErrNoSession, ErrOutcomeUnknown}
+
+// kindNames are the kinds' short names, as journals, claim records and reports spell them.
+var kindNames = map[error]string{
+	ErrAuth: "auth", ErrUnreachable: "unreachable", ErrTimeout: "timeout", ErrTLS: "tls",
+	ErrRefused: "refused", ErrUnsupported: "unsupported", ErrUnsupportedDriver: "unsupported-driver",
+	ErrInvalid: "invalid", ErrInProgress: "in-progress", ErrClosed: "closed",
+	ErrNoSession: "no-session", ErrOutcomeUnknown: "outcome-unknown", ErrPartial: "partial",
+}
+
+// KindName returns the short name of err's kind ("auth", "unreachable", "timeout", "tls",
+// "refused", "unsupported", "no-session", "outcome-unknown", ...), or "" when err is nil
+// or of no known kind. It is how a kind is stored and reported.
+func KindName(err error) string {
+	k := KindOf(err)
+	if k == nil {
+		return ""
+	}
+	if n, ok := kindNames[k]; ok {
+		return n
+	}
+	return k.Error()
+}
+
+// KindByName returns the kind a KindName names, or nil for "" and names it does not know.
+func KindByName(name string) error {
+	if name == "" {
+		return nil
+	}
+	for k, n := range kindNames {
+		if n == name {
+			return k
+		}
+	}
+	for _, k := range append(kinds, ErrPartial) {
+		if k.Error() == name {
+			return k
+		}
+	}
+	return nil
+}
 
 // OpError is a failed BMC operation.
 type OpError struct {
@@ -105,6 +152,10 @@ func KindOf(err error) error {
 	if err == nil {
 		return nil
 	}
+	var pe *PartialError
+	if errors.As(err, &pe) {
+		return ErrPartial
+	}
 	for _, k := range kinds {
 		if errors.Is(err, k) {
 			return k
@@ -121,4 +172,65 @@ func quote(s string) string {
 		s = s[:64] + "..."
 	}
 	return strconv.Quote(s)
+}
+
+// ErrPartial is matched by a *PartialError: an operation that read some of what it looks
+// for. The value returned beside the error holds what was read.
+var ErrPartial = errors.New("bmc: partial result")
+
+// PartError is one part of an operation that failed (an inspection's "system-guid").
+type PartError struct {
+	Part string
+	Err  error
+}
+
+// PartialError reports an operation that read some parts and failed others, naming each
+// failed part with its error (an *OpError). errors.Is matches ErrPartial and each part's
+// kind; KindOf returns ErrPartial.
+type PartialError struct {
+	Driver string
+	Op     string
+	Addr   string
+	Parts  []PartError
+}
+
+var _ error = &PartialError{}
+
+// Error names the operation and each failed part.
+func (e *PartialError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrPartial.Error())
+	b.WriteString(" (")
+	b.WriteString(strings.TrimPrefix(e.Driver+" "+e.Op, " "))
+	if e.Addr != "" {
+		b.WriteString(" " + e.Addr)
+	}
+	b.WriteString(")")
+	for i, p := range e.Parts {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.Part + " failed: " + p.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrPartial and each part's error.
+func (e *PartialError) Unwrap() []error {
+	out := []error{ErrPartial}
+	for _, p := range e.Parts {
+		out = append(out, p.Err)
+	}
+	return out
+}
+
+// Failed returns the names of the parts that failed.
+func (e *PartialError) Failed() []string {
+	out := make([]string, len(e.Parts))
+	for i, p := range e.Parts {
+		out[i] = p.Part
+	}
+	return out
 }

@@ -179,3 +179,126 @@ func TestResetTaskAndSessions(t *testing.T) {
 		t.Errorf("after expiry: %d", code)
 	}
 }
+
+func TestServesTheCaptures(t *testing.T) {
+	for _, tc := range []struct {
+		mockup           bmctest.Mockup
+		system, model    string
+		resetOffAccepted bool
+	}{
+		{bmctest.HPEDL325, "/redfish/v1/Systems/1", "ProLiant DL325 Gen10 Plus", true},
+		{bmctest.OpenBMC, "/redfish/v1/Systems/system", "", true},
+	} {
+		t.Run(string(tc.mockup), func(t *testing.T) {
+			srv := bmctest.NewServer(bmctest.Options{Mockup: tc.mockup})
+			defer srv.Close()
+			if srv.SystemPath() != tc.system {
+				t.Fatalf("SystemPath = %q", srv.SystemPath())
+			}
+			c := login(t, srv)
+			code, sys, _ := c.do("GET", tc.system, "")
+			if code != http.StatusOK || str(sys["Model"]) != tc.model {
+				t.Fatalf("GET system: %d %v", code, sys["Model"])
+			}
+			// Reset types come from the action's annotation (iLO) or its ActionInfo (OpenBMC).
+			srv.SetPowerState("On")
+			code, _, _ = c.do("POST", tc.system+"/Actions/ComputerSystem.Reset", `{"ResetType":"ForceOff"}`)
+			if code != http.StatusNoContent || srv.Resource(tc.system)["PowerState"] != "Off" {
+				t.Errorf("ForceOff: %d, power %v", code, srv.Resource(tc.system)["PowerState"])
+			}
+			code, _, _ = c.do("POST", tc.system+"/Actions/ComputerSystem.Reset", `{"ResetType":"Bogus"}`)
+			if code != http.StatusBadRequest {
+				t.Errorf("unknown reset type: %d", code)
+			}
+		})
+	}
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func TestDeleteMakesAPartAnswer404(t *testing.T) {
+	srv := bmctest.NewServer(bmctest.Options{Mockup: bmctest.HPEDL325})
+	defer srv.Close()
+	c := login(t, srv)
+	srv.Delete("/redfish/v1/Managers/1", "/redfish/v1/Managers")
+	if code, _, _ := c.do("GET", "/redfish/v1/Managers/1", ""); code != http.StatusNotFound {
+		t.Errorf("GET deleted: %d", code)
+	}
+	if _, coll, _ := c.do("GET", "/redfish/v1/Managers", ""); len(coll["Members"].([]any)) != 0 {
+		t.Errorf("still listed: %v", coll["Members"])
+	}
+}
+
+func TestBehaviourOptions(t *testing.T) {
+	t.Run("no SessionService", func(t *testing.T) {
+		srv := bmctest.NewServer(bmctest.Options{NoSessionService: true})
+		defer srv.Close()
+		c := &client{t: t, srv: srv}
+		_, root, _ := c.do("GET", "/redfish/v1/", "")
+		if root["SessionService"] != nil || root["Links"].(map[string]any)["Sessions"] != nil {
+			t.Errorf("root still links sessions: %v", root)
+		}
+	})
+	t.Run("If-Match required", func(t *testing.T) {
+		srv := bmctest.NewServer(bmctest.Options{RequireIfMatch: true})
+		defer srv.Close()
+		c := login(t, srv)
+		if code, _, _ := c.do("PATCH", bmctest.SystemPath, `{"AssetTag":"x"}`); code != http.StatusPreconditionRequired {
+			t.Errorf("PATCH without If-Match: %d", code)
+		}
+		_, _, h := c.do("GET", bmctest.SystemPath, "")
+		if code, _, _ := c.do("PATCH", bmctest.SystemPath, `{"AssetTag":"x"}`, "If-Match", h.Get("ETag")); code != http.StatusOK {
+			t.Errorf("PATCH with If-Match: %d", code)
+		}
+	})
+	t.Run("UefiHttp only in UEFI mode", func(t *testing.T) {
+		srv := bmctest.NewServer(bmctest.Options{ModeDependentTargets: true})
+		defer srv.Close()
+		c := login(t, srv)
+		allowed := func() []any {
+			_, sys, _ := c.do("GET", bmctest.SystemPath, "")
+			return sys["Boot"].(map[string]any)["BootSourceOverrideTarget@Redfish.AllowableValues"].([]any)
+		}
+		if !contains(allowed(), "UefiHttp") {
+			t.Errorf("UEFI mode: %v", allowed())
+		}
+		srv.Patch(bmctest.SystemPath, map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": "Legacy"}})
+		if contains(allowed(), "UefiHttp") {
+			t.Errorf("Legacy mode: %v", allowed())
+		}
+	})
+	t.Run("firmware 204 with the task's Location", func(t *testing.T) {
+		srv := bmctest.NewServer(bmctest.Options{FirmwareNoContent: true})
+		defer srv.Close()
+		c := login(t, srv)
+		code, _, h := c.do("POST", "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate", `{"ImageURI":"http://192.0.2.1/x"}`)
+		if code != http.StatusNoContent || !strings.HasPrefix(h.Get("Location"), "/redfish/v1/TaskService/Tasks/") {
+			t.Fatalf("%d %v", code, h)
+		}
+		if _, task, _ := c.do("GET", h.Get("Location"), ""); task["TaskState"] != "Completed" {
+			t.Errorf("task %v", task)
+		}
+	})
+	t.Run("insert fails after recording the image", func(t *testing.T) {
+		srv := bmctest.NewServer(bmctest.Options{MediaInsertFails: true})
+		defer srv.Close()
+		c := login(t, srv)
+		c.do("POST", bmctest.CD1Path+"/Actions/VirtualMedia.EjectMedia", `{}`)
+		code, _, _ := c.do("POST", bmctest.CD1Path+"/Actions/VirtualMedia.InsertMedia", `{"Image":"http://192.0.2.1/a.iso"}`)
+		if code != http.StatusInternalServerError || srv.Resource(bmctest.CD1Path)["Inserted"] != true {
+			t.Errorf("%d %v", code, srv.Resource(bmctest.CD1Path)["Inserted"])
+		}
+	})
+}
+
+func contains(list []any, v any) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,9 +1,12 @@
 // Package bmctest serves a fake Redfish BMC for tests, the way net/http/httptest serves
-// a fake web server: real DMTF mockup data (public-rackmount1) over a loopback
-// httptest.Server, with sessions, ETags, PATCHes and actions applied to an in-memory copy,
-// every request recorded, and options that make it behave like BMCs seen in the field
-// (HPE iLO, Supermicro, Lenovo XCC, 412 on If-Match, VirtualMedia without actions, NICs
-// only under NetworkAdapters).
+// a fake web server: real Redfish trees over a loopback httptest.Server (DMTF's
+// public-rackmount1 mockup, and Mockup Creator captures of an HPE DL325 with iLO 5 and of
+// a stock OpenBMC: Options.Mockup), with sessions, ETags, PATCHes and actions applied to an
+// in-memory copy, every request recorded, and options that make it behave like BMCs seen in
+// the field (HPE iLO, Supermicro, Lenovo XCC, iDRAC's 200 with an error body,
+// sushy-emulator's answers, 412 and 428 on If-Match, task monitors that vanish,
+// VirtualMedia without actions, NICs only under NetworkAdapters). testdata/README.md names
+// each tree's source and licence and where each modelled behaviour comes from.
 //
 // # Use
 //
@@ -21,6 +24,10 @@
 // VirtualMedia InsertMedia/EjectMedia and PATCH; UpdateService.SimpleUpdate answers 202
 // with a task monitor that stays running for Options.TaskPolls polls;
 // ManagerAccount.ChangePassword and PATCH of Password change the account's password.
+//
+// Reset types are read from the action's AllowableValues or its ActionInfo resource
+// (OpenBMC). Server.Delete removes a resource, so that a test can make a part of the BMC
+// answer 404.
 //
 // It is a test double: it holds one lock per request, trusts its client, and keeps
 // everything in memory.

@@ -20,8 +20,24 @@ import (
 	"sync"
 )
 
-//go:embed testdata/public-rackmount1
+//go:embed testdata/public-rackmount1 testdata/hpe-dl325-ilo5 testdata/openbmc
 var mockup embed.FS
+
+// Mockup names a Redfish tree the fake serves (testdata/NAME; sources and licences in
+// testdata/README.md).
+type Mockup string
+
+// Mockups.
+const (
+	// PublicRackmount1 is DMTF's public-rackmount1 mockup (the default).
+	PublicRackmount1 Mockup = "public-rackmount1"
+	// HPEDL325 is a Mockup Creator capture of an HPE ProLiant DL325 Gen10 Plus with iLO 5,
+	// published by HPE in Cray-HPE/csm-redfish-interface-emulator (BSD-3-Clause).
+	HPEDL325 Mockup = "hpe-dl325-ilo5"
+	// OpenBMC is a Mockup Creator capture of a stock OpenBMC (bmcweb) service, from the
+	// same repository.
+	OpenBMC Mockup = "openbmc"
+)
 
 // Vendor selects a BMC's known deviations from the standard.
 type Vendor string
@@ -31,7 +47,9 @@ const (
 	// Generic follows the Redfish standard as the DMTF mockup does.
 	Generic Vendor = ""
 	// HPEiLO rejects BootSourceOverrideMode in a Boot PATCH (400
-	// iLO.2.14.PropertyNotWritableOrUnknown).
+	// iLO.2.14.PropertyNotWritableOrUnknown), as an iLO 5 did in issue 25 (HPE documents
+	// the property writable from iLO 5 v3.00: testdata/README.md). Combine it with
+	// Mockup: HPEDL325 for the captured iLO 5 tree.
 	HPEiLO Vendor = "hpe-ilo"
 	// Supermicro rejects a Boot PATCH without BootSourceOverrideMode (400 PropertyMissing).
 	Supermicro Vendor = "supermicro"
@@ -65,6 +83,9 @@ const (
 // Options configure the fake. The zero value is a standards-following BMC with the DMTF
 // data, the default credentials and VirtualMedia actions.
 type Options struct {
+	// Mockup is the tree served; empty means PublicRackmount1. The path constants below
+	// (SystemPath, CD1Path, ...) are public-rackmount1's; Server.SystemPath works for all.
+	Mockup Mockup
 	Vendor Vendor
 	// Username and Password of account 1; defaults DefaultUsername and DefaultPassword.
 	// Account 2 (contoso_employee457) has the password "employee-password".
@@ -100,6 +121,33 @@ type Options struct {
 	FailUpdate bool
 	// TLS serves HTTPS with httptest's self-signed certificate.
 	TLS bool
+
+	// Patch200ErrorBody answers a Boot PATCH of the system with 200 and a Redfish error
+	// body, and applies nothing: what issue 25 saw from iDRAC (no iDRAC capture is here).
+	Patch200ErrorBody bool
+	// OnceStoredAsContinuous answers a Boot PATCH that asks BootSourceOverrideEnabled Once with
+	// 200, stores Continuous, and adds an @Message.ExtendedInfo note, as DSP0266 lets a
+	// service that did not apply a property answer.
+	OnceStoredAsContinuous bool
+	// RequireIfMatch answers 428 Precondition Required to a PATCH without If-Match
+	// (DSP0266 lets a service require it).
+	RequireIfMatch bool
+	// ModeDependentTargets lists UefiHttp among the allowed boot targets only while
+	// BootSourceOverrideMode is UEFI, as sushy-emulator does.
+	ModeDependentTargets bool
+	// MediaInsertFails makes InsertMedia record the image as inserted and then answer
+	// 500, as sushy-emulator did when attaching failed after the download (issue 20).
+	MediaInsertFails bool
+	// FirmwareNoContent answers SimpleUpdate with 204 and the Location of the task
+	// resource (sushy-emulator's answer) instead of 202 and a task monitor.
+	FirmwareNoContent bool
+	// TaskMonitorGone makes a task monitor answer 404 from the poll on which its task
+	// ends, as a service that deletes monitors of finished tasks does; the task resource
+	// stays.
+	TaskMonitorGone bool
+	// NoSessionService serves a service root without SessionService or Links.Sessions,
+	// as sushy-emulator does: only basic auth logs in.
+	NoSessionService bool
 }
 
 // Request is one request the fake received.
@@ -161,6 +209,21 @@ type Server struct {
 	boots     []Boot
 	updates   []string
 	offPolls  int // reads of the system left before PoweringOff becomes Off
+	sysPath   string
+}
+
+// SystemPath returns the path of the ComputerSystem the fake serves (the first one).
+func (s *Server) SystemPath() string { return s.sysPath }
+
+// Delete removes the resource at p (and its listing in the collection at coll, when
+// given), so that reading it answers 404: a part of the BMC that has gone away.
+func (s *Server) Delete(p, coll string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.res, clean(p))
+	if c := s.res[clean(coll)]; c != nil {
+		removeMember(c, clean(p))
+	}
 }
 
 // NewServer starts a fake BMC on a loopback port. Close it when done.
@@ -288,7 +351,7 @@ func (s *Server) Updates() []string {
 func (s *Server) SetPowerState(state string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.res[SystemPath]["PowerState"] = state
+	s.res[s.sysPath]["PowerState"] = state
 }
 
 // Put adds or replaces the resource at p (its "@odata.id" is set to p), and lists it in
@@ -315,7 +378,10 @@ func (s *Server) Patch(p string, v map[string]any) {
 }
 
 func (s *Server) load() error {
-	const base = "testdata/public-rackmount1"
+	if s.opts.Mockup == "" {
+		s.opts.Mockup = PublicRackmount1
+	}
+	base := "testdata/" + string(s.opts.Mockup)
 	err := fs.WalkDir(mockup, base, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || path.Base(p) != "index.json" {
 			return err
@@ -335,8 +401,30 @@ func (s *Server) load() error {
 	if err != nil {
 		return err
 	}
+	if len(s.res) == 0 {
+		return fmt.Errorf("no mockup %q", s.opts.Mockup)
+	}
+	systems := memberIDs(s.res["/redfish/v1/Systems"])
+	if len(systems) == 0 || s.res[systems[0]] == nil {
+		return fmt.Errorf("mockup %q lists no ComputerSystem", s.opts.Mockup)
+	}
+	s.sysPath = systems[0]
 	// No sessions exist until someone logs in.
-	setMembers(s.res["/redfish/v1/SessionService/Sessions"], nil)
+	if ss := s.res["/redfish/v1/SessionService/Sessions"]; ss != nil {
+		setMembers(ss, nil)
+	}
+	if s.opts.NoSessionService {
+		root := s.res[Root]
+		delete(root, "SessionService")
+		if l, ok := root["Links"].(map[string]any); ok {
+			delete(l, "Sessions")
+		}
+		delete(s.res, "/redfish/v1/SessionService")
+		delete(s.res, "/redfish/v1/SessionService/Sessions")
+	}
+	if s.opts.Mockup != PublicRackmount1 {
+		return nil
+	}
 	// The mockup lists one account in the collection though two exist; list both.
 	setMembers(s.res["/redfish/v1/AccountService/Accounts"], []string{Account1, Account2})
 	// Task collection: the mockup's count is stale; keep its members and fix the count.
@@ -520,18 +608,45 @@ func (s *Server) get(w http.ResponseWriter, p string) {
 		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no resource at "+p)
 		return
 	}
-	if p == SystemPath && res["PowerState"] == "PoweringOff" {
+	if p == s.sysPath && res["PowerState"] == "PoweringOff" {
 		if s.offPolls--; s.offPolls < 0 {
 			res["PowerState"] = "Off"
 		}
 	}
+	if p == s.sysPath && s.opts.ModeDependentTargets {
+		out := deepCopy(res).(map[string]any)
+		boot := out["Boot"].(map[string]any)
+		boot["BootSourceOverrideTarget@Redfish.AllowableValues"] = s.allowedTargets(boot)
+		writeJSON(w, http.StatusOK, out, etag(res))
+		return
+	}
 	writeJSON(w, http.StatusOK, res, etag(res))
+}
+
+// allowedTargets are the system's allowed boot targets in its current mode: without
+// UefiHttp unless the mode is UEFI (ModeDependentTargets).
+func (s *Server) allowedTargets(boot map[string]any) []any {
+	allowed, _ := boot["BootSourceOverrideTarget@Redfish.AllowableValues"].([]any)
+	out := []any{}
+	for _, t := range allowed {
+		if t != "UefiHttp" || boot["BootSourceOverrideMode"] == "UEFI" {
+			out = append(out, t)
+		}
+	}
+	if boot["BootSourceOverrideMode"] == "UEFI" && !slices.Contains(out, any("UefiHttp")) {
+		out = append(out, "UefiHttp")
+	}
+	return out
 }
 
 func (s *Server) patch(w http.ResponseWriter, r *http.Request, p string, body []byte) {
 	res := s.res[p]
 	if res == nil {
 		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no resource at "+p)
+		return
+	}
+	if s.opts.RequireIfMatch && r.Header.Get("If-Match") == "" {
+		writeError(w, http.StatusPreconditionRequired, "Base.1.8.PreconditionRequired", "If-Match is required")
 		return
 	}
 	if im := r.Header.Get("If-Match"); im != "" && (s.opts.PatchIfMatch412 || (im != "*" && im != etag(res))) {
@@ -544,9 +659,29 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, p string, body []
 		return
 	}
 	switch {
-	case p == SystemPath:
+	case p == s.sysPath:
 		if bad := s.checkSystemPatch(w, res, in); bad {
 			return
+		}
+		if b, ok := in["Boot"].(map[string]any); ok {
+			if s.opts.Patch200ErrorBody {
+				writeJSON(w, http.StatusOK, map[string]any{"error": map[string]any{
+					"code": "Base.1.8.GeneralError", "message": "A general error has occurred.",
+					"@Message.ExtendedInfo": []any{map[string]any{"MessageId": "IDRAC.2.8.SYS403",
+						"Message": "The boot override could not be applied.", "Severity": "Critical"}},
+				}}, "")
+				return
+			}
+			if s.opts.OnceStoredAsContinuous && b["BootSourceOverrideEnabled"] == "Once" {
+				b["BootSourceOverrideEnabled"] = "Continuous"
+				merge(res, in)
+				out := deepCopy(res).(map[string]any)
+				out["@Message.ExtendedInfo"] = []any{map[string]any{"MessageId": "Base.1.8.PropertyValueModified",
+					"Message":  "The property BootSourceOverrideEnabled was assigned the value Continuous due to modification by the service.",
+					"Severity": "Warning"}}
+				writeJSON(w, http.StatusOK, out, etag(res))
+				return
+			}
 		}
 	case strings.HasPrefix(p, "/redfish/v1/AccountService/Accounts/"):
 		if pw, ok := in["Password"].(string); ok {
@@ -600,6 +735,12 @@ func (s *Server) checkSystemPatch(w http.ResponseWriter, sys, in map[string]any)
 	cur := sys["Boot"].(map[string]any)
 	if t, ok := b["BootSourceOverrideTarget"]; ok {
 		allowed, _ := cur["BootSourceOverrideTarget@Redfish.AllowableValues"].([]any)
+		if s.opts.ModeDependentTargets {
+			allowed = s.allowedTargets(cur)
+			if m, ok := b["BootSourceOverrideMode"]; ok && m == "UEFI" {
+				allowed = append(allowed, "UefiHttp")
+			}
+		}
 		if !slices.Contains(allowed, t) {
 			writeError(w, http.StatusBadRequest, "Base.1.8.PropertyValueNotInList",
 				fmt.Sprintf("The value %v for the property BootSourceOverrideTarget is not in the list of acceptable values.", t),
@@ -668,6 +809,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p string, body []b
 		res["Image"], res["ImageName"], res["Inserted"], res["ConnectedVia"] = img, path.Base(img), true, "URI"
 		if wp, ok := in["WriteProtected"].(bool); ok {
 			res["WriteProtected"] = wp
+		}
+		if s.opts.MediaInsertFails {
+			writeError(w, http.StatusInternalServerError, "Base.1.8.InternalError",
+				"The request failed due to an internal service error.")
+			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case "VirtualMedia.EjectMedia":
@@ -749,6 +895,14 @@ func (s *Server) reset(w http.ResponseWriter, sys map[string]any, in map[string]
 	rt, _ := in["ResetType"].(string)
 	acts := sys["Actions"].(map[string]any)["#ComputerSystem.Reset"].(map[string]any)
 	allowed, _ := acts["ResetType@Redfish.AllowableValues"].([]any)
+	if info, _ := acts["@Redfish.ActionInfo"].(string); allowed == nil && info != "" {
+		params, _ := s.res[clean(info)]["Parameters"].([]any)
+		for _, p := range params {
+			if pm, ok := p.(map[string]any); ok && pm["Name"] == "ResetType" {
+				allowed, _ = pm["AllowableValues"].([]any)
+			}
+		}
+	}
 	if !slices.Contains(allowed, any(rt)) {
 		writeError(w, http.StatusBadRequest, "Base.1.8.ActionParameterValueNotInList",
 			fmt.Sprintf("The value %s for the parameter ResetType is not in the list of acceptable values.", rt), rt, "ResetType")
@@ -811,8 +965,18 @@ func (s *Server) simpleUpdate(w http.ResponseWriter, in map[string]any) {
 		"PercentComplete": float64(0),
 		"Messages":        []any{},
 	}
-	addMember(s.res["/redfish/v1/TaskService/Tasks"], tp)
+	if tc := s.res["/redfish/v1/TaskService/Tasks"]; tc != nil {
+		addMember(tc, tp)
+	}
 	s.tasks[id] = &task{id: id, image: img}
+	if s.opts.FirmwareNoContent {
+		// The task runs to its end at once, as sushy-emulator's does.
+		s.tasks[id].polls = s.opts.TaskPolls
+		s.finishTask(id)
+		w.Header().Set("Location", tp)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	w.Header().Set("Location", "/redfish/v1/TaskService/TaskMonitors/"+id)
 	writeJSON(w, http.StatusAccepted, s.res[tp], "")
 }
@@ -824,12 +988,28 @@ func (s *Server) pollTask(w http.ResponseWriter, id string) {
 		return
 	}
 	res := s.res["/redfish/v1/TaskService/Tasks/"+id]
+	if s.opts.TaskMonitorGone && res["TaskState"] != "Running" {
+		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no task monitor "+id)
+		return
+	}
 	t.polls++
 	if t.polls < s.opts.TaskPolls {
 		res["PercentComplete"] = float64(100 * t.polls / s.opts.TaskPolls)
 		writeJSON(w, http.StatusAccepted, res, "")
 		return
 	}
+	s.finishTask(id)
+	if s.opts.TaskMonitorGone {
+		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no task monitor "+id)
+		return
+	}
+	writeJSON(w, http.StatusOK, res, "")
+}
+
+// finishTask ends a running task, in Exception with FailUpdate, else Completed.
+func (s *Server) finishTask(id string) {
+	t := s.tasks[id]
+	res := s.res["/redfish/v1/TaskService/Tasks/"+id]
 	if res["TaskState"] == "Running" {
 		res["PercentComplete"] = float64(100)
 		if s.opts.FailUpdate {
@@ -843,7 +1023,6 @@ func (s *Server) pollTask(w http.ResponseWriter, id string) {
 			s.updates = append(s.updates, t.image)
 		}
 	}
-	writeJSON(w, http.StatusOK, res, "")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any, tag string) {

@@ -63,7 +63,8 @@ func (d *Driver) RotatePassword(ctx context.Context, username, newPassword strin
 				}
 				d.log.Info("redfish: ChangePassword refused as unsupported, patching Password", "addr", d.endpoint)
 			}
-			return d.patch(c, id, etag, map[string]string{"Password": newPassword})
+			_, err = d.patch(c, id, etag, map[string]string{"Password": newPassword})
+			return err
 		}
 		return d.opErr("rotate-password", bmc.ErrInvalid, "the BMC has no account named "+username, nil)
 	})
@@ -74,7 +75,7 @@ func (d *Driver) RotatePassword(ctx context.Context, username, newPassword strin
 		d.mu.Lock()
 		d.password = newPassword
 		d.mu.Unlock()
-		if d.cfg.BasicAuth {
+		if d.basic() {
 			return d.login(ctx)
 		}
 	}

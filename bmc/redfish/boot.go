@@ -3,6 +3,7 @@ package redfish
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/stmcginnis/gofish"
@@ -29,13 +30,20 @@ type systemBoot struct {
 	}
 }
 
-// SetBootDevice implements bmc.BootController with a PATCH of the system's Boot object.
+// SetBootDevice implements bmc.BootController with a PATCH of the system's Boot object,
+// read back afterwards: a BMC that accepted the PATCH but kept another target,
+// persistence or mode (sushy-emulator stores Once as Continuous; iDRAC answers 200 with an
+// error body) is an ErrRefused error naming what it kept.
 //
 // BootSourceOverrideMode is sent (the requested mode, or the system's current one for
-// BootModeAuto) because some BMCs (Supermicro) require it; a BMC that rejects it (HPE iLO)
-// gets the PATCH again with only Target and Enabled, and one that demands it when it was
-// not sent gets it again with UEFI. A target or persistence the BMC does not list, or
-// rejects (Lenovo XCC refuses Continuous), is ErrUnsupported.
+// BootModeAuto) because some BMCs (Supermicro) require it. A BMC that rejects it (HPE
+// iLO) is remembered and gets Target and Enabled only, from then on; an explicit mode
+// that differs from the system's current one is then ErrUnsupported, nothing changed. A
+// BMC that demands it when it was not sent gets it again with UEFI. UEFI HTTP (or any
+// target) the BMC lists only in the other mode is preceded by a PATCH of the mode alone,
+// so that the allowed targets are checked in the mode the boot will use. A target or
+// persistence the BMC does not list, or rejects (Lenovo XCC refuses Continuous), is
+// ErrUnsupported.
 func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 	if err := b.Validate(); err != nil {
 		oe := err.(*bmc.OpError)
@@ -49,9 +57,6 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 			return err
 		}
 		target := bootTargets[b.Target]
-		if al := sys.Boot.AllowedTargets; len(al) > 0 && !slices.Contains(al, target) {
-			return d.opErr("set-boot", bmc.ErrUnsupported, "the BMC does not offer boot target "+target, nil)
-		}
 		enabled := "Once"
 		switch {
 		case b.Target == bmc.BootNone:
@@ -59,18 +64,60 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 		case b.Persistent:
 			enabled = "Continuous"
 		}
-		if al := sys.Boot.AllowedEnabled; len(al) > 0 && !slices.Contains(al, enabled) {
-			return d.opErr("set-boot", bmc.ErrUnsupported, "the BMC does not offer BootSourceOverrideEnabled "+enabled, nil)
-		}
-		mode := sys.Boot.Mode
+		want := "" // the mode the caller asked for, explicitly or through UEFI HTTP
 		switch b.Mode {
 		case bmc.BootModeUEFI:
-			mode = "UEFI"
+			want = "UEFI"
 		case bmc.BootModeLegacy:
-			mode = "Legacy"
+			want = "Legacy"
 		}
 		if b.Target == bmc.BootHTTP {
+			want = "UEFI"
+		}
+		q := d.knows()
+		if want != "" && q.noBootMode && sys.Boot.Mode != "" && sys.Boot.Mode != want {
+			return d.opErr("set-boot", bmc.ErrUnsupported, "the BMC refuses BootSourceOverrideMode and is in "+
+				sys.Boot.Mode+" mode; "+want+" was asked for", nil)
+		}
+		listed := func(al []string, v string) bool { return len(al) == 0 || slices.Contains(al, v) }
+		if want != "" && !q.noBootMode && sys.Boot.Mode != "" && sys.Boot.Mode != want && !listed(sys.Boot.AllowedTargets, target) {
+			d.log.Info("redfish: switching the boot mode before choosing a target it lists",
+				"addr", d.endpoint, "mode", want, "target", target)
+			_, err := d.patch(c, d.sysPath, etag, map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": want}})
+			if isStatus(err, 400) && mentions(err, "BootSourceOverrideMode") {
+				d.learn("BootSourceOverrideMode refused", func(l *learned) { l.noBootMode = true })
+				e := d.classify("set-boot", err).(*bmc.OpError)
+				e.Kind = bmc.ErrUnsupported
+				e.Message = "the BMC refuses BootSourceOverrideMode and is in " + sys.Boot.Mode + " mode; " +
+					want + " was asked for: " + e.Message
+				return e
+			}
+			if err != nil {
+				return err
+			}
+			if etag, err = getRaw(c, d.sysPath, &sys); err != nil {
+				return err
+			}
+			if sys.Boot.Mode != want {
+				return d.opErr("set-boot", bmc.ErrRefused, "the BMC accepted BootSourceOverrideMode "+want+
+					" but kept "+sys.Boot.Mode, nil)
+			}
+		}
+		if !listed(sys.Boot.AllowedTargets, target) {
+			return d.opErr("set-boot", bmc.ErrUnsupported, "the BMC does not offer boot target "+target, nil)
+		}
+		if !listed(sys.Boot.AllowedEnabled, enabled) || (enabled == "Continuous" && q.noContinuous) {
+			return d.opErr("set-boot", bmc.ErrUnsupported, "the BMC does not offer BootSourceOverrideEnabled "+enabled, nil)
+		}
+		mode := want
+		if mode == "" {
+			mode = sys.Boot.Mode
+		}
+		if mode == "" && q.needsBootMode {
 			mode = "UEFI"
+		}
+		if q.noBootMode {
+			mode = ""
 		}
 		body := func(mode string) map[string]any {
 			boot := map[string]any{"BootSourceOverrideTarget": target, "BootSourceOverrideEnabled": enabled}
@@ -79,23 +126,65 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 			}
 			return map[string]any{"Boot": boot}
 		}
-		err = d.patch(c, d.sysPath, etag, body(mode))
+		ans, err := d.patch(c, d.sysPath, etag, body(mode))
 		switch {
 		case err == nil:
-			return nil
 		case isStatus(err, 400) && enabled == "Continuous" && mentions(err, "Continuous"):
+			d.learn("Continuous boot override refused", func(l *learned) { l.noContinuous = true })
 			e := d.classify("set-boot", err).(*bmc.OpError)
 			e.Kind = bmc.ErrUnsupported
 			e.Message = "the BMC refuses a persistent boot override (set it once before each boot): " + e.Message
 			return e
 		case isStatus(err, 400) && mode != "" && mentions(err, "BootSourceOverrideMode"):
-			d.log.Info("redfish: BMC rejected BootSourceOverrideMode, sending Target and Enabled only",
-				"addr", d.endpoint, "mode", mode)
-			return d.patch(c, d.sysPath, etag, body(""))
+			d.learn("BootSourceOverrideMode refused", func(l *learned) { l.noBootMode = true })
+			if want != "" && sys.Boot.Mode != "" && sys.Boot.Mode != want {
+				e := d.classify("set-boot", err).(*bmc.OpError)
+				e.Kind = bmc.ErrUnsupported
+				e.Message = "the BMC refuses BootSourceOverrideMode and is in " + sys.Boot.Mode + " mode; " +
+					want + " was asked for: " + e.Message
+				return e
+			}
+			ans, err = d.patch(c, d.sysPath, etag, body(""))
 		case isStatus(err, 400) && mode == "" && mentions(err, "BootSourceOverrideMode"):
-			d.log.Info("redfish: BMC requires BootSourceOverrideMode, sending UEFI", "addr", d.endpoint)
-			return d.patch(c, d.sysPath, etag, body("UEFI"))
+			d.learn("BootSourceOverrideMode required", func(l *learned) { l.needsBootMode = true })
+			ans, err = d.patch(c, d.sysPath, etag, body("UEFI"))
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return d.checkBoot(c, target, enabled, want, ans)
 	})
+}
+
+// checkBoot reads the override back and names what the BMC kept that was not asked for.
+func (d *Driver) checkBoot(c *gofish.APIClient, target, enabled, mode string, ans answer) error {
+	var after systemBoot
+	if _, err := getRaw(c, d.sysPath, &after); err != nil {
+		return err
+	}
+	var kept []string
+	if after.Boot.Enabled != enabled {
+		kept = append(kept, "BootSourceOverrideEnabled "+orNone(after.Boot.Enabled)+" (asked "+enabled+")")
+	}
+	if enabled != "Disabled" && after.Boot.Target != target {
+		kept = append(kept, "BootSourceOverrideTarget "+orNone(after.Boot.Target)+" (asked "+target+")")
+	}
+	if mode != "" && after.Boot.Mode != "" && after.Boot.Mode != mode { // a BMC that reports no mode cannot be checked
+		kept = append(kept, "BootSourceOverrideMode "+orNone(after.Boot.Mode)+" (asked "+mode+")")
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	msg := "the BMC accepted the boot override but kept " + strings.Join(kept, ", ")
+	if len(ans.notes) > 0 {
+		msg += "; it said: " + strings.Join(ans.notes, "; ")
+	}
+	return d.opErr("set-boot", bmc.ErrRefused, msg, nil)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }

@@ -32,8 +32,12 @@ func terminal(state string) bool {
 
 // UpdateFirmware implements bmc.FirmwareUpdater with UpdateService.SimpleUpdate and
 // follows the task the BMC starts until it ends, polling every PollInterval (or the
-// BMC's shorter Retry-After) for at most TaskTimeout. A task that ends in any state but
-// Completed is ErrRefused with the task's messages.
+// BMC's shorter Retry-After) for at most TaskTimeout. The task is found where DSP0266
+// puts it: a 202's Location (a task monitor), or a 204's or 200's Location or Task body
+// (sushy-emulator answers 204 with the task's Location). A task that ends in any state but
+// Completed is ErrRefused with the task's messages. A BMC whose UpdateService lists no
+// SimpleUpdate action (OpenBMC, which takes pushed images only) is ErrUnsupported,
+// nothing sent.
 func (d *Driver) UpdateFirmware(ctx context.Context, up bmc.FirmwareUpdate) (bmc.FirmwareResult, error) {
 	u, err := url.Parse(up.URL)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
@@ -42,24 +46,55 @@ func (d *Driver) UpdateFirmware(ctx context.Context, up bmc.FirmwareUpdate) (bmc
 	var res bmc.FirmwareResult
 	var monitor *schemas.TaskMonitorInfo
 	err = d.do(ctx, "firmware-update", func(c *gofish.APIClient) error {
-		us, err := c.Service.UpdateService()
+		var root struct{ UpdateService odataID }
+		if _, err := getRaw(c, "/redfish/v1/", &root); err != nil {
+			return err
+		}
+		if root.UpdateService.ID == "" {
+			return d.opErr("firmware-update", bmc.ErrUnsupported, "the BMC has no UpdateService", nil)
+		}
+		var us struct {
+			Actions struct {
+				SimpleUpdate *struct {
+					Target string `json:"target"`
+				} `json:"#UpdateService.SimpleUpdate"`
+			}
+		}
+		etag, err := getRaw(c, root.UpdateService.ID, &us)
 		if err != nil {
 			return err
 		}
-		if us == nil {
-			return d.opErr("firmware-update", bmc.ErrUnsupported, "the BMC has no UpdateService", nil)
+		if us.Actions.SimpleUpdate == nil || us.Actions.SimpleUpdate.Target == "" {
+			return d.opErr("firmware-update", bmc.ErrUnsupported, "the BMC's UpdateService offers no SimpleUpdate action", nil)
 		}
-		monitor, err = us.SimpleUpdate(&schemas.UpdateServiceSimpleUpdateParameters{
-			ImageURI:         up.URL,
-			Targets:          up.Targets,
-			TransferProtocol: schemas.TransferProtocolType(strings.ToUpper(u.Scheme)),
-		})
-		return err
+		body := map[string]any{"ImageURI": up.URL, "TransferProtocol": strings.ToUpper(u.Scheme)}
+		if len(up.Targets) > 0 {
+			body["Targets"] = up.Targets
+		}
+		ans, err := d.action(c, us.Actions.SimpleUpdate.Target, etag, body)
+		if err != nil {
+			return err
+		}
+		var task taskBody
+		if len(ans.body) > 0 {
+			_ = json.Unmarshal(ans.body, &task)
+		}
+		switch {
+		case ans.location != "": // 202: a task monitor; 200 or 204: the task itself
+			monitor = &schemas.TaskMonitorInfo{TaskMonitor: ans.location}
+		case task.ODataID != "" && task.TaskState != "":
+			monitor = &schemas.TaskMonitorInfo{TaskMonitor: task.ODataID}
+		}
+		if monitor != nil && task.ODataID != "" {
+			monitor.Task = &schemas.Task{}
+			monitor.Task.ID, monitor.Task.ODataID = task.ID, task.ODataID
+		}
+		return nil
 	})
 	if err != nil {
 		return res, err
 	}
-	if monitor == nil || (monitor.TaskMonitor == "" && monitor.Task == nil) {
+	if monitor == nil {
 		return bmc.FirmwareResult{State: "Completed"}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.TaskTimeout)
@@ -70,8 +105,10 @@ func (d *Driver) UpdateFirmware(ctx context.Context, up bmc.FirmwareUpdate) (bmc
 func (d *Driver) followTask(ctx context.Context, m *schemas.TaskMonitorInfo) (bmc.FirmwareResult, error) {
 	var res bmc.FirmwareResult
 	poll := m.TaskMonitor
+	taskPath := ""
 	if m.Task != nil {
 		res.Task = m.Task.ID
+		taskPath = m.Task.ODataID
 		if poll == "" {
 			poll = m.Task.ODataID
 		}
@@ -110,8 +147,16 @@ func (d *Driver) followTask(ctx context.Context, m *schemas.TaskMonitorInfo) (bm
 			}
 			return nil
 		})
+		if isStatus(err, http.StatusNotFound) && taskPath != "" && poll != taskPath && validPath(taskPath) {
+			// DSP0266: a monitor may vanish once its task is done; the task resource stays.
+			poll = taskPath
+			continue
+		}
 		if err != nil {
 			return res, err
+		}
+		if t.ODataID != "" && validPath(t.ODataID) {
+			taskPath = t.ODataID
 		}
 		if t.ID != "" {
 			res.Task = t.ID

@@ -2,9 +2,11 @@ package redfish
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/hwid"
@@ -64,6 +66,8 @@ type ipAddr struct {
 
 type ethernetInterface struct {
 	ID                    string `json:"Id"`
+	Name                  string
+	Description           string
 	EthernetInterfaceType string
 	MACAddress            string
 	PermanentMACAddress   string
@@ -115,134 +119,244 @@ func mac(e ethernetInterface) (hwid.MAC, bool) {
 	return hwid.MAC{}, false
 }
 
+// placeholders are what BMCs put in SMBIOS strings nobody filled in.
+var placeholders = []string{
+	"to be filled by o.e.m.", "default string", "not specified", "not available", "not applicable",
+	"system serial number", "system product name", "system manufacturer", "0123456789", "none", "n/a",
+	"unknown", "invalid", "empty", "0", "00000000", "123456789", "xxxxxxxx",
+}
+
+// clean trims a BMC string of padding and drops placeholders.
+func clean(s string) string {
+	s = strings.TrimSpace(strings.Trim(s, "\x00"))
+	if slices.Contains(placeholders, strings.ToLower(s)) || strings.Trim(s, ".-_ ") == "" {
+		return ""
+	}
+	return s
+}
+
+// knownUUID reports whether u is a real system UUID: not all zeros and not all ones,
+// the values firmware leaves when none was programmed.
+func knownUUID(u hwid.UUID) bool {
+	allZero, allFF := true, true
+	for _, b := range u {
+		allZero = allZero && b == 0
+		allFF = allFF && b == 0xff
+	}
+	return !allZero && !allFF
+}
+
+// inspection collects what an inspection read and which parts failed.
+type inspection struct {
+	d     *Driver
+	c     *gofish.APIClient
+	b     *budget
+	inv   bmc.Inventory
+	seen  map[hwid.MAC]bool
+	parts []bmc.PartError
+}
+
+func (in *inspection) fail(part string, err error) {
+	in.parts = append(in.parts, bmc.PartError{Part: part, Err: in.d.classify("inspect", err)})
+}
+
 // Inspect implements bmc.Inspector. NICs are the system's physical EthernetInterfaces
 // (virtual ones, such as VLANs, and the Redfish host interface to the BMC are left out)
-// and the Ethernet functions of the chassis' NetworkAdapters, one entry per MAC.
+// and the Ethernet functions of the chassis' NetworkAdapters (InfiniBand, Fibre Channel and
+// untyped functions without an Ethernet capability are not PXE NICs), one entry per MAC.
+// Strings are trimmed and SMBIOS placeholders dropped; an all-zero UUID is no UUID. BMC
+// addresses are de-duplicated, without the USB and host-interface links to the host.
+//
+// Only the ComputerSystem is essential: when another part fails (a manager, a NIC, a
+// chassis), the inventory holds what was read and the error is a *bmc.PartialError
+// naming each failed part. NICsKnown is false when the system lists no interfaces at all
+// or its interface collection could not be read.
 func (d *Driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
-	var inv bmc.Inventory
+	var in *inspection
 	err := d.do(ctx, "inspect", func(c *gofish.APIClient) error {
-		inv = bmc.Inventory{NICsKnown: true}
-		b := newBudget()
+		in = &inspection{d: d, c: c, b: newBudget(), seen: map[hwid.MAC]bool{}}
 		var sys rfSystem
-		if _, err := b.get(c, d.sysPath, &sys); err != nil {
+		if _, err := in.b.get(c, d.sysPath, &sys); err != nil {
 			return err
 		}
-		if u, err := hwid.ParseUUID(sys.UUID); err == nil {
-			inv.UUID, inv.UUIDRaw, inv.HasUUID = u, u, true
+		if u, err := hwid.ParseUUID(strings.TrimSpace(sys.UUID)); err == nil && knownUUID(u) {
+			in.inv.UUID, in.inv.UUIDRaw, in.inv.HasUUID = u, u, true
 		}
-		inv.Manufacturer, inv.Model, inv.Serial = sys.Manufacturer, sys.Model, sys.SerialNumber
+		in.inv.Manufacturer, in.inv.Model, in.inv.Serial = clean(sys.Manufacturer), clean(sys.Model), clean(sys.SerialNumber)
 
-		seen := map[hwid.MAC]bool{}
-		ids, err := b.members(c, sys.EthernetInterfaces.ID)
-		if err != nil && !isStatus(err, 404) {
-			return err
+		in.inv.NICsKnown = sys.EthernetInterfaces.ID != ""
+		ids, err := in.b.members(c, sys.EthernetInterfaces.ID)
+		if err != nil {
+			in.inv.NICsKnown = false
+			in.fail("nics "+sys.EthernetInterfaces.ID, err)
 		}
 		for _, id := range ids {
 			var e ethernetInterface
-			if _, err := b.get(c, id, &e); err != nil {
-				return err
+			if _, err := in.b.get(c, id, &e); err != nil {
+				in.fail("nic "+id, err)
+				continue
 			}
 			if e.Links.HostInterface != nil {
 				continue // the host's side of the link to the BMC, not a boot NIC
 			}
 			a := addrs(e)
-			inv.HostAddrs = append(inv.HostAddrs, a...)
+			in.inv.HostAddrs = appendNew(in.inv.HostAddrs, a...)
 			m, ok := mac(e)
-			if !ok || e.EthernetInterfaceType == "Virtual" || seen[m] {
+			if !ok || e.EthernetInterfaceType == "Virtual" || in.seen[m] {
 				continue
 			}
-			seen[m] = true
-			inv.NICs = append(inv.NICs, bmc.NIC{MAC: m, Name: e.ID, Source: "EthernetInterfaces", Addrs: a})
+			in.seen[m] = true
+			in.inv.NICs = append(in.inv.NICs, bmc.NIC{MAC: m, Name: e.ID, Source: "EthernetInterfaces", Addrs: a})
 		}
+		adapters := false
 		for i, ch := range sys.Links.Chassis {
 			if i >= maxChassis {
 				break
 			}
-			if err := d.adapterNICs(c, b, ch.ID, seen, &inv); err != nil {
-				return err
+			if in.adapterNICs(ch.ID) {
+				adapters = true
 			}
 		}
-		if len(sys.Links.ManagedBy) > 0 {
-			if err := d.bmcAddrs(c, b, sys.Links.ManagedBy[0].ID, &inv); err != nil {
-				return err
+		if adapters && !in.inv.NICsKnown && sys.EthernetInterfaces.ID == "" {
+			in.inv.NICsKnown = true // the adapters list the NICs
+		}
+		for i, m := range sys.Links.ManagedBy {
+			if i >= 1 {
+				break
 			}
+			in.bmcAddrs(m.ID)
 		}
 		return nil
 	})
-	return inv, err
+	if err != nil {
+		return bmc.Inventory{}, err
+	}
+	if len(in.parts) > 0 {
+		return in.inv, &bmc.PartialError{Driver: Name, Op: "inspect", Addr: d.target.Address, Parts: in.parts}
+	}
+	return in.inv, nil
 }
 
-func (d *Driver) adapterNICs(c *gofish.APIClient, b *budget, chassis string, seen map[hwid.MAC]bool, inv *bmc.Inventory) error {
+func appendNew(dst []netip.Addr, add ...netip.Addr) []netip.Addr {
+	for _, a := range add {
+		if !slices.Contains(dst, a) {
+			dst = append(dst, a)
+		}
+	}
+	return dst
+}
+
+// adapterNICs adds the Ethernet functions of a chassis' NetworkAdapters and reports
+// whether the chassis lists adapters at all.
+func (in *inspection) adapterNICs(chassis string) bool {
+	c, b := in.c, in.b
 	var ch struct{ NetworkAdapters odataID }
 	if _, err := b.get(c, chassis, &ch); err != nil {
-		if isStatus(err, 404) {
-			return nil
-		}
-		return err
+		in.fail("chassis "+chassis, err)
+		return false
+	}
+	if ch.NetworkAdapters.ID == "" {
+		return false
 	}
 	adapters, err := b.members(c, ch.NetworkAdapters.ID)
 	if err != nil {
-		if isStatus(err, 404) {
-			return nil
+		if !isStatus(err, 404) {
+			in.fail("network-adapters "+ch.NetworkAdapters.ID, err)
 		}
-		return err
+		return false
 	}
 	for _, na := range adapters {
 		var a struct{ NetworkDeviceFunctions odataID }
 		if _, err := b.get(c, na, &a); err != nil {
-			return err
+			in.fail("network-adapter "+na, err)
+			continue
 		}
 		fns, err := b.members(c, a.NetworkDeviceFunctions.ID)
-		if err != nil && !isStatus(err, 404) {
-			return err
+		if err != nil {
+			if !isStatus(err, 404) {
+				in.fail("network-functions "+a.NetworkDeviceFunctions.ID, err)
+			}
+			continue
 		}
 		for _, fn := range fns {
 			var f struct {
-				ID             string `json:"Id"`
-				NetDevFuncType string
-				Ethernet       struct{ MACAddress, PermanentMACAddress string }
+				ID                     string `json:"Id"`
+				NetDevFuncType         string
+				NetDevFuncCapabilities []string
+				Ethernet               *struct{ MACAddress, PermanentMACAddress string }
+				InfiniBand             *json.RawMessage
 			}
 			if _, err := b.get(c, fn, &f); err != nil {
-				return err
+				in.fail("network-function "+fn, err)
+				continue
 			}
-			if f.NetDevFuncType != "" && f.NetDevFuncType != "Ethernet" {
+			ethernet := f.NetDevFuncType == "Ethernet" ||
+				(f.NetDevFuncType == "" && slices.Contains(f.NetDevFuncCapabilities, "Ethernet") && f.InfiniBand == nil)
+			if !ethernet || f.Ethernet == nil {
 				continue
 			}
 			m, ok := mac(ethernetInterface{MACAddress: f.Ethernet.MACAddress, PermanentMACAddress: f.Ethernet.PermanentMACAddress})
-			if !ok || seen[m] {
+			if !ok || in.seen[m] {
 				continue
 			}
-			seen[m] = true
-			inv.NICs = append(inv.NICs, bmc.NIC{MAC: m, Name: f.ID, Source: "NetworkAdapters"})
+			in.seen[m] = true
+			in.inv.NICs = append(in.inv.NICs, bmc.NIC{MAC: m, Name: f.ID, Source: "NetworkAdapters"})
 		}
 	}
-	return nil
+	return len(adapters) > 0
 }
 
-func (d *Driver) bmcAddrs(c *gofish.APIClient, b *budget, manager string, inv *bmc.Inventory) error {
-	var mgr struct{ EthernetInterfaces odataID }
+// hostLink reports whether a manager interface is a link to the host rather than the
+// management network: a Redfish host interface, or a USB gadget NIC (OpenBMC's usb0).
+func hostLink(e ethernetInterface, hostIfaces []string, p string) bool {
+	if e.Links.HostInterface != nil || slices.Contains(hostIfaces, p) {
+		return true
+	}
+	id := strings.ToLower(e.ID + " " + e.Name + " " + e.Description)
+	return strings.Contains(id, "usb") || strings.Contains(id, "host interface")
+}
+
+func (in *inspection) bmcAddrs(manager string) {
+	c, b := in.c, in.b
+	var mgr struct {
+		EthernetInterfaces odataID
+		HostInterfaces     odataID
+	}
 	if _, err := b.get(c, manager, &mgr); err != nil {
-		return err
+		in.fail("manager "+manager, err)
+		return
+	}
+	// The manager side of each host interface is named by the host interface itself.
+	var hostIfaces []string
+	if his, err := b.members(c, mgr.HostInterfaces.ID); err == nil {
+		for _, hi := range his {
+			var h struct {
+				ManagerEthernetInterface odataID
+			}
+			if _, err := b.get(c, hi, &h); err == nil && h.ManagerEthernetInterface.ID != "" {
+				hostIfaces = append(hostIfaces, h.ManagerEthernetInterface.ID)
+			}
+		}
 	}
 	ids, err := b.members(c, mgr.EthernetInterfaces.ID)
 	if err != nil {
-		if isStatus(err, 404) {
-			return nil
+		if !isStatus(err, 404) {
+			in.fail("manager-interfaces "+mgr.EthernetInterfaces.ID, err)
 		}
-		return err
+		return
 	}
 	for _, id := range ids {
 		var e ethernetInterface
 		if _, err := b.get(c, id, &e); err != nil {
-			return err
-		}
-		if e.Links.HostInterface != nil || (e.InterfaceEnabled != nil && !*e.InterfaceEnabled) {
+			in.fail("manager-interface "+id, err)
 			continue
 		}
-		if m, ok := mac(e); ok && inv.BMCMAC.IsZero() {
-			inv.BMCMAC = m
+		if hostLink(e, hostIfaces, id) || (e.InterfaceEnabled != nil && !*e.InterfaceEnabled) {
+			continue
 		}
-		inv.BMCAddrs = append(inv.BMCAddrs, addrs(e)...)
+		if m, ok := mac(e); ok && in.inv.BMCMAC.IsZero() {
+			in.inv.BMCMAC = m
+		}
+		in.inv.BMCAddrs = appendNew(in.inv.BMCAddrs, addrs(e)...)
 	}
-	return nil
 }

@@ -8,19 +8,37 @@ import (
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/stmcginnis/gofish"
-	"github.com/stmcginnis/gofish/schemas"
 )
 
+// rfMedia is the part of a VirtualMedia resource the driver reads.
+type rfMedia struct {
+	ID         string `json:"Id"`
+	ODataID    string `json:"@odata.id"`
+	MediaTypes []string
+	Image      string
+	Inserted   *bool
+	Actions    struct {
+		Insert *struct {
+			Target string `json:"target"`
+		} `json:"#VirtualMedia.InsertMedia"`
+		Eject *struct {
+			Target string `json:"target"`
+		} `json:"#VirtualMedia.EjectMedia"`
+	}
+}
+
+func (m rfMedia) inserted() bool { return m.Inserted != nil && *m.Inserted && m.Image != "" }
+
 // cdDrive finds the first virtual media device that takes a CD or DVD: the system's, or
-// else the first manager's (where some BMCs keep them).
-func (d *Driver) cdDrive(c *gofish.APIClient) (*schemas.VirtualMedia, error) {
+// else the first manager's (where some BMCs keep them). It returns the drive and its ETag.
+func (d *Driver) cdDrive(c *gofish.APIClient) (rfMedia, string, error) {
 	b := newBudget()
 	var sys struct {
 		VirtualMedia odataID
 		Links        struct{ ManagedBy []odataID }
 	}
 	if _, err := b.get(c, d.sysPath, &sys); err != nil {
-		return nil, err
+		return rfMedia{}, "", err
 	}
 	colls := []string{sys.VirtualMedia.ID}
 	if len(sys.Links.ManagedBy) > 0 {
@@ -35,68 +53,127 @@ func (d *Driver) cdDrive(c *gofish.APIClient) (*schemas.VirtualMedia, error) {
 			if isStatus(err, 404) {
 				continue
 			}
-			return nil, err
+			return rfMedia{}, "", err
 		}
 		for _, id := range ids {
-			var vm struct{ MediaTypes []string }
-			if _, err := b.get(c, id, &vm); err != nil {
-				return nil, err
+			var vm rfMedia
+			etag, err := b.get(c, id, &vm)
+			if err != nil {
+				return rfMedia{}, "", err
 			}
 			if slices.Contains(vm.MediaTypes, "CD") || slices.Contains(vm.MediaTypes, "DVD") {
-				return schemas.GetVirtualMedia(c, id)
+				if vm.ODataID == "" {
+					vm.ODataID = id
+				}
+				return vm, etag, nil
 			}
 		}
 	}
-	return nil, d.opErr("virtual-media", bmc.ErrUnsupported, "the BMC lists no virtual CD/DVD drive", nil)
+	return rfMedia{}, "", d.opErr("virtual-media", bmc.ErrUnsupported, "the BMC lists no virtual CD/DVD drive", nil)
 }
 
-func inserted(vm *schemas.VirtualMedia) bool {
-	return vm.Inserted != nil && *vm.Inserted && vm.Image != ""
+// readDrive reads the drive at p again.
+func (d *Driver) readDrive(c *gofish.APIClient, p string) (rfMedia, string, error) {
+	var vm rfMedia
+	etag, err := getRaw(c, p, &vm)
+	if vm.ODataID == "" {
+		vm.ODataID = p
+	}
+	return vm, etag, err
+}
+
+// insert attaches image by the InsertMedia action, or by a PATCH where the drive has no
+// action (learned for the BMC the first time).
+func (d *Driver) insert(c *gofish.APIClient, vm rfMedia, etag, image, proto string) error {
+	if vm.Actions.Insert == nil || d.knows().mediaByPatch {
+		if !d.knows().mediaByPatch {
+			d.learn("no VirtualMedia actions: patching the resource", func(l *learned) { l.mediaByPatch = true })
+		}
+		_, err := d.patch(c, vm.ODataID, etag, map[string]any{"Image": image, "Inserted": true,
+			"WriteProtected": true, "TransferProtocolType": proto})
+		return err
+	}
+	_, err := d.action(c, vm.Actions.Insert.Target, etag, map[string]any{"Image": image, "Inserted": true,
+		"WriteProtected": true, "TransferProtocolType": proto})
+	return err
+}
+
+func (d *Driver) eject(c *gofish.APIClient, vm rfMedia, etag string) error {
+	if vm.Actions.Eject == nil || d.knows().mediaByPatch {
+		if !d.knows().mediaByPatch {
+			d.learn("no VirtualMedia actions: patching the resource", func(l *learned) { l.mediaByPatch = true })
+		}
+		_, err := d.patch(c, vm.ODataID, etag, map[string]any{"Image": nil, "Inserted": false})
+		return err
+	}
+	_, err := d.action(c, vm.Actions.Eject.Target, etag, map[string]any{})
+	return err
 }
 
 // InsertMedia implements bmc.VirtualMediaController with the InsertMedia action, or a
 // PATCH of the VirtualMedia resource where the BMC offers no action. The drive is read
-// back afterwards: an insert the BMC accepted but did not carry out is ErrRefused.
+// back afterwards: an insert the BMC accepted but did not carry out is ErrRefused. After
+// an insert the BMC failed, the drive is read back too, and when it claims the image
+// anyway (sushy-emulator records it before it fails) it is ejected, so that no later
+// call mistakes it for inserted; an image that failed once on this Open is inserted
+// afresh even when the drive shows it.
 func (d *Driver) InsertMedia(ctx context.Context, image string) error {
 	u, err := url.Parse(image)
 	if err != nil || u.Host == "" || !slices.Contains([]string{"http", "https", "nfs", "cifs", "smb"}, strings.ToLower(u.Scheme)) {
 		return d.opErr("insert-media", bmc.ErrInvalid, "the image must be an http, https, nfs or cifs URL", nil)
 	}
+	proto := strings.ToUpper(u.Scheme)
+	if proto == "SMB" {
+		proto = "CIFS"
+	}
 	return d.do(ctx, "insert-media", func(c *gofish.APIClient) error {
-		vm, err := d.cdDrive(c)
+		vm, etag, err := d.cdDrive(c)
 		if err != nil {
 			return err
 		}
-		if inserted(vm) {
-			if vm.Image == image {
+		suspect := d.suspect(image, false)
+		if vm.inserted() {
+			if vm.Image == image && !suspect {
 				return nil
 			}
-			if _, err := vm.EjectMedia(); err != nil {
+			if err := d.eject(c, vm, etag); err != nil {
 				return err
 			}
-			if vm, err = schemas.GetVirtualMedia(c, vm.ODataID); err != nil {
+			if vm, etag, err = d.readDrive(c, vm.ODataID); err != nil {
 				return err
 			}
+			if vm.inserted() {
+				return d.opErr("insert-media", bmc.ErrRefused, "the BMC accepted the eject but the drive still shows "+
+					quoteImage(vm.Image), nil)
+			}
 		}
-		proto := schemas.TransferProtocolType(strings.ToUpper(u.Scheme))
-		if proto == "SMB" {
-			proto = "CIFS"
+		if ierr := d.insert(c, vm, etag, image, proto); ierr != nil {
+			d.learn("insert failed: the drive is not trusted for this image", func(l *learned) {
+				if l.suspectImages == nil {
+					l.suspectImages = map[string]bool{}
+				}
+				l.suspectImages[image] = true
+			})
+			after, aetag, rerr := d.readDrive(c, vm.ODataID)
+			e := d.classify("insert-media", ierr).(*bmc.OpError)
+			if rerr == nil && after.inserted() {
+				if d.eject(c, after, aetag) == nil {
+					e.Message += "; the drive claimed " + quoteImage(after.Image) + " anyway and was ejected"
+				} else {
+					e.Message += "; the drive claims " + quoteImage(after.Image) + " anyway"
+				}
+			}
+			return e
 		}
-		yes := true
-		params := &schemas.VirtualMediaInsertMediaParameters{Image: image, Inserted: &yes, WriteProtected: &yes,
-			TransferProtocolType: &proto}
-		if !vm.SupportsMediaInsert {
-			d.log.Info("redfish: no InsertMedia action, patching the VirtualMedia resource", "addr", d.endpoint, "drive", vm.ID)
-		}
-		if _, err := vm.InsertMedia(params); err != nil {
-			return err
-		}
-		after, err := schemas.GetVirtualMedia(c, vm.ODataID)
+		after, _, err := d.readDrive(c, vm.ODataID)
 		if err != nil {
 			return err
 		}
-		if !inserted(after) || after.Image != image {
+		if !after.inserted() || after.Image != image {
 			return d.opErr("insert-media", bmc.ErrRefused, "the BMC accepted the insert but the drive shows "+quoteImage(after.Image), nil)
+		}
+		if suspect {
+			d.suspect(image, true)
 		}
 		return nil
 	})
@@ -112,20 +189,27 @@ func quoteImage(s string) string {
 	return `"` + s + `"`
 }
 
-// EjectMedia implements bmc.VirtualMediaController.
+// EjectMedia implements bmc.VirtualMediaController, and reads the drive back: a drive
+// still showing an image is ErrRefused.
 func (d *Driver) EjectMedia(ctx context.Context) error {
 	return d.do(ctx, "eject-media", func(c *gofish.APIClient) error {
-		vm, err := d.cdDrive(c)
+		vm, etag, err := d.cdDrive(c)
 		if err != nil {
 			return err
 		}
-		if !inserted(vm) {
+		if !vm.inserted() {
 			return nil
 		}
-		if !vm.SupportsMediaEject {
-			d.log.Info("redfish: no EjectMedia action, patching the VirtualMedia resource", "addr", d.endpoint, "drive", vm.ID)
+		if err := d.eject(c, vm, etag); err != nil {
+			return err
 		}
-		_, err = vm.EjectMedia()
-		return err
+		after, _, err := d.readDrive(c, vm.ODataID)
+		if err != nil {
+			return err
+		}
+		if after.inserted() {
+			return d.opErr("eject-media", bmc.ErrRefused, "the BMC accepted the eject but the drive still shows "+quoteImage(after.Image), nil)
+		}
+		return nil
 	})
 }

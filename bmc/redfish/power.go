@@ -7,18 +7,25 @@ import (
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/stmcginnis/gofish"
-	"github.com/stmcginnis/gofish/schemas"
 )
 
-func (d *Driver) system(c *gofish.APIClient) (*schemas.ComputerSystem, error) {
-	return schemas.GetComputerSystem(c, d.sysPath)
+// rfPower is the part of a ComputerSystem a power operation reads.
+type rfPower struct {
+	PowerState string
+	Actions    struct {
+		Reset *struct {
+			Target     string   `json:"target"`
+			Allowed    []string `json:"ResetType@Redfish.AllowableValues"`
+			ActionInfo string   `json:"@Redfish.ActionInfo"`
+		} `json:"#ComputerSystem.Reset"`
+	}
 }
 
-func powerState(s schemas.PowerState) bmc.PowerState {
+func powerState(s string) bmc.PowerState {
 	switch s {
-	case schemas.OnPowerState:
+	case "On":
 		return bmc.PowerOn
-	case schemas.OffPowerState:
+	case "Off":
 		return bmc.PowerOff
 	}
 	return bmc.PowerUnknown
@@ -28,8 +35,8 @@ func powerState(s schemas.PowerState) bmc.PowerState {
 func (d *Driver) PowerState(ctx context.Context) (bmc.PowerState, error) {
 	st := bmc.PowerUnknown
 	err := d.do(ctx, "power-state", func(c *gofish.APIClient) error {
-		sys, err := d.system(c)
-		if err != nil {
+		var sys rfPower
+		if _, err := getRaw(c, d.sysPath, &sys); err != nil {
 			return err
 		}
 		st = powerState(sys.PowerState)
@@ -38,26 +45,59 @@ func (d *Driver) PowerState(ctx context.Context) (bmc.PowerState, error) {
 	return st, err
 }
 
-// resetChoices lists the ResetType values that carry out an action, best first.
-var resetChoices = map[bmc.PowerAction][]schemas.ResetType{
-	bmc.PowerActionOn:       {schemas.OnResetType, schemas.ForceOnResetType},
-	bmc.PowerActionOff:      {schemas.GracefulShutdownResetType},
-	bmc.PowerActionForceOff: {schemas.ForceOffResetType},
-	bmc.PowerActionReset:    {schemas.ForceRestartResetType, schemas.PowerCycleResetType},
-	bmc.PowerActionCycle:    {schemas.PowerCycleResetType},
+// resetChoices lists the ResetType values that carry out an action, best first. A
+// graceful off is PushPowerButton where the BMC offers no GracefulShutdown (some iLO 5
+// firmware): pressed while the machine is on, it asks the OS to shut down.
+var resetChoices = map[bmc.PowerAction][]string{
+	bmc.PowerActionOn:       {"On", "ForceOn"},
+	bmc.PowerActionOff:      {"GracefulShutdown", "PushPowerButton"},
+	bmc.PowerActionForceOff: {"ForceOff"},
+	bmc.PowerActionReset:    {"ForceRestart", "PowerCycle"},
+	bmc.PowerActionCycle:    {"PowerCycle"},
+}
+
+// allowedResets returns the ResetType values the BMC lists, from the action's annotation
+// or its ActionInfo; nil when it lists none (then the standard values are assumed).
+func (d *Driver) allowedResets(c *gofish.APIClient, sys rfPower) []string {
+	r := sys.Actions.Reset
+	if len(r.Allowed) > 0 || r.ActionInfo == "" {
+		return r.Allowed
+	}
+	var info struct {
+		Parameters []struct {
+			Name            string
+			AllowableValues []string
+		}
+	}
+	if _, err := getRaw(c, r.ActionInfo, &info); err != nil {
+		return nil
+	}
+	for _, p := range info.Parameters {
+		if p.Name == "ResetType" {
+			return p.AllowableValues
+		}
+	}
+	return nil
 }
 
 // SetPower implements bmc.PowerController. Asking for the state the machine is already
 // in (on when on, off when off) sends nothing. A cycle of a machine that is off powers it
-// on. Where the BMC offers no PowerCycle, a cycle is ForceOff then On.
+// on. Where the BMC offers no PowerCycle, a cycle is ForceOff then On. After the BMC
+// accepts, the power state is read back every PollInterval until it is the one asked for
+// (on after on, cycle and reset; off after off and force-off), for at most PowerTimeout:
+// a machine that does not get there is ErrTimeout, saying what it reports.
 func (d *Driver) SetPower(ctx context.Context, a bmc.PowerAction) error {
 	if !a.Valid() {
 		return d.opErr("power", bmc.ErrInvalid, "unknown power action "+string(a), nil)
 	}
 	return d.do(ctx, "power", func(c *gofish.APIClient) error {
-		sys, err := d.system(c)
+		var sys rfPower
+		etag, err := getRaw(c, d.sysPath, &sys)
 		if err != nil {
 			return err
+		}
+		if sys.Actions.Reset == nil {
+			return d.opErr("power", bmc.ErrUnsupported, "the system has no ComputerSystem.Reset action", nil)
 		}
 		st := powerState(sys.PowerState)
 		switch {
@@ -67,11 +107,8 @@ func (d *Driver) SetPower(ctx context.Context, a bmc.PowerAction) error {
 		case a == bmc.PowerActionCycle && st == bmc.PowerOff:
 			a = bmc.PowerActionOn
 		}
-		allowed, err := sys.GetSupportedResetTypes()
-		if err != nil {
-			allowed = nil // no ActionInfo: assume the standard values
-		}
-		pick := func(a bmc.PowerAction) (schemas.ResetType, bool) {
+		allowed := d.allowedResets(c, sys)
+		pick := func(a bmc.PowerAction) (string, bool) {
 			for _, rt := range resetChoices[a] {
 				if len(allowed) == 0 || slices.Contains(allowed, rt) {
 					return rt, true
@@ -79,53 +116,78 @@ func (d *Driver) SetPower(ctx context.Context, a bmc.PowerAction) error {
 			}
 			return "", false
 		}
+		reset := func(rt, etag string) error {
+			_, err := d.action(c, sys.Actions.Reset.Target, etag, map[string]string{"ResetType": rt})
+			return err
+		}
 		rt, ok := pick(a)
 		if !ok && a == bmc.PowerActionCycle {
 			off, ok1 := pick(bmc.PowerActionForceOff)
 			on, ok2 := pick(bmc.PowerActionOn)
 			if ok1 && ok2 {
 				d.log.Info("redfish: no PowerCycle offered, sending ForceOff then On", "addr", d.endpoint)
-				if _, err := sys.Reset(off); err != nil {
+				if err := reset(off, etag); err != nil {
 					return err
 				}
-				after, err := d.waitOff(ctx, c)
+				after, err := d.waitPower(ctx, c, bmc.PowerOff, "ForceOff", true)
 				if err != nil {
 					return err
 				}
-				_, err = after.Reset(on)
+				if err := reset(on, after); err != nil {
+					return err
+				}
+				_, err = d.waitPower(ctx, c, bmc.PowerOn, on, false)
 				return err
 			}
 		}
 		if !ok {
 			return d.opErr("power", bmc.ErrUnsupported, "the BMC offers no reset type for "+string(a), nil)
 		}
-		_, err = sys.Reset(rt)
+		if err := reset(rt, etag); err != nil {
+			return err
+		}
+		want := bmc.PowerOn
+		if a == bmc.PowerActionOff || a == bmc.PowerActionForceOff {
+			want = bmc.PowerOff
+		}
+		_, err = d.waitPower(ctx, c, want, rt, false)
 		return err
 	})
 }
 
-// maxOffPolls bounds the wait for a ForceOff to take effect before the On of a cycle.
-const maxOffPolls = 30
+// maxPowerPolls bounds any wait for a power state, whatever PowerTimeout says.
+const maxPowerPolls = 10000
 
-// waitOff polls the system until it reports Off, every PollInterval, at most maxOffPolls
-// times, and returns the system as last read.
-func (d *Driver) waitOff(ctx context.Context, c *gofish.APIClient) (*schemas.ComputerSystem, error) {
+// waitPower reads the system until it reports want, every PollInterval, for at most
+// PowerTimeout (and maxPowerPolls reads), and returns its ETag as last read. cycleOff
+// marks the wait for Off inside a cycle, whose On is not sent when it fails.
+func (d *Driver) waitPower(ctx context.Context, c *gofish.APIClient, want bmc.PowerState, sentType string, cycleOff bool) (string, error) {
+	deadline := time.Now().Add(d.cfg.PowerTimeout)
+	last := ""
 	for i := 0; ; i++ {
-		sys, err := d.system(c)
+		var sys rfPower
+		etag, err := getRaw(c, d.sysPath, &sys)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
-		if powerState(sys.PowerState) == bmc.PowerOff {
-			return sys, nil
+		if powerState(sys.PowerState) == want {
+			return etag, nil
 		}
-		if i >= maxOffPolls {
-			return nil, d.opErr("power", bmc.ErrTimeout, "the machine did not report Off after ForceOff; On not sent", nil)
+		last = sys.PowerState
+		if i >= maxPowerPolls || time.Now().After(deadline) {
+			msg := "the BMC accepted " + sentType + " but the machine still reports " + orNone(last) +
+				" after " + d.cfg.PowerTimeout.String()
+			if cycleOff {
+				msg = "the machine did not report Off after ForceOff; On not sent"
+			}
+			return "", d.opErr("power", bmc.ErrTimeout, msg, nil)
 		}
 		t := time.NewTimer(d.cfg.PollInterval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return "", d.opErr("power", bmc.ErrTimeout, "the machine reports "+orNone(last)+" at the deadline, "+
+				string(want)+" was asked for", ctx.Err())
 		case <-t.C:
 		}
 	}

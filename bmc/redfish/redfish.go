@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
@@ -31,6 +32,7 @@ const (
 	DefaultTimeout      = 30 * time.Second // per HTTP request
 	DefaultPollInterval = 5 * time.Second  // between task-monitor polls
 	DefaultTaskTimeout  = time.Hour        // a firmware update task, from start to end
+	DefaultPowerTimeout = 2 * time.Minute  // a power action, until the state reads back
 )
 
 // Config is the driver's configuration, shared by every target it opens. It implements
@@ -40,8 +42,13 @@ type Config struct {
 	// CertSHA256 or Insecure overrides it for that target.
 	RootCAs *x509.CertPool
 	// BasicAuth sends the credentials on every request instead of opening a session.
-	// Sessions are the default: BMCs log basic-auth requests as separate logins.
+	// Sessions are the default: BMCs log basic-auth requests as separate logins. A BMC
+	// without a SessionService (sushy-emulator, some OpenBMC builds) gets basic auth
+	// anyway unless SessionOnly is set; the driver learns that once per Open.
 	BasicAuth bool
+	// SessionOnly refuses the basic-auth fallback: a BMC without a SessionService is then
+	// an ErrUnsupported error from Open.
+	SessionOnly bool
 	// Timeout bounds each HTTP request; zero means DefaultTimeout. A context deadline
 	// shorter than it wins.
 	Timeout time.Duration
@@ -50,6 +57,9 @@ type Config struct {
 	PollInterval time.Duration
 	// TaskTimeout bounds following one firmware task; zero means DefaultTaskTimeout.
 	TaskTimeout time.Duration
+	// PowerTimeout bounds the wait, after a power action the BMC accepted, for the machine
+	// to report the state asked for; zero means DefaultPowerTimeout.
+	PowerTimeout time.Duration
 	// Logger receives the vendor workarounds applied and session events; nil discards.
 	Logger *slog.Logger
 	// OnOp, when set, is called after each operation (and each task-monitor poll) with
@@ -80,7 +90,72 @@ type Driver struct {
 	password string
 	sysPath  string
 	closed   bool
+	learned  learned
 }
+
+// learned is what the driver found out about this BMC: kept for the life of the Open so
+// that no call pays for a refusal an earlier one already met.
+type learned struct {
+	basicAuth       bool // no SessionService: basic auth on every request
+	noBootMode      bool // BootSourceOverrideMode is refused in a Boot PATCH
+	needsBootMode   bool // a Boot PATCH without BootSourceOverrideMode is refused
+	noContinuous    bool // BootSourceOverrideEnabled Continuous is refused
+	noPatchIfMatch  bool // PATCH with If-Match is refused whatever the ETag
+	noActionIfMatch bool // action POSTs with If-Match are refused
+	mediaByPatch    bool // VirtualMedia has no Insert/Eject actions: PATCH it
+	suspectImages   map[string]bool
+}
+
+// knows returns a copy of what the driver has learned (without suspectImages: see
+// suspect).
+func (d *Driver) knows() learned {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l := d.learned
+	l.suspectImages = nil
+	return l
+}
+
+// suspect reports whether an insert of image failed on this Open, and with clear, forgets it.
+func (d *Driver) suspect(image string, clear bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.learned.suspectImages[image]
+	if clear {
+		delete(d.learned.suspectImages, image)
+	}
+	return s
+}
+
+// learn records something found out about the BMC.
+func (d *Driver) learn(what string, f func(*learned)) {
+	d.mu.Lock()
+	f(&d.learned)
+	d.mu.Unlock()
+	d.log.Info("redfish: learned about the BMC", "addr", d.endpoint, "what", what)
+}
+
+// Learned lists what the driver has found out about this BMC since Open (the refusals
+// it now avoids), for logs and tests. The names are stable.
+func (d *Driver) Learned() []string {
+	l := d.knows()
+	var out []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{
+		{l.basicAuth, "basic-auth"}, {l.noBootMode, "no-boot-mode"}, {l.needsBootMode, "needs-boot-mode"},
+		{l.noContinuous, "no-continuous-boot"}, {l.noPatchIfMatch, "no-patch-if-match"},
+		{l.noActionIfMatch, "no-action-if-match"}, {l.mediaByPatch, "media-by-patch"},
+	} {
+		if f.on {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+func (d *Driver) basic() bool { return d.cfg.BasicAuth || d.knows().basicAuth }
 
 var (
 	_ bmc.Driver                 = (*Driver)(nil)
@@ -110,6 +185,9 @@ func Dial(ctx context.Context, cfg Config, t bmc.Target) (d *Driver, err error) 
 	}
 	if cfg.TaskTimeout <= 0 {
 		cfg.TaskTimeout = DefaultTaskTimeout
+	}
+	if cfg.PowerTimeout <= 0 {
+		cfg.PowerTimeout = DefaultPowerTimeout
 	}
 	d = &Driver{cfg: cfg, target: t, password: t.Password, log: cfg.Logger}
 	if d.log == nil {
@@ -202,21 +280,37 @@ func (d *Driver) transport() *http.Transport {
 
 var errPinMismatch = errors.New("redfish: certificate does not match the pinned SHA-256")
 
-// login opens a new gofish client (and session unless basic auth) and installs it.
+// login opens a new gofish client (and session unless basic auth) and installs it. A BMC
+// without a SessionService gets basic auth instead, learned once, unless SessionOnly.
 func (d *Driver) login(ctx context.Context) error {
 	d.mu.Lock()
 	pw := d.password
 	d.mu.Unlock()
-	api, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
-		Endpoint:          d.endpoint,
-		Username:          d.target.Username,
-		Password:          pw,
-		HTTPClient:        d.hc,
-		NoModifyTransport: true,
-		BasicAuth:         d.cfg.BasicAuth,
-		ReuseConnections:  true,
-	})
+	connect := func(basic bool) (*gofish.APIClient, error) {
+		return gofish.ConnectContext(ctx, gofish.ClientConfig{
+			Endpoint:          d.endpoint,
+			Username:          d.target.Username,
+			Password:          pw,
+			HTTPClient:        d.hc,
+			NoModifyTransport: true,
+			BasicAuth:         basic,
+			ReuseConnections:  true,
+		})
+	}
+	basic := d.basic()
+	api, err := connect(basic)
+	if err != nil && !basic && noSessionService(err) {
+		if d.cfg.SessionOnly {
+			return d.opErr("login", bmc.ErrUnsupported,
+				"the BMC has no SessionService and SessionOnly forbids basic auth", err)
+		}
+		d.learn("no SessionService: basic auth", func(l *learned) { l.basicAuth = true })
+		api, err = connect(true)
+	}
 	if err != nil {
+		if e := d.protocolMismatch(ctx, err); e != nil {
+			return e
+		}
 		return d.classify("login", err)
 	}
 	if s, err := api.GetSession(); err == nil {
@@ -226,6 +320,80 @@ func (d *Driver) login(ctx context.Context) error {
 	d.api = api
 	d.mu.Unlock()
 	return nil
+}
+
+// plainHTTP reports whether a TLS handshake met a plain-HTTP server.
+func plainHTTP(err error) bool {
+	var rh tls.RecordHeaderError
+	return errors.As(err, &rh) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
+}
+
+// noSessionService reports whether a session login failed because the BMC has no
+// SessionService: the service root links none (gofish then has no target to POST to),
+// or the POST is answered as not found or not allowed.
+func noSessionService(err error) bool {
+	var re *schemas.Error
+	if !errors.As(err, &re) {
+		// gofish's own error when the root links no Sessions: nothing was sent.
+		return strings.Contains(err.Error(), "no target provided")
+	}
+	switch re.HTTPReturnedStatusCode {
+	case 0:
+		return strings.Contains(re.Error(), "no target provided")
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return true
+	}
+	return false
+}
+
+// protocolMismatch turns a failed first contact into an ErrTLS error when the address's
+// scheme does not match what the port speaks: http:// to a TLS port (probed with a
+// handshake, since a TLS server's answer to plain HTTP is a close, an alert or a 400),
+// or https:// to a plain-HTTP port. It returns nil when neither applies.
+func (d *Driver) protocolMismatch(ctx context.Context, err error) error {
+	if plainHTTP(err) {
+		return d.opErr("login", bmc.ErrTLS, "the BMC answered plain HTTP at this address: use http://, or turn on its TLS", err)
+	}
+	if !strings.HasPrefix(d.endpoint, "http://") {
+		return nil
+	}
+	// What plain HTTP to a TLS port looks like: the server closes or resets the
+	// connection, answers a TLS alert (a "malformed HTTP response"), or, if it is Go's,
+	// a 400 saying so. Timeouts and refused connections are not probed.
+	var re *schemas.Error
+	var netErr net.Error
+	switch {
+	case errors.As(err, &re):
+		if re.HTTPReturnedStatusCode != http.StatusBadRequest || !strings.Contains(re.Error(), "HTTPS") {
+			return nil
+		}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.As(err, &netErr) && netErr.Timeout(), errors.Is(err, syscall.ECONNREFUSED):
+		return nil
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
+		strings.Contains(err.Error(), "malformed HTTP"):
+	default:
+		return nil
+	}
+	u, perr := url.Parse(d.endpoint)
+	if perr != nil {
+		return nil
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	pctx, cancel := context.WithTimeout(ctx, min(d.cfg.Timeout, 5*time.Second))
+	defer cancel()
+	// Only a handshake, to learn whether the port speaks TLS (any version, any
+	// certificate); nothing is sent over it.
+	dialer := &tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS10}}
+	c, derr := dialer.DialContext(pctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if derr != nil {
+		return nil
+	}
+	_ = c.Close()
+	return d.opErr("login", bmc.ErrTLS, "the BMC speaks TLS at this address: use https://", err)
 }
 
 // client returns the current gofish client bound to ctx.
@@ -254,7 +422,7 @@ func (d *Driver) do(ctx context.Context, op string, fn func(*gofish.APIClient) e
 	if err == nil {
 		return nil
 	}
-	if d.cfg.BasicAuth || !isStatus(err, http.StatusUnauthorized) || ctx.Err() != nil {
+	if d.basic() || !isStatus(err, http.StatusUnauthorized) || ctx.Err() != nil {
 		return d.classify(op, err)
 	}
 	d.log.Info("redfish: session rejected, logging in again", "addr", d.endpoint, "op", op)
@@ -313,7 +481,8 @@ func validPath(p string) bool {
 
 var errBadLink = errors.New("redfish: the BMC gave a link that is not a path on the BMC")
 
-// getRaw fetches a resource, returning its body and ETag.
+// getRaw fetches a resource, returning its body and ETag (the header, or the body's
+// @odata.etag when the BMC sends no header).
 func getRaw(c *gofish.APIClient, p string, v any) (etag string, err error) {
 	if !validPath(p) {
 		return "", errBadLink
@@ -330,7 +499,16 @@ func getRaw(c *gofish.APIClient, p string, v any) (etag string, err error) {
 	if err := json.Unmarshal(b, v); err != nil {
 		return "", &decodeError{path: p, err: err}
 	}
-	return resp.Header.Get("ETag"), nil
+	etag = resp.Header.Get("ETag")
+	if etag == "" {
+		var tag struct {
+			ETag string `json:"@odata.etag"`
+		}
+		if json.Unmarshal(b, &tag) == nil {
+			etag = tag.ETag
+		}
+	}
+	return etag, nil
 }
 
 type decodeError struct {
@@ -343,35 +521,118 @@ func (e *decodeError) Error() string {
 }
 func (e *decodeError) Unwrap() error { return e.err }
 
+// answer is what a BMC said to a write it accepted.
+type answer struct {
+	status   int
+	location string
+	body     []byte
+	// notes are the messages of a 2xx body's @Message.ExtendedInfo whose severity is not OK:
+	// DSP0266 has a service that skips some properties of a PATCH answer 200 with them.
+	notes []string
+}
+
+// readAnswer reads an accepted response. A 2xx whose body is a Redfish error object is
+// turned into that error: some BMCs (iDRAC) answer 200 and an error body.
+func readAnswer(resp *http.Response) (answer, error) {
+	defer schemas.DeferredCleanupHTTPResponse(resp)
+	a := answer{status: resp.StatusCode, location: resp.Header.Get("Location")}
+	a.body, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if len(a.body) == 0 {
+		return a, nil
+	}
+	var probe struct {
+		Error *json.RawMessage `json:"error"`
+		Info  []struct {
+			Message  string
+			Severity string
+		} `json:"@Message.ExtendedInfo"`
+	}
+	if json.Unmarshal(a.body, &probe) != nil {
+		return a, nil
+	}
+	if probe.Error != nil {
+		return a, schemas.ConstructError(resp.StatusCode, a.body)
+	}
+	for _, m := range probe.Info {
+		if m.Message != "" && m.Severity != "" && m.Severity != "OK" {
+			a.notes = append(a.notes, m.Message)
+		}
+	}
+	return a, nil
+}
+
 // patch sends a PATCH with If-Match when an ETag is known. On 412 it fetches a fresh
 // ETag and retries; on a second 412 it retries without If-Match (some BMCs refuse the
-// header outright).
-func (d *Driver) patch(c *gofish.APIClient, p, etag string, payload any) error {
-	send := func(tag string) error {
+// header outright) and remembers that for this BMC. A 428 (the BMC wants If-Match and
+// none was sent) fetches the ETag and retries once with it.
+func (d *Driver) patch(c *gofish.APIClient, p, etag string, payload any) (answer, error) {
+	if !validPath(p) {
+		return answer{}, errBadLink
+	}
+	if d.knows().noPatchIfMatch {
+		etag = ""
+	}
+	send := func(tag string) (answer, error) {
 		h := map[string]string{}
 		if tag != "" {
 			h["If-Match"] = tag
 		}
 		resp, err := c.PatchWithHeaders(p, payload, h)
 		if err != nil {
-			return err
+			return answer{}, err
 		}
-		schemas.DeferredCleanupHTTPResponse(resp)
-		return nil
+		return readAnswer(resp)
 	}
-	err := send(etag)
-	if etag == "" || !isStatus(err, http.StatusPreconditionFailed) {
-		return err
+	a, err := send(etag)
+	fresh := func() string {
+		var discard map[string]any
+		tag, gerr := getRaw(c, p, &discard)
+		if gerr != nil {
+			return ""
+		}
+		return tag
 	}
-	var discard map[string]any
-	fresh, gerr := getRaw(c, p, &discard)
-	if gerr == nil && fresh != "" && fresh != etag {
-		if err = send(fresh); !isStatus(err, http.StatusPreconditionFailed) {
-			return err
+	switch {
+	case etag == "" && isStatus(err, http.StatusPreconditionRequired):
+		if tag := fresh(); tag != "" {
+			return send(tag)
+		}
+		return a, err
+	case etag == "" || !isStatus(err, http.StatusPreconditionFailed):
+		return a, err
+	}
+	if tag := fresh(); tag != "" && tag != etag {
+		if a, err = send(tag); !isStatus(err, http.StatusPreconditionFailed) {
+			return a, err
 		}
 	}
-	d.log.Info("redfish: BMC refused If-Match, patching without it", "addr", d.endpoint, "path", p)
+	d.learn("PATCH If-Match refused: patching without it", func(l *learned) { l.noPatchIfMatch = true })
 	return send("")
+}
+
+// action POSTs an action's parameters to target, with If-Match when the resource's ETag
+// is known and the BMC has not refused the header on actions (DSP0266 lets a service
+// check If-Match on POST); a 412 is retried once without it and remembered.
+func (d *Driver) action(c *gofish.APIClient, target, etag string, body any) (answer, error) {
+	if !validPath(target) {
+		return answer{}, errBadLink
+	}
+	if d.knows().noActionIfMatch {
+		etag = ""
+	}
+	h := map[string]string{}
+	if etag != "" {
+		h["If-Match"] = etag
+	}
+	resp, err := c.PostWithHeaders(target, body, h)
+	if etag != "" && isStatus(err, http.StatusPreconditionFailed) {
+		d.learn("action If-Match refused: posting without it", func(l *learned) { l.noActionIfMatch = true })
+		resp, err = c.PostWithHeaders(target, body, nil)
+	}
+	if err != nil {
+		return answer{}, err
+	}
+	return readAnswer(resp)
 }
 
 func isStatus(err error, code int) bool {
@@ -443,6 +704,8 @@ func (d *Driver) classify(op string, err error) error {
 	case errors.Is(err, errPinMismatch), errors.As(err, &unknownCA), errors.As(err, &hostErr),
 		errors.As(err, &invalidCert), errors.As(err, &verifyErr):
 		e.Kind, e.Message = bmc.ErrTLS, "the BMC's certificate is not trusted: pin it (CertSHA256), add its CA, or set Insecure"
+	case plainHTTP(err):
+		e.Kind, e.Message = bmc.ErrTLS, "the BMC answered plain HTTP at this address: use http://"
 	case errors.As(err, &netErr) && netErr.Timeout():
 		e.Kind, e.Message = bmc.ErrTimeout, "no answer in time"
 	case errors.As(err, &dnsErr), errors.As(err, &opErr):

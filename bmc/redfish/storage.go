@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"context"
+	"strings"
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/stmcginnis/gofish"
@@ -14,11 +15,16 @@ type rfStatus struct {
 
 // Storage implements bmc.StorageLister: the drives of every Storage subsystem, or, where
 // the BMC has none, the devices of its SimpleStorage controllers. Absent devices are left
-// out.
+// out; strings are trimmed of padding. A subsystem or drive that cannot be read leaves the
+// others listed, and the error is a *bmc.PartialError naming each one that failed.
 func (d *Driver) Storage(ctx context.Context) ([]bmc.Disk, error) {
 	var disks []bmc.Disk
+	var parts []bmc.PartError
+	fail := func(part string, err error) {
+		parts = append(parts, bmc.PartError{Part: part, Err: d.classify("storage", err)})
+	}
 	err := d.do(ctx, "storage", func(c *gofish.APIClient) error {
-		disks = nil
+		disks, parts = nil, nil
 		b := newBudget()
 		var sys rfSystem
 		if _, err := b.get(c, d.sysPath, &sys); err != nil {
@@ -34,7 +40,8 @@ func (d *Driver) Storage(ctx context.Context) ([]bmc.Disk, error) {
 				Drives []odataID
 			}
 			if _, err := b.get(c, sp, &st); err != nil {
-				return err
+				fail("storage "+sp, err)
+				continue
 			}
 			for i, dr := range st.Drives {
 				if i >= maxMembers {
@@ -46,18 +53,20 @@ func (d *Driver) Storage(ctx context.Context) ([]bmc.Disk, error) {
 					Status                    rfStatus
 				}
 				if _, err := b.get(c, dr.ID, &drive); err != nil {
-					return err
+					fail("drive "+dr.ID, err)
+					continue
 				}
 				if drive.Status.State == "Absent" {
 					continue
 				}
-				disks = append(disks, bmc.Disk{Name: drive.Name, Model: drive.Model, Serial: drive.SerialNumber,
+				disks = append(disks, bmc.Disk{Name: strings.TrimSpace(drive.Name), Model: clean(drive.Model), Serial: clean(drive.SerialNumber),
 					CapacityBytes: deref(drive.CapacityBytes), Controller: st.ID, Health: drive.Status.Health})
 			}
 		}
 		if len(subsystems) > 0 {
 			return nil
 		}
+		parts = nil
 		simple, err := b.members(c, sys.SimpleStorage.ID)
 		if err != nil && !isStatus(err, 404) {
 			return err
@@ -72,7 +81,8 @@ func (d *Driver) Storage(ctx context.Context) ([]bmc.Disk, error) {
 				}
 			}
 			if _, err := b.get(c, sp, &ss); err != nil {
-				return err
+				fail("simple-storage "+sp, err)
+				continue
 			}
 			for _, dev := range ss.Devices {
 				if dev.Status.State == "Absent" {
@@ -84,7 +94,13 @@ func (d *Driver) Storage(ctx context.Context) ([]bmc.Disk, error) {
 		}
 		return nil
 	})
-	return disks, err
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) > 0 {
+		return disks, &bmc.PartialError{Driver: Name, Op: "storage", Addr: d.target.Address, Parts: parts}
+	}
+	return disks, nil
 }
 
 func deref(p *int64) int64 {

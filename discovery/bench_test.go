@@ -2,6 +2,7 @@ package discovery_test
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -20,19 +21,19 @@ func benchList(b *testing.B, c discovery.Config) *discovery.List {
 }
 
 // BenchmarkSeen measures one sighting on the system clock: a machine already listed, a
-// stream of new machines evicting old ones (with the report throttle), a malformed MAC, and
+// stream of new machines evicting old ones (with the report throttle), a zero MAC, and
 // known machines from all cores at once.
 func BenchmarkSeen(b *testing.B) {
-	macs := make([]string, 4096)
+	macs := make([]hwid.MAC, 4096)
 	for i := range macs {
-		macs[i] = macN(i)
+		macs[i] = hwid.MustParseMAC(macN(i))
 	}
-	full := func(mac string) discovery.Sighting {
-		return discovery.Sighting{MAC: mac, ProductUUID: uuidA, Arch: "x86_64_efi", Relay: "198.51.100.1"}
+	full := func(mac hwid.MAC) discovery.Sighting {
+		return discovery.Sighting{MAC: mac, UUID: uA, Arch: hwid.ArchX86_64EFI, HasArch: true, Relay: netip.MustParseAddr("198.51.100.1")}
 	}
 	b.Run("known", func(b *testing.B) {
 		l := benchList(b, discovery.Config{})
-		s := full(macA)
+		s := full(mA)
 		b.ReportAllocs()
 		for b.Loop() {
 			l.Seen(s)
@@ -47,9 +48,9 @@ func BenchmarkSeen(b *testing.B) {
 			i++
 		}
 	})
-	b.Run("bad-mac", func(b *testing.B) {
+	b.Run("zero-mac", func(b *testing.B) {
 		l := benchList(b, discovery.Config{})
-		s := full("3c:ec:ef:12:34")
+		s := full(hwid.MAC{})
 		b.ReportAllocs()
 		for b.Loop() {
 			l.Seen(s)
@@ -71,7 +72,7 @@ func BenchmarkSeen(b *testing.B) {
 func BenchmarkSnapshot(b *testing.B) {
 	l := benchList(b, discovery.Config{})
 	for i := range discovery.DefaultMax {
-		l.Seen(discovery.Sighting{MAC: macN(i), ProductUUID: uuidA, Arch: "7", Relay: "198.51.100.1"})
+		l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(i)), UUID: hwid.MustParseUUID(uuidA), Arch: hwid.ArchX86_64EFI, HasArch: true, Relay: netip.MustParseAddr("198.51.100.1")})
 	}
 	b.Run("unchanged", func(b *testing.B) {
 		b.ReportAllocs()
@@ -82,7 +83,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.Run("changed", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			l.Seen(discovery.Sighting{MAC: macA})
+			l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macA)})
 			l.Snapshot()
 		}
 	})

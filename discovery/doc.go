@@ -11,25 +11,24 @@
 // # The agent's side
 //
 // A [List] is fed by the proxy DHCP server and the iPXE boot handler through [List.Seen],
-// with the raw field strings they read from a machine that has no boot entry. The list
-// validates them itself:
+// with the typed fields they already parsed from a machine that has no boot entry
+// ([Sighting]: a [hwid.MAC], a [hwid.UUID], a [hwid.Arch], a netip.Addr), so no field is
+// turned into text and parsed again on the way:
 //
-//   - the MAC must parse ([hwid.ParseMAC]); a sighting with a malformed MAC is dropped;
-//   - a product UUID is kept only when it is in the canonical 36-character form (either case;
-//     stored lower-case);
-//   - an arch only when it matches [a-z0-9_-]{1,32} (ASCII upper case is folded first);
-//   - a relay only when it is an IP address without a zone; 0.0.0.0 and :: mean "no relay".
+//   - a sighting with a zero MAC is dropped;
+//   - a product UUID is stored in its canonical lower-case 36-character form;
+//   - an arch as [hwid.Arch.String] spells it, which always matches [a-z0-9_-]{1,32};
+//   - a relay only without a zone; 0.0.0.0 and :: mean "no relay", IPv4-mapped is unmapped.
 //
-// A malformed UUID, arch or relay is ignored (the rest of the sighting counts), and an empty
-// one means "not sent": neither erases what an earlier sighting of the MAC said. Nothing
-// malformed is ever stored, so no client can grow the agent's status report.
+// A zero field means "not sent": it never erases what an earlier sighting of the MAC said.
+// Nothing malformed can be stored, so no client can grow the agent's status report.
 //
 // The list holds at most [DefaultMax] machines (the one last seen longest ago is evicted to
 // make room), forgets each [DefaultForgetAfter] after it was last seen, and drops a MAC when
 // the host calls [List.Forget] because the MAC got a boot entry. With
 // [Config.DHCPFirst] set, as when the agent runs proxy DHCP, a sighting from the boot handler
-// only counts for a MAC that DHCP already put in the list, since anyone can fetch a URL;
-// [List.Contains] answers the boot handler's "did proxy DHCP see this MAC" in one lookup.
+// only counts for a MAC that DHCP already put in the list, since anyone can fetch a URL. This
+// is the one place that rule is kept: the boot handler reports every unknown fetch.
 //
 // # Status reports
 //

@@ -3,6 +3,7 @@ package discovery_test
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/bettercompute/siteboot/discovery"
@@ -21,18 +22,19 @@ func Example() {
 	}
 	defer list.Close()
 
-	// Proxy DHCP: a UEFI machine through a relay.
+	// Proxy DHCP: a UEFI machine through a relay, with the fields proxy DHCP parsed.
 	list.Seen(discovery.Sighting{
-		MAC:         "3C-EC-EF-12-34-56",
-		ProductUUID: "4C4C4544-0031-3510-8052-B4C04F4E4B32",
-		Arch:        "x86_64_efi",
-		Relay:       "198.51.100.1",
+		MAC:     hwid.MustParseMAC("3C-EC-EF-12-34-56"),
+		UUID:    hwid.MustParseUUID("4C4C4544-0031-3510-8052-B4C04F4E4B32"),
+		Arch:    hwid.ArchX86_64EFI,
+		HasArch: true,
+		Relay:   netip.MustParseAddr("198.51.100.1"),
 	})
-	// Its iPXE script fetch, with a hostile arch: the arch is ignored, the sighting counts.
-	list.Seen(discovery.Sighting{MAC: "3c:ec:ef:12:34:56", Arch: "efi\nboot", Via: discovery.ViaHTTP})
-	// A malformed MAC drops the sighting; so does a script fetch DHCP never showed.
-	list.Seen(discovery.Sighting{MAC: "3c:ec:ef:12:34"})
-	list.Seen(discovery.Sighting{MAC: "52:54:00:00:00:01", Via: discovery.ViaHTTP})
+	// Its iPXE script fetch: it counts, and keeps what DHCP said.
+	list.Seen(discovery.Sighting{MAC: hwid.MustParseMAC("3c:ec:ef:12:34:56"), Via: discovery.ViaHTTP})
+	// A zero MAC drops the sighting; so does a script fetch DHCP never showed.
+	list.Seen(discovery.Sighting{})
+	list.Seen(discovery.Sighting{MAC: hwid.MustParseMAC("52:54:00:00:00:01"), Via: discovery.ViaHTTP})
 
 	snap := list.Snapshot()
 	for _, e := range snap.Entries {
@@ -45,7 +47,7 @@ func Example() {
 	fmt.Println(list.Forget(mac), list.Len())
 	// Output:
 	// status report wanted
-	// 3c:ec:ef:12:34:56 4c4c4544-0031-3510-8052-b4c04f4e4b32 x86_64_efi 198.51.100.1 2
+	// 3c:ec:ef:12:34:56 4c4c4544-0031-3510-8052-b4c04f4e4b32 x86_64-efi 198.51.100.1 2
 	// true
 	// 1 0
 }

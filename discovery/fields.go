@@ -65,22 +65,8 @@ func archField(s string) (string, fieldState) {
 	return string(b), fieldOK
 }
 
-// relayField accepts an IPv4 or IPv6 address without a zone; an IPv4-mapped IPv6 address is
-// kept as IPv4. The unspecified addresses (a DHCP giaddr of 0.0.0.0) mean "no relay".
-func relayField(s string) (netip.Addr, fieldState) {
-	if s == "" {
-		return netip.Addr{}, fieldAbsent
-	}
-	if len(s) > len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255") {
-		return netip.Addr{}, fieldBad
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" {
-		return netip.Addr{}, fieldBad
-	}
-	return relayAddr(a)
-}
-
+// relayAddr keeps an address without a zone; an IPv4-mapped IPv6 address is kept as IPv4.
+// The unspecified addresses (a DHCP giaddr of 0.0.0.0) mean "no relay".
 func relayAddr(a netip.Addr) (netip.Addr, fieldState) {
 	if !a.IsValid() {
 		return netip.Addr{}, fieldAbsent

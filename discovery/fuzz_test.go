@@ -2,58 +2,45 @@ package discovery_test
 
 import (
 	"net/netip"
-	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/bettercompute/siteboot/discovery"
+	"github.com/bettercompute/siteboot/hwid"
 )
 
-// The rules of the list, written independently of its code.
-var (
-	refMACColon = regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`)
-	refMACDash  = regexp.MustCompile(`^[0-9A-Fa-f]{2}(-[0-9A-Fa-f]{2}){5}$`)
-	refUUID     = regexp.MustCompile(`^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$`)
-	refArch     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
-)
-
-func refRelay(s string) netip.Addr {
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" || a.Unmap().IsUnspecified() {
-		return netip.Addr{}
-	}
-	return a.Unmap()
-}
-
-// FuzzSeen feeds raw field strings to a list: nothing malformed is ever stored, and every
-// well-formed field is stored in its canonical form.
+// FuzzSeen feeds a list arbitrary typed fields, as proxy DHCP and the boot handler hand
+// them over: a zero MAC is dropped, and every other field is stored exactly in its canonical
+// form (the UUID's text, the arch's name, the relay unmapped, without a zone or none).
 func FuzzSeen(f *testing.F) {
 	// What real firmware and iPXE send (see shared/PEERS.md), and near misses.
-	f.Add("52:54:00:00:00:01", "4c4c4544-0031-3510-8052-b4c04f4e4b32", "7", "0.0.0.0", uint8(0))
-	f.Add("52:54:00:00:00:01", "00000000-0000-0000-0000-000000000000", "0", "", uint8(0))
-	f.Add("52-54-00-00-00-01", "4C4C4544-0031-3510-8052-B4C04F4E4B32", "16", "198.51.100.1", uint8(1))
-	f.Add("52:54:00:00:00:01", "${uuid}", "${buildarch}", "${net0/ip}", uint8(1))
-	f.Add("52:54:00:00:00:0", "4c4c4544003135108052b4c04f4e4b32", "x86_64 efi", "fe80::1%eth0", uint8(0))
-	f.Add("52:54:00:00:00:01", "4c4c4544-0031-3510-8052-b4c04f4e4b32\x00", "X86_64_EFI", "::ffff:203.0.113.5", uint8(0))
-	f.Fuzz(func(t *testing.T, mac, uuid, arch, relay string, via uint8) {
+	f.Add([]byte{0x52, 0x54, 0, 0, 0, 1}, []byte("LLED\x001\x10\x80R\xb4\xc0ONK2"), uint16(7), true, "0.0.0.0", uint8(0))
+	f.Add([]byte{0x52, 0x54, 0, 0, 0, 1}, make([]byte, 16), uint16(0), false, "", uint8(0))
+	f.Add([]byte{0x52, 0x54, 0, 0, 0, 1}, []byte{}, uint16(16), true, "198.51.100.1", uint8(1))
+	f.Add(make([]byte, 6), []byte{}, uint16(65535), true, "fe80::1%eth0", uint8(0))
+	f.Add([]byte{0x3c, 0xec, 0xef, 0x12, 0x34, 0x56}, []byte{}, uint16(11), true, "::ffff:203.0.113.5", uint8(2))
+	f.Fuzz(func(t *testing.T, macb, uuidb []byte, arch uint16, hasArch bool, relay string, via uint8) {
+		var mac hwid.MAC
+		copy(mac[:], macb)
+		var uuid hwid.UUID
+		copy(uuid[:], uuidb)
+		r, _ := netip.ParseAddr(relay)
 		l, err := discovery.NewList(discovery.Config{Clock: newFakeClock()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		s := discovery.Sighting{MAC: mac, ProductUUID: uuid, Arch: arch, Relay: relay, Via: discovery.Via(via % 3)}
+		s := discovery.Sighting{MAC: mac, UUID: uuid, Arch: hwid.Arch(arch), HasArch: hasArch, Relay: r, Via: discovery.Via(via % 3)}
 		recorded := l.Seen(s)
-		macOK := refMACColon.MatchString(mac) || refMACDash.MatchString(mac)
-		if recorded != macOK {
-			t.Fatalf("Seen(%q) = %v, want %v", mac, recorded, macOK)
+		if recorded != !mac.IsZero() {
+			t.Fatalf("Seen(%v) = %v", mac, recorded)
 		}
 		snap := l.Snapshot()
 		if snap.Digest != discovery.DigestOf(snap.Entries) {
 			t.Fatalf("snapshot digest does not match its entries")
 		}
-		if !macOK {
+		if mac.IsZero() {
 			if len(snap.Entries) != 0 {
-				t.Fatalf("malformed MAC %q stored: %+v", mac, snap.Entries)
+				t.Fatalf("zero MAC stored: %+v", snap.Entries)
 			}
 			return
 		}
@@ -62,25 +49,32 @@ func FuzzSeen(f *testing.F) {
 		}
 		e := snap.Entries[0]
 		checkWellFormed(t, e)
-		if e.MAC.String() != strings.ToLower(strings.ReplaceAll(mac, "-", ":")) {
-			t.Errorf("MAC %q stored as %s", mac, e.MAC)
+		if e.MAC != mac {
+			t.Errorf("MAC %v stored as %v", mac, e.MAC)
 		}
 		wantUUID := ""
-		if refUUID.MatchString(uuid) {
-			wantUUID = strings.ToLower(uuid)
+		if uuid != (hwid.UUID{}) {
+			wantUUID = uuid.String()
 		}
 		if e.ProductUUID != wantUUID {
-			t.Errorf("UUID %q stored as %q, want %q", uuid, e.ProductUUID, wantUUID)
+			t.Errorf("UUID %v stored as %q, want %q", uuid, e.ProductUUID, wantUUID)
 		}
 		wantArch := ""
-		if refArch.MatchString(arch) {
-			wantArch = strings.ToLower(arch) // ASCII only, by the pattern
+		if hasArch {
+			wantArch = hwid.Arch(arch).String()
 		}
 		if e.Arch != wantArch {
-			t.Errorf("arch %q stored as %q, want %q", arch, e.Arch, wantArch)
+			t.Errorf("arch %d stored as %q, want %q", arch, e.Arch, wantArch)
 		}
-		if want := refRelay(relay); e.Relay != want {
-			t.Errorf("relay %q stored as %v, want %v", relay, e.Relay, want)
+		if back, ok := hwid.ParseArch(e.Arch); hasArch && (!ok || back != hwid.Arch(arch)) {
+			t.Errorf("arch %q does not parse back to %d", e.Arch, arch)
+		}
+		want := r.Unmap()
+		if r.Zone() != "" || want.IsUnspecified() {
+			want = netip.Addr{}
+		}
+		if e.Relay != want {
+			t.Errorf("relay %v stored as %v, want %v", r, e.Relay, want)
 		}
 	})
 }

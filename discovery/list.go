@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -49,15 +48,17 @@ func (v Via) String() string {
 	return fmt.Sprintf("via(%d)", uint8(v))
 }
 
-// Sighting is one request from a machine without a boot entry, as raw field strings exactly
-// as the network delivered them: the list validates every field itself (see the package
-// documentation). An empty field means the request did not carry it.
+// Sighting is one request from a machine without a boot entry, with the fields its sender
+// already parsed (proxy DHCP's request, the boot handler's query): the list keeps them as
+// they are, so nothing is turned into text and parsed again on the way. A zero field means
+// the request did not carry it.
 type Sighting struct {
-	MAC         string // the client hardware address; malformed drops the sighting
-	ProductUUID string // DHCP option 97 or iPXE's ${uuid}, canonical 36-character form
-	Arch        string // the client architecture, [a-z0-9_-]{1,32}
-	Relay       string // the DHCP relay (giaddr), an IP address
-	Via         Via    // who saw it (default ViaDHCP)
+	MAC     hwid.MAC   // the client hardware address; zero drops the sighting
+	UUID    hwid.UUID  // DHCP option 97 or iPXE's ${uuid}; zero when not sent
+	Arch    hwid.Arch  // DHCP option 93, when HasArch
+	HasArch bool       // Arch was sent
+	Relay   netip.Addr // the DHCP relay (giaddr); invalid or unspecified when none
+	Via     Via        // who saw it (default ViaDHCP)
 }
 
 // Entry is one machine in a list. Every field is well-formed: ProductUUID is empty or in the
@@ -93,11 +94,9 @@ type Stats struct {
 	Sightings      uint64 // Seen calls
 	Recorded       uint64 // sightings stored (New included)
 	New            uint64 // machines added
-	DroppedBadMAC  uint64 // sightings dropped for a malformed MAC
+	DroppedBadMAC  uint64 // sightings dropped for a zero MAC
 	DroppedNoDHCP  uint64 // ViaHTTP sightings dropped under DHCPFirst for a MAC DHCP did not show
-	IgnoredUUID    uint64 // malformed product UUIDs ignored in recorded sightings
-	IgnoredArch    uint64 // malformed archs ignored in recorded sightings
-	IgnoredRelay   uint64 // malformed relays ignored in recorded sightings
+	IgnoredRelay   uint64 // relays with a zone ignored in recorded sightings
 	Evicted        uint64 // machines evicted to make room
 	Expired        uint64 // machines forgotten ForgetAfter after they were last seen
 	Forgotten      uint64 // machines dropped by Forget or ForgetFunc
@@ -154,7 +153,9 @@ type node struct {
 	mac        hwid.MAC
 	uuid       hwid.UUID
 	uuidText   string // uuid.String(), kept so that a snapshot allocates none; "" when none
-	arch       string
+	arch       string // archNum.String(), kept so that a snapshot allocates none
+	archNum    hwid.Arch
+	hasArch    bool
 	relay      netip.Addr
 	first      time.Time
 	last       time.Time
@@ -230,19 +231,18 @@ func cmp0[T comparable](v, def T) T {
 	return v
 }
 
-// Seen records a sighting and reports whether it was recorded. A sighting with a malformed
-// MAC is dropped, as is a ViaHTTP sighting of a MAC not listed under Config.DHCPFirst; any
-// other malformed field is ignored and the rest recorded.
+// Seen records a sighting and reports whether it was recorded. A sighting with a zero MAC
+// is dropped, as is a ViaHTTP sighting of a MAC not listed under Config.DHCPFirst (the one
+// place the "DHCP saw it first" rule is kept); a relay with a zone is ignored and the rest
+// recorded.
 func (l *List) Seen(s Sighting) bool {
-	mac, macErr := hwid.ParseMAC(s.MAC)
-	uuid, uuidSt := uuidField(s.ProductUUID)
-	arch, archSt := archField(s.Arch)
-	relay, relaySt := relayField(s.Relay)
+	mac := s.MAC
+	relay, relaySt := relayAddr(s.Relay)
 
 	l.mu.Lock()
 	now := l.clock.Now() // under the lock, so sightings are stamped in the order they are recorded
 	l.stats.Sightings++
-	if macErr != nil {
+	if mac.IsZero() {
 		l.stats.DroppedBadMAC++
 		l.mu.Unlock()
 		return false
@@ -278,21 +278,11 @@ func (l *List) Seen(s Sighting) bool {
 	if n.count < ^uint64(0) {
 		n.count++
 	}
-	switch uuidSt {
-	case fieldOK:
-		if n.uuidText == "" || n.uuid != uuid {
-			n.uuid, n.uuidText = uuid, uuid.String()
-		}
-	case fieldBad:
-		l.stats.IgnoredUUID++
+	if s.UUID != (hwid.UUID{}) && (n.uuidText == "" || n.uuid != s.UUID) {
+		n.uuid, n.uuidText = s.UUID, s.UUID.String()
 	}
-	switch archSt {
-	case fieldOK:
-		if n.arch != arch {
-			n.arch = strings.Clone(arch)
-		}
-	case fieldBad:
-		l.stats.IgnoredArch++
+	if s.HasArch && (!n.hasArch || n.archNum != s.Arch) {
+		n.archNum, n.hasArch, n.arch = s.Arch, true, s.Arch.String()
 	}
 	switch relaySt {
 	case fieldOK:

@@ -25,6 +25,11 @@ const (
 	uuidA = "4c4c4544-0031-3510-8052-b4c04f4e4b32"
 )
 
+var (
+	mA = hwid.MustParseMAC(macA)
+	uA = hwid.MustParseUUID(uuidA)
+)
+
 func newList(t testing.TB, c discovery.Config) (*discovery.List, *fakeClock) {
 	t.Helper()
 	clk := newFakeClock()
@@ -44,37 +49,23 @@ func TestSeenValidation(t *testing.T) {
 		stored bool
 		want   discovery.Entry // FirstSeen, LastSeen and Count filled in by the test
 	}{
-		{"all fields", discovery.Sighting{MAC: macA, ProductUUID: uuidA, Arch: "x86_64_efi", Relay: "198.51.100.1"}, true,
-			discovery.Entry{MAC: hwid.MustParseMAC(macA), ProductUUID: uuidA, Arch: "x86_64_efi", Relay: netip.MustParseAddr("198.51.100.1")}},
-		{"mac only", discovery.Sighting{MAC: macA}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
-		{"dash mac upper case", discovery.Sighting{MAC: "3C-EC-EF-12-34-56"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
-		{"short mac dropped", discovery.Sighting{MAC: "3c:ec:ef:12:34", ProductUUID: uuidA}, false, discovery.Entry{}},
-		{"long mac dropped", discovery.Sighting{MAC: macA + ":00"}, false, discovery.Entry{}},
-		{"empty mac dropped", discovery.Sighting{ProductUUID: uuidA}, false, discovery.Entry{}},
-		{"mac with newline dropped", discovery.Sighting{MAC: "3c:ec:ef:12:34:5\n"}, false, discovery.Entry{}},
-		{"uuid upper case kept lower", discovery.Sighting{MAC: macA, ProductUUID: strings.ToUpper(uuidA)}, true,
-			discovery.Entry{MAC: hwid.MustParseMAC(macA), ProductUUID: uuidA}},
-		{"uuid 32 digits ignored", discovery.Sighting{MAC: macA, ProductUUID: strings.ReplaceAll(uuidA, "-", "")}, true,
-			discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
-		{"uuid braces ignored", discovery.Sighting{MAC: macA, ProductUUID: "{" + uuidA + "}"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
-		{"uuid bad digit ignored", discovery.Sighting{MAC: macA, ProductUUID: uuidA[:35] + "g"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
-		{"uuid placeholder kept", discovery.Sighting{MAC: macA, ProductUUID: "00000000-0000-0000-0000-000000000000"}, true,
-			discovery.Entry{MAC: hwid.MustParseMAC(macA), ProductUUID: "00000000-0000-0000-0000-000000000000"}},
-		{"arch 32 chars", discovery.Sighting{MAC: macA, Arch: strings.Repeat("a", 32)}, true,
-			discovery.Entry{MAC: hwid.MustParseMAC(macA), Arch: strings.Repeat("a", 32)}},
-		{"arch 33 chars ignored", discovery.Sighting{MAC: macA, Arch: strings.Repeat("a", 33)}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
-		{"arch folded", discovery.Sighting{MAC: macA, Arch: "X86_64_EFI"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA), Arch: "x86_64_efi"}},
-		{"arch digits", discovery.Sighting{MAC: macA, Arch: "7"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA), Arch: "7"}},
-		{"arch space ignored", discovery.Sighting{MAC: macA, Arch: "x86 efi"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
-		{"arch kelvin sign ignored", discovery.Sighting{MAC: macA, Arch: "\u212a"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
-		{"relay ipv6", discovery.Sighting{MAC: macA, Relay: "2001:db8::1"}, true,
-			discovery.Entry{MAC: hwid.MustParseMAC(macA), Relay: netip.MustParseAddr("2001:db8::1")}},
-		{"relay v4-mapped kept as v4", discovery.Sighting{MAC: macA, Relay: "::ffff:203.0.113.9"}, true,
-			discovery.Entry{MAC: hwid.MustParseMAC(macA), Relay: netip.MustParseAddr("203.0.113.9")}},
-		{"relay zone ignored", discovery.Sighting{MAC: macA, Relay: "fe80::1%eth0"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
-		{"relay unspecified is none", discovery.Sighting{MAC: macA, Relay: "0.0.0.0"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
-		{"relay host name ignored", discovery.Sighting{MAC: macA, Relay: "relay.example"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
-		{"relay with port ignored", discovery.Sighting{MAC: macA, Relay: "198.51.100.1:67"}, true, discovery.Entry{MAC: hwid.MustParseMAC(macA)}},
+		{"all fields", discovery.Sighting{MAC: mA, UUID: uA, Arch: hwid.ArchX86_64EFI, HasArch: true, Relay: netip.MustParseAddr("198.51.100.1")}, true,
+			discovery.Entry{MAC: mA, ProductUUID: uuidA, Arch: "x86_64-efi", Relay: netip.MustParseAddr("198.51.100.1")}},
+		{"mac only", discovery.Sighting{MAC: mA}, true, discovery.Entry{MAC: mA}},
+		{"zero mac dropped", discovery.Sighting{UUID: uA}, false, discovery.Entry{}},
+		{"uuid placeholder kept", discovery.Sighting{MAC: mA, UUID: hwid.MustParseUUID("ffffffff-ffff-ffff-ffff-ffffffffffff")}, true,
+			discovery.Entry{MAC: mA, ProductUUID: "ffffffff-ffff-ffff-ffff-ffffffffffff"}},
+		{"zero uuid is none", discovery.Sighting{MAC: mA, UUID: hwid.UUID{}}, true, discovery.Entry{MAC: mA}},
+		{"arch bios sent", discovery.Sighting{MAC: mA, Arch: hwid.ArchBIOS, HasArch: true}, true, discovery.Entry{MAC: mA, Arch: "bios"}},
+		{"arch bios not sent", discovery.Sighting{MAC: mA, Arch: hwid.ArchBIOS}, true, discovery.Entry{MAC: mA}},
+		{"arch without a name", discovery.Sighting{MAC: mA, Arch: hwid.Arch(65535), HasArch: true}, true, discovery.Entry{MAC: mA, Arch: "arch-65535"}},
+		{"relay ipv6", discovery.Sighting{MAC: mA, Relay: netip.MustParseAddr("2001:db8::1")}, true,
+			discovery.Entry{MAC: mA, Relay: netip.MustParseAddr("2001:db8::1")}},
+		{"relay v4-mapped kept as v4", discovery.Sighting{MAC: mA, Relay: netip.MustParseAddr("::ffff:203.0.113.9")}, true,
+			discovery.Entry{MAC: mA, Relay: netip.MustParseAddr("203.0.113.9")}},
+		{"relay zone ignored", discovery.Sighting{MAC: mA, Relay: netip.MustParseAddr("fe80::1%eth0")}, true, discovery.Entry{MAC: mA}},
+		{"relay unspecified is none", discovery.Sighting{MAC: mA, Relay: netip.IPv4Unspecified()}, true, discovery.Entry{MAC: mA}},
+		{"relay v6 unspecified is none", discovery.Sighting{MAC: mA, Relay: netip.IPv6Unspecified()}, true, discovery.Entry{MAC: mA}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,12 +92,12 @@ func TestSeenUpdates(t *testing.T) {
 	l, clk := newList(t, discovery.Config{})
 	mac := hwid.MustParseMAC(macA)
 	t0 := clk.Now()
-	l.Seen(discovery.Sighting{MAC: macA, ProductUUID: uuidA, Arch: "7", Relay: "198.51.100.1"})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macA), UUID: hwid.MustParseUUID(uuidA), Arch: hwid.ArchX86_64EFI, HasArch: true, Relay: netip.MustParseAddr("198.51.100.1")})
 	clk.Advance(time.Minute)
-	// Absent and malformed fields leave what the machine said before.
-	l.Seen(discovery.Sighting{MAC: macA, ProductUUID: "junk", Arch: "", Relay: "junk", Via: discovery.ViaHTTP})
+	// Absent fields, and a relay with a zone, leave what the machine said before.
+	l.Seen(discovery.Sighting{MAC: mA, Relay: netip.MustParseAddr("fe80::1%eth0"), Via: discovery.ViaHTTP})
 	clk.Advance(time.Minute)
-	want := discovery.Entry{MAC: mac, ProductUUID: uuidA, Arch: "7", Relay: netip.MustParseAddr("198.51.100.1"),
+	want := discovery.Entry{MAC: mac, ProductUUID: uuidA, Arch: "x86_64-efi", Relay: netip.MustParseAddr("198.51.100.1"),
 		FirstSeen: t0, LastSeen: t0.Add(time.Minute), Count: 2}
 	got, ok := l.Get(mac)
 	if diff := cmp.Diff(want, got, addrEqual); !ok || diff != "" {
@@ -114,15 +105,15 @@ func TestSeenUpdates(t *testing.T) {
 	}
 	// New well-formed values replace the old ones.
 	other := "44454c4c-3100-1035-8052-b4c04f4e4b32"
-	l.Seen(discovery.Sighting{MAC: "3C:EC:EF:12:34:56", ProductUUID: other, Arch: "16", Relay: "203.0.113.1"})
-	want = discovery.Entry{MAC: mac, ProductUUID: other, Arch: "16", Relay: netip.MustParseAddr("203.0.113.1"),
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC("3C:EC:EF:12:34:56"), UUID: hwid.MustParseUUID(other), Arch: hwid.ArchX86_64EFIHTTP, HasArch: true, Relay: netip.MustParseAddr("203.0.113.1")})
+	want = discovery.Entry{MAC: mac, ProductUUID: other, Arch: "x86_64-efi-http", Relay: netip.MustParseAddr("203.0.113.1"),
 		FirstSeen: t0, LastSeen: t0.Add(2 * time.Minute), Count: 3}
 	got, _ = l.Get(mac)
 	if diff := cmp.Diff(want, got, addrEqual); diff != "" {
 		t.Errorf("after an update with new values (-want +got):\n%s", diff)
 	}
 	st := l.Stats()
-	wantStats := discovery.Stats{Sightings: 3, Recorded: 3, New: 1, IgnoredUUID: 1, IgnoredRelay: 1, Len: 1}
+	wantStats := discovery.Stats{Sightings: 3, Recorded: 3, New: 1, IgnoredRelay: 1, Len: 1}
 	if diff := cmp.Diff(wantStats, st); diff != "" {
 		t.Errorf("stats (-want +got):\n%s", diff)
 	}
@@ -141,13 +132,13 @@ func TestBoundEvictsOldestLastSeen(t *testing.T) {
 				bound = discovery.DefaultMax
 			}
 			for i := range bound {
-				l.Seen(discovery.Sighting{MAC: macN(i)})
+				l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(i))})
 				clk.Advance(time.Second)
 			}
 			// See the first one again: the second becomes the one last seen longest ago.
-			l.Seen(discovery.Sighting{MAC: macN(0)})
+			l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(0))})
 			clk.Advance(time.Second)
-			l.Seen(discovery.Sighting{MAC: macN(bound)})
+			l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(bound))})
 			if got := l.Len(); got != bound {
 				t.Fatalf("Len = %d, want %d", got, bound)
 			}
@@ -188,9 +179,9 @@ func TestForgetAfterADay(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l, clk := newList(t, discovery.Config{})
 			mac := hwid.MustParseMAC(macA)
-			l.Seen(discovery.Sighting{MAC: macA})
+			l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macA)})
 			clk.Advance(time.Hour)
-			l.Seen(discovery.Sighting{MAC: macA}) // the day counts from here
+			l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macA)}) // the day counts from here
 			before := l.Digest()
 			clk.Advance(tt.after)
 			if got := l.Contains(mac); got != tt.listed {
@@ -212,12 +203,12 @@ func TestForgetAfterADay(t *testing.T) {
 
 func TestForgetOnlyTheExpired(t *testing.T) {
 	l, clk := newList(t, discovery.Config{})
-	l.Seen(discovery.Sighting{MAC: macN(1)})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(1))})
 	clk.Advance(12 * time.Hour)
-	l.Seen(discovery.Sighting{MAC: macN(2)})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(2))})
 	clk.Advance(12 * time.Hour)
 	// macN(1) is a day old; this sighting forgets it and keeps macN(2).
-	l.Seen(discovery.Sighting{MAC: macN(3)})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(3))})
 	var got []string
 	for _, e := range l.Snapshot().Entries {
 		got = append(got, e.MAC.String())
@@ -233,7 +224,7 @@ func TestForgetOnlyTheExpired(t *testing.T) {
 func TestForget(t *testing.T) {
 	l, _ := newList(t, discovery.Config{})
 	for i := range 5 {
-		l.Seen(discovery.Sighting{MAC: macN(i)})
+		l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(i))})
 	}
 	if n := l.Forget(hwid.MustParseMAC(macN(1)), hwid.MustParseMAC(macN(1)), hwid.MustParseMAC(macN(9))); n != 1 {
 		t.Errorf("Forget = %d, want 1", n)
@@ -254,7 +245,7 @@ func TestForget(t *testing.T) {
 		t.Errorf("listed (-want +got):\n%s", diff)
 	}
 	// A forgotten MAC seen again is a new machine.
-	l.Seen(discovery.Sighting{MAC: macN(1)})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(1))})
 	if e, _ := l.Get(hwid.MustParseMAC(macN(1))); e.Count != 1 {
 		t.Errorf("count after forgetting = %d, want 1", e.Count)
 	}
@@ -267,11 +258,11 @@ func TestDHCPFirst(t *testing.T) {
 	for _, dhcpFirst := range []bool{false, true} {
 		t.Run(fmt.Sprint("DHCPFirst=", dhcpFirst), func(t *testing.T) {
 			l, _ := newList(t, discovery.Config{DHCPFirst: dhcpFirst})
-			http := discovery.Sighting{MAC: macA, Via: discovery.ViaHTTP}
+			http := discovery.Sighting{MAC: hwid.MustParseMAC(macA), Via: discovery.ViaHTTP}
 			if got := l.Seen(http); got == dhcpFirst {
 				t.Errorf("script fetch of an unlisted MAC recorded = %v", got)
 			}
-			l.Seen(discovery.Sighting{MAC: macA, Via: discovery.ViaDHCP})
+			l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macA), Via: discovery.ViaDHCP})
 			if !l.Seen(http) {
 				t.Errorf("script fetch of a MAC DHCP showed not recorded")
 			}
@@ -331,7 +322,7 @@ func TestReportThrottle(t *testing.T) {
 			for _, s := range tt.steps {
 				clk.Advance(s.at - clk.Now().Sub(epoch))
 				if s.mac >= 0 {
-					l.Seen(discovery.Sighting{MAC: macN(s.mac)})
+					l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(s.mac))})
 				}
 			}
 			clk.Advance(tt.end - clk.Now().Sub(epoch))
@@ -350,8 +341,8 @@ func TestReportThrottle(t *testing.T) {
 func TestCloseStopsTrailingReport(t *testing.T) {
 	calls := 0
 	l, clk := newList(t, discovery.Config{ReportWanted: func() { calls++ }})
-	l.Seen(discovery.Sighting{MAC: macN(1)})
-	l.Seen(discovery.Sighting{MAC: macN(2)})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(1))})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(2))})
 	if clk.pending() != 1 {
 		t.Fatalf("%d timers armed, want 1", clk.pending())
 	}
@@ -360,7 +351,7 @@ func TestCloseStopsTrailingReport(t *testing.T) {
 		t.Errorf("%d timers armed after Close", clk.pending())
 	}
 	clk.Advance(time.Hour)
-	l.Seen(discovery.Sighting{MAC: macN(3)})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(3))})
 	if calls != 1 {
 		t.Errorf("ReportWanted called %d times, want 1 (before Close)", calls)
 	}
@@ -382,8 +373,8 @@ func TestCloseSystemClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Seen(discovery.Sighting{MAC: macN(1)})
-	l.Seen(discovery.Sighting{MAC: macN(2)}) // arms an hour's timer
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(1))})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(2))}) // arms an hour's timer
 	l.Close()
 	mu.Lock()
 	defer mu.Unlock()
@@ -396,7 +387,7 @@ func TestDigest(t *testing.T) {
 	feed := func(order []int) (*discovery.List, *fakeClock) {
 		l, clk := newList(t, discovery.Config{})
 		for _, i := range order {
-			l.Seen(discovery.Sighting{MAC: macN(i), ProductUUID: uuidA, Arch: "7"})
+			l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(i)), UUID: hwid.MustParseUUID(uuidA), Arch: hwid.ArchX86_64EFI, HasArch: true})
 		}
 		return l, clk
 	}
@@ -414,11 +405,11 @@ func TestDigest(t *testing.T) {
 	if a.Digest() != d0 {
 		t.Errorf("digest changed while nothing happened")
 	}
-	a.Seen(discovery.Sighting{MAC: "not a mac"})
+	a.Seen(discovery.Sighting{})
 	if a.Digest() != d0 {
 		t.Errorf("digest changed on a dropped sighting")
 	}
-	a.Seen(discovery.Sighting{MAC: macN(1)})
+	a.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(1))})
 	d1 := a.Digest()
 	if d1 == d0 {
 		t.Errorf("digest unchanged by a new sighting (count and last seen)")
@@ -469,7 +460,7 @@ func TestConcurrentUse(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
-				l.Seen(discovery.Sighting{MAC: macN(i % 32), ProductUUID: uuidA, Arch: "7", Via: discovery.Via(w % 2)})
+				l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(i % 32)), UUID: hwid.MustParseUUID(uuidA), Arch: hwid.ArchX86_64EFI, HasArch: true, Via: discovery.Via(w % 2)})
 				switch i % 200 {
 				case 0:
 					_ = l.Snapshot()
@@ -522,8 +513,8 @@ func TestDebugLog(t *testing.T) {
 		return buf.Write(p)
 	}), &slog.HandlerOptions{Level: slog.LevelDebug})
 	l, _ := newList(t, discovery.Config{Max: 1, Logger: slog.New(h)})
-	l.Seen(discovery.Sighting{MAC: macN(1)})
-	l.Seen(discovery.Sighting{MAC: macN(2)})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(1))})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(2))})
 	mu.Lock()
 	defer mu.Unlock()
 	out := buf.String()
@@ -543,9 +534,9 @@ func TestReportWantedMayReadTheList(t *testing.T) {
 	var got []int
 	var l *discovery.List
 	l, clk := newList(t, discovery.Config{ReportWanted: func() { got = append(got, len(l.Snapshot().Entries)) }})
-	l.Seen(discovery.Sighting{MAC: macN(1)})
-	l.Seen(discovery.Sighting{MAC: macN(2)})
-	l.Seen(discovery.Sighting{MAC: macN(3)})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(1))})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(2))})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(3))})
 	clk.Advance(time.Minute) // the trailing call, from the timer
 	if diff := cmp.Diff([]int{1, 3}, got); diff != "" {
 		t.Errorf("entries seen by ReportWanted (-want +got):\n%s", diff)
@@ -554,11 +545,11 @@ func TestReportWantedMayReadTheList(t *testing.T) {
 
 func TestClockSetBack(t *testing.T) {
 	l, clk := newList(t, discovery.Config{})
-	l.Seen(discovery.Sighting{MAC: macA})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macA)})
 	clk.mu.Lock()
 	clk.now = clk.now.Add(-time.Hour)
 	clk.mu.Unlock()
-	l.Seen(discovery.Sighting{MAC: macA})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macA)})
 	e, ok := l.Get(hwid.MustParseMAC(macA))
 	if !ok || !e.LastSeen.Equal(epoch) || !e.FirstSeen.Equal(epoch) || e.Count != 2 {
 		t.Errorf("after the clock went back: %+v, %v; want first = last = %v, count 2", e, ok, epoch)

@@ -149,9 +149,9 @@ func TestMergeAtMost256Newest(t *testing.T) {
 // An agent's snapshot goes through Merge unchanged but for the agent id.
 func TestMergeOfSnapshot(t *testing.T) {
 	l, clk := newList(t, discovery.Config{})
-	l.Seen(discovery.Sighting{MAC: macA, ProductUUID: uuidA, Arch: "7", Relay: "198.51.100.1"})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macA), UUID: hwid.MustParseUUID(uuidA), Arch: hwid.ArchX86_64EFI, HasArch: true, Relay: netip.MustParseAddr("198.51.100.1")})
 	clk.Advance(time.Minute)
-	l.Seen(discovery.Sighting{MAC: macN(1)})
+	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(1))})
 	snap := l.Snapshot()
 	got := discovery.Merge(clk.Now(), discovery.AgentList{AgentID: "a", Entries: snap.Entries})
 	var want []discovery.Merged

@@ -204,3 +204,43 @@ func FuzzParseUUID(f *testing.F) {
 		}
 	})
 }
+
+func TestArch(t *testing.T) {
+	for _, tc := range []struct {
+		a, b hwid.Arch
+		same bool
+	}{
+		{hwid.ArchX86_64EFI, hwid.ArchX86_64EFIHTTP, true},
+		{hwid.ArchX86_64EFI, hwid.ArchEFIBC, true}, // RFC 4578's x86-64 number
+		{hwid.ArchBIOS, hwid.ArchBIOSHTTP, true},
+		{hwid.ArchARM64EFIHTTP, hwid.ArchARM64EFI, true},
+		{hwid.ArchBIOS, hwid.ArchX86_64EFI, false},
+		{hwid.ArchX86_64EFI, hwid.ArchARM64EFI, false},
+		{hwid.ArchIA32EFI, hwid.ArchX86_64EFI, false},
+		{hwid.Arch(999), hwid.Arch(999), true},
+	} {
+		if got := hwid.SameArch(tc.a, tc.b); got != tc.same {
+			t.Errorf("SameArch(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.same)
+		}
+		if hwid.SameArch(tc.a, tc.b) != hwid.SameArch(tc.b, tc.a) {
+			t.Errorf("SameArch(%v, %v) is not symmetric", tc.a, tc.b)
+		}
+	}
+	for _, a := range []hwid.Arch{hwid.ArchBIOS, hwid.ArchX86_64EFIHTTP, hwid.ArchLoongArch64HTTP, hwid.Arch(65535)} {
+		b, err := a.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back hwid.Arch
+		if err := back.UnmarshalText(b); err != nil || back != a {
+			t.Errorf("%d: %q parses back as %d, %v", a, b, back, err)
+		}
+	}
+	var a hwid.Arch
+	if err := a.UnmarshalText([]byte("x86 efi")); !errors.Is(err, hwid.ErrBadArch) {
+		t.Errorf("UnmarshalText(x86 efi) = %v, want ErrBadArch", err)
+	}
+	if _, ok := hwid.ParseArch("arch-007"); ok {
+		t.Error("ParseArch accepted a number with a leading zero")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,30 +18,25 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
 )
 
 // Defaults used when the matching Config field is zero.
 const (
-	DefaultConcurrentPulls  = 2
-	DefaultStallTimeout     = 30 * time.Second
-	DefaultRetries          = 4
-	DefaultRetryDelay       = time.Second
-	DefaultMaxRetryDelay    = time.Minute
-	DefaultRetryFailedAfter = 15 * time.Minute
-	DefaultBootGrantTTL     = 6 * time.Hour
-	DefaultFirmwareGrantTTL = 2 * time.Hour
-	DefaultMaxGrants        = 1 << 16
+	DefaultConcurrentPulls     = 2
+	DefaultStallTimeout        = 30 * time.Second
+	DefaultMinRate             = 32 << 10 // bytes per second (256 kbit/s)
+	DefaultRateWindow          = 30 * time.Second
+	DefaultPullTimeout         = 10 * time.Minute
+	DefaultRetries             = 4
+	DefaultRetryDelay          = time.Second
+	DefaultMaxRetryDelay       = time.Minute
+	DefaultRetryFailedAfter    = 30 * time.Second
+	DefaultMaxRetryFailedAfter = 15 * time.Minute
+	DefaultBootGrantTTL        = 6 * time.Hour
+	DefaultFirmwareGrantTTL    = 2 * time.Hour
+	DefaultMaxGrants           = 1 << 16
 )
-
-// tempPrefix starts the name of every file a pull writes before its digest is checked. The
-// handler only ever opens names of 64 hex digits, so these are never served, and Open removes
-// them.
-const tempPrefix = ".pull-"
-
-const lockName = ".lock"
 
 // Config configures a Cache. Only Dir is required.
 type Config struct {
@@ -53,29 +49,69 @@ type Config struct {
 	// fits. Zero: no budget. An image larger than MaxBytes is refused (ErrTooLarge).
 	MaxBytes int64
 
-	// Client pulls the images. Nil: a client of its own, with the proxy from the environment.
+	// Client pulls the images. Nil: a client of its own, dialling sources directly (no
+	// proxy from the environment: the address checked must be the source's). A host's
+	// client is copied and its transport's dialer wrapped by the source policy; see
+	// "Image sources" in the package doc.
 	Client *http.Client
+
+	// AllowedSourceNetworks are networks image sources may be on although the source
+	// policy would refuse them (a loopback mirror, a source on a management network).
+	// Nil: none.
+	AllowedSourceNetworks []netip.Prefix
+
+	// ManagementNetworks are refused as image sources (the BMC networks), in addition to
+	// loopback, link-local, unspecified, multicast and the host's own addresses, unless
+	// AllowedSourceNetworks holds the address.
+	ManagementNetworks []netip.Prefix
 
 	// ConcurrentPulls bounds the pulls running at once. Zero: DefaultConcurrentPulls.
 	ConcurrentPulls int
+
+	// BootImages are the digests of the site's ramdisk kernel and initrd: re-verified first
+	// after Open and pulled at PriorityBoot. Nil: none known (images named in SetPinned
+	// still go before the rest).
+	BootImages []Digest
+
+	// IgnoreStamps makes Open hash every cached image again before serving it, as if none
+	// had a verification stamp (see "Startup" in the package doc). False: an image whose
+	// stamp matches its file is served at once.
+	IgnoreStamps bool
 
 	// StallTimeout ends an attempt when no byte (or no response header) came for this long.
 	// Zero: DefaultStallTimeout.
 	StallTimeout time.Duration
 
-	// Retries is how many times a failed attempt is retried (network errors, stalls, short
-	// bodies, 5xx, 408, 429), resuming with a Range request where the source allows it.
-	// A wrong digest, 4xx, a full disk or a too large image are not retried.
-	// Zero: DefaultRetries; negative: none.
+	// MinRate, in bytes per second, is the slowest a pull may go: an attempt that received
+	// fewer than MinRate*RateWindow bytes in a RateWindow ends with ErrTooSlow, gives its
+	// slot to whoever waits and is retried (resuming) like any failed attempt. Zero:
+	// DefaultMinRate; negative: no minimum (and no deadline).
+	MinRate int64
+
+	// RateWindow is the span MinRate is measured over. Zero: DefaultRateWindow.
+	RateWindow time.Duration
+
+	// PullTimeout with MinRate sets each pull's deadline: PullTimeout plus the image's size
+	// at MinRate, counted over the time spent in attempts and back-offs (not waiting for a
+	// slot); past it the pull fails with ErrDeadline. Zero: DefaultPullTimeout; negative:
+	// no deadline.
+	PullTimeout time.Duration
+
+	// Retries is how many times a failed attempt is retried (network errors, stalls, too
+	// slow, short bodies, 5xx, 408, 429), resuming with a Range request where the source
+	// allows it. A wrong digest, 4xx, a full disk, a too large image or a refused source are
+	// not retried. Zero: DefaultRetries; negative: none.
 	Retries int
 
 	// RetryDelay is the wait before the first retry, doubled on each next one up to
 	// MaxRetryDelay. Zero: DefaultRetryDelay and DefaultMaxRetryDelay.
 	RetryDelay, MaxRetryDelay time.Duration
 
-	// RetryFailedAfter is how long a failed pinned image stays failed before SetPinned pulls
-	// it again. Zero: DefaultRetryFailedAfter.
-	RetryFailedAfter time.Duration
+	// RetryFailedAfter is how long a failed pinned image stays failed before it is pulled
+	// again (by the cache itself, or by SetPinned); it doubles with each consecutive failure
+	// up to MaxRetryFailedAfter. Zero: DefaultRetryFailedAfter and
+	// DefaultMaxRetryFailedAfter.
+	RetryFailedAfter, MaxRetryFailedAfter time.Duration
 
 	// Fence says whether this agent is the active boot server. Boot grants serve only while
 	// it answers true; otherwise 503. Nil: boot grants never serve (fail closed).
@@ -95,7 +131,8 @@ type Config struct {
 	// Rand is the source of grant tokens. Nil: crypto/rand.
 	Rand io.Reader
 
-	// Now is the clock for grants and last-used times. Nil: time.Now.
+	// Now is the clock for grants, last-used times and the retries of failed images.
+	// Nil: time.Now.
 	Now func() time.Time
 
 	// Logger receives pull, eviction and refusal events. Nil: discard.
@@ -112,10 +149,15 @@ func (c *Config) Validate() error {
 	case c.ConcurrentPulls < 0:
 		return errors.New("imagecache: Config.ConcurrentPulls is negative")
 	case c.StallTimeout < 0, c.RetryDelay < 0, c.MaxRetryDelay < 0, c.RetryFailedAfter < 0,
-		c.BootGrantTTL < 0, c.FirmwareGrantTTL < 0:
+		c.MaxRetryFailedAfter < 0, c.RateWindow < 0, c.BootGrantTTL < 0, c.FirmwareGrantTTL < 0:
 		return errors.New("imagecache: a Config duration is negative")
 	case c.MaxGrants < 0:
 		return errors.New("imagecache: Config.MaxGrants is negative")
+	}
+	for _, p := range append(slices.Clip(c.AllowedSourceNetworks), c.ManagementNetworks...) {
+		if !p.IsValid() {
+			return errors.New("imagecache: an invalid network in Config.AllowedSourceNetworks or ManagementNetworks")
+		}
 	}
 	return nil
 }
@@ -125,9 +167,10 @@ type State int
 
 // States of an image.
 const (
-	StateWarming State = iota + 1 // queued or being pulled
-	StateReady                    // verified and cached
-	StateFailed                   // the last pull failed; Status.Err says why
+	StateWarming   State = iota + 1 // queued or being pulled
+	StateReady                      // verified and cached
+	StateFailed                     // the last pull failed; Status.Err says why
+	StateVerifying                  // cached before Open, being hashed again before it is served
 )
 
 func (s State) String() string {
@@ -138,6 +181,8 @@ func (s State) String() string {
 		return "ready"
 	case StateFailed:
 		return "failed"
+	case StateVerifying:
+		return "verifying"
 	}
 	return fmt.Sprintf("State(%d)", int(s))
 }
@@ -150,6 +195,10 @@ type Status struct {
 	Total int64     // the full size when known, else -1
 	Err   error     // why it failed (a *PullError), when failed
 	Since time.Time // when the image entered this state
+
+	Priority  Priority  // the priority its pull runs at
+	Failures  int       // consecutive failed pulls
+	NextRetry time.Time // when failed and pinned: when it is pulled again
 }
 
 // Item is one image in the cache's inventory.
@@ -173,12 +222,23 @@ type entry struct {
 
 // image is the pull state of an image the host asked for.
 type image struct {
-	img   Image
-	state State
-	bytes int64
-	total int64
-	err   error
-	since time.Time
+	img       Image
+	state     State
+	bytes     int64
+	total     int64
+	err       error
+	since     time.Time
+	failures  int
+	nextRetry time.Time
+	seq       uint64 // its place in the slot queue while warming
+}
+
+// pendingFile is an image file found by Open that is not served until hashed again.
+type pendingFile struct {
+	size      int64
+	mtime     time.Time
+	verifying bool
+	done      chan struct{} // closed once verified or removed
 }
 
 // Cache is a content-addressed image cache: verified pulls into a directory, LRU trimming
@@ -190,43 +250,55 @@ type Cache struct {
 	now      func() time.Time
 	rand     io.Reader
 	client   *http.Client
+	policy   *sourcePolicy
 	lockFile *os.File
+	sched    *scheduler
+	boot     map[Digest]bool
 
 	ctx    context.Context // cancelled by Shutdown and Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	sem    *semaphore.Weighted
 	sf     singleflight.Group
 
 	closeOnce sync.Once
+	verified  chan struct{} // closed when the re-verification after Open ended
 
-	mu      sync.Mutex
-	closed  bool
-	entries map[Digest]*entry
-	images  map[Digest]*image
-	pinned  map[Digest]Image
+	mu         sync.Mutex
+	closed     bool
+	entries    map[Digest]*entry
+	pending    map[Digest]*pendingFile
+	partials   map[Digest]int64 // partial copies kept for a resume, by size
+	images     map[Digest]*image
+	pinned     map[Digest]Image
+	retryTimer *time.Timer
 
 	grants grantTable
 	stats  counters
 }
 
-// Open opens (or creates) the cache directory and scans it: leftover temp files of
-// interrupted pulls are removed, and every image file is hashed again; a file whose bytes do
-// not match its name is removed. Only verified files are served.
+// Open opens (or creates) the cache directory and scans it, without reading any image:
+// temp files of interrupted writes are removed, partial copies kept with what a resume needs
+// (the rest are removed), an image whose stamp matches the file is served at once, and the
+// others are hashed again in the background (Config.BootImages first, then pinned images,
+// smallest first) and served once they match (WaitVerified waits for that).
 func Open(ctx context.Context, cfg Config) (*Cache, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Cache{
-		cfg:     cfg,
-		dir:     filepath.Clean(cfg.Dir),
-		log:     cfg.Logger,
-		now:     cfg.Now,
-		rand:    cfg.Rand,
-		client:  cfg.Client,
-		entries: map[Digest]*entry{},
-		images:  map[Digest]*image{},
-		pinned:  map[Digest]Image{},
+		cfg:      cfg,
+		dir:      filepath.Clean(cfg.Dir),
+		log:      cfg.Logger,
+		now:      cfg.Now,
+		rand:     cfg.Rand,
+		entries:  map[Digest]*entry{},
+		pending:  map[Digest]*pendingFile{},
+		partials: map[Digest]int64{},
+		images:   map[Digest]*image{},
+		pinned:   map[Digest]Image{},
+		boot:     map[Digest]bool{},
+		verified: make(chan struct{}),
+		policy:   &sourcePolicy{allow: slices.Clone(cfg.AllowedSourceNetworks), management: slices.Clone(cfg.ManagementNetworks)},
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -237,15 +309,19 @@ func Open(ctx context.Context, cfg Config) (*Cache, error) {
 	if c.rand == nil {
 		c.rand = rand.Reader
 	}
-	if c.client == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		c.client = &http.Client{Transport: tr}
+	c.client = c.policy.guardClient(cfg.Client)
+	for _, d := range cfg.BootImages {
+		c.boot[d] = true
 	}
 	c.cfg.ConcurrentPulls = orDefault(cfg.ConcurrentPulls, DefaultConcurrentPulls)
 	c.cfg.StallTimeout = orDefault(cfg.StallTimeout, DefaultStallTimeout)
 	c.cfg.RetryDelay = orDefault(cfg.RetryDelay, DefaultRetryDelay)
 	c.cfg.MaxRetryDelay = max(orDefault(cfg.MaxRetryDelay, DefaultMaxRetryDelay), c.cfg.RetryDelay)
 	c.cfg.RetryFailedAfter = orDefault(cfg.RetryFailedAfter, DefaultRetryFailedAfter)
+	c.cfg.MaxRetryFailedAfter = max(orDefault(cfg.MaxRetryFailedAfter, DefaultMaxRetryFailedAfter), c.cfg.RetryFailedAfter)
+	c.cfg.MinRate = max(orDefault(cfg.MinRate, DefaultMinRate), 0)
+	c.cfg.RateWindow = orDefault(cfg.RateWindow, DefaultRateWindow)
+	c.cfg.PullTimeout = max(orDefault(cfg.PullTimeout, DefaultPullTimeout), 0)
 	c.cfg.BootGrantTTL = orDefault(cfg.BootGrantTTL, DefaultBootGrantTTL)
 	c.cfg.FirmwareGrantTTL = orDefault(cfg.FirmwareGrantTTL, DefaultFirmwareGrantTTL)
 	c.cfg.MaxGrants = orDefault(cfg.MaxGrants, DefaultMaxGrants)
@@ -255,7 +331,7 @@ func Open(ctx context.Context, cfg Config) (*Cache, error) {
 	case cfg.Retries < 0:
 		c.cfg.Retries = 0
 	}
-	c.sem = semaphore.NewWeighted(int64(c.cfg.ConcurrentPulls))
+	c.sched = newScheduler(c.cfg.ConcurrentPulls, func() { c.stats.preemptions.Add(1) })
 	c.grants.init()
 
 	if err := os.MkdirAll(c.dir, 0o750); err != nil {
@@ -275,6 +351,12 @@ func Open(ctx context.Context, cfg Config) (*Cache, error) {
 		return nil, err
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if len(c.pending) == 0 {
+		close(c.verified)
+	} else {
+		c.wg.Add(1)
+		go c.verifyLoop()
+	}
 	return c, nil
 }
 
@@ -286,75 +368,241 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-// scan removes temp files and re-verifies every image file, a few at a time.
+// scan sorts out the directory: temp files of interrupted writes removed, partial copies
+// with their resume record kept, images whose stamp matches taken as verified and the rest
+// left for verifyLoop. It reads no image.
 func (c *Cache) scan(ctx context.Context) error {
 	des, err := os.ReadDir(c.dir)
 	if err != nil {
 		return fmt.Errorf("imagecache: scan: %w", err)
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(c.cfg.ConcurrentPulls)
-	var mu sync.Mutex
+	var images []Digest
+	stamps, partials, metas := map[Digest]bool{}, map[Digest]int64{}, map[Digest]bool{}
+	remove := func(name, why string) error {
+		if err := removeQuiet(filepath.Join(c.dir, name)); err != nil {
+			return fmt.Errorf("imagecache: scan: %w", err)
+		}
+		c.stats.tempRemoved.Add(1)
+		c.log.Info("imagecache: removed "+why, "file", name)
+		return nil
+	}
 	for _, de := range des {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		name := de.Name()
-		switch {
-		case strings.HasPrefix(name, tempPrefix):
-			if err := os.Remove(filepath.Join(c.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		kind, d := classify(name)
+		if kind != nameLock && kind != nameOther && !de.Type().IsRegular() {
+			c.log.Warn("imagecache: ignoring a cache name that is not a regular file", "file", name)
+			continue
+		}
+		switch kind {
+		case nameLock:
+		case nameImage:
+			images = append(images, d)
+		case namePartial:
+			fi, err := de.Info()
+			if err != nil {
+				continue
+			}
+			partials[d] = fi.Size()
+		case nameMeta:
+			metas[d] = true
+		case nameStamp:
+			stamps[d] = true
+		case nameStaleTemp:
+			if err := remove(name, "the temp file of an interrupted write"); err != nil {
+				return err
+			}
+		default:
+			c.log.Warn("imagecache: ignoring a file that is not an image", "file", name)
+		}
+	}
+	isImage := map[Digest]bool{}
+	for _, d := range images {
+		isImage[d] = true
+	}
+	for d, size := range partials {
+		name := tempPrefix + d.String()
+		if _, ok := readMeta(c.metaPath(d)); !ok || !metas[d] || isImage[d] {
+			// Without its record a partial copy cannot be resumed safely; beside a whole
+			// image it is not needed.
+			if err := remove(name, "a partial pull that cannot be resumed"); err != nil {
+				return err
+			}
+			delete(metas, d)
+			if err := removeQuiet(c.metaPath(d)); err != nil {
 				return fmt.Errorf("imagecache: scan: %w", err)
 			}
-			c.stats.tempRemoved.Add(1)
-			c.log.Info("imagecache: removed an interrupted pull", "file", name)
-			continue
-		case name == lockName:
 			continue
 		}
-		var d Digest
-		if !parseLowerHex(d[:], name) || !de.Type().IsRegular() {
-			c.log.Warn("imagecache: ignoring a file that is not an image", "file", name)
-			continue
-		}
-		g.Go(func() error {
-			path := filepath.Join(c.dir, name)
-			size, mtime, ok, err := verifyFile(gctx, path, d)
-			if err != nil {
-				return fmt.Errorf("imagecache: scan %s: %w", name, err)
-			}
-			if !ok {
-				c.stats.corruptRemoved.Add(1)
-				c.log.Warn("imagecache: removed a file whose bytes do not match its digest", "file", name)
-				if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return fmt.Errorf("imagecache: scan: %w", err)
-				}
-				return nil
-			}
-			mu.Lock()
-			c.entries[d] = &entry{size: size, lastUsed: mtime, persisted: mtime}
-			mu.Unlock()
-			return nil
-		})
+		c.partials[d] = size
+		c.log.Info("imagecache: kept a partial pull to resume", "sha256", d.String(), "bytes", size)
 	}
-	if err := g.Wait(); err != nil {
-		return err
+	for d := range metas {
+		if _, ok := c.partials[d]; !ok {
+			if err := remove(tempPrefix+d.String()+metaSuffix, "the record of a pull that is gone"); err != nil {
+				return err
+			}
+		}
+	}
+	for _, d := range images {
+		fi, err := os.Stat(c.path(d))
+		if err != nil {
+			continue
+		}
+		if stamps[d] && !c.cfg.IgnoreStamps {
+			if want, ok := readStamp(c.stampPath(d)); ok {
+				if got, ok := stampOf(fi); ok && got == want {
+					c.entries[d] = &entry{size: fi.Size(), lastUsed: fi.ModTime(), persisted: fi.ModTime()}
+					c.stats.stampMatched.Add(1)
+					continue
+				}
+			}
+		}
+		c.pending[d] = &pendingFile{size: fi.Size(), mtime: fi.ModTime(), done: make(chan struct{})}
+	}
+	for d := range stamps {
+		if !isImage[d] {
+			if err := remove(stampPrefix+d.String(), "the stamp of an image that is gone"); err != nil {
+				return err
+			}
+		}
 	}
 	return syncDir(c.dir)
 }
 
-// verifyFile hashes a file and compares it with d.
-func verifyFile(ctx context.Context, path string, d Digest) (size int64, mtime time.Time, ok bool, err error) {
+// priorityLocked is the priority of d's pull and of its re-verification. c.mu is held.
+func (c *Cache) priorityLocked(d Digest) Priority {
+	if c.boot[d] {
+		return PriorityBoot
+	}
+	p := PriorityDefault
+	if img, ok := c.pinned[d]; ok {
+		p = max(img.Priority, PriorityPinned)
+	}
+	if st := c.images[d]; st != nil {
+		p = max(p, st.img.Priority)
+	}
+	if p == PriorityDefault {
+		p = PriorityRest
+	}
+	return p
+}
+
+// verifyLoop hashes the images Open could not take on their stamp, one at a time, the
+// highest priority (then the smallest) first, so the site's kernel and initrd serve first.
+func (c *Cache) verifyLoop() {
+	defer c.wg.Done()
+	defer close(c.verified)
+	defer func() {
+		// Shut down before the pass ended: whoever waits for an image is told.
+		c.mu.Lock()
+		for d, p := range c.pending {
+			close(p.done)
+			delete(c.pending, d)
+		}
+		c.mu.Unlock()
+	}()
+	for {
+		c.mu.Lock()
+		var next Digest
+		var np *pendingFile
+		var nprio Priority
+		for d, p := range c.pending {
+			if p.verifying {
+				continue
+			}
+			prio := c.priorityLocked(d)
+			if np == nil || prio > nprio || (prio == nprio && (p.size < np.size || (p.size == np.size && compareDigest(d, next) < 0))) {
+				next, np, nprio = d, p, prio
+			}
+		}
+		if np == nil || c.closed {
+			c.mu.Unlock()
+			return
+		}
+		np.verifying = true
+		c.mu.Unlock()
+
+		ok, err := c.verify(next)
+		if err != nil && c.ctx.Err() != nil {
+			return
+		}
+		c.mu.Lock()
+		delete(c.pending, next)
+		close(np.done)
+		if ok {
+			c.entries[next] = &entry{size: np.size, lastUsed: np.mtime, persisted: np.mtime}
+			if img, pinned := c.pinned[next]; pinned {
+				c.entries[next].format = img.Format
+				c.images[next] = &image{img: img, state: StateReady, bytes: np.size, total: np.size, since: c.now()}
+			}
+		} else {
+			delete(c.images, next)
+			if img, pinned := c.pinned[next]; pinned && !c.closed {
+				c.startLocked(img, c.now())
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
+// verify hashes image d; a file whose bytes do not match (or that changed while hashed) is
+// removed, one that matches gets a new stamp.
+func (c *Cache) verify(d Digest) (bool, error) {
+	path := c.path(d)
+	ok, err := verifyFile(c.ctx, path, d)
+	if err != nil {
+		if c.ctx.Err() == nil {
+			c.log.Warn("imagecache: re-verification failed", "sha256", d.String(), "err", err)
+		}
+		return false, err
+	}
+	if !ok {
+		c.stats.corruptRemoved.Add(1)
+		c.log.Warn("imagecache: removed a file whose bytes do not match its digest", "file", d.String())
+		if err := removeQuiet(path); err != nil {
+			c.log.Warn("imagecache: removal failed", "file", d.String(), "err", err)
+		}
+		removeQuiet(c.stampPath(d))
+		return false, nil
+	}
+	c.stats.reverified.Add(1)
+	if err := c.writeStamp(d); err != nil {
+		c.log.Warn("imagecache: stamp not written; the image is hashed again on the next start", "sha256", d.String(), "err", err)
+	}
+	return true, nil
+}
+
+// WaitVerified waits until the images found by Open were hashed again (served or removed),
+// or ctx ends, or the cache is shut down.
+func (c *Cache) WaitVerified(ctx context.Context) error {
+	select {
+	case <-c.verified:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// verifyFile hashes a file and compares it with d; a file that changed while it was read
+// does not match.
+func verifyFile(ctx context.Context, path string, d Digest) (ok bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, time.Time{}, false, err
+		return false, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	before, err := f.Stat()
 	if err != nil {
-		return 0, time.Time{}, false, err
+		return false, err
 	}
 	h := sha256.New()
 	buf := make([]byte, copyBufferSize)
 	for {
 		if err := ctx.Err(); err != nil {
-			return 0, time.Time{}, false, err
+			return false, err
 		}
 		n, rerr := f.Read(buf)
 		h.Write(buf[:n])
@@ -362,12 +610,21 @@ func verifyFile(ctx context.Context, path string, d Digest) (size int64, mtime t
 			break
 		}
 		if rerr != nil {
-			return 0, time.Time{}, false, rerr
+			return false, rerr
+		}
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if s1, ok1 := stampOf(before); ok1 {
+		if s2, _ := stampOf(after); s1 != s2 {
+			return false, nil
 		}
 	}
 	var got Digest
 	h.Sum(got[:0])
-	return fi.Size(), fi.ModTime(), got == d, nil
+	return got == d, nil
 }
 
 func syncDir(dir string) error {
@@ -382,9 +639,10 @@ func syncDir(dir string) error {
 func (c *Cache) path(d Digest) string { return filepath.Join(c.dir, d.String()) }
 
 // SetPinned names the images the host wants: each is pulled in the background unless it is
-// cached, being pulled, or failed less than RetryFailedAfter ago; none of them is evicted.
-// Images no longer named lose their pin (and their status, unless cached or in flight).
-// An invalid image is reported as failed, and the others still proceed.
+// cached, being verified or pulled, or failed and not yet due for its retry; none of them
+// is evicted. Images no longer named lose their pin (and their status, unless cached or in
+// flight), and their partial copies are removed. An invalid image is reported as failed,
+// and the others still proceed.
 func (c *Cache) SetPinned(images []Image) error {
 	err := c.setPinned(images)
 	c.Trim()
@@ -410,17 +668,38 @@ func (c *Cache) setPinned(images []Image) error {
 			continue
 		}
 		pinned[img.SHA256] = img
+	}
+	c.pinned = pinned
+	for _, img := range pinned {
+		if img.Validate() != nil {
+			continue
+		}
 		if e := c.entries[img.SHA256]; e != nil && img.Format != "" {
 			e.format = img.Format
 		}
 		c.startLocked(img, now)
+		if st := c.images[img.SHA256]; st != nil && st.state == StateWarming && st.seq != 0 {
+			c.sched.setPriority(st.seq, c.priorityLocked(img.SHA256))
+		}
 	}
 	for d, st := range c.images {
 		if _, ok := pinned[d]; !ok && st.state != StateWarming {
 			delete(c.images, d)
 		}
 	}
-	c.pinned = pinned
+	for d := range c.partials {
+		if _, ok := pinned[d]; ok {
+			continue
+		}
+		if st := c.images[d]; st != nil && st.state == StateWarming {
+			continue
+		}
+		if err := removeQuiet(c.partialPath(d)); err == nil {
+			removeQuiet(c.metaPath(d))
+			delete(c.partials, d)
+		}
+	}
+	c.armRetryLocked(now)
 	return errors.Join(errs...)
 }
 
@@ -435,15 +714,25 @@ func (c *Cache) startLocked(img Image, now time.Time) {
 		}
 		return
 	}
+	if p, ok := c.pending[d]; ok {
+		if st := c.images[d]; st == nil || st.state != StateVerifying {
+			c.images[d] = &image{img: img, state: StateVerifying, total: p.size, since: now}
+		} else {
+			st.img = img
+		}
+		return
+	}
+	failures := 0
 	if st := c.images[d]; st != nil {
 		if st.state == StateWarming {
 			return
 		}
-		if st.state == StateFailed && now.Sub(st.since) < c.cfg.RetryFailedAfter && st.img.URL == img.URL {
+		if st.state == StateFailed && now.Before(st.nextRetry) && st.img.URL == img.URL {
 			return
 		}
+		failures = st.failures
 	}
-	c.images[d] = &image{img: img, state: StateWarming, total: -1, since: now}
+	c.images[d] = &image{img: img, state: StateWarming, total: -1, since: now, failures: failures}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -451,35 +740,105 @@ func (c *Cache) startLocked(img Image, now time.Time) {
 	}()
 }
 
+// retryDelay is the wait after the n-th consecutive failure of an image.
+func (c *Cache) retryDelay(n int) time.Duration {
+	d := c.cfg.RetryFailedAfter
+	for i := 1; i < n && d < c.cfg.MaxRetryFailedAfter; i++ {
+		d *= 2
+	}
+	return min(d, c.cfg.MaxRetryFailedAfter)
+}
+
+// armRetryLocked sets the retry timer for the earliest failed pinned image. c.mu is held.
+func (c *Cache) armRetryLocked(now time.Time) {
+	if c.closed {
+		return
+	}
+	var next time.Time
+	for d := range c.pinned {
+		if st := c.images[d]; st != nil && st.state == StateFailed && !st.nextRetry.IsZero() {
+			if next.IsZero() || st.nextRetry.Before(next) {
+				next = st.nextRetry
+			}
+		}
+	}
+	if next.IsZero() {
+		if c.retryTimer != nil {
+			c.retryTimer.Stop()
+		}
+		return
+	}
+	wait := max(next.Sub(now), time.Millisecond)
+	if c.retryTimer == nil {
+		c.retryTimer = time.AfterFunc(wait, c.retryDue)
+	} else {
+		c.retryTimer.Reset(wait)
+	}
+}
+
+// retryDue pulls again the failed pinned images whose retry is due.
+func (c *Cache) retryDue() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	now := c.now()
+	for d, img := range c.pinned {
+		if st := c.images[d]; st != nil && st.state == StateFailed && !now.Before(st.nextRetry) && img.Validate() == nil {
+			c.startLocked(img, now)
+		}
+	}
+	c.armRetryLocked(now)
+}
+
 // Pull pulls one image and waits until it is cached or failed, or ctx ends (the pull goes on
 // in the background). Concurrent pulls of one digest share one transfer. The image is not
-// pinned: name it in SetPinned to keep it from eviction.
+// pinned: name it in SetPinned to keep it from eviction. An image found by Open and not yet
+// verified again is waited for, and pulled only when it did not match.
 func (c *Cache) Pull(ctx context.Context, img Image) error {
 	if err := img.Validate(); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	if c.closed {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return ErrClosed
+		}
+		if _, ok := c.entries[img.SHA256]; ok {
+			c.mu.Unlock()
+			return nil
+		}
+		if p := c.pending[img.SHA256]; p != nil {
+			c.mu.Unlock()
+			select {
+			case <-p.done:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if st := c.images[img.SHA256]; st != nil && st.state == StateWarming {
+			if img.Priority > st.img.Priority && st.seq != 0 {
+				st.img.Priority = img.Priority
+				c.sched.setPriority(st.seq, c.priorityLocked(img.SHA256))
+			}
+		}
+		done := make(chan error, 1)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			_, err, _ := c.sf.Do(img.SHA256.String(), func() (any, error) { return nil, c.pull(img) })
+			done <- err
+		}()
 		c.mu.Unlock()
-		return ErrClosed
-	}
-	if _, ok := c.entries[img.SHA256]; ok {
-		c.mu.Unlock()
-		return nil
-	}
-	done := make(chan error, 1)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		_, err, _ := c.sf.Do(img.SHA256.String(), func() (any, error) { return nil, c.pull(img) })
-		done <- err
-	}()
-	c.mu.Unlock()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -493,12 +852,17 @@ func (c *Cache) pull(img Image) (err error) {
 	}
 	st := c.images[d]
 	if st == nil || st.state != StateWarming {
-		st = &image{img: img, state: StateWarming, total: -1, since: c.now()}
+		failures := 0
+		if st != nil {
+			failures = st.failures
+		}
+		st = &image{img: img, state: StateWarming, total: -1, since: c.now(), failures: failures}
 		c.images[d] = st
 	}
 	c.mu.Unlock()
 
 	attempts := 0
+	keep := false // the partial copy stays for a later resume
 	defer func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -507,44 +871,113 @@ func (c *Cache) pull(img Image) (err error) {
 			pe := &PullError{Digest: d, URL: img.URL, Attempts: attempts, Err: err}
 			err = pe
 			st.state, st.err, st.since = StateFailed, pe, now
+			st.failures++
+			st.nextRetry = time.Time{}
+			if !errors.Is(err, ErrClosed) {
+				st.nextRetry = now.Add(c.retryDelay(st.failures))
+			}
+			if keep {
+				if fi, serr := os.Stat(c.partialPath(d)); serr == nil {
+					c.partials[d] = fi.Size()
+				}
+			} else {
+				delete(c.partials, d)
+			}
 			c.stats.pullsFailed.Add(1)
-			c.log.Warn("imagecache: pull failed", "sha256", d.String(), "url", img.URL, "attempts", attempts, "err", pe.Err)
+			c.log.Warn("imagecache: pull failed", "sha256", d.String(), "url", img.URL, "attempts", attempts,
+				"reason", Reason(pe.Err), "err", pe.Err, "failures", st.failures, "next_retry", st.nextRetry)
+			c.armRetryLocked(now)
 			return
 		}
-		st.state, st.err, st.since = StateReady, nil, now
+		delete(c.partials, d)
+		st.state, st.err, st.since, st.failures, st.nextRetry = StateReady, nil, now, 0, time.Time{}
 	}()
 
-	if err := c.sem.Acquire(c.ctx, 1); err != nil {
-		return ErrClosed
-	}
-	defer c.sem.Release(1)
-	c.stats.pullsStarted.Add(1)
-	c.log.Info("imagecache: pulling", "sha256", d.String(), "url", img.URL)
-
-	f, err := os.CreateTemp(c.dir, tempPrefix+d.String()+"-*")
+	f, err := os.OpenFile(c.partialPath(d), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return writeError(err)
 	}
 	committed := false
 	defer func() {
-		if !committed {
-			f.Close()
-			os.Remove(f.Name())
+		if committed {
+			return
+		}
+		f.Close()
+		if !keep {
+			removeQuiet(f.Name())
+			removeQuiet(c.metaPath(d))
 		}
 	}()
 	t := newTransfer(c.client, img.URL, d, f, c.cfg.StallTimeout, c.cfg.MaxBytes)
-	var last int64
+	t.minRate, t.rateWindow, t.timeout = c.cfg.MinRate, c.cfg.RateWindow, c.cfg.PullTimeout
+	t.check = c.policy.checkURL
+	var seq uint64
+	t.slots = func(ctx context.Context, again bool) (context.Context, func(), func() bool, error) {
+		if !again || seq == 0 {
+			seq = c.sched.nextSeq()
+		}
+		c.mu.Lock()
+		st.seq = seq
+		prio := c.priorityLocked(d)
+		c.mu.Unlock()
+		return c.sched.acquire(ctx, prio, seq)
+	}
+	meta, hasMeta := readMeta(c.metaPath(d))
+	t.prepare = func(t *transfer) error {
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if fi.Size() == 0 {
+			return nil
+		}
+		if !hasMeta || (meta.Total >= 0 && fi.Size() > meta.Total) {
+			return t.reset()
+		}
+		if err := t.restore(c.ctx); err != nil {
+			return err
+		}
+		if meta.URL == img.URL {
+			t.val = meta.Validator
+		}
+		t.total = meta.Total
+		c.stats.resumedPulls.Add(1)
+		c.stats.resumedBytes.Add(t.n)
+		c.log.Info("imagecache: resuming a partial pull", "sha256", d.String(), "bytes", t.n, "total", t.total)
+		return nil
+	}
+	t.started = func(t *transfer, fresh bool) error {
+		m := partialMeta{URL: img.URL, Validator: t.val, Total: t.total}
+		if fresh || !hasMeta || m != meta {
+			if err := writeMeta(c.metaPath(d), m); err != nil {
+				return err
+			}
+			meta, hasMeta = m, true
+		}
+		return nil
+	}
+	var last int64 = -1
 	t.progress = func(n, total int64) {
+		if last < 0 || n < last {
+			last = n // bytes already there (a resumed copy) or a copy started over
+		}
 		c.stats.bytesPulled.Add(n - last)
 		last = n
 		c.mu.Lock()
 		st.bytes, st.total = n, total
 		c.mu.Unlock()
 	}
+	c.stats.pullsStarted.Add(1)
+	c.log.Info("imagecache: pulling", "sha256", d.String(), "url", img.URL)
 	attempts, err = t.run(c.ctx, c.cfg.Retries, c.cfg.RetryDelay, c.cfg.MaxRetryDelay)
+	c.stats.yields.Add(int64(t.yields))
 	if err != nil {
+		keep = (retryable(err) || errors.Is(err, ErrDeadline) || c.ctx.Err() != nil) && t.n > 0
 		if c.ctx.Err() != nil {
 			return fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		if errors.Is(err, ErrSourceRefused) {
+			c.stats.sourceRefused.Add(1)
 		}
 		return err
 	}
@@ -558,9 +991,13 @@ func (c *Cache) pull(img Image) (err error) {
 		return err
 	}
 	committed = true
+	removeQuiet(c.metaPath(d))
 	if err := syncDir(c.dir); err != nil {
 		// The name may not survive a crash, but the bytes under it are verified.
 		c.log.Warn("imagecache: fsync of the cache directory failed", "err", err)
+	}
+	if err := c.writeStamp(d); err != nil {
+		c.log.Warn("imagecache: stamp not written; the image is hashed again on the next start", "sha256", d.String(), "err", err)
 	}
 	now := c.now()
 	c.mu.Lock()
@@ -579,9 +1016,15 @@ func (c *Cache) Status() []Status {
 	defer c.mu.Unlock()
 	out := make([]Status, 0, len(c.images))
 	for d, st := range c.images {
-		s := Status{Image: st.img, State: st.state, Bytes: st.bytes, Total: st.total, Err: st.err, Since: st.since}
+		s := Status{Image: st.img, State: st.state, Bytes: st.bytes, Total: st.total, Err: st.err, Since: st.since,
+			Priority: c.priorityLocked(d), Failures: st.failures}
+		if st.state == StateFailed {
+			if _, pinned := c.pinned[d]; pinned {
+				s.NextRetry = st.nextRetry
+			}
+		}
 		if e := c.entries[d]; e != nil {
-			s.State, s.Bytes, s.Total, s.Err = StateReady, e.size, e.size, nil
+			s.State, s.Bytes, s.Total, s.Err, s.Failures, s.NextRetry = StateReady, e.size, e.size, nil, 0, time.Time{}
 		}
 		out = append(out, s)
 	}
@@ -600,7 +1043,7 @@ func (c *Cache) Lookup(d Digest) (Item, bool) {
 	return c.itemLocked(d, e), true
 }
 
-// Inventory lists the cached images, ordered by digest.
+// Inventory lists the cached (verified) images, ordered by digest.
 func (c *Cache) Inventory() []Item {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -624,7 +1067,8 @@ func (c *Cache) itemLocked(d Digest, e *entry) Item {
 func compareDigest(a, b Digest) int { return strings.Compare(string(a[:]), string(b[:])) }
 
 // Trim runs one eviction pass: while the cache is over MaxBytes, the least recently used
-// image that is neither pinned nor being served is removed. It returns what it evicted.
+// image that is neither pinned nor being served is removed. Images still being verified
+// after Open count against the budget but are not evicted. It returns what it evicted.
 // Pulls trim after each image they cache; a host may also call it.
 func (c *Cache) Trim() []Digest {
 	if c.cfg.MaxBytes <= 0 {
@@ -643,6 +1087,9 @@ func (c *Cache) Trim() []Digest {
 		if _, pinned := c.pinned[d]; !pinned && e.inUse == 0 {
 			cands = append(cands, cand{d, e})
 		}
+	}
+	for _, p := range c.pending {
+		total += p.size
 	}
 	if total <= c.cfg.MaxBytes {
 		return nil
@@ -670,26 +1117,31 @@ func (c *Cache) Trim() []Digest {
 		c.log.Info("imagecache: evicted", "sha256", k.d.String(), "bytes", k.e.size)
 	}
 	if total > c.cfg.MaxBytes {
-		c.log.Warn("imagecache: over budget with only pinned or in-use images left", "bytes", total, "budget", c.cfg.MaxBytes)
+		c.log.Warn("imagecache: over budget with only pinned, in-use or unverified images left", "bytes", total, "budget", c.cfg.MaxBytes)
 	}
 	return evicted
 }
 
-// forgetLocked drops a cached image that is gone from disk; a pinned one is pulled again.
-// c.mu is held.
+// forgetLocked drops a cached image that is gone from disk (and its stamp); a pinned one is
+// pulled again. c.mu is held.
 func (c *Cache) forgetLocked(d Digest) {
 	delete(c.entries, d)
 	delete(c.images, d)
+	removeQuiet(c.stampPath(d))
 	if img, ok := c.pinned[d]; ok && !c.closed {
 		c.startLocked(img, c.now())
 	}
 }
 
-// Shutdown stops the cache: running pulls are cancelled (their temp files removed) and
-// Shutdown waits for them, or for ctx. Cached files stay; ServeHTTP keeps serving them.
+// Shutdown stops the cache: running pulls and the re-verification are cancelled (partial
+// copies stay, to be resumed by the next Open) and Shutdown waits for them, or for ctx.
+// Cached files stay; ServeHTTP keeps serving them.
 func (c *Cache) Shutdown(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
+	if c.retryTimer != nil {
+		c.retryTimer.Stop()
+	}
 	c.mu.Unlock()
 	c.cancel()
 	done := make(chan struct{})

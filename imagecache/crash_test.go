@@ -29,9 +29,10 @@ func crashChild() {
 		os.Exit(2)
 	}
 	c, err := imagecache.Open(context.Background(), imagecache.Config{
-		Dir:          os.Getenv(crashChildEnv),
-		StallTimeout: 10 * time.Second,
-		RetryDelay:   time.Millisecond,
+		Dir:                   os.Getenv(crashChildEnv),
+		StallTimeout:          10 * time.Second,
+		RetryDelay:            time.Millisecond,
+		AllowedSourceNetworks: loopback,
 	})
 	if err != nil {
 		os.Stderr.WriteString(err.Error() + "\n")
@@ -45,11 +46,11 @@ func crashChild() {
 	os.Exit(0)
 }
 
-// tempSize returns the size of the pull's temp file in dir, or -1 when there is none.
+// tempSize returns the size of the pull's partial copy in dir, or -1 when there is none.
 func tempSize(dir string) int64 {
 	des, _ := os.ReadDir(dir)
 	for _, de := range des {
-		if strings.HasPrefix(de.Name(), ".pull-") {
+		if strings.HasPrefix(de.Name(), ".pull-") && !strings.HasSuffix(de.Name(), ".meta") {
 			if fi, err := de.Info(); err == nil {
 				return fi.Size()
 			}
@@ -60,7 +61,8 @@ func tempSize(dir string) int64 {
 
 // A child pulling a large image is killed with SIGKILL at random points: at a random byte
 // of the transfer, or in the commit after the last byte (fsync, rename). After each kill no
-// partial or wrong file is visible, and a restarted cache completes the pull.
+// partial or wrong file is visible, and a restarted cache completes the pull, resuming the
+// partial copy it finds.
 func TestCrashSIGKILL(t *testing.T) {
 	t.Parallel()
 	const kills = 32
@@ -123,13 +125,10 @@ func TestCrashSIGKILL(t *testing.T) {
 			interrupted++
 		}
 
-		// Restart: the scan removes the partial copy and the pull completes.
-		c, err := imagecache.Open(context.Background(), imagecache.Config{Dir: dir, RetryDelay: time.Millisecond})
+		// Restart: the pull completes, resuming the partial copy when there is one.
+		c, err := imagecache.Open(context.Background(), imagecache.Config{Dir: dir, RetryDelay: time.Millisecond, AllowedSourceNetworks: loopback})
 		if err != nil {
 			t.Fatalf("restart after kill %d: %v", i, err)
-		}
-		if n := tempSize(dir); n >= 0 {
-			t.Errorf("restart after kill %d left a temp file of %d bytes", i, n)
 		}
 		if err := c.Pull(context.Background(), img); err != nil {
 			t.Fatalf("pull after kill %d: %v", i, err)
@@ -142,6 +141,7 @@ func TestCrashSIGKILL(t *testing.T) {
 		if err := os.Remove(filepath.Join(dir, digest.String())); err != nil {
 			t.Fatal(err)
 		}
+		os.Remove(filepath.Join(dir, ".stamp-"+digest.String()))
 	}
 	t.Logf("%d kills: %d left a partial temp file, %d found the pull committed", kills, interrupted, finished)
 	if interrupted == 0 {

@@ -3,6 +3,7 @@ package imagecache
 import (
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 )
@@ -47,11 +48,15 @@ func parseLowerHex(dst []byte, s string) bool {
 
 // Image names one image the host wants cached: where to pull it from, the digest its bytes
 // must have, and its format (for example "raw", "qcow2", "iso"; informational, except that a
-// host serving sanboot checks it is "iso").
+// host serving sanboot checks it is "iso"), and the priority of its pull.
 type Image struct {
 	URL    string
 	SHA256 Digest
 	Format string
+	// Priority orders the image's pull against others waiting for a slot. Zero: by role
+	// (PriorityPinned when named in SetPinned, else PriorityRest; PriorityBoot for the
+	// digests in Config.BootImages).
+	Priority Priority
 }
 
 var formatRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,31}$`)
@@ -62,8 +67,12 @@ func (img Image) Validate() error {
 	if img.SHA256.IsZero() {
 		return fmt.Errorf("%w: no sha256", ErrBadImage)
 	}
-	if !strings.HasPrefix(img.URL, "http://") && !strings.HasPrefix(img.URL, "https://") {
-		return fmt.Errorf("%w: url %q is not http or https", ErrBadImage, img.URL)
+	u, err := url.Parse(img.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: url is not an http or https URL with a host", ErrBadImage)
+	}
+	if img.Priority < PriorityDefault || img.Priority > PriorityBoot {
+		return fmt.Errorf("%w: priority %d", ErrBadImage, int(img.Priority))
 	}
 	if img.Format != "" && !formatRE.MatchString(img.Format) {
 		return fmt.Errorf("%w: format %q", ErrBadImage, img.Format)

@@ -5,11 +5,15 @@
 //
 // # Wiring
 //
-// Open a Cache on a directory, name the images the host wants with SetPinned (each is pulled
-// in the background; Status reports warming, ready or failed with the reason), hand out
-// grant URLs (BootGrant for a ramdisk's bc.cache, SanbootGrant for one ISO that iPXE reads by
-// ranges, FirmwareGrant for a BMC firmware update), and mount the Cache, an http.Handler, at
-// "/cache/" on the boot HTTP server. Shutdown cancels running pulls and waits for them.
+// Open a Cache on a directory (Config.BootImages naming the site's kernel and initrd,
+// Config.ManagementNetworks the BMC networks, Config.AllowedSourceNetworks any network a
+// source may be on that the source policy would refuse), name the images the host wants
+// with SetPinned (each is pulled in the background; Status reports verifying, warming, ready
+// or failed with the reason and the next retry), hand out grant URLs (BootGrant for a
+// ramdisk's bc.cache, SanbootGrant for one ISO that iPXE reads by ranges, FirmwareGrant for
+// a BMC firmware update), and mount the Cache, an http.Handler, at "/cache/" on the boot
+// HTTP server. Open serves at once; images it could not take on their stamp are hashed in
+// the background. Shutdown cancels running pulls and that pass, and waits for them.
 //
 // The ramdisk side uses a Fetcher: the cache URL first, the image's source URL as fallback,
 // the digest checked on the stream either way, and the destination file renamed into place
@@ -17,30 +21,109 @@
 //
 // # Pulls
 //
-// A pull streams into a temp file in the cache directory (named ".pull-DIGEST-*"), hashing
+// A pull streams into its partial file in the cache directory (".pull-DIGEST"), hashing
 // every byte as it is written; only when the digest matches is the file fsynced, renamed to
 // its 64-hex-digit digest and the directory fsynced. Concurrent asks for one digest share one
-// pull (singleflight) and at most Config.ConcurrentPulls run at once (a semaphore). A source
-// that sends nothing for Config.StallTimeout, a short body, a network error or a 5xx/408/429
-// is retried with exponential back-off, resuming with "Range: bytes=N-" when bytes are
-// already there; a source that ignores the Range (200) restarts the copy, and one that
-// answers another range is asked again from the start. A wrong digest, another status, a
-// full disk (ErrNoSpace) or an image over Config.MaxBytes (ErrTooLarge) fail at once. Every
-// failure is a *PullError wrapping the cause; no failed pull leaves a visible file.
+// pull (singleflight). A source that sends nothing for Config.StallTimeout, a short body, a
+// network error or a 5xx/408/429 is retried with exponential back-off, resuming with
+// "Range: bytes=N-" when bytes are already there; a source that ignores the Range (200)
+// restarts the copy, and one that answers another range is asked again from the start. A
+// wrong digest, another status, a full disk (ErrNoSpace), an image over Config.MaxBytes
+// (ErrTooLarge) or a refused source (ErrSourceRefused) fail at once. Every failure is a
+// *PullError wrapping the cause; no failed pull leaves a visible file. A wrong digest is a
+// *MismatchError ("digest mismatch") that names the digest asked for and the byte count,
+// never the digest of what came.
 //
-// # Startup scan
+// # Slots, rates and deadlines
 //
-// Open removes every leftover temp file and re-verifies every image file by hashing it (at
-// Config.ConcurrentPulls files at a time); a file whose bytes do not match its name is
-// removed. Open therefore costs one read of the cache (Go's SHA-256 uses SHA-NI where the
-// CPU has it: about 1 GB/s per core measured by bench/imagecache on a loaded machine). This
-// was chosen over trusting a recorded check so that a file damaged on disk or by hand is
-// never served, at the price of a slower start for a large cache. Open also takes an exclusive flock on DIR/.lock, so two
-// processes never share a directory.
+// At most Config.ConcurrentPulls attempts run at once. A pull holds a slot for one attempt,
+// not for its whole life: between attempts (a back-off, a source below the minimum rate)
+// the slot goes to whoever waits. Waiting pulls go by Priority, then first come first
+// served: PriorityBoot (the digests in Config.BootImages: the site's kernel and initrd),
+// then PriorityPinned (images named in SetPinned), then PriorityRest (Pull alone); an
+// Image's Priority field can raise its own. A waiter of higher priority than a running
+// attempt takes that attempt's slot at once: the attempt ends (not counted as a failure) and
+// its pull waits for a slot again and resumes by Range where it stopped.
+//
+// An attempt that received fewer than Config.MinRate*Config.RateWindow bytes in a
+// RateWindow (defaults: 32 KiB/s over 30 s) ends with ErrTooSlow and is retried like any
+// failed attempt, from the back of the queue; so a source trickling a byte a second, under
+// the stall timeout, holds a slot for at most one RateWindow at a time, and cannot keep
+// the kernel, initrd or any other image waiting. Each pull also has a deadline,
+// Config.PullTimeout (10 min) plus the image's size at MinRate, counted over its attempts
+// and back-offs (not the time it waited for a slot): past it the pull fails with
+// ErrDeadline, whatever retries are left. Negative MinRate or PullTimeout turn these off.
+//
+// # Resume across restarts
+//
+// Beside the partial file, ".pull-DIGEST.meta" records what a resume needs: the URL, the
+// source's validator (ETag, else Last-Modified) and the full size, written atomically
+// before the first byte of a response from byte 0. The partial file and its record survive
+// a crash, Shutdown and a failed attempt that may succeed later (they are removed when the
+// bytes cannot be right: a digest mismatch, a 4xx, a full disk, a refused source; and by
+// SetPinned for an image no longer named). The next pull of that digest, in this process or
+// the next, hashes the prefix again (the hash state is not stored: the bytes on disk are
+// what is trusted) and continues with "Range: bytes=N-" and "If-Range" on the validator
+// (a strong ETag, else the Last-Modified date). The origin's full answer (200: it ignores
+// Range, or the validator changed) starts the copy over; a 206 under another validator or
+// size does too. When the joined copy does not match the digest (a prefix damaged on disk,
+// a source without validator that changed), the pull starts over from byte 0 once before
+// it fails. Partial copies count against no budget; SetPinned removes those of images it no
+// longer names.
+//
+// # Image sources
+//
+// Sources are http or https URLs only. A source on a loopback, link-local, unspecified
+// (0.0.0.0/8, ::), multicast or broadcast address, on one of the host's own addresses (its
+// interfaces, read at each check) or in Config.ManagementNetworks (the BMC networks) is
+// refused with a *SourceError (ErrSourceRefused, not retried), unless
+// Config.AllowedSourceNetworks holds the address. The check runs in the dialer's Control
+// function, on the address the name resolved to, just before the connection is made: a
+// DNS answer or a redirect to a refused address reaches nothing. Redirects are also checked
+// for their scheme and literal address, and at most 10 are followed. The cache's own client
+// dials directly (no proxy from the environment, whose address would be the one checked).
+// A host's Config.Client is copied: its *http.Transport is cloned with the dialer guarded
+// (its own DialContext is wrapped, the peer's address checked once connected and before a
+// byte is sent); with a proxy set, the proxy is what the check sees; a transport that is not
+// an *http.Transport can only have its URLs and redirects checked.
+//
+// # Startup
+//
+// Open reads no image. It removes the temp files of interrupted writes (an older version's
+// ".pull-DIGEST-*", a partial file without its record, a record or stamp whose file is gone,
+// the ".tmp-*" files of an interrupted stamp or record write), keeps partial copies with
+// their record for a resume, and takes an exclusive flock on DIR/.lock, so two processes
+// never share a directory. It then serves at once every image whose verification stamp
+// matches the file; the others are hashed again in the background, one at a time, boot
+// images first, then pinned ones, then the smallest, and served (and stamped) once they
+// match; a file whose bytes do not match its name is removed. Until then such an image is
+// StateVerifying and answers the same 404 as an image not cached; WaitVerified waits for
+// the pass to end.
+//
+// The stamp (".stamp-DIGEST", written atomically after every pull and every verification,
+// and again when serving moves the file's mtime) records the file's size, mtime, ctime,
+// inode and device. This was chosen over hashing every image at every start: a restart
+// then costs one stat per image instead of one read of the whole cache (minutes for a
+// 100 GiB cache, during which nothing could boot), and the stamp cannot match a file that
+// was replaced (a new inode), written or truncated (mtime, size), or whose times were put
+// back by hand (ctime, which only the kernel sets). What it does not catch is damage below
+// the file system (a bad disk block under an unchanged inode): a ramdisk's Fetcher still
+// refuses such bytes (it checks the digest of every stream, C7), iPXE's fetch of a kernel
+// would not. A host that wants every image hashed at every start anyway sets
+// Config.IgnoreStamps (still in the background, boot images first). A missing or stale
+// stamp costs one hash of that image, never a wrong byte served.
 //
 // Image formats are not stored on disk: after a restart an image's Format is empty until the
 // host names it again in SetPinned. Last-used times persist as the files' mtimes (updated at
 // most once a minute while an image is served).
+//
+// # Failed images
+//
+// A pinned image whose pull failed is pulled again by the cache itself after
+// Config.RetryFailedAfter (30 s), the wait doubling with each consecutive failure up to
+// Config.MaxRetryFailedAfter (15 min); SetPinned does not retry it sooner. Status reports
+// the failure (Err, a *PullError; Reason gives a stable word for it), the count of
+// consecutive failures and when the next pull is due.
 //
 // # Eviction
 //

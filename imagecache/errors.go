@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 )
 
@@ -21,6 +22,15 @@ var (
 	ErrShortBody = errors.New("imagecache: short body")
 	// ErrStalled: no byte arrived from the source within the stall timeout.
 	ErrStalled = errors.New("imagecache: source stalled")
+	// ErrTooSlow: an attempt received less than the minimum rate over a rate window; the
+	// pull gives its slot up and resumes later.
+	ErrTooSlow = errors.New("imagecache: source below the minimum rate")
+	// ErrDeadline: the pull took longer than its deadline (Config.PullTimeout plus the
+	// image's size at Config.MinRate).
+	ErrDeadline = errors.New("imagecache: pull deadline passed")
+	// ErrSourceRefused: the image source's address (or scheme) is not allowed; see
+	// Config.AllowedSourceNetworks. Wrapped by *SourceError.
+	ErrSourceRefused = errors.New("imagecache: image source refused")
 	// ErrTooLarge: the image is larger than the configured limit.
 	ErrTooLarge = errors.New("imagecache: image larger than the limit")
 	// ErrNoSpace: the file system holding the cache is full (wraps ENOSPC or EDQUOT).
@@ -47,6 +57,39 @@ func (e *StatusError) Error() string {
 func (e *StatusError) Temporary() bool {
 	return e.Code >= 500 || e.Code == http.StatusRequestTimeout || e.Code == http.StatusTooManyRequests
 }
+
+// MismatchError is a copy whose bytes do not hash to the digest asked for. It names the
+// wanted digest and how many bytes came, never the digest of what came: that would tell
+// whoever chose the URL the hash of a file they could not read.
+type MismatchError struct {
+	Digest Digest // the digest asked for
+	Bytes  int64  // bytes received
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("imagecache: digest mismatch: %d bytes received do not hash to %s", e.Bytes, e.Digest)
+}
+
+// Unwrap returns ErrDigestMismatch.
+func (e *MismatchError) Unwrap() error { return ErrDigestMismatch }
+
+// SourceError is an image source refused by the source policy: a URL that is not http or
+// https, or a connection (or redirect) to an address the policy does not allow.
+type SourceError struct {
+	URL    string     // the URL refused, when the refusal is about a URL
+	Addr   netip.Addr // the address refused, when it is about an address
+	Reason string     // "scheme", "loopback", "link-local", "unspecified", "multicast", "own-address", "management-network", "too-many-redirects"
+}
+
+func (e *SourceError) Error() string {
+	if e.Addr.IsValid() {
+		return fmt.Sprintf("imagecache: image source address %s refused (%s)", e.Addr, e.Reason)
+	}
+	return fmt.Sprintf("imagecache: image source %q refused (%s)", e.URL, e.Reason)
+}
+
+// Unwrap returns ErrSourceRefused.
+func (e *SourceError) Unwrap() error { return ErrSourceRefused }
 
 // PullError is the failure of one image's pull after its last attempt.
 type PullError struct {
@@ -96,22 +139,30 @@ var (
 	_ error = &StatusError{}
 	_ error = &PullError{}
 	_ error = &FetchError{}
+	_ error = &MismatchError{}
+	_ error = &SourceError{}
 )
 
 // Reason names why a pull failed in a few stable words a host can report or count:
-// "digest-mismatch", "short-body", "stalled", "http-NNN", "no-space", "too-large",
-// "bad-image", "closed", "network"; "" for nil.
+// "digest-mismatch", "short-body", "stalled", "too-slow", "deadline", "source-refused",
+// "http-NNN", "no-space", "too-large", "bad-image", "closed", "network"; "" for nil.
 func Reason(err error) string {
 	var se *StatusError
 	switch {
 	case err == nil:
 		return ""
+	case errors.Is(err, ErrDeadline):
+		return "deadline"
 	case errors.Is(err, ErrDigestMismatch):
 		return "digest-mismatch"
 	case errors.Is(err, ErrShortBody):
 		return "short-body"
 	case errors.Is(err, ErrStalled):
 		return "stalled"
+	case errors.Is(err, ErrTooSlow):
+		return "too-slow"
+	case errors.Is(err, ErrSourceRefused):
+		return "source-refused"
 	case errors.As(err, &se):
 		return fmt.Sprintf("http-%d", se.Code)
 	case errors.Is(err, ErrNoSpace):

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"time"
 
@@ -27,6 +28,8 @@ func Example() {
 	cache, err := imagecache.Open(context.Background(), imagecache.Config{
 		Dir:   dir,
 		Fence: imagecache.FenceFunc(func() bool { return true }), // the boot lease's fence
+		// Sources on loopback are refused unless allowed; this example's source is one.
+		AllowedSourceNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -39,8 +39,9 @@ func FuzzServePath(f *testing.F) {
 	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
 	defer src.Close()
 	c, err := imagecache.Open(context.Background(), imagecache.Config{
-		Dir:   f.TempDir(),
-		Fence: imagecache.FenceFunc(func() bool { return true }),
+		Dir:                   f.TempDir(),
+		Fence:                 imagecache.FenceFunc(func() bool { return true }),
+		AllowedSourceNetworks: loopback,
 	})
 	if err != nil {
 		f.Fatal(err)

@@ -97,7 +97,13 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	if persist {
-		_ = os.Chtimes(path, time.Time{}, now)
+		// The new mtime changes the file's identity: its stamp follows (a crash between
+		// the two costs one hash of the image at the next start).
+		if err := os.Chtimes(path, time.Time{}, now); err == nil {
+			if err := c.writeStamp(d); err != nil {
+				c.log.Warn("imagecache: stamp not written", "sha256", d.String(), "err", err)
+			}
+		}
 	}
 	c.stats.served.Add(1)
 	h := w.Header()

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,13 +47,18 @@ func randomBytes(seed uint64, n int) []byte {
 	return b
 }
 
-// fastConfig is a Config with quick retries and stalls for tests.
+// loopback lets the tests' sources, all on loopback, pass the source policy.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// fastConfig is a Config with quick retries and stalls for tests, allowing sources on
+// loopback.
 func fastConfig(t testing.TB) imagecache.Config {
 	return imagecache.Config{
-		Dir:           t.TempDir(),
-		StallTimeout:  2 * time.Second,
-		RetryDelay:    time.Millisecond,
-		MaxRetryDelay: 5 * time.Millisecond,
+		Dir:                   t.TempDir(),
+		StallTimeout:          2 * time.Second,
+		RetryDelay:            time.Millisecond,
+		MaxRetryDelay:         5 * time.Millisecond,
+		AllowedSourceNetworks: loopback,
 	}
 }
 
@@ -82,7 +88,7 @@ func visibleFiles(t testing.TB, dir string) []string {
 	return out
 }
 
-// allFiles lists every file of dir but the lock.
+// allFiles lists every file of dir but the lock and the verification stamps.
 func allFiles(t testing.TB, dir string) []string {
 	t.Helper()
 	des, err := os.ReadDir(dir)
@@ -91,7 +97,7 @@ func allFiles(t testing.TB, dir string) []string {
 	}
 	var out []string
 	for _, de := range des {
-		if de.Name() != ".lock" {
+		if de.Name() != ".lock" && !strings.HasPrefix(de.Name(), ".stamp-") {
 			out = append(out, de.Name())
 		}
 	}

@@ -2,7 +2,10 @@ package imagecache
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // The Content-Range of a source's 206 is network input: it parses only to a well-ordered
@@ -51,6 +54,41 @@ func TestParseContentRange(t *testing.T) {
 		s, e, z, ok := parseContentRange(tt.in)
 		if ok != tt.ok || (ok && (s != tt.start || e != tt.end || z != tt.size)) {
 			t.Errorf("parseContentRange(%q) = %d %d %d %v, want %d %d %d %v", tt.in, s, e, z, ok, tt.start, tt.end, tt.size, tt.ok)
+		}
+	}
+}
+
+// A validator from a source goes back into an If-Range header only as a clean header value
+// of bounded size; anything else is dropped whole, never cut or rewritten.
+func FuzzCleanValidator(f *testing.F) {
+	for _, seed := range []string{`"v1"`, `W/"x"`, "Sun, 01 Nov 2026 00:00:00 GMT", "a\r\nX-Evil: 1", " pad ", "\x00", strings.Repeat("a", 300)} {
+		f.Add(seed, seed)
+	}
+	f.Fuzz(func(t *testing.T, etag, lastMod string) {
+		got := cleanValidator(validator{ETag: etag, LastModified: lastMod})
+		for _, pair := range [][2]string{{etag, got.ETag}, {lastMod, got.LastModified}} {
+			in, out := pair[0], pair[1]
+			if out != "" && out != in {
+				t.Fatalf("%q became %q", in, out)
+			}
+			if out != "" && (len(out) > maxValidator || !httpguts.ValidHeaderFieldValue(out) || strings.TrimSpace(out) != out) {
+				t.Fatalf("%q kept", out)
+			}
+		}
+		if v := got.ifRange(); v != "" && v != got.ETag && v != got.LastModified {
+			t.Fatalf("ifRange %q", v)
+		}
+	})
+}
+
+func TestCleanValidator(t *testing.T) {
+	for in, keep := range map[string]bool{
+		`"v1"`: true, `W/"x"`: true, "Sun, 01 Nov 2026 00:00:00 GMT": true,
+		"a\r\nX-Evil: 1": false, " pad": false, "\x7f": false, "é": false, strings.Repeat("a", 257): false, "": false,
+	} {
+		got := cleanValidator(validator{ETag: in}).ETag
+		if (got != "") != keep || (keep && got != in) {
+			t.Errorf("cleanValidator(%q) = %q, keep %v", in, got, keep)
 		}
 	}
 }

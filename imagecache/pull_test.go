@@ -27,13 +27,15 @@ func TestPullSources(t *testing.T) {
 		wantErr error // nil: the pull succeeds
 		reason  string
 		wantReq []string
+		// keepsPartial: the failed pull keeps its partial copy and resume record.
+		keepsPartial bool
 	}{
 		{mode: "good", wantReq: []string{"GET "}},
 		{mode: "wrong", wantErr: imagecache.ErrDigestMismatch, reason: "digest-mismatch", wantReq: []string{"GET "}},
-		{mode: "truncate", retries: -1, wantErr: imagecache.ErrShortBody, reason: "short-body", wantReq: []string{"GET "}},
+		{mode: "truncate", retries: -1, wantErr: imagecache.ErrShortBody, reason: "short-body", wantReq: []string{"GET "}, keepsPartial: true},
 		{mode: "truncate", retries: 2, wantErr: imagecache.ErrShortBody, reason: "short-body",
-			wantReq: []string{"GET ", "GET bytes=1572872-", "GET bytes=2359308-"}},
-		{mode: "stall", retries: -1, wantErr: imagecache.ErrStalled, reason: "stalled", wantReq: []string{"GET "}},
+			wantReq: []string{"GET ", "GET bytes=1572872-", "GET bytes=2359308-"}, keepsPartial: true},
+		{mode: "stall", retries: -1, wantErr: imagecache.ErrStalled, reason: "stalled", wantReq: []string{"GET "}, keepsPartial: true},
 		{mode: "404", wantErr: &imagecache.StatusError{}, reason: "http-404", wantReq: []string{"GET "}},
 		{mode: "500once", wantReq: []string{"GET ", "GET "}},
 		{mode: "truncateonce", wantReq: []string{"GET ", "GET bytes=1572872-"}},
@@ -106,8 +108,14 @@ func TestPullSources(t *testing.T) {
 			if st[0].State != imagecache.StateFailed || !errors.Is(st[0].Err, pe.Err) {
 				t.Errorf("Status = %v (%v), want failed with the pull's error", st[0].State, st[0].Err)
 			}
-			if files := allFiles(t, cfg.Dir); len(files) != 0 {
-				t.Errorf("files left after a failed pull: %v", files)
+			// A source that failed on the way keeps its partial copy for a later resume;
+			// bytes that cannot be right are removed. Neither is ever visible.
+			var wantFiles []string
+			if tt.keepsPartial {
+				wantFiles = []string{".pull-" + digest.String(), ".pull-" + digest.String() + ".meta"}
+			}
+			if diff := cmp.Diff(wantFiles, allFiles(t, cfg.Dir)); diff != "" {
+				t.Errorf("files left after a failed pull (-want +got):\n%s", diff)
 			}
 			if inv := c.Inventory(); len(inv) != 0 {
 				t.Errorf("Inventory after a failed pull: %v", inv)
@@ -197,7 +205,7 @@ func TestPullTooLarge(t *testing.T) {
 	}
 }
 
-// Shutdown cancels a pull stuck on a stalled source and leaves no temp file.
+// Shutdown cancels a pull stuck on a stalled source and keeps its partial copy for a resume.
 func TestShutdownCancelsPulls(t *testing.T) {
 	body := randomBytes(5, 1<<20)
 	src := newSource(t, body, "stall", false)
@@ -227,8 +235,13 @@ func TestShutdownCancelsPulls(t *testing.T) {
 	if err := c.Pull(context.Background(), img); !errors.Is(err, imagecache.ErrClosed) {
 		t.Errorf("Pull after Shutdown: %v, want ErrClosed", err)
 	}
-	if f := allFiles(t, cfg.Dir); len(f) != 0 {
-		t.Errorf("files left: %v", f)
+	// The partial copy stays, for the next Open to resume; nothing is visible.
+	wantFiles := []string{".pull-" + img.SHA256.String(), ".pull-" + img.SHA256.String() + ".meta"}
+	if diff := cmp.Diff(wantFiles, allFiles(t, cfg.Dir)); diff != "" {
+		t.Errorf("files left (-want +got):\n%s", diff)
+	}
+	if fi, err := os.Stat(filepath.Join(cfg.Dir, wantFiles[0])); err != nil || fi.Size() != int64(len(body)/2) {
+		t.Errorf("partial copy: %v, want %d bytes", err, len(body)/2)
 	}
 	if st := c.Status(); st[0].State != imagecache.StateFailed || !errors.Is(st[0].Err, imagecache.ErrClosed) {
 		t.Errorf("Status after Shutdown: %v %v", st[0].State, st[0].Err)

@@ -14,8 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// Open removes leftover temp files and files whose bytes do not match their name, keeps
-// verified images with their mtime as last use, and ignores what is not its own.
+// Open removes leftover temp files, and the re-verification after it files whose bytes do
+// not match their name; verified images keep their mtime as last use; what is not the
+// cache's own is ignored.
 func TestOpenScan(t *testing.T) {
 	dir := t.TempDir()
 	good := randomBytes(300, 5000)
@@ -38,6 +39,9 @@ func TestOpenScan(t *testing.T) {
 	write(gd.String()[:63], good) // not a digest name
 
 	c := open(t, imagecache.Config{Dir: dir})
+	if err := c.WaitVerified(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	want := []imagecache.Item{{Digest: gd, Size: 5000, LastUsed: mtime}}
 	if diff := cmp.Diff(want, c.Inventory()); diff != "" {
 		t.Errorf("Inventory (-want +got):\n%s", diff)
@@ -64,9 +68,13 @@ func TestOpenScan(t *testing.T) {
 		t.Errorf("Lookup = %+v, want format qcow2, pinned", it)
 	}
 	c.Close()
+	// Reopened, the image is served at once on its stamp: nothing to hash again.
 	c2 := open(t, imagecache.Config{Dir: dir})
 	if n := len(c2.Inventory()); n != 1 {
 		t.Errorf("reopen after Close: %d images, want 1", n)
+	}
+	if s := c2.Stats(); s.StampMatched != 1 || s.Reverified != 0 {
+		t.Errorf("reopen: StampMatched %d Reverified %d, want 1 and 0", s.StampMatched, s.Reverified)
 	}
 }
 

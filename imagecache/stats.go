@@ -10,8 +10,15 @@ type Stats struct {
 	BytesPulled         int64 // bytes received from sources
 	Evictions           int64 // images trimmed under the budget
 	EvictedBytes        int64
-	TempFilesRemoved    int64 // leftovers of interrupted pulls removed by Open
-	CorruptFilesRemoved int64 // files whose bytes did not match their name, removed by Open
+	TempFilesRemoved    int64 // leftovers of interrupted writes removed by Open
+	CorruptFilesRemoved int64 // files whose bytes did not match their name, removed after Open
+	StampMatched        int64 // images served at Open on their verification stamp
+	Reverified          int64 // images hashed again after Open and found good
+	ResumedPulls        int64 // pulls that continued a partial copy left by an earlier process
+	ResumedBytes        int64 // bytes those partial copies held (not downloaded again)
+	Preemptions         int64 // attempts that gave their slot to a pull of higher priority
+	Yields              int64 // attempts that gave their slot, after a rate window, to a pull of equal priority
+	SourceRefused       int64 // pulls refused by the source policy
 	GrantsIssued        int64
 	Served              int64 // requests answered with an image (200, 206, 304, HEAD)
 	ServedBytes         int64 // body bytes of those answers
@@ -29,6 +36,9 @@ type counters struct {
 	pullsStarted, pullsOK, pullsFailed, bytesPulled atomic.Int64
 	evictions, evictedBytes                         atomic.Int64
 	tempRemoved, corruptRemoved                     atomic.Int64
+	stampMatched, reverified                        atomic.Int64
+	resumedPulls, resumedBytes, preemptions         atomic.Int64
+	sourceRefused, yields                           atomic.Int64
 	grantsIssued, served, servedBytes               atomic.Int64
 	refusedPath, refusedGrant, refusedExpired       atomic.Int64
 	refusedDigest, refusedMissing, refusedFenced    atomic.Int64
@@ -41,6 +51,9 @@ func (c *Cache) Stats() Stats {
 		PullsStarted: s.pullsStarted.Load(), PullsOK: s.pullsOK.Load(), PullsFailed: s.pullsFailed.Load(),
 		BytesPulled: s.bytesPulled.Load(), Evictions: s.evictions.Load(), EvictedBytes: s.evictedBytes.Load(),
 		TempFilesRemoved: s.tempRemoved.Load(), CorruptFilesRemoved: s.corruptRemoved.Load(),
+		StampMatched: s.stampMatched.Load(), Reverified: s.reverified.Load(),
+		ResumedPulls: s.resumedPulls.Load(), ResumedBytes: s.resumedBytes.Load(),
+		Preemptions: s.preemptions.Load(), Yields: s.yields.Load(), SourceRefused: s.sourceRefused.Load(),
 		GrantsIssued: s.grantsIssued.Load(), Served: s.served.Load(), ServedBytes: s.servedBytes.Load(),
 		RefusedPath: s.refusedPath.Load(), RefusedGrant: s.refusedGrant.Load(), RefusedExpired: s.refusedExpired.Load(),
 		RefusedDigest: s.refusedDigest.Load(), RefusedMissing: s.refusedMissing.Load(), RefusedFenced: s.refusedFenced.Load(),

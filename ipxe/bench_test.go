@@ -39,7 +39,6 @@ func ed25519Signer() ipxe.Signer {
 		ip := c.IP.As16()
 		msg = append(msg, ip[:]...)
 		msg = append(msg, c.Workflow...)
-		msg = binary.BigEndian.AppendUint64(msg, uint64(c.IssuedAt.Unix()))
 		msg = binary.BigEndian.AppendUint64(msg, uint64(c.NotAfter.Unix()))
 		sig := ed25519.Sign(key, msg)
 		out := make([]byte, 0, len(msg)+len(sig))

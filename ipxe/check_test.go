@@ -188,11 +188,11 @@ func chainShape(c ipxe.Chain) shape {
 	if c.VLAN != 0 {
 		ipdev = dev + "-" + strconv.Itoa(c.VLAN)
 	}
-	target := c.URL + "?mac=${" + dev + "/mac:hexhyp}&uuid=${uuid}&ip=${" + ipdev + "/ip}"
+	target := c.URL + "?mac=${" + dev + "/mac:hexhyp}&uuid=${uuid}&ip=${" + ipdev + "/ip}&platform=${platform}&buildarch=${buildarch}"
 	sh := shape{
 		counts:     map[string]int{},
 		args:       map[string]func([]string) bool{},
-		expansions: []string{dev + "/mac:hexhyp", "uuid", ipdev + "/ip"},
+		expansions: []string{dev + "/mac:hexhyp", "uuid", ipdev + "/ip", "platform", "buildarch"},
 	}
 	sh = sh.fallback(n, "")
 	sh.counts["chain"] = n

@@ -33,11 +33,14 @@
 //
 // # The boot endpoint
 //
-// [NewHandler] takes a [Config] naming the host's small interfaces: [Entries] (the machine's
-// live boot entry by MAC), [Fence] (active, epoch), [Tokens] (the discovery token, asked once
-// per entry and reused), [Signer] (a signed discovery assertion for [Claims]; the host signs
-// with package assertion), optionally [Cache] (bc.cache and sanboot grant URLs, minted by
-// package imagecache), DHCPSeen and OnDiscovered. /boot/ipxe answers:
+// [NewHandler] takes a [Config] naming the host's small interfaces: [Entries] (the live boot
+// entry of the machine asking, from its [Query]; the host decides whether the machine's arch
+// and UUID match the entry), [Fence] (active, epoch), [Tokens] (the discovery token, asked
+// once per entry and reused), [Signer] (a signed discovery assertion for [Claims]; the host
+// signs with package assertion, which owns the assertion's lifetime), optionally [Cache]
+// (bc.cache and sanboot grant URLs, minted by package imagecache) and OnDiscovered. An
+// [Entry] carries the host's own reference ([Entry.Ref]) back to Tokens and Cache.
+// /boot/ipxe answers:
 //
 //   - 200 with the boot script: the site's kernel and initrds, then on the kernel command
 //     line initrd=..., the host's bc.* parameters, bc.token, bc.assertion, bc.cache (when the
@@ -46,22 +49,36 @@
 //     cached; otherwise 503 with a wait script (sleep 30 s, chain again), never the ramdisk;
 //   - 503 with a wait script while the discovery token is not available;
 //   - 404 with the exit script for a MAC without a live entry, reported to OnDiscovered
-//     (only for a MAC proxy DHCP saw, when DHCPSeen is set);
+//     (the host keeps its own rule of what counts, e.g. only MACs proxy DHCP saw);
+//   - 404 with the exit script, and no secret, when the host says the machine does not
+//     match its entry ([ErrMismatch]), counted as Mismatched;
 //   - 503 with the fenced script while this agent is not the active boot server;
 //   - 400 for a query that does not parse, 405 for methods other than GET and HEAD, 431 for
 //     a header over 8 KiB, 500 with a wait script when a host interface fails.
 //
 // HEAD is answered as GET without the body (UEFI HTTP boot sends HEAD before GET), except
-// that it never reports a discovery. The chain script sends the MAC as ${net0/mac:hexhyp}:
-// see [Chain] for why not ${net0/mac} or ":uristring".
+// that it never reports a discovery. The chain script sends the MAC and IP of "netX", the NIC
+// iPXE booted from (a machine with two NICs boots from the second), the MAC as
+// ${netX/mac:hexhyp} (see [Chain] for why not ${netX/mac} or ":uristring"), and the
+// firmware's ${platform} and ${buildarch}, read as the option 93 arch ([Query.Arch]).
 //
 // iPXE runs the body of a 2xx answer only. A waiting answer therefore also carries
 // Retry-After, which iPXE honours by asking the same URL again after that many seconds; the
 // fenced and unknown answers make the chain script's fetch fail, and its own back-off then
 // ends in a reboot. The bodies say the same for people and tools reading them.
 //
-// Every script answer has Content-Type text/plain and Cache-Control: no-store. [NewServer]
-// builds an http.Server with the header cap; [LimitHeaders] applies it to any handler.
+// Every script answer has Content-Type text/plain and Cache-Control: no-store.
+//
+// # Files by role
+//
+// The pure renderer is in render_*.go (render_script.go: the line builder and [Retry];
+// render_boot.go: [Boot], [Sanboot]; render_chain.go: [Chain]; render_fallback.go: [Exit],
+// [Fenced], [Wait]; render_check.go: the value grammar). The boot handler is in handler*.go
+// (handler.go: [Config], [Handler] and /boot/ipxe; handler_host.go: the host's interfaces;
+// handler_query.go: [ParseQuery]; handler_tokens.go: the token cache; handler_files.go:
+// /boot/files/; handler_stats.go: [Stats]). server.go holds the limits every HTTP path of a
+// boot server gets ([MaxHeaderBytes], [ReadHeaderTimeout], [ReadTimeout], [IdleTimeout]):
+// [NewServer] applies them all, [LimitHeaders] the exact header cap to any handler.
 //
 // # Tested against real iPXE
 //

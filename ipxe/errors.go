@@ -25,6 +25,11 @@ var (
 	// available yet. The handler then answers a script that waits and asks again; any other
 	// error is a server error.
 	ErrNotReady = errors.New("ipxe: not ready")
+
+	// ErrMismatch is returned by a host's [Entries] when the machine asking does not match
+	// its entry (another architecture, or a UUID that is no spelling of the entry's). The
+	// handler answers the exit script, never a script with a secret, and counts it apart.
+	ErrMismatch = errors.New("ipxe: machine does not match its boot entry")
 )
 
 // ValueError is a value the renderer refused. Field names the value ("kernel",

@@ -63,8 +63,8 @@ func ExampleNewHandler() {
 	mac, _ := hwid.ParseMAC("52:54:00:12:34:56")
 	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 	h, err := ipxe.NewHandler(ipxe.Config{
-		Entries: ipxe.EntriesFunc(func(_ context.Context, m hwid.MAC) (ipxe.Entry, bool, error) {
-			return ipxe.Entry{MAC: m, Workflow: "wf_1"}, m == mac, nil
+		Entries: ipxe.EntriesFunc(func(_ context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
+			return ipxe.Entry{MAC: q.MAC, Workflow: "wf_1"}, q.MAC == mac, nil
 		}),
 		Fence: ipxe.FenceFunc(func() (uint64, bool) { return 3, true }),
 		Tokens: ipxe.TokensFunc(func(context.Context, ipxe.Entry) (string, error) {
@@ -99,12 +99,12 @@ func ExampleNewHandler() {
 		resp.Body.Close()
 		// Show each answer's status and its first command.
 		first := strings.SplitN(string(body), "\n", 4)[2]
-		fmt.Printf("%s: %d %.87s\n", path, resp.StatusCode, first)
+		fmt.Printf("%s: %d %.131s\n", path, resp.StatusCode, first)
 	}
-	fmt.Printf("%+v\n", h.Counters())
+	fmt.Printf("%+v\n", h.Stats())
 	// Output:
-	// /boot/chain.ipxe: 200 chain --replace --autofree /boot/ipxe?mac=${net0/mac:hexhyp}&uuid=${uuid}&ip=${net0/ip}
+	// /boot/chain.ipxe: 200 chain --replace --autofree /boot/ipxe?mac=${netX/mac:hexhyp}&uuid=${uuid}&ip=${netX/ip}&platform=${platform}&buildarch=${buildarch}
 	// /boot/ipxe?mac=52:54:00:12:34:56: 200 imgfree
 	// /boot/ipxe?mac=52:54:00:12:34:57: 404 exit 1
-	// {Requests:3 Chains:1 Scripts:1 Sanboots:0 Unknown:1 Discovered:0 Fenced:0 TokenWaits:0 SanbootWaits:0 TokenFetches:1 BadRequests:0 HeadersTooLarge:0 MethodsRefused:0 NotFound:0 Files:0 Errors:0}
+	// {Requests:3 Chains:1 Scripts:1 Sanboots:0 Unknown:1 Mismatched:0 Discovered:0 Fenced:0 TokenWaits:0 SanbootWaits:0 TokenFetches:1 BadRequests:0 HeadersTooLarge:0 MethodsRefused:0 NotFound:0 Files:0 Errors:0}
 }

@@ -77,6 +77,11 @@ func FuzzQuery(f *testing.F) {
 		"mac=52:54:00:12:34:56&ip=::ffff:192.0.2.1", "mac=52:54:00:12:34:56&ip=fe80::1%25eth0",
 		"mac=52:54:00:12:34:56&mac=52:54:00:12:34:56", "mac=52:54:00:12:34:56;ip=1.2.3.4",
 		"uuid=${uuid}&mac=${net0/mac}", "mac=52:54:00:12:34:56%0Areboot", "%zz", "",
+		// What the chain script sends (Debian's iPXE in QEMU), and near misses.
+		"mac=52-54-00-5b-00-03&uuid=4c4c4544-0031-1020-8030-b1c04f504e34&ip=10.0.2.15&platform=pcbios&buildarch=i386",
+		"mac=52-54-00-12-34-56&uuid=&ip=&platform=efi&buildarch=x86_64", "mac=52:54:00:12:34:56&platform=efi&buildarch=arm64",
+		"mac=52:54:00:12:34:56&platform=efi&buildarch=mips", "mac=52:54:00:12:34:56&platform=EFI",
+		"mac=52:54:00:12:34:56&platform=efi%20boot", "mac=52:54:00:12:34:56&platform=efi&platform=pcbios",
 	} {
 		f.Add(s)
 	}

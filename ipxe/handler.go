@@ -1,7 +1,6 @@
 package ipxe
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -37,9 +35,6 @@ const (
 
 // Handler defaults.
 const (
-	// MaxHeaderBytes caps a request's header: the request line and every header field
-	// counted as "Name: value\r\n".
-	MaxHeaderBytes = 8 << 10
 	// DefaultTokenWait is how long a machine waits for its discovery token before asking
 	// again.
 	DefaultTokenWait = 5 * time.Second
@@ -61,11 +56,9 @@ type Config struct {
 	// Cache gives bc.cache and sanboot grant URLs. Nil means no bc.cache, and sanboot
 	// entries wait forever (never the ramdisk).
 	Cache Cache
-	// DHCPSeen reports whether proxy DHCP saw this MAC. When set, a fetch from an unknown
-	// MAC is reported only if DHCP saw it (anyone can fetch a URL); nil means proxy DHCP
-	// does not run here and every such fetch is reported.
-	DHCPSeen func(mac hwid.MAC) bool
-	// OnDiscovered is called, synchronously, for each reported unknown machine. Nil: none.
+	// OnDiscovered is called, synchronously, for each GET from a MAC without a live entry,
+	// while this agent is active. Anyone can fetch a URL: the host decides what counts (the
+	// reference agent's discovery list keeps only MACs proxy DHCP already showed). Nil: none.
 	OnDiscovered func(Discovery)
 	// Files holds the iPXE builds served under /boot/files/ (one level, no dot files). Use
 	// (*os.Root).FS or an embed.FS: nothing outside it is reachable. Nil: 404.
@@ -80,7 +73,7 @@ type Config struct {
 	// BaseURL, when set (e.g. "http://192.0.2.1:8080"), makes the URLs in scripts
 	// absolute; empty keeps them relative to the script's own URL, which iPXE resolves.
 	BaseURL   string
-	Interface string // iPXE device the chain script reads; "" means DefaultInterface
+	Interface string // iPXE device the chain script reads; "" means DefaultInterface (netX)
 	VLAN      int    // VLAN tag the chain script creates on Interface; 0 none
 	Retry     Retry  // back-off of every fetch in a script
 
@@ -146,32 +139,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Counters are the handler's running totals.
-type Counters struct {
-	Requests        uint64 // every request
-	Chains          uint64 // chain.ipxe answered
-	Scripts         uint64 // ramdisk boot scripts answered (200)
-	Sanboots        uint64 // sanboot scripts answered (200)
-	Unknown         uint64 // 404: no live entry
-	Discovered      uint64 // unknown machines reported to OnDiscovered
-	Fenced          uint64 // 503: this agent is not the active boot server
-	TokenWaits      uint64 // 503: the discovery token is not available yet
-	SanbootWaits    uint64 // 503: the ISO is not pinned and cached yet
-	TokenFetches    uint64 // times the host's Tokens was asked
-	BadRequests     uint64 // 400: query refused
-	HeadersTooLarge uint64 // 431
-	MethodsRefused  uint64 // 405
-	NotFound        uint64 // 404 for a path or file
-	Files           uint64 // files answered
-	Errors          uint64 // 500: a host interface failed or a value was refused
-}
-
-type counters struct {
-	requests, chains, scripts, sanboots, unknown, discovered, fenced, tokenWaits,
-	sanbootWaits, tokenFetches, badRequests, headersTooLarge, methodsRefused, notFound,
-	files, errors atomic.Uint64
-}
-
 // Handler is the boot HTTP handler: GET/HEAD /boot/chain.ipxe, /boot/ipxe and
 // /boot/files/NAME. It is safe for concurrent use. Create it with [NewHandler].
 type Handler struct {
@@ -179,18 +146,11 @@ type Handler struct {
 	log     *slog.Logger
 	cmdline []string
 	chain   []byte
-	c       counters
+	n       counters
 
 	mu     sync.Mutex
 	tokens map[hwid.MAC]cachedToken
 	sf     singleflight.Group
-}
-
-type cachedToken struct {
-	workflow string
-	notAfter time.Time
-	token    string
-	expires  time.Time
 }
 
 // NewHandler validates c and returns the handler.
@@ -265,53 +225,40 @@ func (h *Handler) bootScript(token, assertion, cache string) ([]byte, error) {
 	}.Render()
 }
 
-// Counters returns a snapshot of the running totals.
-func (h *Handler) Counters() Counters {
-	c := &h.c
-	return Counters{
-		Requests: c.requests.Load(), Chains: c.chains.Load(), Scripts: c.scripts.Load(),
-		Sanboots: c.sanboots.Load(), Unknown: c.unknown.Load(), Discovered: c.discovered.Load(),
-		Fenced: c.fenced.Load(), TokenWaits: c.tokenWaits.Load(), SanbootWaits: c.sanbootWaits.Load(),
-		TokenFetches: c.tokenFetches.Load(), BadRequests: c.badRequests.Load(),
-		HeadersTooLarge: c.headersTooLarge.Load(), MethodsRefused: c.methodsRefused.Load(),
-		NotFound: c.notFound.Load(), Files: c.files.Load(), Errors: c.errors.Load(),
-	}
-}
-
 // ServeHTTP answers the boot paths; anything else is 404.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.c.requests.Add(1)
+	h.n.requests.Add(1)
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			h.c.errors.Add(1)
+			h.n.errors.Add(1)
 			h.log.Error("ipxe: handler panic", "panic", fmt.Sprint(v), "path", r.URL.Path)
 			plain(w, http.StatusInternalServerError, "internal error\n")
 		}
 	}()
 	if headerBytes(r, MaxHeaderBytes) > MaxHeaderBytes {
-		h.c.headersTooLarge.Add(1)
+		h.n.headersTooLarge.Add(1)
 		plain(w, http.StatusRequestHeaderFieldsTooLarge, "request header fields too large\n")
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		h.c.methodsRefused.Add(1)
+		h.n.methodsRefused.Add(1)
 		w.Header().Set("Allow", "GET, HEAD")
 		plain(w, http.StatusMethodNotAllowed, "method not allowed\n")
 		return
 	}
 	switch p := r.URL.Path; {
 	case p == PathChain:
-		h.c.chains.Add(1)
+		h.n.chains.Add(1)
 		writeScript(w, http.StatusOK, h.chain, 0)
 	case p == PathBoot:
 		h.serveBoot(w, r)
 	case strings.HasPrefix(p, PathFiles):
 		h.serveFile(w, r, strings.TrimPrefix(p, PathFiles))
 	default:
-		h.c.notFound.Add(1)
+		h.n.notFound.Add(1)
 		plain(w, http.StatusNotFound, "not found\n")
 	}
 }
@@ -320,7 +267,7 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q, err := ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		h.c.badRequests.Add(1)
+		h.n.badRequests.Add(1)
 		h.log.Debug("ipxe: query refused", "err", err, "remote", r.RemoteAddr)
 		h.script(w, http.StatusBadRequest, Exit{}, 0)
 		return
@@ -328,19 +275,27 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 	log := h.log.With("mac", q.MAC.String())
 	epoch, active := h.cfg.Fence.Active()
 	if !active || epoch == 0 {
-		h.c.fenced.Add(1)
+		h.n.fenced.Add(1)
 		log.Info("ipxe: fenced, machine told to reboot")
 		h.script(w, http.StatusServiceUnavailable, Fenced{Delay: h.cfg.FencedDelay}, 0)
 		return
 	}
 	now := h.cfg.Now()
-	e, ok, err := h.cfg.Entries.Entry(ctx, q.MAC)
+	e, ok, err := h.cfg.Entries.Entry(ctx, q)
+	if errors.Is(err, ErrMismatch) {
+		// The MAC has an entry, but this machine is not the one it names: no secret, and
+		// not a discovery either (the control plane already knows the MAC).
+		h.n.mismatched.Add(1)
+		log.Warn("ipxe: machine does not match its boot entry; no script", "reason", err)
+		h.script(w, http.StatusNotFound, Exit{}, 0)
+		return
+	}
 	if err != nil {
 		h.fail(w, log, "entry lookup", err)
 		return
 	}
 	if !ok || (!e.NotAfter.IsZero() && !now.Before(e.NotAfter)) {
-		h.c.unknown.Add(1)
+		h.n.unknown.Add(1)
 		h.discovered(r, q, now)
 		h.script(w, http.StatusNotFound, Exit{}, 0)
 		return
@@ -353,7 +308,7 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 
 	token, err := h.token(ctx, e, now)
 	if errors.Is(err, ErrNotReady) {
-		h.c.tokenWaits.Add(1)
+		h.n.tokenWaits.Add(1)
 		log.Info("ipxe: discovery token not available yet", "workflow", e.Workflow)
 		h.script(w, http.StatusServiceUnavailable, Wait{Delay: h.cfg.TokenWait, URL: h.url(PathChain)}, h.cfg.TokenWait)
 		return
@@ -370,18 +325,15 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 			cache = ""
 		}
 	}
-	claims := Claims{
-		MAC: q.MAC, IP: q.IP, UUID: q.UUID, Workflow: e.Workflow, Epoch: epoch,
-		IssuedAt: now, NotAfter: now.Add(MaxAssertionLifetime),
-	}
+	// The assertion names the NIC that booted (the query's MAC); its UUID is the entry's
+	// when it has one (the host checked the query's against it), and its lifetime is the
+	// signer's to bound (package assertion).
+	claims := Claims{MAC: q.MAC, IP: q.IP, UUID: e.UUID, Workflow: e.Workflow, Epoch: epoch, NotAfter: e.NotAfter}
 	if !claims.IP.IsValid() {
 		claims.IP = remoteAddr(r)
 	}
-	if claims.UUID == (hwid.UUID{}) || claims.UUID.IsPlaceholder() {
-		claims.UUID = e.UUID
-	}
-	if !e.NotAfter.IsZero() && e.NotAfter.Before(claims.NotAfter) {
-		claims.NotAfter = e.NotAfter
+	if claims.UUID == (hwid.UUID{}) && !q.UUID.IsPlaceholder() {
+		claims.UUID = q.UUID
 	}
 	assertion, err := h.cfg.Signer.Sign(ctx, claims)
 	if err != nil {
@@ -393,7 +345,7 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, log, "boot script", err)
 		return
 	}
-	h.c.scripts.Add(1)
+	h.n.scripts.Add(1)
 	log.Info("ipxe: boot script", "workflow", e.Workflow, "epoch", epoch)
 	writeScript(w, http.StatusOK, body, 0)
 }
@@ -405,7 +357,7 @@ func (h *Handler) serveSanboot(w http.ResponseWriter, r *http.Request, log *slog
 		return
 	}
 	wait := func(why string) {
-		h.c.sanbootWaits.Add(1)
+		h.n.sanbootWaits.Add(1)
 		log.Info("ipxe: sanboot ISO not ready, machine waits", "sha256", e.SanbootSHA256, "why", why)
 		h.script(w, http.StatusServiceUnavailable, Wait{Delay: h.cfg.SanbootWait, URL: h.url(PathChain)}, h.cfg.SanbootWait)
 	}
@@ -436,80 +388,21 @@ func (h *Handler) serveSanboot(w http.ResponseWriter, r *http.Request, log *slog
 		h.fail(w, log, "sanboot script", err)
 		return
 	}
-	h.c.sanboots.Add(1)
+	h.n.sanboots.Add(1)
 	log.Info("ipxe: sanboot script", "workflow", e.Workflow, "sha256", e.SanbootSHA256)
 	writeScript(w, http.StatusOK, body, 0)
-}
-
-// token returns the entry's discovery token, asking the host only the first time.
-func (h *Handler) token(ctx context.Context, e Entry, now time.Time) (string, error) {
-	h.mu.Lock()
-	c, ok := h.tokens[e.MAC]
-	h.mu.Unlock()
-	if ok && c.workflow == e.Workflow && c.notAfter.Equal(e.NotAfter) && now.Before(c.expires) {
-		return c.token, nil
-	}
-	key := e.MAC.String() + "\x00" + strconv.FormatInt(e.NotAfter.UnixNano(), 10) + "\x00" + e.Workflow
-	v, err, _ := h.sf.Do(key, func() (any, error) {
-		h.c.tokenFetches.Add(1)
-		tok, err := h.cfg.Tokens.Token(ctx, e)
-		if err != nil {
-			return "", err
-		}
-		if err := checkWord(ParamToken, tok); err != nil {
-			return "", err
-		}
-		if tok == "" {
-			return "", invalidErr(ParamToken, "empty token")
-		}
-		expires := e.NotAfter
-		if expires.IsZero() {
-			expires = now.Add(DefaultEntryLifetime)
-		}
-		h.storeToken(e, cachedToken{workflow: e.Workflow, notAfter: e.NotAfter, token: tok, expires: expires}, now)
-		return tok, nil
-	})
-	if err != nil {
-		return "", err
-	}
-	return v.(string), nil
-}
-
-func (h *Handler) storeToken(e Entry, c cachedToken, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if _, ok := h.tokens[e.MAC]; !ok && len(h.tokens) >= h.cfg.MaxTokens {
-		var oldest hwid.MAC
-		var oldestAt time.Time
-		for m, t := range h.tokens {
-			if !now.Before(t.expires) {
-				delete(h.tokens, m)
-				continue
-			}
-			if oldestAt.IsZero() || t.expires.Before(oldestAt) {
-				oldest, oldestAt = m, t.expires
-			}
-		}
-		if len(h.tokens) >= h.cfg.MaxTokens {
-			delete(h.tokens, oldest)
-		}
-	}
-	h.tokens[e.MAC] = c
 }
 
 func (h *Handler) discovered(r *http.Request, q Query, now time.Time) {
 	if r.Method != http.MethodGet || h.cfg.OnDiscovered == nil {
 		return
 	}
-	if h.cfg.DHCPSeen != nil && !h.cfg.DHCPSeen(q.MAC) {
-		return
-	}
-	h.c.discovered.Add(1)
-	h.cfg.OnDiscovered(Discovery{MAC: q.MAC, UUID: q.UUID, IP: q.IP, Remote: remoteAddr(r), At: now})
+	h.n.discovered.Add(1)
+	h.cfg.OnDiscovered(Discovery{Query: q, Remote: remoteAddr(r), At: now})
 }
 
 func (h *Handler) fail(w http.ResponseWriter, log *slog.Logger, what string, err error) {
-	h.c.errors.Add(1)
+	h.n.errors.Add(1)
 	log.Error("ipxe: cannot answer a script", "step", what, "err", err)
 	// The machine retries (iPXE honours Retry-After) rather than falling through.
 	h.script(w, http.StatusInternalServerError, Wait{Delay: h.cfg.TokenWait, URL: h.url(PathChain)}, h.cfg.TokenWait)
@@ -519,7 +412,7 @@ func (h *Handler) fail(w http.ResponseWriter, log *slog.Logger, what string, err
 func (h *Handler) script(w http.ResponseWriter, status int, s interface{ Render() ([]byte, error) }, retryAfter time.Duration) {
 	body, err := s.Render()
 	if err != nil {
-		h.c.errors.Add(1)
+		h.n.errors.Add(1)
 		h.log.Error("ipxe: cannot render a script", "err", err)
 		plain(w, http.StatusInternalServerError, "internal error\n")
 		return
@@ -553,54 +446,6 @@ func plain(w http.ResponseWriter, status int, msg string) {
 	_, _ = io.WriteString(w, msg)
 }
 
-func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, name string) {
-	notFound := func() {
-		h.c.notFound.Add(1)
-		plain(w, http.StatusNotFound, "not found\n")
-	}
-	if h.cfg.Files == nil || !validFileName(name) {
-		notFound()
-		return
-	}
-	f, err := h.cfg.Files.Open(name)
-	if err != nil {
-		notFound()
-		return
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		notFound()
-		return
-	}
-	h.c.files.Add(1)
-	w.Header().Set("Content-Type", "application/octet-stream")
-	if rs, ok := f.(io.ReadSeeker); ok {
-		http.ServeContent(w, r, name, st.ModTime(), rs)
-		return
-	}
-	// An fs.FS whose files cannot seek: the whole file, no ranges.
-	w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodGet {
-		_, _ = io.Copy(w, io.LimitReader(f, st.Size()))
-	}
-}
-
-// validFileName accepts one path element of [A-Za-z0-9._-], not starting with '.'.
-func validFileName(s string) bool {
-	if s == "" || len(s) > 128 || s[0] == '.' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 func isSHA256(s string) bool {
 	if len(s) != 64 {
 		return false
@@ -624,47 +469,4 @@ func remoteAddr(r *http.Request) netip.Addr {
 	}
 	a, _ := netip.ParseAddr(host)
 	return a.Unmap()
-}
-
-// headerBytes counts the request line and header fields as they were sent ("Name: value"
-// plus CRLF each), stopping once the count passes limit.
-func headerBytes(r *http.Request, limit int) int {
-	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2
-	if r.Host != "" {
-		n += len("Host: ") + len(r.Host) + 2
-	}
-	for k, vs := range r.Header {
-		for _, v := range vs {
-			n += len(k) + 2 + len(v) + 2
-			if n > limit {
-				return n
-			}
-		}
-	}
-	return n + 2
-}
-
-// LimitHeaders wraps next so that a request whose header (request line and fields) is over
-// limit bytes gets 431 without reaching next. net/http's own MaxHeaderBytes allows 4 KiB
-// more than it is set to; this is the exact cap.
-func LimitHeaders(next http.Handler, limit int) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if headerBytes(r, limit) > limit {
-			plain(w, http.StatusRequestHeaderFieldsTooLarge, "request header fields too large\n")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// NewServer returns an http.Server for the boot endpoint (and anything else the host mounts
-// on handler, e.g. the image cache): headers capped at MaxHeaderBytes, a 10 s header read
-// timeout and a 2 min idle timeout. The caller sets Addr or calls Serve on its listener.
-func NewServer(handler http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           LimitHeaders(handler, MaxHeaderBytes),
-		MaxHeaderBytes:    MaxHeaderBytes,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
 }

@@ -47,6 +47,7 @@ type fakeHost struct {
 	active     bool
 	entries    map[hwid.MAC]ipxe.Entry
 	entryErr   error
+	queries    []ipxe.Query
 	token      string
 	tokenErr   error
 	tokenCalls int
@@ -68,10 +69,11 @@ func newFakeHost() *fakeHost {
 	}
 }
 
-func (f *fakeHost) Entry(_ context.Context, mac hwid.MAC) (ipxe.Entry, bool, error) {
+func (f *fakeHost) Entry(_ context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	e, ok := f.entries[mac]
+	f.queries = append(f.queries, q)
+	e, ok := f.entries[q.MAC]
 	return e, ok, f.entryErr
 }
 
@@ -248,14 +250,14 @@ func checkScriptHeaders(t *testing.T, a answer) {
 func TestChainScript(t *testing.T) {
 	host := newFakeHost()
 	cfg := host.config()
-	cfg.VLAN = 12
+	cfg.Interface, cfg.VLAN = "net1", 12
 	_, srv := serve(t, cfg)
 	a := get(t, srv, http.MethodGet, ipxe.PathChain)
 	if a.status != http.StatusOK {
 		t.Fatalf("status %d", a.status)
 	}
 	checkScriptHeaders(t, a)
-	c := ipxe.Chain{URL: ipxe.PathBoot, VLAN: 12}
+	c := ipxe.Chain{URL: ipxe.PathBoot, Interface: "net1", VLAN: 12}
 	if err := chainShape(c).check(a.body); err != nil {
 		t.Fatalf("%v\n%s", err, a.body)
 	}
@@ -265,20 +267,23 @@ func TestChainScript(t *testing.T) {
 }
 
 func TestBootScript(t *testing.T) {
+	placeholder := hwid.UUID{0x03, 0x00, 0x02, 0x00, 0x04, 0x00, 0x05, 0x00, 0x00, 0x06, 0x00, 0x07, 0x00, 0x08, 0x00, 0x09}
 	for _, tc := range []struct {
-		name       string
-		uuid       hwid.UUID
-		ip         string
-		notAfter   time.Duration // entry's, from t0; 0: none
-		noCache    bool
-		wantUUID   hwid.UUID
-		wantIP     string
-		wantExpiry time.Duration
+		name        string
+		uuid        hwid.UUID
+		ip          string
+		notAfter    time.Duration // entry's, from t0; 0: none
+		noEntryUUID bool
+		noCache     bool
+		wantUUID    hwid.UUID
+		wantIP      string
 	}{
-		{"query says all", uuid2, "192.0.2.50", 2 * time.Hour, false, uuid2, "192.0.2.50", 15 * time.Minute},
-		{"uuid from entry, ip from connection", hwid.UUID{}, "", 2 * time.Hour, false, uuid1, "127.0.0.1", 15 * time.Minute},
-		{"placeholder uuid ignored", hwid.UUID{0x03, 0x00, 0x02, 0x00, 0x04, 0x00, 0x05, 0x00, 0x00, 0x06, 0x00, 0x07, 0x00, 0x08, 0x00, 0x09}, "", 0, false, uuid1, "127.0.0.1", 15 * time.Minute},
-		{"entry ends first", uuid1, "192.0.2.51", 5 * time.Minute, true, uuid1, "192.0.2.51", 5 * time.Minute},
+		// The assertion's UUID is the entry's when it has one (the host checked the query's).
+		{"entry's uuid, query's ip", uuid2, "192.0.2.50", 2 * time.Hour, false, false, uuid1, "192.0.2.50"},
+		{"uuid from entry, ip from connection", hwid.UUID{}, "", 2 * time.Hour, false, false, uuid1, "127.0.0.1"},
+		{"entry without uuid takes the query's", uuid2, "", 2 * time.Hour, true, false, uuid2, "127.0.0.1"},
+		{"placeholder uuid never asserted", placeholder, "", 0, true, false, hwid.UUID{}, "127.0.0.1"},
+		{"entry ends soon", uuid1, "192.0.2.51", 5 * time.Minute, false, true, uuid1, "192.0.2.51"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			host := newFakeHost()
@@ -286,6 +291,9 @@ func TestBootScript(t *testing.T) {
 			e.NotAfter = time.Time{}
 			if tc.notAfter != 0 {
 				e.NotAfter = t0.Add(tc.notAfter)
+			}
+			if tc.noEntryUUID {
+				e.UUID = hwid.UUID{}
 			}
 			host.entries[mac1] = e
 			if tc.noCache {
@@ -316,14 +324,15 @@ func TestBootScript(t *testing.T) {
 			if err := bootShape(want).check(a.body); err != nil {
 				t.Fatalf("%v\n%s", err, a.body)
 			}
+			// The not-after is the entry's: the signer (package assertion) bounds the lifetime.
 			wantClaims := ipxe.Claims{
 				MAC: mac1, IP: netip.MustParseAddr(tc.wantIP), UUID: tc.wantUUID, Workflow: "wf_1",
-				Epoch: 7, IssuedAt: t0, NotAfter: t0.Add(tc.wantExpiry),
+				Epoch: 7, NotAfter: e.NotAfter,
 			}
 			if diff := cmp.Diff(wantClaims, claims, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 				t.Errorf("claims (-want +got):\n%s", diff)
 			}
-			if c := h.Counters(); c.Scripts != 1 || c.TokenFetches != 1 || c.Requests != 1 {
+			if c := h.Stats(); c.Scripts != 1 || c.TokenFetches != 1 || c.Requests != 1 {
 				t.Errorf("counters %+v", c)
 			}
 		})
@@ -334,21 +343,16 @@ func TestUnknownMachine(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		method   string
-		seen     map[hwid.MAC]bool // nil: no proxy DHCP
 		mac      hwid.MAC
 		reported bool
 	}{
-		{"no proxy dhcp", http.MethodGet, nil, mac2, true},
-		{"dhcp saw it", http.MethodGet, map[hwid.MAC]bool{mac2: true}, mac2, true},
-		{"dhcp never saw it", http.MethodGet, map[hwid.MAC]bool{mac1: true}, mac2, false},
-		{"head", http.MethodHead, nil, mac2, false},
+		// Every GET is reported; what counts is the host's rule (discovery's DHCPFirst).
+		{"get", http.MethodGet, mac2, true},
+		{"head", http.MethodHead, mac2, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			host := newFakeHost()
 			cfg := host.config()
-			if tc.seen != nil {
-				cfg.DHCPSeen = func(m hwid.MAC) bool { return tc.seen[m] }
-			}
 			h, srv := serve(t, cfg)
 			a := get(t, srv, tc.method, bootPath(tc.mac, uuid2, "192.0.2.77"))
 			if a.status != http.StatusNotFound {
@@ -362,16 +366,43 @@ func TestUnknownMachine(t *testing.T) {
 			}
 			var want []ipxe.Discovery
 			if tc.reported {
-				want = []ipxe.Discovery{{MAC: tc.mac, UUID: uuid2, IP: netip.MustParseAddr("192.0.2.77"),
+				want = []ipxe.Discovery{{Query: ipxe.Query{MAC: tc.mac, UUID: uuid2, IP: netip.MustParseAddr("192.0.2.77")},
 					Remote: netip.MustParseAddr("127.0.0.1"), At: t0}}
 			}
 			if diff := cmp.Diff(want, host.discovered, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 				t.Errorf("discovered (-want +got):\n%s", diff)
 			}
-			if c := h.Counters(); c.Unknown != 1 || c.Discovered != uint64(len(want)) || c.TokenFetches != 0 {
+			if c := h.Stats(); c.Unknown != 1 || c.Discovered != uint64(len(want)) || c.TokenFetches != 0 {
 				t.Errorf("counters %+v", c)
 			}
 		})
+	}
+}
+
+// TestMismatchGetsNoSecret: when the host says the machine does not match its entry (S3),
+// the answer is the exit script, nothing is signed or fetched, nothing is reported as
+// discovered, and the mismatch is counted apart from unknown machines. The host is handed
+// the arch the chain script's platform and buildarch name.
+func TestMismatchGetsNoSecret(t *testing.T) {
+	host := newFakeHost()
+	host.entryErr = fmt.Errorf("%w: arch bios, entry x86_64-efi", ipxe.ErrMismatch)
+	h, srv := serve(t, host.config())
+	a := get(t, srv, http.MethodGet, bootPath(mac1, uuid1, "")+"&platform=pcbios&buildarch=i386")
+	if a.status != http.StatusNotFound {
+		t.Fatalf("status %d, want 404\n%s", a.status, a.body)
+	}
+	if diff := cmp.Diff(string(mustRender(t, ipxe.Exit{})), string(a.body)); diff != "" {
+		t.Errorf("body (-want +got):\n%s", diff)
+	}
+	if strings.Contains(string(a.body), ipxe.ParamToken) || len(host.claims) != 0 || host.tokenCalls != 0 || len(host.discovered) != 0 {
+		t.Errorf("a mismatched machine got a secret or was reported: claims %v, token calls %d, discovered %v", host.claims, host.tokenCalls, host.discovered)
+	}
+	if st := h.Stats(); st.Mismatched != 1 || st.Unknown != 0 || st.Errors != 0 {
+		t.Errorf("stats %+v, want Mismatched 1 and nothing else", st)
+	}
+	want := []ipxe.Query{{MAC: mac1, UUID: uuid1, Arch: hwid.ArchBIOS, HasArch: true}}
+	if diff := cmp.Diff(want, host.queries, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("queries the host saw (-want +got):\n%s", diff)
 	}
 }
 
@@ -413,7 +444,7 @@ func TestFenced(t *testing.T) {
 			if len(host.discovered) != 0 || host.tokenCalls != 0 || len(host.claims) != 0 {
 				t.Errorf("a fenced agent reported %d, fetched %d tokens, signed %d", len(host.discovered), host.tokenCalls, len(host.claims))
 			}
-			if c := h.Counters(); c.Fenced != 2 {
+			if c := h.Stats(); c.Fenced != 2 {
 				t.Errorf("counters %+v", c)
 			}
 		})
@@ -462,7 +493,7 @@ func TestTokenReuse(t *testing.T) {
 	if len(host.claims) != 3 {
 		t.Errorf("%d assertions signed, want 3", len(host.claims))
 	}
-	if c := h.Counters(); c.TokenFetches != 2 || c.Scripts != 3 {
+	if c := h.Stats(); c.TokenFetches != 2 || c.Scripts != 3 {
 		t.Errorf("counters %+v", c)
 	}
 }
@@ -530,7 +561,7 @@ func TestTokenNotReady(t *testing.T) {
 	if a := get(t, srv, http.MethodGet, bootPath(mac1, hwid.UUID{}, "")); a.status != http.StatusOK {
 		t.Fatalf("once ready: status %d", a.status)
 	}
-	if c := h.Counters(); c.TokenWaits != 1 || c.TokenFetches != 2 || c.Scripts != 1 {
+	if c := h.Stats(); c.TokenWaits != 1 || c.TokenFetches != 2 || c.Scripts != 1 {
 		t.Errorf("counters %+v", c)
 	}
 }
@@ -567,7 +598,7 @@ func TestSanboot(t *testing.T) {
 	if host.tokenCalls != 0 || len(host.claims) != 0 || strings.Contains(string(a.body), "bc.") {
 		t.Errorf("a sanboot used a token (%d) or assertion (%d) or bc.* parameter", host.tokenCalls, len(host.claims))
 	}
-	if c := h.Counters(); c.SanbootWaits != 1 || c.Sanboots != 1 {
+	if c := h.Stats(); c.SanbootWaits != 1 || c.Sanboots != 1 {
 		t.Errorf("counters %+v", c)
 	}
 
@@ -609,7 +640,7 @@ func TestHostFailures(t *testing.T) {
 			if a.header.Get("Retry-After") == "" {
 				t.Error("no Retry-After: the machine would give up")
 			}
-			if c := h.Counters(); c.Errors != 1 || c.Scripts != 0 {
+			if c := h.Stats(); c.Errors != 1 || c.Scripts != 0 {
 				t.Errorf("counters %+v", c)
 			}
 		})
@@ -630,7 +661,7 @@ func TestBadQueries(t *testing.T) {
 			t.Errorf("%q: status %d", q, a.status)
 		}
 	}
-	if c := h.Counters(); c.BadRequests != 11 || len(host.discovered) != 0 {
+	if c := h.Stats(); c.BadRequests != 11 || len(host.discovered) != 0 {
 		t.Errorf("counters %+v, discovered %d", c, len(host.discovered))
 	}
 }
@@ -710,7 +741,7 @@ func TestHeaderCap(t *testing.T) {
 			}
 		})
 	}
-	if c := h.Counters(); c.HeadersTooLarge != 2 {
+	if c := h.Stats(); c.HeadersTooLarge != 2 {
 		t.Errorf("HeadersTooLarge %d, want 2", c.HeadersTooLarge)
 	}
 }
@@ -874,5 +905,43 @@ func TestFilesWithoutSeek(t *testing.T) {
 	a = get(t, srv, http.MethodHead, ipxe.PathFiles+"undionly.kpxe")
 	if a.status != http.StatusOK || len(a.body) != 0 {
 		t.Errorf("HEAD: status %d, %d bytes", a.status, len(a.body))
+	}
+}
+
+// TestQueryArch: the chain script's ${platform} and ${buildarch} become the option 93 arch
+// the host compares with the entry's; an unknown pair is no arch, a malformed one refused.
+func TestQueryArch(t *testing.T) {
+	for _, tc := range []struct {
+		query   string
+		arch    hwid.Arch
+		hasArch bool
+		field   string // QueryError field; "" for none
+	}{
+		{"platform=pcbios&buildarch=i386", hwid.ArchBIOS, true, ""},
+		{"platform=pcbios&buildarch=x86_64", hwid.ArchBIOS, true, ""},
+		{"platform=efi&buildarch=x86_64", hwid.ArchX86_64EFI, true, ""},
+		{"platform=efi&buildarch=arm64", hwid.ArchARM64EFI, true, ""},
+		{"platform=efi&buildarch=i386", hwid.ArchIA32EFI, true, ""},
+		{"platform=&buildarch=", 0, false, ""}, // an iPXE without the settings
+		{"platform=efi&buildarch=mips", 0, false, ""},
+		{"platform=efi", 0, false, ""},
+		{"platform=EFI&buildarch=x86_64", 0, false, "platform"},
+		{"platform=efi&buildarch=x86%2064", 0, false, "buildarch"},
+		{"platform=efi&platform=pcbios", 0, false, "platform"},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			q, err := ipxe.ParseQuery("mac=52:54:00:12:34:56&" + tc.query)
+			var qe *ipxe.QueryError
+			switch {
+			case tc.field != "":
+				if !errors.As(err, &qe) || qe.Field != tc.field {
+					t.Fatalf("error %v, want a *QueryError for %s", err, tc.field)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case q.Arch != tc.arch || q.HasArch != tc.hasArch:
+				t.Errorf("arch %v (%v), want %v (%v)", q.Arch, q.HasArch, tc.arch, tc.hasArch)
+			}
+		})
 	}
 }

@@ -96,7 +96,7 @@ func (m *qemuMachine) wait(done func(serial []byte) bool) (serial []byte, exited
 }
 
 // TestQEMU_RealIPXEBootsRamdisk: the real iPXE runs the chain script (its
-// ${net0/mac:hexhyp}, ${uuid} and ${net0/ip}), meets a 503 while the discovery token is not
+// ${netX/mac:hexhyp}, ${uuid} and ${netX/ip}), meets a 503 while the discovery token is not
 // ready and asks again on its own (Retry-After), runs the boot script, and boots Debian's
 // kernel with a busybox initramfs that prints /proc/cmdline: the kernel must see exactly
 // the parameters the handler rendered.
@@ -189,7 +189,7 @@ func TestQEMU_RealIPXEBootsRamdisk(t *testing.T) {
 	if dc := decodeClaims(t, words); dc.MAC != mac {
 		t.Errorf("assertion on the command line is not the one signed: %+v", dc)
 	}
-	if cnt := h.Counters(); cnt.TokenWaits != 1 || cnt.Scripts != 1 || cnt.Chains != 1 {
+	if cnt := h.Stats(); cnt.TokenWaits != 1 || cnt.Scripts != 1 || cnt.Chains != 1 {
 		t.Errorf("counters %+v", cnt)
 	}
 }
@@ -216,7 +216,7 @@ func TestQEMU_RealIPXEFencedReboots(t *testing.T) {
 	if !exited || !slices.Equal(log, want) || !bytes.Contains(serial, []byte("siteboot: giving up after 2 attempts")) {
 		t.Errorf("exited %v (a reboot ends QEMU), requests %q, want %q\nserial:\n%s", exited, log, want, tail(serial, 2000))
 	}
-	if c := h.Counters(); c.Fenced != 2 || len(host.discovered) != 0 {
+	if c := h.Stats(); c.Fenced != 2 || len(host.discovered) != 0 {
 		t.Errorf("counters %+v, discovered %d", c, len(host.discovered))
 	}
 }
@@ -299,8 +299,16 @@ func TestQEMU_RealIPXESanboots(t *testing.T) {
 	if len(log) < 4 || !slices.Equal(log[:3], wantPrefix) || !readISO || n == 0 {
 		t.Errorf("requests %q (%d distinct ranges); want %q, range reads of the ISO, then chain.ipxe again", log, n, wantPrefix)
 	}
-	if c := h.Counters(); c.SanbootWaits != 1 || c.Sanboots < 1 || c.TokenFetches != 0 {
+	if c := h.Stats(); c.SanbootWaits != 1 || c.Sanboots < 1 || c.TokenFetches != 0 {
 		t.Errorf("counters %+v", c)
+	}
+	// The chain script's ${netX/...}, ${platform} and ${buildarch}: the NIC iPXE booted
+	// from, and a BIOS build of iPXE, which the host compares with the entry's arch.
+	host.mu.Lock()
+	queries := slices.Clone(host.queries)
+	host.mu.Unlock()
+	if len(queries) == 0 || queries[0].MAC != mac || !queries[0].HasArch || queries[0].Arch != hwid.ArchBIOS {
+		t.Errorf("queries the host saw: %+v; want the NIC's MAC %v and arch bios", queries, mac)
 	}
 }
 

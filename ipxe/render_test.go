@@ -51,9 +51,10 @@ var goldens = []struct {
 			return bootShape(ipxe.Boot{Kernel: "tftp://192.0.2.1/vmlinuz", Retry: ipxe.Retry{Attempts: 1}})
 		}},
 	{"chain", ipxe.Chain{URL: "/boot/ipxe"}, func() shape { return chainShape(ipxe.Chain{URL: "/boot/ipxe"}) }},
-	{"chain-vlan", ipxe.Chain{URL: "http://192.0.2.1/boot/ipxe", VLAN: 100, Retry: ipxe.Retry{Attempts: 2}},
+	{"chain-net1", ipxe.Chain{URL: "/boot/ipxe", Interface: "net1"}, func() shape { return chainShape(ipxe.Chain{URL: "/boot/ipxe", Interface: "net1"}) }},
+	{"chain-vlan", ipxe.Chain{URL: "http://192.0.2.1/boot/ipxe", Interface: "net0", VLAN: 100, Retry: ipxe.Retry{Attempts: 2}},
 		func() shape {
-			return chainShape(ipxe.Chain{URL: "http://192.0.2.1/boot/ipxe", VLAN: 100, Retry: ipxe.Retry{Attempts: 2}})
+			return chainShape(ipxe.Chain{URL: "http://192.0.2.1/boot/ipxe", Interface: "net0", VLAN: 100, Retry: ipxe.Retry{Attempts: 2}})
 		}},
 	{"exit", ipxe.Exit{}, func() shape {
 		return shape{counts: map[string]int{"exit": 1}, args: map[string]func([]string) bool{"exit": exactly("1")}}
@@ -237,7 +238,9 @@ func TestRefusals(t *testing.T) {
 		{"max below delay", ipxe.Boot{Kernel: "/k", Retry: ipxe.Retry{Delay: 10 * time.Second, MaxDelay: 5 * time.Second}}, "retry.max_delay", ipxe.ErrInvalid},
 		{"sanboot tftp", ipxe.Sanboot{URL: "tftp://h/x.iso"}, "url", ipxe.ErrInvalid},
 		{"chain query", ipxe.Chain{URL: "/boot/ipxe?x=1"}, "url", ipxe.ErrInvalid},
-		{"vlan", ipxe.Chain{URL: "/boot/ipxe", VLAN: 4095}, "vlan", ipxe.ErrInvalid},
+		{"vlan", ipxe.Chain{URL: "/boot/ipxe", Interface: "net0", VLAN: 4095}, "vlan", ipxe.ErrInvalid},
+		{"vlan on netX", ipxe.Chain{URL: "/boot/ipxe", VLAN: 100}, "vlan", ipxe.ErrInvalid},
+		{"interface netx lower case", ipxe.Chain{URL: "/boot/ipxe", Interface: "netx0X"}, "interface", ipxe.ErrInvalid},
 		{"fenced delay", ipxe.Fenced{Delay: 2 * time.Hour}, "delay", ipxe.ErrInvalid},
 		{"wait url", ipxe.Wait{URL: "/a b"}, "url", ipxe.ErrUnsafe},
 	} {

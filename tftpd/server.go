@@ -107,6 +107,10 @@ type Counters struct {
 }
 
 // Counters returns a snapshot of the server's counters.
+// Stats returns the server's counters (the name every siteboot package uses).
+func (s *Server) Stats() Counters { return s.Counters() }
+
+// Counters returns the server's counters; see [Server.Stats].
 func (s *Server) Counters() Counters {
 	s.mu.Lock()
 	active := s.active

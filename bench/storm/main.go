@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/examples/siteagent/configfile"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/simmachine"
@@ -405,10 +406,11 @@ listen = "off"
 
 	pid := 0
 	if s.inproc {
-		cfg, err := agent.LoadConfig(cfgPath)
+		f, err := configfile.Load(cfgPath)
 		if err != nil {
 			return fail(err)
 		}
+		cfg := &f.Agent
 		_, key, _ := ed25519.GenerateKey(rand.Reader)
 		actx, acancel := context.WithCancel(ctx)
 		a, err := agent.New(actx, cfg, &agent.HTTPLink{Base: base}, agent.Options{

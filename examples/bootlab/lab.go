@@ -156,36 +156,34 @@ func (l *lab) addAgent(ctx context.Context, name string, ip netip.Addr) (*labAge
 	if err != nil {
 		return nil, err
 	}
-	cfg := &agent.Config{
-		SiteID:  siteID,
-		NodeID:  name,
-		DataDir: filepath.Join(l.dir, name),
-		Log:     agent.LogConfig{Format: "text", Level: "info"},
-		Boot: agent.BootConfig{
-			ProxyDHCP:  true,
-			DHCPListen: ip.String() + ":0",
-			PXEListen:  ip.String() + ":0",
-			ServerIP:   ip.String(),
-			TFTP:       true,
-			TFTPListen: ip.String() + ":0",
-			TFTPRoot:   filepath.Join(l.dir, "tftp"),
-			HTTPListen: ip.String() + ":0",
-			HTTPBase:   "http://" + ip.String() + ":0",
-			Kernel:     agent.Image{URL: l.origin + "/images/" + l.kernel.name, SHA256: l.kernel.sha256, Format: "kernel"},
-			Initrd:     agent.Image{URL: l.origin + "/images/" + l.initrd.name, SHA256: l.initrd.sha256, Format: "initrd"},
-			Cmdline:    "console=ttyS0,115200n8 quiet",
-			Params:     map[string]string{"gateway": "https://gateway.lab.example:443"},
-		},
-		Lease:   agent.LeaseConfig{TTL: agent.Duration{Duration: leaseTTL}},
-		Control: agent.ControlConfig{URL: l.planeURL, Heartbeat: agent.Duration{Duration: 250 * time.Millisecond}, Timeout: agent.Duration{Duration: time.Second}},
-		Metrics: agent.MetricsConfig{Listen: ip.String() + ":0"},
+	any0 := netip.AddrPortFrom(ip, 0)
+	cfg := agent.DefaultConfig()
+	cfg.SiteID, cfg.NodeID, cfg.DataDir = siteID, name, filepath.Join(l.dir, name)
+	cfg.Boot = agent.BootConfig{
+		ProxyDHCP:  true,
+		DHCPListen: any0,
+		PXEListen:  any0,
+		ServerIP:   ip,
+		TFTP:       true,
+		TFTPListen: any0,
+		TFTPRoot:   filepath.Join(l.dir, "tftp"),
+		HTTPListen: any0,
+		Kernel:     agent.Image{URL: l.origin + "/images/" + l.kernel.name, SHA256: l.kernel.sha256, Format: "kernel"},
+		Initrd:     agent.Image{URL: l.origin + "/images/" + l.initrd.name, SHA256: l.initrd.sha256, Format: "initrd"},
+		Cmdline:    "console=ttyS0,115200n8 quiet",
+		Params:     map[string]string{"gateway": "https://gateway.lab.example:443"},
+		// The lab's image origin is on loopback, which the cache refuses unless allowed.
+		AllowedSourceNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 	}
+	cfg.Lease.TTL = leaseTTL
+	cfg.Control = agent.ControlConfig{URL: l.planeURL, Heartbeat: 250 * time.Millisecond, Timeout: time.Second}
+	cfg.Metrics.Listen = any0
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, err
 	}
 	l.plane.Enroll(siteID, name)
 	actx, stop := context.WithCancel(ctx)
-	a, err := agent.New(actx, cfg, &agent.HTTPLink{Base: l.planeURL}, agent.Options{
+	a, err := agent.New(actx, &cfg, &agent.HTTPLink{Base: l.planeURL}, agent.Options{
 		Logger: l.log.With("part", name), Signer: key, DHCPClientPort: clientPort, DrainTimeout: time.Second,
 	})
 	if err != nil {

@@ -82,7 +82,7 @@ func (l *lab) summary(p *printer, outcomes []*outcome, checks []check, n, unknow
 	}
 	// Each agent's own counters, as its status reports carry them.
 	for _, a := range l.agents {
-		c := a.a.Counters()
+		c := a.a.Stats()
 		p.linef("%s counted: %d proxy DHCP answers, %d TFTP transfers, %d scripts, %d assertions signed, %d cache answers, %d fenced script requests",
 			a.name, c["proxydhcp_answered_67"]+c["proxydhcp_answered_4011"], c["tftp_completed"], c["boot_scripts"],
 			c["assertions_issued"], c["cache_served"], c["boot_fenced"])

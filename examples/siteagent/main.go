@@ -9,7 +9,8 @@
 //	siteagent -config /etc/siteagent/config.toml
 //	siteagent -check /etc/siteagent/config.toml   # validate and exit
 //
-// See agent.Config for the file's keys; testdata/example.toml is a complete example.
+// The file is TOML (see package configfile for its keys, agent.Config for what they mean);
+// testdata/example.toml is a complete example.
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/examples/siteagent/configfile"
 )
 
 func main() {
@@ -31,7 +33,7 @@ func main() {
 	flag.Parse()
 
 	if *check != "" {
-		if _, err := agent.LoadConfig(*check); err != nil {
+		if _, err := configfile.Load(*check); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -42,12 +44,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: siteagent -config FILE | -check FILE")
 		os.Exit(2)
 	}
-	cfg, err := agent.LoadConfig(*configPath)
+	f, err := configfile.Load(*configPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	log := newLogger(cfg.Log)
+	cfg := &f.Agent
+	log := newLogger(f.Log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
@@ -65,7 +68,7 @@ func main() {
 	}
 }
 
-func newLogger(c agent.LogConfig) *slog.Logger {
+func newLogger(c configfile.Log) *slog.Logger {
 	var level slog.Level
 	level.UnmarshalText([]byte(c.Level))
 	opts := &slog.HandlerOptions{Level: level}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/discovery"
+	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/lease"
@@ -26,7 +26,7 @@ import (
 	"github.com/bettercompute/siteboot/tftpd"
 )
 
-// Options are what a host program hands the agent besides its config file.
+// Options are what a host program hands the agent besides its Config.
 type Options struct {
 	// Logger receives the agent's and its components' logs; nil discards.
 	Logger *slog.Logger
@@ -39,15 +39,28 @@ type Options struct {
 	DHCPClientPort int
 	// DrainTimeout bounds the graceful stop of the servers; zero means 5 s.
 	DrainTimeout time.Duration
+	// Clock is the agent's time (boot entries, the fence, discovery, grants, assertions,
+	// the heartbeat); nil means the system clock.
+	Clock Clock
+
+	// Sockets the host bound itself (a socket it was handed by systemd, a port chosen by a
+	// test, one interface). Each one set is served instead of binding the Config's address
+	// for it; the agent closes it when it stops. DHCPConn and PXEConn are used only with
+	// Boot.ProxyDHCP, TFTPConn only with Boot.TFTP; MetricsListener serves /metrics even
+	// when Metrics.Listen is zero.
+	DHCPConn, PXEConn, TFTPConn   net.PacketConn
+	HTTPListener, MetricsListener net.Listener
 }
 
 // Agent is a running site agent: proxy DHCP, TFTP, the boot and cache HTTP server, the lease
 // fence, discovery and assertion signing, fed by the control plane over a Link.
 type Agent struct {
-	cfg  *Config
-	opt  Options
-	log  *slog.Logger
-	link Link
+	cfg      Config
+	opt      Options
+	log      *slog.Logger
+	link     Link
+	clock    Clock
+	httpBase string
 
 	entries *Entries
 	fence   *lease.Fence
@@ -60,10 +73,11 @@ type Agent struct {
 	httpSrv *http.Server
 	metrics *http.Server
 
-	// Sockets bound by New, served by Run.
+	// Sockets bound by New (or handed in), served by Run.
 	dhcpConn, pxeConn, tftpConn net.PacketConn
 	httpLn, metricsLn           net.Listener
 
+	mismatches  mismatches
 	wake        chan struct{} // a status report is wanted before the next heartbeat
 	mu          sync.Mutex
 	sentDigest  discovery.Digest // the discovered list's digest the control plane acknowledged
@@ -75,7 +89,7 @@ type Agent struct {
 }
 
 // New builds an agent from its config and binds its sockets, so that a host learns at once
-// that a port is taken. Run serves them.
+// that a port is taken. Run serves them. New keeps its own copy of cfg.
 func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -87,41 +101,50 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if opt.DrainTimeout == 0 {
 		opt.DrainTimeout = 5 * time.Second
 	}
-	ag := &Agent{cfg: cfg, opt: opt, log: log, link: link, wake: make(chan struct{}, 1)}
+	clock := opt.Clock
+	if clock == nil {
+		clock = systemClock{origin: time.Now()}
+	}
+	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock, wake: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
 			ag.release()
 		}
 	}()
 	a = ag
+	c := &a.cfg
 
-	if a.entries, err = OpenEntries(filepath.Join(cfg.DataDir, EntriesFileName), nil); err != nil {
+	if a.entries, err = OpenEntries(filepath.Join(c.DataDir, EntriesFileName), clock.Now); err != nil {
 		return nil, err
 	}
 	signer := opt.Signer
 	if signer == nil {
-		if signer, err = LoadOrCreateKey(cfg.KeyFile); err != nil {
+		if signer, err = LoadOrCreateKey(c.keyFile()); err != nil {
 			return nil, err
 		}
 	}
-	a.issuer = &assertion.Issuer{Site: cfg.SiteID, Agent: cfg.NodeID, Signer: signer}
+	a.issuer = &assertion.Issuer{Site: c.SiteID, Agent: c.NodeID, Signer: signer, Now: clock.Now}
 	if err := a.issuer.Validate(); err != nil {
 		return nil, err
 	}
-	a.fence = &lease.Fence{TTL: cfg.Lease.TTL.Duration, Logger: log.With("component", "lease")}
+	a.fence = &lease.Fence{TTL: c.Lease.TTL, Clock: clock, Logger: log.With("component", "lease")}
 	if a.found, err = discovery.NewList(discovery.Config{
 		ReportWanted: a.reportSoon,
-		DHCPFirst:    cfg.Boot.ProxyDHCP,
+		DHCPFirst:    c.Boot.ProxyDHCP,
+		Clock:        clock,
 		Logger:       log.With("component", "discovery"),
 	}); err != nil {
 		return nil, err
 	}
 	if a.cache, err = imagecache.Open(ctx, imagecache.Config{
-		Dir:      filepath.Join(cfg.DataDir, CacheDirName),
-		MaxBytes: cfg.Boot.CacheMaxBytes,
+		Dir:      filepath.Join(c.DataDir, CacheDirName),
+		MaxBytes: c.Boot.CacheMaxBytes,
 		Client:   opt.HTTPClient,
-		Fence:    imagecache.FenceFunc(a.active),
-		Logger:   log.With("component", "imagecache"),
+		// The site's own choice of sources the policy would refuse.
+		AllowedSourceNetworks: c.Boot.AllowedSourceNetworks,
+		Fence:                 imagecache.FenceFunc(a.active),
+		Now:                   clock.Now,
+		Logger:                log.With("component", "imagecache"),
 	}); err != nil {
 		return nil, err
 	}
@@ -129,12 +152,11 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if err := a.listen(); err != nil {
 		return nil, err
 	}
-	if cfg.Boot.ProxyDHCP {
-		serverIP, _ := netip.ParseAddr(cfg.Boot.ServerIP)
+	if c.Boot.ProxyDHCP {
 		a.dhcp = &proxydhcp.Server{
 			Handler:    proxydhcp.HandlerFunc(a.serveDHCP),
 			Discoverer: proxydhcp.DiscovererFunc(a.discoveredDHCP),
-			ServerIP:   serverIP,
+			ServerIP:   c.Boot.ServerIP,
 			HTTPPort:   a.httpPort(),
 			ClientPort: opt.DHCPClientPort,
 			Logger:     log.With("component", "proxydhcp"),
@@ -143,11 +165,11 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			return nil, err
 		}
 	}
-	if cfg.Boot.TFTP {
+	if c.Boot.TFTP {
 		a.tftp = &tftpd.Server{
-			Dir:          cfg.Boot.TFTPRoot,
-			MaxTransfers: cfg.Boot.TFTPMaxTransfers,
-			MaxPerSource: cfg.Boot.TFTPMaxPerSource,
+			Dir:          c.Boot.TFTPRoot,
+			MaxTransfers: c.Boot.TFTPMaxTransfers,
+			MaxPerSource: c.Boot.TFTPMaxPerSource,
 			Logger:       log.With("component", "tftpd"),
 			OnTransfer:   a.transfers.record,
 		}
@@ -159,54 +181,64 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if err != nil {
 		return nil, err
 	}
+	// One set of limits (ipxe's: header cap, read-header, read and idle timeouts) on every
+	// path the agent serves: boot, files, cache and metrics.
 	mux := http.NewServeMux()
 	mux.Handle("/boot/", boot)
 	mux.Handle("/cache/", a.cache)
-	a.httpSrv = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    8 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	a.httpSrv = ipxe.NewServer(mux)
+	a.httpSrv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	if a.metricsLn != nil {
-		a.metrics = &http.Server{Handler: a.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		a.metrics = ipxe.NewServer(a.metricsHandler())
+		a.metrics.ErrorLog = a.httpSrv.ErrorLog
 	}
 	return a, nil
 }
 
-// listen binds every socket the config names.
+// listen binds every socket the config names that the host did not hand in.
 func (a *Agent) listen() error {
 	b := a.cfg.Boot
+	o := a.opt
 	var err error
 	if b.ProxyDHCP {
-		if a.dhcpConn, err = listenUDP(b.DHCPListen, b.Interface); err != nil {
-			return err
+		if a.dhcpConn = o.DHCPConn; a.dhcpConn == nil {
+			if a.dhcpConn, err = listenUDP(b.DHCPListen.String(), b.Interface); err != nil {
+				return err
+			}
 		}
-		if a.pxeConn, err = listenUDP(b.PXEListen, b.Interface); err != nil {
-			return err
+		if a.pxeConn = o.PXEConn; a.pxeConn == nil {
+			if a.pxeConn, err = listenUDP(b.PXEListen.String(), b.Interface); err != nil {
+				return err
+			}
 		}
 	}
 	if b.TFTP {
-		if a.tftpConn, err = net.ListenPacket("udp4", b.TFTPListen); err != nil {
-			return fmt.Errorf("agent: tftp: %w", err)
+		if a.tftpConn = o.TFTPConn; a.tftpConn == nil {
+			if a.tftpConn, err = net.ListenPacket("udp4", b.TFTPListen.String()); err != nil {
+				return fmt.Errorf("agent: tftp: %w", err)
+			}
 		}
 	}
-	if a.httpLn, err = net.Listen("tcp", b.HTTPListen); err != nil {
-		return fmt.Errorf("agent: http: %w", err)
+	if a.httpLn = o.HTTPListener; a.httpLn == nil {
+		if a.httpLn, err = net.Listen("tcp", b.HTTPListen.String()); err != nil {
+			return fmt.Errorf("agent: http: %w", err)
+		}
 	}
-	if a.cfg.Metrics.Listen != "off" {
-		if a.metricsLn, err = net.Listen("tcp", a.cfg.Metrics.Listen); err != nil {
+	if a.metricsLn = o.MetricsListener; a.metricsLn == nil && a.cfg.Metrics.Listen.IsValid() {
+		if a.metricsLn, err = net.Listen("tcp", a.cfg.Metrics.Listen.String()); err != nil {
 			return fmt.Errorf("agent: metrics: %w", err)
 		}
 	}
-	// A port of 0 in http_listen takes a free port; the URLs handed to machines need the
-	// real one.
-	if port := a.httpLn.Addr().(*net.TCPAddr).Port; a.cfg.Boot.HTTPBase != "" {
-		u, _ := url.Parse(a.cfg.Boot.HTTPBase)
-		if u.Port() == "0" {
-			u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
-			a.cfg.Boot.HTTPBase = u.String()
-		}
+	// A port of 0 in the base URL takes the port the HTTP listener got: the URLs handed to
+	// machines need the real one.
+	port := b.HTTPListen.Port()
+	if tcp, ok := a.httpLn.Addr().(*net.TCPAddr); ok {
+		port = uint16(tcp.Port)
+	}
+	a.httpBase = a.cfg.httpBase(port)
+	if u, err := url.Parse(a.httpBase); err == nil && u.Port() == "0" {
+		u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(int(port)))
+		a.httpBase = u.String()
 	}
 	return nil
 }
@@ -237,7 +269,7 @@ func (a *Agent) closeSockets() {
 
 // httpPort is the port machines reach the boot HTTP server on.
 func (a *Agent) httpPort() int {
-	u, err := url.Parse(a.cfg.Boot.HTTPBase)
+	u, err := url.Parse(a.httpBase)
 	if err != nil || u.Port() == "" {
 		return 80
 	}
@@ -262,7 +294,7 @@ func (a *Agent) Addrs() map[string]string {
 }
 
 // HTTPBase is the base URL machines use for /boot/ and /cache/.
-func (a *Agent) HTTPBase() string { return a.cfg.Boot.HTTPBase }
+func (a *Agent) HTTPBase() string { return a.httpBase }
 
 // Fence is the agent's view of the boot lease.
 func (a *Agent) Fence() lease.FenceState { return a.fence.State() }
@@ -337,25 +369,35 @@ func (a *Agent) stop() {
 	a.log.Info("site agent stopped")
 }
 
-// serveDHCP is proxy DHCP's decision (P5): a live entry while the fence is active.
+// serveDHCP is proxy DHCP's decision (P5, S3): a live entry while the fence is active, for
+// the machine the entry names.
 func (a *Agent) serveDHCP(ctx context.Context, req *proxydhcp.Request) proxydhcp.Decision {
 	if !a.active() {
 		return proxydhcp.Silence(proxydhcp.ReasonFenced)
 	}
-	if _, ok := a.entries.Lookup(req.MAC); !ok {
+	r, ok := a.entries.lookup(req.MAC)
+	if !ok {
 		return proxydhcp.Silence(proxydhcp.ReasonUnknown)
+	}
+	var uuid hwid.UUID
+	if req.HasUUID {
+		uuid = req.UUID
+	}
+	if m := r.match(req.Arch, req.HasArch, uuid); m != matches {
+		a.mismatches.dhcp[m].Add(1)
+		a.log.Warn("proxy dhcp: machine does not match its boot entry; silence", "mac", req.MAC.String(),
+			"reason", m.String(), "arch", req.Arch.String(), "entry_arch", r.Arch)
+		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
 	}
 	return proxydhcp.Answer()
 }
 
-// discoveredDHCP lists a machine proxy DHCP did not answer for lack of an entry (P6).
+// discoveredDHCP lists a machine proxy DHCP did not answer for lack of an entry (P6), with
+// the fields proxy DHCP parsed.
 func (a *Agent) discoveredDHCP(ctx context.Context, req *proxydhcp.Request) {
-	s := discovery.Sighting{MAC: req.MAC.String(), Arch: req.Arch.String(), Via: discovery.ViaDHCP}
+	s := discovery.Sighting{MAC: req.MAC, Arch: req.Arch, HasArch: req.HasArch, Relay: req.Relay, Via: discovery.ViaDHCP}
 	if req.HasUUID {
-		s.ProductUUID = req.UUID.String()
-	}
-	if req.Relay.IsValid() {
-		s.Relay = req.Relay.String()
+		s.UUID = req.UUID
 	}
 	a.found.Seen(s)
 }

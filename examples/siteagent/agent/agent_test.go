@@ -10,28 +10,37 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
+	"github.com/bettercompute/siteboot/lease"
 )
 
 // harness is a control plane and an image origin for agents under test. The control plane is
 // the in-process one of examples/siteagent/controlplane, whose link can be cut.
+//
+// Agents and control plane share one fake clock: a heartbeat happens when the test moves
+// the clock (beat), and the fence, the lease, entries and grants see only that time.
 type harness struct {
 	plane          *controlplane.Plane
 	origin         *httptest.Server
 	kernel, initrd string // sha256
 	tftpRoot       string
+	clk            *fakeClock
 }
 
 func newHarness(t *testing.T, configure ...func(*controlplane.Plane)) *harness {
 	t.Helper()
-	h := &harness{tftpRoot: t.TempDir()}
+	h := &harness{tftpRoot: t.TempDir(), clk: newFakeClock()}
 	images := map[string][]byte{"vmlinuz": randBytes(64 << 10), "initrd": randBytes(128 << 10)}
 	h.kernel, h.initrd = sum(images["vmlinuz"]), sum(images["initrd"])
 	h.origin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -46,17 +55,15 @@ func newHarness(t *testing.T, configure ...func(*controlplane.Plane)) *harness {
 	os.WriteFile(filepath.Join(h.tftpRoot, "ipxe.efi"), randBytes(1000), 0o644)
 
 	h.plane = controlplane.New(nil)
+	h.plane.Clock = h.clk
 	h.plane.TTL = 2 * time.Second
-	h.plane.Interval = 100 * time.Millisecond
 	h.plane.SessionTimeout = 600 * time.Millisecond
 	for _, f := range configure {
 		f(h.plane)
 	}
+	// No periodic lease tick: the plane ticks the site on each heartbeat, which is all one
+	// agent needs.
 	h.plane.Enroll("site-t", "agent-t")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { h.plane.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
 	return h
 }
 
@@ -72,28 +79,48 @@ func sum(b []byte) string {
 }
 
 func (h *harness) config(dataDir string) *agent.Config {
-	return &agent.Config{
-		SiteID: "site-t", NodeID: "agent-t", DataDir: dataDir,
-		Log: agent.LogConfig{Format: "text", Level: "info"},
-		Boot: agent.BootConfig{
-			ProxyDHCP: true, DHCPListen: "127.0.0.1:0", PXEListen: "127.0.0.1:0", ServerIP: "127.0.0.1",
-			TFTP: true, TFTPListen: "127.0.0.1:0", TFTPRoot: h.tftpRoot,
-			HTTPListen: "127.0.0.1:0", HTTPBase: "http://127.0.0.1:0",
-			Kernel: agent.Image{URL: h.origin.URL + "/vmlinuz", SHA256: h.kernel, Format: "kernel"},
-			Initrd: agent.Image{URL: h.origin.URL + "/initrd", SHA256: h.initrd, Format: "initrd"},
-		},
-		Lease:   agent.LeaseConfig{TTL: agent.Duration{Duration: 2 * time.Second}},
-		Control: agent.ControlConfig{URL: "http://control.invalid", Heartbeat: agent.Duration{Duration: 100 * time.Millisecond}, Timeout: agent.Duration{Duration: time.Second}},
-		Metrics: agent.MetricsConfig{Listen: "127.0.0.1:0"},
-	}
+	lo := netip.MustParseAddrPort("127.0.0.1:0")
+	c := agent.DefaultConfig()
+	c.SiteID, c.NodeID, c.DataDir = "site-t", "agent-t", dataDir
+	c.Boot.ProxyDHCP, c.Boot.DHCPListen, c.Boot.PXEListen, c.Boot.ServerIP = true, lo, lo, netip.MustParseAddr("127.0.0.1")
+	c.Boot.TFTP, c.Boot.TFTPListen, c.Boot.TFTPRoot = true, lo, h.tftpRoot
+	c.Boot.HTTPListen = lo
+	c.Boot.Kernel = agent.Image{URL: h.origin.URL + "/vmlinuz", SHA256: h.kernel, Format: "kernel"}
+	c.Boot.Initrd = agent.Image{URL: h.origin.URL + "/initrd", SHA256: h.initrd, Format: "initrd"}
+	c.Lease.TTL = 2 * time.Second
+	c.Control = agent.ControlConfig{URL: "http://control.invalid", Heartbeat: 100 * time.Millisecond, Timeout: time.Second}
+	c.Metrics.Listen = lo
+	c.Boot.AllowedSourceNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} // the test's origin
+	return &c
 }
 
-// start runs an agent until the test ends (or stop is called).
-func (h *harness) start(t *testing.T, dataDir string, link agent.Link) (*agent.Agent, func()) {
+// countingLink is the host's own Link around the plane's: it counts finished heartbeats,
+// so a test knows when one has been answered (or has failed).
+type countingLink struct {
+	agent.Link
+	n atomic.Uint64
+}
+
+func (l *countingLink) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+	defer l.n.Add(1)
+	return l.Link.Sync(ctx, r)
+}
+
+// running is an agent under test.
+type running struct {
+	*agent.Agent
+	link *countingLink
+	cfg  *agent.Config
+}
+
+// start runs an agent on the harness's clock until the test ends (or stop is called), and
+// waits for its first heartbeat.
+func (h *harness) start(t *testing.T, cfg *agent.Config, link agent.Link) (*running, func()) {
 	t.Helper()
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := agent.New(ctx, h.config(dataDir), link, agent.Options{Signer: key, DHCPClientPort: 10068})
+	cl := &countingLink{Link: link}
+	a, err := agent.New(ctx, cfg, cl, agent.Options{Signer: key, DHCPClientPort: 10068, Clock: h.clk, DrainTimeout: 2 * time.Second})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -111,17 +138,33 @@ func (h *harness) start(t *testing.T, dataDir string, link agent.Link) (*agent.A
 		}
 	}
 	t.Cleanup(stop)
-	return a, stop
+	r := &running{Agent: a, link: cl, cfg: cfg}
+	waitFor(t, "first heartbeat", func() bool { return cl.n.Load() > 0 })
+	h.clk.waitTimer(t, cfg.Control.Heartbeat)
+	return r, stop
 }
 
-func eventually(t *testing.T, what string, limit time.Duration, cond func() bool) {
+// beat moves the clock by one heartbeat interval and waits for that heartbeat to be
+// answered and its answer applied.
+func (h *harness) beat(t *testing.T, r *running) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
+	hb := r.cfg.Control.Heartbeat
+	h.clk.waitTimer(t, hb)
+	n := r.link.n.Load()
+	h.clk.Advance(hb)
+	waitFor(t, "heartbeat answered", func() bool { return r.link.n.Load() > n })
+	h.clk.waitTimer(t, hb) // the next one is set once the answer is applied
+}
+
+// prepare hands the agent entries and beats until it acknowledged them.
+func (h *harness) prepare(t *testing.T, r *running, entries ...agent.Entry) {
+	t.Helper()
+	h.plane.Prepare("agent-t", entries)
+	for i := 0; len(h.plane.Pending("agent-t")) > 0; i++ {
+		if i == 5 {
+			t.Fatalf("entries not acknowledged after %d heartbeats", i)
 		}
-		time.Sleep(20 * time.Millisecond)
+		h.beat(t, r)
 	}
 }
 
@@ -136,8 +179,20 @@ func status(t *testing.T, u string) int {
 	return resp.StatusCode
 }
 
-func scriptURL(a *agent.Agent, e agent.Entry) string {
+func scriptURL(a *running, e agent.Entry) string {
 	return a.HTTPBase() + "/boot/ipxe?mac=" + e.MAC.String()
+}
+
+// get answers a URL's status and body.
+func get(t *testing.T, u string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // TestRestartKeepsAnswering: an entry the agent acknowledged is served after a restart, though
@@ -145,30 +200,38 @@ func scriptURL(a *agent.Agent, e agent.Entry) string {
 func TestRestartKeepsAnswering(t *testing.T) {
 	h := newHarness(t)
 	dir := t.TempDir()
-	a, stop := h.start(t, dir, h.plane.Link())
-	e := entry(1, time.Now().Add(2*time.Hour))
-	h.plane.Prepare("agent-t", []agent.Entry{e})
-	eventually(t, "entry acknowledged", 5*time.Second, func() bool { return len(h.plane.Pending("agent-t")) == 0 })
-	eventually(t, "script served", 10*time.Second, func() bool { return status(t, scriptURL(a, e)) == http.StatusOK })
+	a, stop := h.start(t, h.config(dir), h.plane.Link())
+	e := entry(1, h.clk.Now().Add(2*time.Hour))
+	h.prepare(t, a, e)
+	if st := status(t, scriptURL(a, e)); st != http.StatusOK {
+		t.Fatalf("script: %d, want 200", st)
+	}
 	stop()
 
-	b, _ := h.start(t, dir, h.plane.Link())
+	b, _ := h.start(t, h.config(dir), h.plane.Link())
 	if n := len(b.Entries().All()); n != 1 {
 		t.Fatalf("restarted agent holds %d entries, want 1", n)
 	}
-	eventually(t, "script served after restart", 10*time.Second, func() bool { return status(t, scriptURL(b, e)) == http.StatusOK })
+	if st := status(t, scriptURL(b, e)); st != http.StatusOK {
+		t.Fatalf("script after restart: %d, want 200", st)
+	}
 
 	// The script's kernel comes from the cache under the entry's grant; two scripts share it.
 	kernel := kernelURL(t, scriptURL(b, e))
 	if !strings.Contains(kernel, "/cache/t/") || kernel != kernelURL(t, scriptURL(b, e)) {
 		t.Fatalf("kernel URL %q: want one cache grant per entry", kernel)
 	}
-	eventually(t, "kernel cached", 10*time.Second, func() bool { return status(t, kernel) == http.StatusOK })
+	waitFor(t, "kernel cached", func() bool { return status(t, kernel) == http.StatusOK })
 
 	// Clean-up reaches the agent, ends the answers and the entry's grant.
 	h.plane.CleanUp("agent-t", e.Workflow)
-	eventually(t, "clean-up applied", 5*time.Second, func() bool { return status(t, scriptURL(b, e)) == http.StatusNotFound })
-	eventually(t, "the cleaned-up entry's grant revoked", 5*time.Second, func() bool { return status(t, kernel) == http.StatusNotFound })
+	h.beat(t, b)
+	if st := status(t, scriptURL(b, e)); st != http.StatusNotFound {
+		t.Errorf("script after clean-up: %d, want 404", st)
+	}
+	if st := status(t, kernel); st != http.StatusNotFound {
+		t.Errorf("the cleaned-up entry's grant: %d, want 404 (revoked)", st)
+	}
 }
 
 // kernelURL fetches a script and returns the URL its kernel command loads.
@@ -189,40 +252,41 @@ func kernelURL(t *testing.T, script string) string {
 	return ""
 }
 
-// TestLinkDownThenUp: a cut control link leaves the agent answering until its fence ends,
-// then silent (503); once the link is back it answers again from the same entries.
+// TestLinkDownThenUp: a cut control link leaves the agent answering until its fence ends
+// (the lease TTL less the fence's margin after the last answered heartbeat was sent), then
+// silent (503); once the link is back it answers again from the same entries.
 func TestLinkDownThenUp(t *testing.T) {
 	h := newHarness(t)
 	link := h.plane.Link()
-	a, _ := h.start(t, t.TempDir(), link)
-	e := entry(2, time.Now().Add(2*time.Hour))
-	h.plane.Prepare("agent-t", []agent.Entry{e})
-	eventually(t, "script served", 10*time.Second, func() bool { return status(t, scriptURL(a, e)) == http.StatusOK })
-
-	link.SetCut(true)
-	cut := time.Now()
+	a, _ := h.start(t, h.config(t.TempDir()), link)
+	e := entry(2, h.clk.Now().Add(2*time.Hour))
+	h.prepare(t, a, e)
 	if st := status(t, scriptURL(a, e)); st != http.StatusOK {
-		t.Errorf("right after the cut: %d, want 200 (the fence still holds)", st)
+		t.Fatalf("script: %d, want 200", st)
 	}
-	eventually(t, "fenced after the cut", 5*time.Second, func() bool { return status(t, scriptURL(a, e)) == http.StatusServiceUnavailable })
-	if d := time.Since(cut); d > 2*time.Second {
-		t.Errorf("fenced %v after the cut, later than the 2 s lease TTL", d)
+	window := a.cfg.Lease.TTL - lease.DefaultMargin
+	link.SetCut(true)
+	h.clk.Advance(window - time.Millisecond)
+	if st := status(t, scriptURL(a, e)); st != http.StatusOK {
+		t.Errorf("%v after the last answered heartbeat: %d, want 200 (the fence still holds)", window-time.Millisecond, st)
 	}
-	resp, err := http.Get("http://" + a.Addrs()["metrics"] + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	h.clk.Advance(time.Millisecond)
+	if st := status(t, scriptURL(a, e)); st != http.StatusServiceUnavailable {
+		t.Errorf("%v after the last answered heartbeat: %d, want 503 (fenced)", window, st)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), `siteboot_boot_answers_total{answer="fenced"}`) {
-		t.Errorf("metrics do not count the fenced answers:\n%s", body)
+	_, body := get(t, "http://"+a.Addrs()["metrics"]+"/metrics")
+	if !strings.Contains(body, `siteboot_boot_answers_total{answer="fenced"} 1`) {
+		t.Errorf("metrics do not count the fenced answer:\n%s", body)
 	}
-	if !strings.Contains(string(body), "siteboot_lease_active 0") {
+	if !strings.Contains(body, "siteboot_lease_active 0") {
 		t.Errorf("metrics do not show the fenced agent:\n%s", body)
 	}
 
 	link.SetCut(false)
-	eventually(t, "answering again", 10*time.Second, func() bool { return status(t, scriptURL(a, e)) == http.StatusOK })
+	h.beat(t, a)
+	if st := status(t, scriptURL(a, e)); st != http.StatusOK {
+		t.Errorf("after the link came back: %d, want 200", st)
+	}
 	if n := len(a.Entries().All()); n != 1 {
 		t.Errorf("%d entries after the link came back, want 1", n)
 	}
@@ -238,15 +302,14 @@ func TestNewPortTaken(t *testing.T) {
 	}
 	defer taken.Close()
 	cfg := h.config(t.TempDir())
-	cfg.Boot.DHCPListen = "127.0.0.1:0"
-	cfg.Boot.HTTPListen = taken.Addr().String()
+	cfg.Boot.HTTPListen = netip.MustParseAddrPort(taken.Addr().String())
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	if _, err := agent.New(context.Background(), cfg, h.plane.Link(), agent.Options{Signer: key}); err == nil {
+	if _, err := agent.New(context.Background(), cfg, h.plane.Link(), agent.Options{Signer: key, Clock: h.clk}); err == nil {
 		t.Fatal("New succeeded on a port in use")
 	}
 	// The same config with a free HTTP port starts: nothing the failed New bound is held.
-	cfg.Boot.HTTPListen = "127.0.0.1:0"
-	a, err := agent.New(context.Background(), cfg, h.plane.Link(), agent.Options{Signer: key})
+	cfg.Boot.HTTPListen = netip.MustParseAddrPort("127.0.0.1:0")
+	a, err := agent.New(context.Background(), cfg, h.plane.Link(), agent.Options{Signer: key, Clock: h.clk})
 	if err != nil {
 		t.Fatalf("second New: %v", err)
 	}
@@ -256,64 +319,107 @@ func TestNewPortTaken(t *testing.T) {
 }
 
 // TestFenceHoldsSteady: with a heartbeat of a third of the TTL (the slowest the config
-// allows) and the control plane's tick as slow as the heartbeat, the holder's fence never
-// lapses while the link is up: the control plane renews on each heartbeat, so every word
-// answers the heartbeat just sent.
+// allows), the holder's fence never lapses while the link is up: the control plane renews
+// on each heartbeat, so every word answers the heartbeat just sent and the fence's window
+// starts again from it. Twenty heartbeats of fake time.
 func TestFenceHoldsSteady(t *testing.T) {
-	h := newHarness(t, func(p *controlplane.Plane) { p.TTL, p.Interval = 3*time.Second, time.Second })
+	h := newHarness(t, func(p *controlplane.Plane) { p.TTL, p.SessionTimeout = 3*time.Second, 3*time.Second })
 	cfg := h.config(t.TempDir())
-	cfg.Lease.TTL.Duration = 3 * time.Second
-	cfg.Control.Heartbeat.Duration = time.Second
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a, err := agent.New(ctx, cfg, h.plane.Link(), agent.Options{Signer: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	eventually(t, "active", 5*time.Second, func() bool { return a.Fence().Active })
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	cfg.Lease.TTL = 3 * time.Second
+	cfg.Control.Heartbeat = time.Second
+	a, _ := h.start(t, cfg, h.plane.Link())
+	window := cfg.Lease.TTL - lease.DefaultMargin
+	hb := cfg.Control.Heartbeat
+	for i := range 20 {
+		h.clk.waitTimer(t, hb)
+		// Just before the next heartbeat is due, the fence still holds.
+		h.clk.Advance(hb - time.Millisecond)
 		if fs := a.Fence(); !fs.Active {
-			t.Fatalf("fence lapsed with the link up: %+v", fs)
+			t.Fatalf("fence lapsed before heartbeat %d: %+v", i+2, fs)
+		}
+		n := a.link.n.Load()
+		h.clk.Advance(time.Millisecond)
+		waitFor(t, "heartbeat answered", func() bool { return a.link.n.Load() > n })
+		h.clk.waitTimer(t, hb)
+		if fs := a.Fence(); !fs.Active || fs.Remaining != window || fs.Epoch != 1 {
+			t.Fatalf("after heartbeat %d: %+v; want active at epoch 1 for the whole %v", i+2, fs, window)
 		}
 	}
 }
 
-// TestCacheURL: boot.cache_url names where machines reach the cache; the script's kernel,
+// TestCacheURL: Boot.CacheURL names where machines reach the cache; the script's kernel,
 // initrd and bc.cache are under it, with the entry's grant.
 func TestCacheURL(t *testing.T) {
 	h := newHarness(t)
 	cfg := h.config(t.TempDir())
 	cfg.Boot.CacheURL = "http://cache.example.net:8080/images/"
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := agent.New(ctx, cfg, h.plane.Link(), agent.Options{Signer: key})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
+	a, _ := h.start(t, cfg, h.plane.Link())
+	e := entry(3, h.clk.Now().Add(2*time.Hour))
+	h.prepare(t, a, e)
+	st, body := get(t, scriptURL(a, e))
+	if st != http.StatusOK {
+		t.Fatalf("script: %d, want 200", st)
 	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	e := entry(3, time.Now().Add(2*time.Hour))
-	h.plane.Prepare("agent-t", []agent.Entry{e})
-	eventually(t, "script served", 10*time.Second, func() bool { return status(t, scriptURL(a, e)) == http.StatusOK })
-	resp, err := http.Get(scriptURL(a, e))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	const base = "http://cache.example.net:8080/images/t/"
 	kernel := kernelURL(t, scriptURL(a, e))
 	if !strings.HasPrefix(kernel, base) || !strings.HasSuffix(kernel, "/"+h.kernel) {
 		t.Errorf("kernel URL %q, want %sGRANT/%s", kernel, base, h.kernel)
 	}
 	grant := strings.TrimSuffix(strings.TrimPrefix(kernel, base), "/"+h.kernel)
-	if want := "bc.cache=" + base + grant + "/"; !strings.Contains(string(body), want) {
+	if want := "bc.cache=" + base + grant + "/"; !strings.Contains(body, want) {
 		t.Errorf("script lacks %q:\n%s", want, body)
+	}
+}
+
+// TestHostBoundSockets: sockets the host bound itself are served instead of the config's
+// addresses (here addresses no test may bind), and the agent answers on them.
+func TestHostBoundSockets(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(t.TempDir())
+	unbindable := netip.MustParseAddrPort("192.0.2.254:1") // TEST-NET-1: not this host's
+	cfg.Boot.DHCPListen, cfg.Boot.PXEListen, cfg.Boot.TFTPListen, cfg.Boot.HTTPListen = unbindable, unbindable, unbindable, unbindable
+	cfg.Metrics.Listen = netip.AddrPort{}
+	udp := func() net.PacketConn {
+		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	tcp := func() net.Listener {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	opt := agent.Options{DHCPConn: udp(), PXEConn: udp(), TFTPConn: udp(), HTTPListener: tcp(), MetricsListener: tcp(), Clock: h.clk}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	opt.Signer = key
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := agent.New(ctx, cfg, h.plane.Link(), opt)
+	if err != nil {
+		cancel()
+		t.Fatalf("New with host-bound sockets: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	want := map[string]string{
+		"dhcp": opt.DHCPConn.LocalAddr().String(), "pxe": opt.PXEConn.LocalAddr().String(),
+		"tftp": opt.TFTPConn.LocalAddr().String(), "http": opt.HTTPListener.Addr().String(),
+		"metrics": opt.MetricsListener.Addr().String(),
+	}
+	if diff := cmp.Diff(want, a.Addrs()); diff != "" {
+		t.Errorf("addrs (-want +got):\n%s", diff)
+	}
+	if base := "http://" + want["http"]; a.HTTPBase() != base {
+		t.Errorf("HTTPBase %q, want %q: the URLs handed to machines name the host's listener", a.HTTPBase(), base)
+	}
+	if st, _ := get(t, "http://"+want["metrics"]+"/healthz"); st != http.StatusServiceUnavailable && st != http.StatusOK {
+		t.Errorf("/healthz on the host's metrics listener: %d", st)
+	}
+	if st, _ := get(t, "http://"+want["http"]+"/boot/chain.ipxe"); st != http.StatusOK {
+		t.Errorf("/boot/chain.ipxe on the host's listener: %d", st)
 	}
 }

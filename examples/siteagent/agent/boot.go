@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -31,20 +32,15 @@ func (a *Agent) bootHandler() (http.Handler, error) {
 		Initrds: []string{ipxe.CacheImage(b.Initrd.SHA256)},
 		Params:  a.params(),
 		Cmdline: b.Cmdline,
-		BaseURL: b.HTTPBase,
+		BaseURL: a.httpBase,
+		// Anyone can fetch a URL: with proxy DHCP running, the discovery list counts a
+		// script fetch only for a MAC proxy DHCP already showed (discovery.Config.DHCPFirst,
+		// the one place that rule is kept).
 		OnDiscovered: func(d ipxe.Discovery) {
-			s := discovery.Sighting{MAC: d.MAC.String(), Via: discovery.ViaHTTP}
-			if d.UUID != (hwid.UUID{}) {
-				s.ProductUUID = d.UUID.String()
-			}
-			a.found.Seen(s)
+			a.found.Seen(discovery.Sighting{MAC: d.MAC, UUID: d.UUID, Arch: d.Arch, HasArch: d.HasArch, Via: discovery.ViaHTTP})
 		},
+		Now:    a.clock.Now,
 		Logger: a.log.With("component", "ipxe"),
-	}
-	if b.ProxyDHCP {
-		// Anyone can fetch a URL: a script fetch counts as a sighting only for a MAC proxy
-		// DHCP already showed.
-		cfg.DHCPSeen = a.found.Contains
 	}
 	if b.TFTPRoot != "" {
 		root, err := os.OpenRoot(b.TFTPRoot)
@@ -58,7 +54,7 @@ func (a *Agent) bootHandler() (http.Handler, error) {
 		return nil, err
 	}
 	a.boot = h
-	return ipxe.LimitHeaders(h, ipxe.MaxHeaderBytes), nil
+	return h, nil
 }
 
 // params are the site's bc.* parameters, in a stable order.
@@ -75,26 +71,32 @@ func (a *Agent) params() []ipxe.Param {
 	return out
 }
 
-func (a *Agent) ipxeEntry(ctx context.Context, mac hwid.MAC) (ipxe.Entry, bool, error) {
-	e, ok := a.entries.Lookup(mac)
+// ipxeEntry is /boot/ipxe's decision (I4, S3): the live entry of the machine asking, when
+// the machine is the one it names. The entry's record travels as the ipxe.Entry's Ref, so
+// the token and the grants need no second lookup.
+func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
+	r, ok := a.entries.lookup(q.MAC)
 	if !ok {
 		return ipxe.Entry{}, false, nil
 	}
-	out := ipxe.Entry{MAC: e.MAC, Workflow: e.Workflow, NotAfter: e.NotAfter, SanbootSHA256: e.SanbootSHA256}
-	if e.UUID != "" {
-		out.UUID, _ = hwid.ParseUUID(e.UUID)
+	if m := r.match(q.Arch, q.HasArch, q.UUID); m != matches {
+		a.mismatches.http[m].Add(1)
+		return ipxe.Entry{}, false, fmt.Errorf("%w: %s (entry arch %s)", ipxe.ErrMismatch, m, r.Arch)
 	}
-	return out, true, nil
+	return ipxe.Entry{
+		MAC: r.MAC, UUID: r.uuid, Workflow: r.Workflow, NotAfter: r.NotAfter,
+		SanbootSHA256: r.SanbootSHA256, Ref: r,
+	}, true, nil
 }
 
 // token fetches the machine's discovery token from the control plane; the handler asks once
 // per entry and keeps the answer.
 func (a *Agent) token(ctx context.Context, e ipxe.Entry) (string, error) {
-	full, ok := a.entries.Lookup(e.MAC)
-	if !ok || full.TokenRef == "" {
+	r, ok := e.Ref.(record)
+	if !ok || r.TokenRef == "" {
 		return "", ipxe.ErrNotReady
 	}
-	t, err := a.link.Token(ctx, a.cfg.NodeID, full.Workflow, full.TokenRef)
+	t, err := a.link.Token(ctx, a.cfg.NodeID, r.Workflow, r.TokenRef)
 	if errors.Is(err, ErrTokenNotReady) {
 		return "", ipxe.ErrNotReady
 	}
@@ -156,5 +158,5 @@ func (a *Agent) cacheBase() string {
 	if a.cfg.Boot.CacheURL != "" {
 		return strings.TrimSuffix(a.cfg.Boot.CacheURL, "/")
 	}
-	return a.cfg.Boot.HTTPBase + "/cache"
+	return a.httpBase + "/cache"
 }

@@ -15,7 +15,9 @@ import (
 	"github.com/bettercompute/siteboot/internal/atomicfile"
 )
 
-// Entry is one machine the agent may boot: the control plane's ProxyDhcpEntry.
+// Entry is one machine the agent may boot: the control plane's ProxyDhcpEntry, as it
+// travels and as DATA/boot-entries.json keeps it. [Entries] parses UUID and Arch once, when
+// the entry arrives, and keeps them typed beside it.
 type Entry struct {
 	MAC      hwid.MAC  `json:"mac"`
 	UUID     string    `json:"product_uuid,omitempty"` // canonical SMBIOS UUID when known
@@ -36,6 +38,14 @@ const (
 	ArchARM64EFI = "ARM64_EFI"
 )
 
+// entryArchs maps an entry's arch to the option 93 number its firmware sends over PXE; the
+// same firmware's HTTP-boot number matches too ([hwid.SameArch]).
+var entryArchs = map[string]hwid.Arch{
+	ArchBIOS:     hwid.ArchBIOS,
+	ArchX86UEFI:  hwid.ArchX86_64EFI,
+	ArchARM64EFI: hwid.ArchARM64EFI,
+}
+
 var workflowRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 
 // ErrBadEntry is the cause of an entry refused by Validate.
@@ -55,9 +65,7 @@ func (e Entry) Validate() error {
 			return bad("product_uuid %q is not canonical", e.UUID)
 		}
 	}
-	switch e.Arch {
-	case ArchBIOS, ArchX86UEFI, ArchARM64EFI:
-	default:
+	if _, ok := entryArchs[e.Arch]; !ok {
 		return bad("arch %q", e.Arch)
 	}
 	if !workflowRE.MatchString(e.Workflow) {
@@ -75,6 +83,21 @@ func (e Entry) Validate() error {
 	return nil
 }
 
+// record is a validated entry with its UUID and arch parsed once.
+type record struct {
+	Entry
+	uuid hwid.UUID // zero when the entry names none
+	arch hwid.Arch
+}
+
+func newRecord(e Entry) record {
+	r := record{Entry: e, arch: entryArchs[e.Arch]}
+	if e.UUID != "" {
+		r.uuid, _ = hwid.ParseUUID(e.UUID) // Validate checked it
+	}
+	return r
+}
+
 // Entries holds the boot entries by MAC and keeps them in a file that survives a crash: a
 // change is acknowledged (the call returns nil) only once it is on disk.
 type Entries struct {
@@ -82,7 +105,7 @@ type Entries struct {
 	now  func() time.Time
 
 	mu sync.RWMutex
-	m  map[hwid.MAC]Entry
+	m  map[hwid.MAC]record
 }
 
 // OpenEntries loads the entries in path, if the file exists, and drops those that lapsed.
@@ -90,7 +113,7 @@ func OpenEntries(path string, now func() time.Time) (*Entries, error) {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Entries{path: path, now: now, m: map[hwid.MAC]Entry{}}
+	s := &Entries{path: path, now: now, m: map[hwid.MAC]record{}}
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -104,7 +127,7 @@ func OpenEntries(path string, now func() time.Time) (*Entries, error) {
 	}
 	for _, e := range list {
 		if e.Validate() == nil {
-			s.m[e.MAC] = e
+			s.m[e.MAC] = newRecord(e)
 		}
 	}
 	s.Prune()
@@ -113,13 +136,18 @@ func OpenEntries(path string, now func() time.Time) (*Entries, error) {
 
 // Lookup returns the live entry for mac.
 func (s *Entries) Lookup(mac hwid.MAC) (Entry, bool) {
+	r, ok := s.lookup(mac)
+	return r.Entry, ok
+}
+
+func (s *Entries) lookup(mac hwid.MAC) (record, bool) {
 	s.mu.RLock()
-	e, ok := s.m[mac]
+	r, ok := s.m[mac]
 	s.mu.RUnlock()
-	if !ok || !s.now().Before(e.NotAfter) {
-		return Entry{}, false
+	if !ok || !s.now().Before(r.NotAfter) {
+		return record{}, false
 	}
-	return e, true
+	return r, true
 }
 
 // All returns the live entries, ordered by MAC.
@@ -127,9 +155,9 @@ func (s *Entries) All() []Entry {
 	now := s.now()
 	s.mu.RLock()
 	list := make([]Entry, 0, len(s.m))
-	for _, e := range s.m {
-		if now.Before(e.NotAfter) {
-			list = append(list, e)
+	for _, r := range s.m {
+		if now.Before(r.NotAfter) {
+			list = append(list, r.Entry)
 		}
 	}
 	s.mu.RUnlock()
@@ -144,9 +172,9 @@ func (s *Entries) Put(list ...Entry) error {
 			return err
 		}
 	}
-	return s.update(func(m map[hwid.MAC]Entry) map[hwid.MAC]Entry {
+	return s.update(func(m map[hwid.MAC]record) map[hwid.MAC]record {
 		for _, e := range list {
-			m[e.MAC] = e
+			m[e.MAC] = newRecord(e)
 		}
 		return m
 	})
@@ -154,7 +182,7 @@ func (s *Entries) Put(list ...Entry) error {
 
 // RemoveWorkflow drops every entry of a workflow (the boot.cleanUp command).
 func (s *Entries) RemoveWorkflow(workflow string) error {
-	return s.update(func(m map[hwid.MAC]Entry) map[hwid.MAC]Entry {
+	return s.update(func(m map[hwid.MAC]record) map[hwid.MAC]record {
 		for mac, e := range m {
 			if e.Workflow == workflow {
 				delete(m, mac)
@@ -166,7 +194,7 @@ func (s *Entries) RemoveWorkflow(workflow string) error {
 
 // RemoveMACs drops the entries of the given MACs.
 func (s *Entries) RemoveMACs(macs ...hwid.MAC) error {
-	return s.update(func(m map[hwid.MAC]Entry) map[hwid.MAC]Entry {
+	return s.update(func(m map[hwid.MAC]record) map[hwid.MAC]record {
 		for _, mac := range macs {
 			delete(m, mac)
 		}
@@ -189,7 +217,7 @@ func (s *Entries) Prune() error {
 	if !lapsed {
 		return nil
 	}
-	return s.update(func(m map[hwid.MAC]Entry) map[hwid.MAC]Entry {
+	return s.update(func(m map[hwid.MAC]record) map[hwid.MAC]record {
 		for mac, e := range m {
 			if !now.Before(e.NotAfter) {
 				delete(m, mac)
@@ -201,13 +229,13 @@ func (s *Entries) Prune() error {
 
 // update applies f to a copy, writes the copy to disk, and only then makes it current, so a
 // failed write changes nothing the agent answers from.
-func (s *Entries) update(f func(map[hwid.MAC]Entry) map[hwid.MAC]Entry) error {
+func (s *Entries) update(f func(map[hwid.MAC]record) map[hwid.MAC]record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := f(maps.Clone(s.m))
 	list := make([]Entry, 0, len(next))
-	for _, e := range next {
-		list = append(list, e)
+	for _, r := range next {
+		list = append(list, r.Entry)
 	}
 	slices.SortFunc(list, func(a, b Entry) int { return slices.Compare(a.MAC[:], b.MAC[:]) })
 	b, err := json.MarshalIndent(list, "", "  ")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
@@ -145,12 +148,21 @@ func TestEntriesSurviveSIGKILL(t *testing.T) {
 }
 
 // TestMain runs the entry writer that TestEntriesSurviveSIGKILL kills, when the test binary
-// is started as that child.
+// is started as that child; otherwise the tests, and then a check that no goroutine of any
+// agent, server or timer outlived its test (the client's idle connections closed first).
 func TestMain(m *testing.M) {
 	if path := os.Getenv("SITEAGENT_ENTRY_WRITER"); path != "" {
 		writeEntriesUntilKilled(path)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	http.DefaultClient.CloseIdleConnections()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func writeEntriesUntilKilled(path string) {

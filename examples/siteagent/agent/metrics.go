@@ -3,7 +3,6 @@ package agent
 import (
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -41,8 +40,8 @@ func (c *transferCounters) snapshot() (map[tftpd.Outcome]uint64, uint64, float64
 	return m, c.bytes, c.seconds
 }
 
-// Counters are the components' counters by name, as the status report carries them.
-func (a *Agent) Counters() map[string]uint64 {
+// Stats are the components' counters by name, as the status report carries them.
+func (a *Agent) Stats() map[string]uint64 {
 	m := map[string]uint64{}
 	if a.dhcp != nil {
 		st := a.dhcp.Stats()
@@ -55,7 +54,7 @@ func (a *Agent) Counters() map[string]uint64 {
 		}
 	}
 	if a.tftp != nil {
-		c := a.tftp.Counters()
+		c := a.tftp.Stats()
 		m["tftp_transfers"], m["tftp_completed"], m["tftp_bytes"] = c.Transfers, c.Completed, c.Bytes
 		m["tftp_dropped_busy"], m["tftp_dropped_source"] = c.DroppedBusy, c.DroppedSource
 	}
@@ -63,8 +62,12 @@ func (a *Agent) Counters() map[string]uint64 {
 	m["cache_served"], m["cache_grants_issued"] = uint64(cs.Served), uint64(cs.GrantsIssued)
 	m["cache_refused_fenced"] = uint64(cs.RefusedFenced)
 	m["cache_refused_grant"] = uint64(cs.RefusedGrant + cs.RefusedExpired + cs.RefusedDigest + cs.RefusedPath + cs.RefusedMissing)
-	bc := a.boot.Counters()
+	bc := a.boot.Stats()
 	m["boot_scripts"], m["boot_unknown"], m["boot_fenced"] = bc.Scripts, bc.Unknown, bc.Fenced
+	for r := mismatchArch; r < numMismatches; r++ {
+		m["proxydhcp_silent_"+r.String()] = a.mismatches.dhcp[r].Load()
+		m["boot_"+r.String()] = a.mismatches.http[r].Load()
+	}
 	is := a.issuer.Stats()
 	m["assertions_issued"] = is.Issued
 	return m
@@ -82,7 +85,7 @@ func (a *Agent) metricsHandler() http.Handler {
 		a.mu.Lock()
 		last := a.lastSync
 		a.mu.Unlock()
-		if last.IsZero() || time.Since(last) > 3*a.cfg.Control.Heartbeat.Duration {
+		if last.IsZero() || a.clock.Now().Sub(last) > 3*a.cfg.Control.Heartbeat {
 			// Serving goes on from the last desired state, but the operator should know.
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("control plane not heard from\n"))
@@ -105,6 +108,7 @@ var (
 	descCacheGrants  = prometheus.NewDesc("siteboot_cache_grants_issued_total", "Cache grants issued.", nil, nil)
 	descCachePulls   = prometheus.NewDesc("siteboot_cache_pulls_total", "Cache pulls by result.", []string{"result"}, nil)
 	descBoot         = prometheus.NewDesc("siteboot_boot_answers_total", "Answers of the /boot/ handler, by kind.", []string{"answer"}, nil)
+	descMismatch     = prometheus.NewDesc("siteboot_boot_mismatch_total", "Requests from a machine that does not match its boot entry (arch or UUID), not answered, by where and why.", []string{"where", "reason"}, nil)
 	descAssertions   = prometheus.NewDesc("siteboot_assertions_issued_total", "Discovery assertions signed.", nil, nil)
 	descActive       = prometheus.NewDesc("siteboot_lease_active", "1 while this agent is the site's active boot server.", nil, nil)
 	descEpoch        = prometheus.NewDesc("siteboot_lease_epoch", "The highest boot lease epoch heard.", nil, nil)
@@ -116,7 +120,7 @@ var (
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descTFTP, descTFTPBytes, descTFTPDropped, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors} {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descTFTP, descTFTPBytes, descTFTPDropped, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors} {
 		ch <- d
 	}
 }
@@ -145,7 +149,7 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descTFTP, float64(n), string(o))
 		}
 		counter(descTFTPBytes, float64(bytes))
-		tc := a.tftp.Counters()
+		tc := a.tftp.Stats()
 		counter(descTFTPDropped, float64(tc.DroppedBusy), "busy")
 		counter(descTFTPDropped, float64(tc.DroppedSource), "per-source")
 	}
@@ -158,10 +162,14 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCacheGrants, float64(cs.GrantsIssued))
 	counter(descCachePulls, float64(cs.PullsOK), "ok")
 	counter(descCachePulls, float64(cs.PullsFailed), "failed")
-	bc := a.boot.Counters()
+	for r := mismatchArch; r < numMismatches; r++ {
+		counter(descMismatch, float64(a.mismatches.dhcp[r].Load()), "dhcp", r.String())
+		counter(descMismatch, float64(a.mismatches.http[r].Load()), "http", r.String())
+	}
+	bc := a.boot.Stats()
 	for answer, n := range map[string]uint64{
 		"chain": bc.Chains, "script": bc.Scripts, "sanboot": bc.Sanboots, "file": bc.Files,
-		"unknown": bc.Unknown, "fenced": bc.Fenced, "token-wait": bc.TokenWaits, "sanboot-wait": bc.SanbootWaits,
+		"unknown": bc.Unknown, "mismatch": bc.Mismatched, "fenced": bc.Fenced, "token-wait": bc.TokenWaits, "sanboot-wait": bc.SanbootWaits,
 		"bad-request": bc.BadRequests, "headers-too-large": bc.HeadersTooLarge, "method-refused": bc.MethodsRefused,
 		"not-found": bc.NotFound, "error": bc.Errors,
 	} {

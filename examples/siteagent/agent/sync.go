@@ -17,15 +17,22 @@ import (
 // the agent keeps serving from its last desired state; the fence, measured from the last
 // heartbeat the lease's renewal answered, ends the serving on its own.
 func (a *Agent) syncLoop(ctx context.Context) error {
-	t := time.NewTicker(a.cfg.Control.Heartbeat.Duration)
-	defer t.Stop()
+	tick := make(chan struct{}, 1)
 	for {
 		a.syncOnce(ctx)
+		t := a.clock.AfterFunc(a.cfg.Control.Heartbeat, func() {
+			select {
+			case tick <- struct{}{}:
+			default:
+			}
+		})
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
-		case <-t.C:
+		case <-tick:
 		case <-a.wake:
+			t.Stop()
 		}
 	}
 }
@@ -40,7 +47,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 		Node:             a.cfg.NodeID,
 		DiscoveredDigest: snap.Digest.String(),
 		Images:           a.imageReports(),
-		Counters:         a.Counters(),
+		Counters:         a.Stats(),
 	}
 	a.mu.Lock()
 	r.Acked = slices.Clone(a.acks)
@@ -59,7 +66,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 		}
 	}
 
-	cctx, cancel := context.WithTimeout(ctx, a.cfg.Control.Timeout.Duration)
+	cctx, cancel := context.WithTimeout(ctx, a.cfg.Control.Timeout)
 	defer cancel()
 	// The heartbeat number is stamped just before sending: the fence measures its window
 	// from this moment.
@@ -89,7 +96,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	a.mu.Unlock()
 	a.fence.Observe(lease.Word{Holds: d.Lease.Holds, Epoch: d.Lease.Epoch, TTL: time.Duration(d.Lease.TTLMs) * time.Millisecond, Beat: d.Lease.Beat})
 	a.mu.Lock()
-	a.lastSync = time.Now()
+	a.lastSync = a.clock.Now()
 	if sendList {
 		a.sentDigest = snap.Digest
 	}
@@ -158,7 +165,7 @@ func (a *Agent) wantedImages(fromControl []Image) []imagecache.Image {
 			a.log.Warn("cache image with a malformed digest ignored", "url", im.URL, "sha256", im.SHA256)
 			continue
 		}
-		out = append(out, imagecache.Image{URL: im.URL, SHA256: d, Format: im.Format})
+		out = append(out, imagecache.Image{URL: im.URL, SHA256: d, Format: im.format()})
 	}
 	return out
 }

@@ -43,6 +43,9 @@ type Plane struct {
 	SessionTimeout time.Duration
 	// Logger: nil discards.
 	Logger *slog.Logger
+	// Clock is the plane's time: the lease records and the agents' sessions. Nil means
+	// lease.SystemClock(). A test shares one fake clock with its agents.
+	Clock lease.Clock
 
 	mu       sync.Mutex
 	agents   map[string]*agentState   // by node id
@@ -51,7 +54,6 @@ type Plane struct {
 	ctrlOnce sync.Once
 	ctrl     *lease.Controller
 	seq      int
-	now      func() time.Time
 }
 
 type agentState struct {
@@ -71,7 +73,7 @@ func New(logger *slog.Logger) *Plane {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Plane{Lease: &lease.MemoryStore{}, Logger: logger, agents: map[string]*agentState{}, tokens: map[string]string{}, images: map[string][]agent.Image{}, now: time.Now}
+	return &Plane{Lease: &lease.MemoryStore{}, Logger: logger, agents: map[string]*agentState{}, tokens: map[string]string{}, images: map[string][]agent.Image{}}
 }
 
 // Enroll registers a site agent.
@@ -211,7 +213,7 @@ func (p *Plane) Run(ctx context.Context) error {
 // controller is the lease controller, made on first use from the fields set by then.
 func (p *Plane) controller() *lease.Controller {
 	p.ctrlOnce.Do(func() {
-		p.ctrl = &lease.Controller{Store: p.Lease, Fleet: fleet{p}, TTL: p.TTL, Interval: p.Interval, Logger: p.Logger}
+		p.ctrl = &lease.Controller{Store: p.Lease, Fleet: fleet{p}, TTL: p.TTL, Interval: p.Interval, Clock: p.Clock, Logger: p.Logger}
 	})
 	return p.ctrl
 }
@@ -302,6 +304,14 @@ func (f fleet) Connected(ctx context.Context, site string) ([]lease.Agent, error
 		}
 	}
 	return out, nil
+}
+
+// now is the plane's wall clock.
+func (p *Plane) now() time.Time {
+	if p.Clock == nil {
+		return time.Now()
+	}
+	return p.Clock.Now()
 }
 
 // Link returns an in-process agent.Link for one agent. Cut makes it fail as a partitioned

@@ -17,20 +17,27 @@ type Entry struct {
 	// SanbootSHA256 is the lower-case hex sha256 of an ISO to sanboot instead of the
 	// ramdisk; empty for a ramdisk boot.
 	SanbootSHA256 string
+	// Ref is the host's own handle on the entry (its record, a token reference), handed
+	// back untouched to [Tokens] and [Cache], so they need no second lookup. The handler
+	// never reads it.
+	Ref any
 }
 
-// Entries finds a machine's live boot entry.
+// Entries finds the live boot entry of the machine asking.
 type Entries interface {
-	// Entry returns the live entry for mac, or ok false when there is none.
-	Entry(ctx context.Context, mac hwid.MAC) (e Entry, ok bool, err error)
+	// Entry returns the live entry for q.MAC, or ok false when there is none. The host
+	// decides whether the machine matches the entry (its arch, q.Arch, and its UUID,
+	// q.UUID, when both sides have one): an error wrapping [ErrMismatch] means it does
+	// not, and the machine gets the exit script and no secret, counted apart.
+	Entry(ctx context.Context, q Query) (e Entry, ok bool, err error)
 }
 
 // EntriesFunc adapts a function to [Entries].
-type EntriesFunc func(ctx context.Context, mac hwid.MAC) (Entry, bool, error)
+type EntriesFunc func(ctx context.Context, q Query) (Entry, bool, error)
 
 // Entry calls f.
-func (f EntriesFunc) Entry(ctx context.Context, mac hwid.MAC) (Entry, bool, error) {
-	return f(ctx, mac)
+func (f EntriesFunc) Entry(ctx context.Context, q Query) (Entry, bool, error) {
+	return f(ctx, q)
 }
 
 // Fence tells whether this agent is the site's active boot server.
@@ -61,19 +68,16 @@ type TokensFunc func(ctx context.Context, e Entry) (string, error)
 func (f TokensFunc) Token(ctx context.Context, e Entry) (string, error) { return f(ctx, e) }
 
 // Claims is what a discovery assertion states. The handler fills it; the host encodes and
-// signs it (package assertion) and returns the text to place on the kernel command line.
+// signs it (package assertion, which also stamps issued-at and owns the assertion's
+// lifetime) and returns the text to place on the kernel command line.
 type Claims struct {
-	MAC      hwid.MAC
+	MAC      hwid.MAC   // the NIC the machine booted from (the query's MAC)
 	IP       netip.Addr // from the query, else the connection's address
-	UUID     hwid.UUID  // from the query, else the entry; zero when neither has one
+	UUID     hwid.UUID  // the entry's when it has one, else the query's; zero when neither
 	Workflow string
 	Epoch    uint64
-	IssuedAt time.Time
-	NotAfter time.Time // at most MaxAssertionLifetime after IssuedAt, never past the entry's
+	NotAfter time.Time // the entry's not-after; zero when it has none
 }
-
-// MaxAssertionLifetime bounds [Claims.NotAfter].
-const MaxAssertionLifetime = 15 * time.Minute
 
 // Signer signs discovery assertions.
 type Signer interface {
@@ -103,9 +107,7 @@ type Cache interface {
 // Discovery is a script fetch from a MAC without a live boot entry, made while this agent is
 // the active boot server. Its fields come from the query and are well-formed.
 type Discovery struct {
-	MAC    hwid.MAC
-	UUID   hwid.UUID  // zero when not sent
-	IP     netip.Addr // invalid when not sent
+	Query             // what the machine said: its MAC, and the UUID, IP and arch when sent
 	Remote netip.Addr // the connection's address
 	At     time.Time
 }

@@ -1,0 +1,265 @@
+// Package configfile reads the siteagent command's TOML configuration file and maps it onto
+// the typed [agent.Config], with errors that name the file's key at fault
+// ("boot.server_ip", "lease.grace" for a key the file has and the agent does not).
+//
+// The file's keys are the Config's fields in snake case, grouped in tables: [log], [boot]
+// (with [boot.kernel], [boot.initrd] and [boot.params]), [lease], [control] and [metrics];
+// examples/siteagent/testdata/example.toml is a complete file. Durations are written as
+// "15s"; addresses as "IP:port"; metrics.listen = "off" turns /metrics off. An absent key
+// keeps [agent.DefaultConfig]'s value.
+package configfile
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+)
+
+// File is a decoded configuration file: the agent's Config and the command's logging.
+type File struct {
+	Agent agent.Config
+	Log   Log
+}
+
+// Log chooses the command's log format and level.
+type Log struct {
+	Format string // "text" (default) or "json"
+	Level  string // "debug", "info" (default), "warn", "error"
+}
+
+// KeyError is a configuration error naming the file's key at fault.
+type KeyError struct {
+	Key string
+	Err error
+}
+
+func (e *KeyError) Error() string { return fmt.Sprintf("config: %s: %v", e.Key, e.Err) }
+func (e *KeyError) Unwrap() error { return e.Err }
+
+var _ error = &KeyError{}
+
+// ErrUnknownKey is the cause of a KeyError for a key the file has and the agent does not.
+var ErrUnknownKey = errors.New("unknown key")
+
+const maxFileBytes = 1 << 20
+
+// Load reads, decodes and validates a configuration file. Unknown keys and bad values are
+// errors naming the key (*KeyError).
+func Load(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxFileBytes {
+		return nil, fmt.Errorf("config: file larger than %d bytes", maxFileBytes)
+	}
+	return Parse(string(b))
+}
+
+// The file's shape. Every field is a string or a pointer so that an absent key keeps the
+// default, and so that a bad address or duration is reported under its own key.
+type file struct {
+	SiteID  string `toml:"site_id"`
+	NodeID  string `toml:"node_id"`
+	KeyFile string `toml:"key_file"`
+	DataDir string `toml:"data_dir"`
+	Log     struct {
+		Format string `toml:"format"`
+		Level  string `toml:"level"`
+	} `toml:"log"`
+	Boot struct {
+		ProxyDHCP        bool              `toml:"proxy_dhcp"`
+		DHCPListen       string            `toml:"dhcp_listen"`
+		PXEListen        string            `toml:"pxe_listen"`
+		Interface        string            `toml:"interface"`
+		ServerIP         string            `toml:"server_ip"`
+		TFTP             bool              `toml:"tftp"`
+		TFTPListen       string            `toml:"tftp_listen"`
+		TFTPRoot         string            `toml:"tftp_root"`
+		TFTPMaxTransfers int               `toml:"tftp_max_transfers"`
+		TFTPMaxPerSource int               `toml:"tftp_max_per_source"`
+		HTTPListen       string            `toml:"http_listen"`
+		HTTPBase         string            `toml:"http_base"`
+		Kernel           image             `toml:"kernel"`
+		Initrd           image             `toml:"initrd"`
+		Cmdline          string            `toml:"cmdline"`
+		CacheURL         string            `toml:"cache_url"`
+		CacheMaxBytes    int64             `toml:"cache_max_bytes"`
+		AllowedSources   []string          `toml:"allowed_source_networks"`
+		Params           map[string]string `toml:"params"`
+	} `toml:"boot"`
+	Lease struct {
+		TTL string `toml:"ttl"`
+	} `toml:"lease"`
+	Control struct {
+		URL       string `toml:"url"`
+		Heartbeat string `toml:"heartbeat"`
+		Timeout   string `toml:"timeout"`
+	} `toml:"control"`
+	Metrics struct {
+		Listen string `toml:"listen"`
+	} `toml:"metrics"`
+}
+
+type image struct {
+	URL    string `toml:"url"`
+	SHA256 string `toml:"sha256"`
+	Format string `toml:"format"`
+}
+
+// keys names each agent.Config field by its key in the file.
+var keys = map[string]string{
+	"SiteID": "site_id", "NodeID": "node_id", "KeyFile": "key_file", "DataDir": "data_dir",
+	"Boot.DHCPListen": "boot.dhcp_listen", "Boot.PXEListen": "boot.pxe_listen",
+	"Boot.TFTPListen": "boot.tftp_listen", "Boot.HTTPListen": "boot.http_listen",
+	"Boot.ServerIP": "boot.server_ip", "Boot.TFTPRoot": "boot.tftp_root",
+	"Boot.TFTPMaxTransfers": "boot.tftp_max_transfers", "Boot.TFTPMaxPerSource": "boot.tftp_max_per_source",
+	"Boot.HTTPBase": "boot.http_base", "Boot.Kernel": "boot.kernel", "Boot.Initrd": "boot.initrd",
+	"Boot.Cmdline": "boot.cmdline", "Boot.CacheURL": "boot.cache_url", "Boot.CacheMaxBytes": "boot.cache_max_bytes",
+	"Lease.TTL": "lease.ttl", "Control.URL": "control.url", "Control.Heartbeat": "control.heartbeat",
+	"Control.Timeout": "control.timeout", "Metrics.Listen": "metrics.listen",
+}
+
+// Parse is Load on the file's text.
+func Parse(text string) (*File, error) {
+	var f file
+	md, err := toml.Decode(text, &f)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("config: line %d: %s", pe.Position.Line, pe.Message)
+		}
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		return nil, &KeyError{Key: und[0].String(), Err: ErrUnknownKey}
+	}
+	out, err := f.toConfig()
+	if err != nil {
+		return nil, err
+	}
+	if err := out.Agent.Validate(); err != nil {
+		var fe *agent.FieldError
+		if errors.As(err, &fe) {
+			return nil, &KeyError{Key: keyOf(fe.Field), Err: fe.Err}
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// keyOf maps a FieldError's field to the file's key.
+func keyOf(field string) string {
+	if k, ok := keys[field]; ok {
+		return k
+	}
+	if p, ok := strings.CutPrefix(field, "Boot.Params["); ok {
+		return "boot.params." + strings.TrimSuffix(p, "]")
+	}
+	if strings.HasPrefix(field, "Boot.AllowedSourceNetworks[") {
+		return "boot.allowed_source_networks"
+	}
+	return field
+}
+
+func (f *file) toConfig() (*File, error) {
+	out := &File{Agent: agent.DefaultConfig(), Log: Log{Format: "text", Level: "info"}}
+	c := &out.Agent
+	c.SiteID, c.NodeID, c.KeyFile, c.DataDir = f.SiteID, f.NodeID, f.KeyFile, f.DataDir
+	if f.Log.Format != "" {
+		out.Log.Format = f.Log.Format
+	}
+	if f.Log.Level != "" {
+		out.Log.Level = f.Log.Level
+	}
+	switch out.Log.Format {
+	case "text", "json":
+	default:
+		return nil, &KeyError{Key: "log.format", Err: fmt.Errorf("want text or json, got %q", out.Log.Format)}
+	}
+	switch out.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return nil, &KeyError{Key: "log.level", Err: fmt.Errorf("want debug, info, warn or error, got %q", out.Log.Level)}
+	}
+
+	b, fb := &c.Boot, &f.Boot
+	b.ProxyDHCP, b.Interface, b.TFTP, b.TFTPRoot = fb.ProxyDHCP, fb.Interface, fb.TFTP, fb.TFTPRoot
+	b.TFTPMaxTransfers, b.TFTPMaxPerSource = fb.TFTPMaxTransfers, fb.TFTPMaxPerSource
+	b.HTTPBase, b.Cmdline, b.CacheURL, b.CacheMaxBytes, b.Params = fb.HTTPBase, fb.Cmdline, fb.CacheURL, fb.CacheMaxBytes, fb.Params
+	b.Kernel = agent.Image{URL: fb.Kernel.URL, SHA256: fb.Kernel.SHA256, Format: fb.Kernel.Format}
+	b.Initrd = agent.Image{URL: fb.Initrd.URL, SHA256: fb.Initrd.SHA256, Format: fb.Initrd.Format}
+	for _, l := range []struct {
+		key string
+		in  string
+		out *netip.AddrPort
+	}{
+		{"boot.dhcp_listen", fb.DHCPListen, &b.DHCPListen}, {"boot.pxe_listen", fb.PXEListen, &b.PXEListen},
+		{"boot.tftp_listen", fb.TFTPListen, &b.TFTPListen}, {"boot.http_listen", fb.HTTPListen, &b.HTTPListen},
+	} {
+		if err := addrPort(l.key, l.in, l.out); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range fb.AllowedSources {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			return nil, &KeyError{Key: "boot.allowed_source_networks", Err: fmt.Errorf("want networks such as \"127.0.0.0/8\", got %q", n)}
+		}
+		b.AllowedSourceNetworks = append(b.AllowedSourceNetworks, p)
+	}
+	if fb.ServerIP != "" {
+		ip, err := netip.ParseAddr(fb.ServerIP)
+		if err != nil {
+			return nil, &KeyError{Key: "boot.server_ip", Err: fmt.Errorf("want the IPv4 address machines reach this agent at, got %q", fb.ServerIP)}
+		}
+		b.ServerIP = ip
+	}
+	for _, d := range []struct {
+		key string
+		in  string
+		out *time.Duration
+	}{
+		{"lease.ttl", f.Lease.TTL, &c.Lease.TTL}, {"control.heartbeat", f.Control.Heartbeat, &c.Control.Heartbeat},
+		{"control.timeout", f.Control.Timeout, &c.Control.Timeout},
+	} {
+		if d.in == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.in)
+		if err != nil {
+			return nil, &KeyError{Key: d.key, Err: fmt.Errorf("want a duration such as \"15s\", got %q", d.in)}
+		}
+		*d.out = v
+	}
+	c.Control.URL = f.Control.URL
+	switch f.Metrics.Listen {
+	case "":
+	case "off":
+		c.Metrics.Listen = netip.AddrPort{}
+	default:
+		if err := addrPort("metrics.listen", f.Metrics.Listen, &c.Metrics.Listen); err != nil {
+			return nil, &KeyError{Key: "metrics.listen", Err: fmt.Errorf("want IP:port or \"off\", got %q", f.Metrics.Listen)}
+		}
+	}
+	return out, nil
+}
+
+func addrPort(key, in string, out *netip.AddrPort) error {
+	if in == "" {
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(in)
+	if err != nil {
+		return &KeyError{Key: key, Err: fmt.Errorf("want IP:port, got %q", in)}
+	}
+	*out = ap
+	return nil
+}

@@ -1,0 +1,140 @@
+package configfile_test
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/examples/siteagent/configfile"
+)
+
+func TestExampleConfig(t *testing.T) {
+	f, err := configfile.Load("../testdata/example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Agent
+	// Every key of the example, typed, and the defaults for those it leaves out.
+	want := agent.DefaultConfig()
+	want.SiteID, want.NodeID, want.DataDir = "site-fsn1", "agent-fsn1-a", "/var/lib/siteagent"
+	want.Boot.ProxyDHCP, want.Boot.Interface, want.Boot.ServerIP = true, "eth1", netip.MustParseAddr("192.0.2.2")
+	want.Boot.TFTP, want.Boot.TFTPRoot = true, "/var/lib/siteagent/ipxe"
+	want.Boot.HTTPListen = netip.MustParseAddrPort("0.0.0.0:80")
+	want.Boot.Cmdline, want.Boot.CacheURL, want.Boot.CacheMaxBytes = "console=ttyS0,115200n8 quiet", "http://192.0.2.2/cache", 100<<30
+	want.Boot.Kernel = agent.Image{URL: "https://images.example.net/ramdisk/vmlinuz", SHA256: "5fac891e7346c6a6820ab4ff0de1954eb4ba76de1f034545d8bcaf128bdbe80f", Format: "kernel"}
+	want.Boot.Initrd = agent.Image{URL: "https://images.example.net/ramdisk/initrd.img", SHA256: "0128042d64cad309383b4779ec4290792b54daa97158e4c6126a57d2260042fe", Format: "initrd"}
+	want.Boot.Params = map[string]string{"gateway": "https://gateway.example.net:443"}
+	want.Lease.TTL, want.Control.Heartbeat, want.Control.Timeout = 15*time.Second, 5*time.Second, 4*time.Second
+	want.Control.URL = "https://control.example.net/site-agent"
+	want.Metrics.Listen = netip.MustParseAddrPort("127.0.0.1:9464")
+	if diff := cmp.Diff(want, c, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+		cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	if f.Log != (configfile.Log{Format: "json", Level: "info"}) {
+		t.Errorf("log = %+v", f.Log)
+	}
+}
+
+// TestMetricsOff: metrics.listen = "off" is the zero address, which turns /metrics off.
+func TestMetricsOff(t *testing.T) {
+	base, err := os.ReadFile("../testdata/example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := configfile.Parse(strings.Replace(string(base), `listen = "127.0.0.1:9464"`, `listen = "off"`, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Agent.Metrics.Listen.IsValid() {
+		t.Errorf("metrics.listen = off gave %v", f.Agent.Metrics.Listen)
+	}
+}
+
+// TestAllowedSourceNetworks: boot.allowed_source_networks reaches the agent's config typed.
+func TestAllowedSourceNetworks(t *testing.T) {
+	base, err := os.ReadFile("../testdata/example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := configfile.Parse(strings.Replace(string(base), `# allowed_source_networks = ["127.0.0.0/8"]`, `allowed_source_networks = ["127.0.0.0/8", "2001:db8::/32"]`, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32")}
+	if diff := cmp.Diff(want, f.Agent.Boot.AllowedSourceNetworks, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("networks (-want +got):\n%s", diff)
+	}
+}
+
+// TestConfigErrors changes one line of the example at a time: each bad value is an error
+// naming its key.
+func TestConfigErrors(t *testing.T) {
+	base, err := os.ReadFile("../testdata/example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		old, new string
+		key      string
+	}{
+		{`site_id  = "site-fsn1"`, `site_id  = "site fsn1"`, "site_id"},
+		{`node_id  = "agent-fsn1-a"`, `node_id  = ""`, "node_id"},
+		{`data_dir = "/var/lib/siteagent"`, ``, "data_dir"},
+		{`format = "json"`, `format = "xml"`, "log.format"},
+		{`level  = "info"`, `level  = "loud"`, "log.level"},
+		{`# allowed_source_networks = ["127.0.0.0/8"]`, `allowed_source_networks = ["127.0.0.1"]`, "boot.allowed_source_networks"},
+		{`heartbeat = "5s"`, `heartbeat = "5"`, "control.heartbeat"},
+		{`timeout   = "4s"`, `timeout   = "2m"`, "control.timeout"},
+		{`tftp        = true`, `tftp        = true` + "\ntftp_listen = \"69\"", "boot.tftp_listen"},
+		{`server_ip   = "192.0.2.2"`, `server_ip   = "2001:db8::2"`, "boot.server_ip"},
+		{`server_ip   = "192.0.2.2"`, `server_ip   = "not-an-ip"`, "boot.server_ip"},
+		{`tftp_root   = "/var/lib/siteagent/ipxe"`, ``, "boot.tftp_root"},
+		{`# tftp_max_transfers  = 64`, `tftp_max_transfers = -1`, "boot.tftp_max_transfers"},
+		{`http_listen = "0.0.0.0:80"`, `http_listen = "80"`, "boot.http_listen"},
+		{`sha256 = "5fac891e7346c6a6820ab4ff0de1954eb4ba76de1f034545d8bcaf128bdbe80f"`, `sha256 = "5fac"`, "boot.kernel"},
+		{`url    = "https://images.example.net/ramdisk/initrd.img"`, `url    = "ftp://images.example.net/initrd"`, "boot.initrd"},
+		{`cache_url   = "http://192.0.2.2/cache"`, `cache_url   = "192.0.2.2/cache"`, "boot.cache_url"},
+		{`cache_max_bytes = 107374182400    # 100 GiB`, `cache_max_bytes = -1`, "boot.cache_max_bytes"},
+		{`gateway = "https://gateway.example.net:443"`, `gateway = "https://gw example"`, "boot.params.gateway"},
+		{`gateway = "https://gateway.example.net:443"`, `Gate-Way = "x"`, "boot.params.Gate-Way"},
+		{`ttl = "15s"`, `ttl = "15 seconds"`, ""},
+		{`ttl = "15s"`, `ttl = "3s"`, "control.heartbeat"}, // 5 s heartbeats cannot keep a 3 s lease
+		{`ttl = "15s"`, `ttl = "1h"`, "lease.ttl"},
+		{`url       = "https://control.example.net/site-agent"`, `url       = ""`, "control.url"},
+		{`listen = "127.0.0.1:9464"`, `listen = "everywhere"`, "metrics.listen"},
+		{`tftp        = true`, `tftp        = true` + "\nwindowsize  = 4", "boot.windowsize"},
+		{`level  = "info"`, `level  = "info"` + "\ncolour = \"yes\"", "log.colour"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key+"/"+tt.new, func(t *testing.T) {
+			text := string(base)
+			if !strings.Contains(text, tt.old) {
+				t.Fatalf("example lacks %q", tt.old)
+			}
+			_, err := configfile.Parse(strings.Replace(text, tt.old, tt.new, 1))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if tt.key == "" {
+				return // a TOML-level error: no key to name, but refused
+			}
+			var ke *configfile.KeyError
+			if !errors.As(err, &ke) {
+				t.Fatalf("error %v is not a *KeyError", err)
+			}
+			if ke.Key != tt.key {
+				t.Errorf("error names %q, want %q (%v)", ke.Key, tt.key, err)
+			}
+			if tt.new != "" && strings.HasSuffix(tt.key, "colour") && !errors.Is(err, configfile.ErrUnknownKey) {
+				t.Errorf("unknown key error %v does not match ErrUnknownKey", err)
+			}
+		})
+	}
+}

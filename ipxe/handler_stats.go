@@ -1,0 +1,43 @@
+package ipxe
+
+import "sync/atomic"
+
+// Stats are the handler's running totals.
+type Stats struct {
+	Requests        uint64 // every request
+	Chains          uint64 // chain.ipxe answered
+	Scripts         uint64 // ramdisk boot scripts answered (200)
+	Sanboots        uint64 // sanboot scripts answered (200)
+	Unknown         uint64 // 404: no live entry
+	Mismatched      uint64 // 404: the machine does not match its entry (arch or UUID)
+	Discovered      uint64 // unknown machines reported to OnDiscovered
+	Fenced          uint64 // 503: this agent is not the active boot server
+	TokenWaits      uint64 // 503: the discovery token is not available yet
+	SanbootWaits    uint64 // 503: the ISO is not pinned and cached yet
+	TokenFetches    uint64 // times the host's Tokens was asked
+	BadRequests     uint64 // 400: query refused
+	HeadersTooLarge uint64 // 431
+	MethodsRefused  uint64 // 405
+	NotFound        uint64 // 404 for a path or file
+	Files           uint64 // files answered
+	Errors          uint64 // 500: a host interface failed or a value was refused
+}
+
+type counters struct {
+	requests, chains, scripts, sanboots, unknown, discovered, fenced, tokenWaits,
+	sanbootWaits, tokenFetches, mismatched, badRequests, headersTooLarge, methodsRefused, notFound,
+	files, errors atomic.Uint64
+}
+
+// Stats returns a snapshot of the running totals.
+func (h *Handler) Stats() Stats {
+	c := &h.n
+	return Stats{
+		Requests: c.requests.Load(), Chains: c.chains.Load(), Scripts: c.scripts.Load(),
+		Sanboots: c.sanboots.Load(), Unknown: c.unknown.Load(), Mismatched: c.mismatched.Load(), Discovered: c.discovered.Load(),
+		Fenced: c.fenced.Load(), TokenWaits: c.tokenWaits.Load(), SanbootWaits: c.sanbootWaits.Load(),
+		TokenFetches: c.tokenFetches.Load(), BadRequests: c.badRequests.Load(),
+		HeadersTooLarge: c.headersTooLarge.Load(), MethodsRefused: c.methodsRefused.Load(),
+		NotFound: c.notFound.Load(), Files: c.files.Load(), Errors: c.errors.Load(),
+	}
+}

@@ -8,6 +8,8 @@
 //     file and server, never hands out an address, and answers only machines the host names.
 //   - tftpd: a read-only TFTP server confined to one root, with transfer limits.
 //   - ipxe: an injection-proof iPXE script renderer and the /boot/ HTTP handler.
+//   - grubcfg: an injection-proof GRUB configuration renderer for machines that boot with
+//     Secure Boot through shim and a signed GRUB.
 //   - imagecache: a sha256-addressed image cache with verified pulls, LRU eviction under a
 //     byte budget, and serving only under unguessable grants.
 //   - bmc: BMC drivers (bmc/redfish, bmc/ipmi) behind one small interface, and bmc/bmctest,
@@ -17,7 +19,11 @@
 //     control plane's matcher that names a machine's candidate MAC.
 //   - assertion: signed discovery assertions ("this agent served this MAC") and their
 //     verification.
-//   - hwid: MAC and SMBIOS UUID vocabulary shared by the others.
+//   - hwid: MAC, SMBIOS UUID and client-architecture vocabulary shared by the others.
+//   - sitetls: mutual TLS between a site agent and its control plane, with certificate
+//     files re-read when they change and the node identity of a verified peer.
+//   - connlimit: a listener that caps connections per source and in total, so a flood of
+//     HTTP connections cannot take the descriptors other protocols need.
 //
 // # Wiring
 //

@@ -43,7 +43,11 @@
 // then PriorityPinned (images named in SetPinned), then PriorityRest (Pull alone); an
 // Image's Priority field can raise its own. A waiter of higher priority than a running
 // attempt takes that attempt's slot at once: the attempt ends (not counted as a failure) and
-// its pull waits for a slot again and resumes by Range where it stopped.
+// its pull waits for a slot again and resumes by Range where it stopped. A waiter of the
+// same priority gets the slot of an attempt that has held it for a RateWindow, when that
+// attempt's source can resume (a 206, or "Accept-Ranges: bytes"): the slots go round robin
+// among equals, and a long or slow pull never keeps the others waiting longer than that
+// (Stats.Preemptions and Stats.Yields count both).
 //
 // An attempt that received fewer than Config.MinRate*Config.RateWindow bytes in a
 // RateWindow (defaults: 32 KiB/s over 30 s) ends with ErrTooSlow and is retried like any
@@ -52,7 +56,8 @@
 // the kernel, initrd or any other image waiting. Each pull also has a deadline,
 // Config.PullTimeout (10 min) plus the image's size at MinRate, counted over its attempts
 // and back-offs (not the time it waited for a slot): past it the pull fails with
-// ErrDeadline, whatever retries are left. Negative MinRate or PullTimeout turn these off.
+// ErrDeadline, whatever retries are left. A negative PullTimeout turns the deadline off; a
+// negative MinRate turns off the minimum rate, the deadline and the round robin.
 //
 // # Resume across restarts
 //

@@ -3,6 +3,7 @@ package imagecache_test
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -101,4 +102,33 @@ func ExampleFetcher_Fetch() {
 	fmt.Println(from == source.URL+"/deploy.img", string(got))
 	// Output:
 	// true the real deploy image
+}
+
+// Image sources are checked where the connection is made: a name that resolves to
+// loopback (or to a link-local, own or management address) is refused before any byte is
+// sent, unless its network is listed as allowed.
+func ExampleConfig_sourcePolicy() {
+	dir, _ := os.MkdirTemp("", "imagecache-policy")
+	defer os.RemoveAll(dir)
+	cache, err := imagecache.Open(context.Background(), imagecache.Config{
+		Dir:                dir,
+		ManagementNetworks: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}, // the BMCs
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cache.Close()
+	d := imagecache.Digest(sha256.Sum256([]byte("an image")))
+	for _, url := range []string{"http://localhost:1/image", "http://198.51.100.7/firmware.bin", "http://169.254.169.254/latest"} {
+		err := cache.Pull(context.Background(), imagecache.Image{URL: url, SHA256: d})
+		var se *imagecache.SourceError
+		if errors.As(err, &se) {
+			fmt.Println(imagecache.Reason(err), se.Reason)
+		}
+	}
+	// Output:
+	// source-refused loopback
+	// source-refused management-network
+	// source-refused link-local
 }

@@ -34,7 +34,6 @@ type origin struct {
 	throttle    int64 // non-zero: body bytes per second
 	reqs        []originReq
 	times       []time.Time // when each request came
-	ends        []time.Time // when each response ended
 	release     chan struct{}
 	holding     chan struct{} // closed when a response reached holdAt
 }
@@ -94,13 +93,6 @@ func (o *origin) Times() []time.Time {
 	return slices.Clone(o.times)
 }
 
-// Ends returns when each response ended (zero: not yet).
-func (o *origin) Ends() []time.Time {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.ends)
-}
-
 // Release lets held responses go on.
 func (o *origin) Release() {
 	o.mu.Lock()
@@ -116,7 +108,6 @@ func (o *origin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
 	body, etag, mod, trickle, code, throttle := o.body, o.etag, o.modTime, o.trickle, o.code, o.throttle
 	o.times = append(o.times, time.Now())
-	o.ends = append(o.ends, time.Time{})
 	holdAt := o.holdAt
 	if o.holdOnce {
 		o.holdAt = 0
@@ -132,7 +123,6 @@ func (o *origin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cw := &originWriter{w: w, o: o, holdAt: holdAt, release: release, holding: holding, done: r.Context().Done(), throttle: throttle}
 	defer func() {
 		o.mu.Lock()
-		o.ends[i] = time.Now()
 		o.reqs[i].Status = cw.status
 		o.mu.Unlock()
 	}()

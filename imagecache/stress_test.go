@@ -36,13 +36,24 @@ func TestConcurrentServeAndEvict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
+	var wg, pulls sync.WaitGroup
 	var mu sync.Mutex
 	served, bad := 0, 0
+	pulling := make(chan struct{})
+	// The servers run at least 60 requests each and on until the pulls are done (so some
+	// requests meet cached images however slowly pulls run on a loaded machine), bounded.
+	busy := func(i int) bool {
+		select {
+		case <-pulling:
+			return i < 60
+		default:
+			return i < 5000
+		}
+	}
 	for w := range 4 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
-			for range 60 {
+			for i := 0; busy(i); i++ {
 				img := imgs[rng.IntN(n)]
 				resp, err := srv.Client().Get(srv.URL + g.Path(img.SHA256))
 				if err != nil {
@@ -64,7 +75,7 @@ func TestConcurrentServeAndEvict(t *testing.T) {
 		})
 	}
 	for w := range 2 {
-		wg.Go(func() {
+		pulls.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 8))
 			for range 40 {
 				if rng.IntN(4) == 0 {
@@ -78,6 +89,8 @@ func TestConcurrentServeAndEvict(t *testing.T) {
 			}
 		})
 	}
+	pulls.Wait()
+	close(pulling)
 	wg.Wait()
 	if bad != 0 {
 		t.Errorf("%d responses were neither 404 nor the whole image", bad)

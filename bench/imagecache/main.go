@@ -4,6 +4,14 @@
 //
 //	go run ./bench/imagecache -size 1073741824 -runs 3
 //
+// With -startup it measures instead how soon a restarted cache serves: the time from Open
+// to the first image (the kernel) served over HTTP, for a cache of -cache-bytes found
+// without verification stamps (hashed again in the background, kernel and initrd first)
+// and with them, beside the time until every image was hashed again, which is what Open
+// took before it served anything when it hashed the whole cache first.
+//
+//	go run ./bench/imagecache -startup -cache-bytes 10737418240 -runs 2
+//
 // nginx runs with its own temporary configuration and -p prefix on a free loopback port and
 // is stopped by its PID. Runs are interleaved (cache, nginx, cache, nginx, ...) and medians
 // are reported, because the machine is shared.
@@ -21,6 +29,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,8 +48,16 @@ func main() {
 	runs := flag.Int("runs", 3, "interleaved runs per figure")
 	clientsFlag := flag.String("clients", "1,8", "concurrent client counts")
 	tmp := flag.String("dir", os.TempDir(), "where to put the image and nginx's prefix")
+	startupMode := flag.Bool("startup", false, "measure Open to first image served instead")
+	cacheBytes := flag.Int64("cache-bytes", 10<<30, "with -startup: the cache's size")
 	flag.Parse()
-	if err := run(*size, *runs, *clientsFlag, *tmp); err != nil {
+	var err error
+	if *startupMode {
+		err = startup(*tmp, *cacheBytes, *runs)
+	} else {
+		err = run(*size, *runs, *clientsFlag, *tmp)
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }
@@ -70,12 +87,16 @@ func run(size int64, runs int, clientsFlag, tmp string) error {
 	}
 	fmt.Printf("image %s, %d bytes, written in %v\n\n", d, size, time.Since(start).Round(time.Millisecond))
 
-	// Hashing: Open re-verifies the file; sha256sum reads the same file. Interleaved, warm cache.
+	// Hashing: Open (ignoring stamps) re-verifies the file in the background, timed until it
+	// is done; sha256sum reads the same file. Interleaved, warm cache.
 	var openMBs, sumMBs, sslMBs []float64
 	for range runs {
 		t0 := time.Now()
-		c, err := imagecache.Open(context.Background(), imagecache.Config{Dir: cacheDir})
+		c, err := imagecache.Open(context.Background(), imagecache.Config{Dir: cacheDir, IgnoreStamps: true})
 		if err != nil {
+			return err
+		}
+		if err := c.WaitVerified(context.Background()); err != nil {
 			return err
 		}
 		openMBs = append(openMBs, mbps(size, time.Since(t0)))
@@ -186,7 +207,10 @@ func run(size int64, runs int, clientsFlag, tmp string) error {
 	var pullMBs, curlMBs, curlDiskMBs []float64
 	for range runs {
 		os.RemoveAll(pullDir)
-		c, err := imagecache.Open(context.Background(), imagecache.Config{Dir: pullDir, StallTimeout: time.Minute})
+		c, err := imagecache.Open(context.Background(), imagecache.Config{
+			Dir: pullDir, StallTimeout: time.Minute,
+			AllowedSourceNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, // nginx on loopback
+		})
 		if err != nil {
 			return err
 		}
@@ -231,6 +255,137 @@ func run(size int64, runs int, clientsFlag, tmp string) error {
 	fmt.Printf("%-44s %9.2fx\n", "ratio", median(pullMBs)/median(curlMBs))
 	fmt.Printf("%-44s %10.0f  runs %v\n", "curl -o F; sync F; sha256sum F", median(curlDiskMBs), round(curlDiskMBs))
 	fmt.Printf("%-44s %9.2fx\n", "ratio", median(pullMBs)/median(curlDiskMBs))
+	return nil
+}
+
+// startup builds a cache of about cacheBytes: a 16 MiB kernel and a 64 MiB initrd of random
+// bytes, and sparse files of 1 GiB for the rest, zeros but for a tail of their own (reading
+// them costs no disk, hashing them costs what hashing any 1 GiB costs, which is what a
+// restart pays). It then times, per run, Open to the kernel served over HTTP without
+// stamps and until all is hashed again, and Open to the kernel served with the stamps the
+// first run wrote.
+func startup(tmp string, cacheBytes int64, runs int) error {
+	work, err := os.MkdirTemp(tmp, "imagecache-startup-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	kernel, err := writeImage(filepath.Join(work, "k.tmp"), 16<<20)
+	if err != nil {
+		return err
+	}
+	initrd, err := writeImage(filepath.Join(work, "i.tmp"), 64<<20)
+	if err != nil {
+		return err
+	}
+	os.Rename(filepath.Join(work, "k.tmp"), filepath.Join(work, kernel.String()))
+	os.Rename(filepath.Join(work, "i.tmp"), filepath.Join(work, initrd.String()))
+	const gib = 1 << 30
+	n := max((cacheBytes-80<<20+gib-1)/gib, 0)
+	h := sha256.New()
+	zeros := make([]byte, 1<<20)
+	for left := int64(gib - 8); left > 0; left -= int64(len(zeros)) {
+		h.Write(zeros[:min(left, int64(len(zeros)))])
+	}
+	state, err := h.(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		tail := []byte(fmt.Sprintf("tail%04d", i))
+		hi := sha256.New()
+		if err := hi.(interface{ UnmarshalBinary([]byte) error }).UnmarshalBinary(state); err != nil {
+			return err
+		}
+		hi.Write(tail)
+		var d imagecache.Digest
+		hi.Sum(d[:0])
+		f, err := os.Create(filepath.Join(work, d.String()))
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(tail, gib-8); err != nil {
+			return err
+		}
+		f.Close()
+	}
+	total := n*gib + 80<<20
+	fmt.Printf("cache of %d images, %.2f GiB (%d sparse files of 1 GiB, a 16 MiB kernel, a 64 MiB initrd)\n\n", n+2, float64(total)/gib, n)
+
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	serveFirst := func(stamps bool) (first, all time.Duration, served int, err error) {
+		t0 := time.Now()
+		c, err := imagecache.Open(context.Background(), imagecache.Config{
+			Dir:          work,
+			Fence:        imagecache.FenceFunc(func() bool { return true }),
+			BootImages:   []imagecache.Digest{kernel, initrd},
+			IgnoreStamps: !stamps,
+		})
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		defer c.Close()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		srv := &http.Server{Handler: c}
+		go srv.Serve(ln)
+		defer srv.Close()
+		g, err := c.BootGrant(time.Time{})
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		url := "http://" + ln.Addr().String() + g.Path(kernel)
+		for {
+			resp, err := client.Get(url)
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			got, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && got == 16<<20 {
+				break
+			}
+			if time.Since(t0) > 10*time.Minute {
+				return 0, 0, 0, errors.New("the kernel was never served")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		first = time.Since(t0)
+		served = len(c.Inventory())
+		if err := c.WaitVerified(context.Background()); err != nil {
+			return 0, 0, 0, err
+		}
+		all = time.Since(t0)
+		if len(c.Inventory()) != int(n+2) {
+			return 0, 0, 0, fmt.Errorf("%d images verified, want %d", len(c.Inventory()), n+2)
+		}
+		return first, all, served, nil
+	}
+	var firstNo, allNo, firstStamp []float64
+	for r := range runs {
+		f1, a1, _, err := serveFirst(false)
+		if err != nil {
+			return err
+		}
+		f2, _, served, err := serveFirst(true)
+		if err != nil {
+			return err
+		}
+		if served != int(n+2) {
+			return fmt.Errorf("with stamps %d images were served at once, want %d", served, n+2)
+		}
+		fmt.Printf("run %d: no stamps: kernel served after %v, all hashed after %v; stamps: kernel served after %v\n",
+			r+1, f1.Round(time.Microsecond), a1.Round(time.Millisecond), f2.Round(time.Microsecond))
+		firstNo = append(firstNo, f1.Seconds()*1000)
+		allNo = append(allNo, a1.Seconds()*1000)
+		firstStamp = append(firstStamp, f2.Seconds()*1000)
+	}
+	fmt.Printf("\n%-58s %12s\n", "median of runs", "ms")
+	fmt.Printf("%-58s %12.1f\n", "Open to kernel served, no stamps (kernel, initrd first)", median(firstNo))
+	fmt.Printf("%-58s %12.1f\n", "Open to kernel served, stamps", median(firstStamp))
+	fmt.Printf("%-58s %12.1f  (%.0f MB/s)\n", "Open to all hashed again (what Open blocked for before)", median(allNo), float64(total)/1e6/(median(allNo)/1000))
 	return nil
 }
 

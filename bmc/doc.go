@@ -2,8 +2,10 @@
 // Driver interface, optional capability interfaces a driver implements when its protocol
 // and the BMC allow (power, one-time boot device, inspection, virtual media, firmware
 // update, storage listing, credential rotation), a Registry that opens a driver by name,
-// typed errors that say what failed, and a Journal that keeps a retried operation from
-// being sent twice.
+// typed errors that say what failed, a Journal that keeps a retried operation from being
+// sent twice (in memory, or persisted in a data dir), the claim protocol that keeps a
+// destructive operation from reaching a BMC twice across agents, and an Executor that runs
+// an agent's BMC operations in order and in bounds.
 //
 // Drivers live in sub-packages: bmc/redfish (DMTF Redfish over gofish) and bmc/ipmi (IPMI
 // 2.0 lanplus over go-ipmi). bmc/bmctest serves a fake Redfish BMC for tests.
@@ -19,7 +21,7 @@
 //	d, err := reg.Open(ctx, bmc.Target{Driver: "redfish", Address: "https://10.0.0.5", Username: u, Password: p})
 //	if err != nil { ... }           // errors.Is(err, bmc.ErrUnsupportedDriver) for a name nobody registered
 //	defer d.Close()                  // logs the session out; BMCs cap sessions
-//	if pc, ok := d.(bmc.PowerController); ok { err = pc.SetPower(ctx, bmc.PowerCycle) }
+//	if pc, ok := d.(bmc.PowerController); ok { err = pc.SetPower(ctx, bmc.PowerActionCycle) }
 //
 // A capability a driver lacks is a failed type assertion; a capability the driver has but
 // this BMC refuses or does not offer is an error matching ErrUnsupported.
@@ -27,9 +29,14 @@
 // # Errors
 //
 // Every driver error is an *OpError whose Kind is one of ErrAuth, ErrUnreachable,
-// ErrTimeout, ErrTLS, ErrRefused (the BMC answered and said no; Message holds what it
-// said), ErrUnsupported, ErrUnsupportedDriver, ErrInvalid or ErrInProgress. Test with
-// errors.Is; the underlying library error stays reachable with errors.As.
+// ErrTimeout, ErrTLS, ErrRefused (the BMC answered and said no; Code and Message hold what
+// it said), ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrInProgress, ErrNoSession
+// (the BMC has no free session) or ErrOutcomeUnknown. Test with errors.Is; the underlying
+// library error stays reachable with errors.As. KindName and KindByName spell a kind for
+// journals, claim records and reports ("auth", "timeout", ...). An operation that read
+// some parts and not others (an IPMI inspection whose Get System GUID the BMC refuses)
+// returns what it read with a *PartialError naming each failed part; KindOf says
+// ErrPartial. TestErrorKindsAcrossDrivers states the kinds each driver keeps.
 //
 // # Repeated requests
 //
@@ -39,12 +46,48 @@
 // returns the recorded outcome without contacting the BMC (ErrInProgress while the first
 // is still running). A failure that shows nothing happened (unreachable, wrong
 // credentials, refused) is not replayed: the repeat runs again. MemoryJournal is the
-// in-process default; a host that restarts between a request and its retry supplies a
-// persistent Journal.
+// in-process default; a host that restarts between a request and its retry uses a
+// FileJournal in its data dir (each step written atomically and durably before it is
+// taken; one process at a time). An operation running when the process died is
+// StateUnknown after the restart and never sent again.
+//
+// # At most once across agents
+//
+// A destructive operation (power, boot, rotate, firmware, media) is claimed before it
+// reaches a BMC. The agent side: an Executor with a Journal (FileJournal in the agent's
+// data dir) and a Claimer (its link to the host). The control-plane side: a ClaimRegistry
+// over a ClaimStore (MemoryClaimStore, or one on etcd keeping EncodeClaim's bytes with the
+// key's mod revision as version). The rules:
+//
+//   - a claim is granted once, ever: to the node the command is routed to (or to any node
+//     for a command never routed), and again only to the same node with the same journal
+//     (its answer was lost); a node that lost its journal gets the outcome "unknown";
+//   - the agent writes "granted, sending" to its journal before the first byte reaches the
+//     BMC, and the outcome after; a restart turns a record that may have been sent into
+//     StateUnknown and one still waiting for its claim into a retryable failure;
+//   - ClaimRegistry.Route tells the control plane, for each command it routes: send it
+//     (an unclaimed command moves to the new holder), reuse the recorded outcome, or
+//     report "outcome unknown" (claimed by another node that never reported); a query is
+//     always safe to send.
+//
+// A randomised simulation (TestClaimSimulation: agents killed at every point, partitioned
+// and wiped, messages and store answers lost and repeated, many seeds) checks that no
+// destructive operation reaches a BMC twice and that every command ends with an outcome or
+// "unknown"; run with journals alone, it finds doubles at once.
+//
+// # Executor
+//
+// Executor.Run runs one Operation: one at a time per BMC (driver and address), at most
+// MaxConcurrent at once, each under its own deadline (Timeout, covering the wait for the
+// BMC), the session closed after every operation. A BMC that hangs holds its own queue and
+// one slot until its deadline; others go on. Credentials are named by reference
+// (TargetRef.Credential), fetched through Credentials when first needed, cached in memory
+// only and dropped after a failed login; Credential prints redacted with every fmt verb
+// and in slog.
 //
 // # Security
 //
-// Credentials are never logged and never appear in errors. Drivers verify TLS by default;
+// Credentials are never logged and never appear in errors, outcomes or claim records. Drivers verify TLS by default;
 // skipping verification is a per-target choice (Target.Insecure) that never changes any
 // other client. What a BMC returns is parsed into typed values (hwid.MAC, hwid.UUID,
 // netip.Addr); a value that does not parse is dropped, not passed on.

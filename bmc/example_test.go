@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bmc/bmctest"
@@ -57,4 +58,54 @@ func Example() {
 	// boots seen by the BMC: [{Pxe UEFI}]
 	// uuid: 38947555-7742-3448-3784-823347823834 nics: 2
 	// true
+}
+
+// An agent runs BMC operations through an Executor: credentials by reference, a journal in
+// its data dir, and claims through its host, here a ClaimRegistry in the same process. A
+// second agent handed the same command after a failover sends nothing and reuses the
+// outcome.
+func ExampleExecutor() {
+	srv := bmctest.NewServer(bmctest.Options{})
+	defer srv.Close()
+	reg := bmc.NewRegistry()
+	_ = reg.Register("redfish", redfish.Config{})
+	vault := bmc.CredentialsFunc(func(_ context.Context, ref string) (bmc.Credential, error) {
+		return bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword}, nil
+	})
+	claims := &bmc.ClaimRegistry{Store: &bmc.MemoryClaimStore{}}
+	var dirs []string
+	defer func() {
+		for _, d := range dirs {
+			os.RemoveAll(d)
+		}
+	}()
+	agent := func(node string) *bmc.Executor {
+		dir, _ := os.MkdirTemp("", "agent-data-") // the agent's data dir
+		dirs = append(dirs, dir)
+		j, err := bmc.OpenFileJournal(dir)
+		if err != nil {
+			panic(err)
+		}
+		return &bmc.Executor{Opener: reg, Credentials: vault, Journal: j, Claims: claims.For(node)}
+	}
+	cycle := bmc.Operation{ID: "cmd-42", Name: "power", Destructive: true,
+		Target: bmc.TargetRef{Driver: "redfish", Address: srv.URL, Credential: "vault:bmc/rack1-07"},
+		Do: func(ctx context.Context, d bmc.Driver) (any, error) {
+			return nil, d.(bmc.PowerController).SetPower(ctx, bmc.PowerActionOn)
+		}}
+	ctx := context.Background()
+	d, _ := claims.Route(ctx, "cmd-42", "power", "agent-1")
+	fmt.Println("route:", d.Action)
+	r := agent("agent-1").Run(ctx, cycle)
+	fmt.Println("agent-1:", r.Outcome.Status, "replayed:", r.Replayed)
+
+	d, _ = claims.Route(ctx, "cmd-42", "power", "agent-2")
+	fmt.Println("after failover:", d.Action, d.Outcome.Status)
+	r = agent("agent-2").Run(ctx, cycle)
+	fmt.Println("agent-2:", r.Outcome.Status, "replayed:", r.Replayed)
+	// Output:
+	// route: send
+	// agent-1: ok replayed: false
+	// after failover: reuse ok
+	// agent-2: ok replayed: true
 }

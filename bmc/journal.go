@@ -2,6 +2,8 @@ package bmc
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"slices"
@@ -25,6 +27,10 @@ const (
 	StateRunning RecordState = "running"
 	StateDone    RecordState = "done"
 	StateFailed  RecordState = "failed"
+	// StateUnknown: the operation may have reached the BMC but its outcome was never
+	// recorded (the process died while it ran). A repeat is answered ErrOutcomeUnknown and
+	// never sent.
+	StateUnknown RecordState = "unknown"
 )
 
 // Record is one journaled operation.
@@ -41,6 +47,11 @@ type Record struct {
 	// Retryable marks a failure that shows the operation did not take effect (the BMC was
 	// unreachable, refused the login or the request, ...): a repeat runs it again.
 	Retryable bool
+	// Claiming marks a running operation that has not been sent yet (it waits for its BMC
+	// or its claim): a persistent journal that finds it after a restart knows it never
+	// reached the BMC. A running record without it may have been sent, and becomes
+	// StateUnknown. The Executor clears it, and stores that, just before sending.
+	Claiming bool
 }
 
 // Journal remembers operations by id. Implementations must be safe for concurrent use.
@@ -49,7 +60,8 @@ type Journal interface {
 	// started within the journal's window and is not a Retryable failure: then it returns
 	// that record and false.
 	Claim(ctx context.Context, id, op string, now time.Time) (Record, bool, error)
-	// Finish stores the outcome of an id this caller claimed.
+	// Finish stores the record of an id this caller claimed: its outcome, or a running
+	// record's Claiming mark. A persistent journal has stored it when Finish returns nil.
 	Finish(ctx context.Context, rec Record) error
 }
 
@@ -62,6 +74,20 @@ type MemoryJournal struct {
 	mu    sync.Mutex
 	recs  map[string]Record
 	order []string // ids by claim time, oldest first
+	id    string
+}
+
+// ID is the journal's identity for ClaimRequest.Journal: random, made on first use, so a
+// restarted process (with a new MemoryJournal) is never taken for the one that claimed.
+func (j *MemoryJournal) ID() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.id == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		j.id = hex.EncodeToString(b[:])
+	}
+	return j.id
 }
 
 // Claim implements Journal.
@@ -113,6 +139,41 @@ func (j *MemoryJournal) Finish(_ context.Context, rec Record) error {
 	}
 	j.recs[rec.ID] = rec
 	return nil
+}
+
+// drop forgets id (a claim whose record could not be stored).
+func (j *MemoryJournal) drop(id string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.recs, id)
+	j.order = slices.DeleteFunc(j.order, func(o string) bool { return o == id })
+}
+
+// snapshot returns the records, oldest claim first.
+func (j *MemoryJournal) snapshot() []Record {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]Record, 0, len(j.order))
+	for _, id := range j.order {
+		if r, ok := j.recs[id]; ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// load replaces the records with recs (oldest first).
+func (j *MemoryJournal) load(recs []Record) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.recs = make(map[string]Record, len(recs))
+	j.order = j.order[:0]
+	for _, r := range recs {
+		if _, dup := j.recs[r.ID]; !dup {
+			j.order = append(j.order, r.ID)
+		}
+		j.recs[r.ID] = r
+	}
 }
 
 // Len returns the number of records held.
@@ -174,6 +235,9 @@ func (r *Runner) run(ctx context.Context, id, op string, fn func(context.Context
 			return true, &OpError{Op: op, Kind: ErrInProgress, Message: "operation " + quote(id) + " is still running"}
 		case StateDone:
 			return true, nil
+		case StateUnknown:
+			return true, &OpError{Op: rec.Op, Kind: ErrOutcomeUnknown, Message: "operation " + quote(id) +
+				" was running when the journal's process stopped; not sent again", Err: ErrReplayed}
 		default:
 			return true, &OpError{Op: rec.Op, Kind: rec.Kind, Message: rec.Message, Err: ErrReplayed}
 		}
@@ -199,7 +263,8 @@ func (r *Runner) run(ctx context.Context, id, op string, fn func(context.Context
 // effect. A timeout (or an unknown failure) may have, so it is never retried blindly.
 func notApplied(kind error) bool {
 	switch kind {
-	case ErrAuth, ErrUnreachable, ErrTLS, ErrRefused, ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrClosed:
+	case ErrAuth, ErrUnreachable, ErrTLS, ErrRefused, ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrClosed,
+		ErrNoSession:
 		return true
 	}
 	return false

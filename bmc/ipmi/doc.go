@@ -22,6 +22,14 @@
 // listing in standard IPMI: the driver does not implement those interfaces, and BootHTTP
 // is ErrUnsupported.
 //
+// # BMCs that do less
+//
+// A power cycle the BMC refuses (0xcc from virtualbmc and pyghmi, 0xd5, 0xd6) is sent as
+// power down, a wait until the machine reports off (Config.CycleOffWait), then power up.
+// Inspection reads the GUID, the LAN address and the LAN MAC each on its own: a part the
+// BMC refuses (virtualbmc answers Get System GUID with 0xc1) is named in a
+// *bmc.PartialError and the others are kept.
+//
 // # GUID byte order
 //
 // Get System GUID returns 16 bytes. Inventory.UUIDRaw holds them as received;
@@ -42,5 +50,12 @@
 // Wrong user or password is bmc.ErrAuth; an address where nothing answers while the
 // session is opened is bmc.ErrUnreachable; silence later is bmc.ErrTimeout; a completion
 // code is bmc.ErrRefused (or ErrUnsupported for invalid-command codes) with the code in
-// OpError.Code.
+// OpError.Code. A BMC out of sessions (RMCP+ status 0x01, or the 2-byte Open Session reply
+// ipmi_sim sends then) is bmc.ErrNoSession.
+//
+// # Tests
+//
+// bmc/ipmi/ipmitest starts the real BMCs the tests use: OpenIPMI's ipmi_sim and pyghmi's
+// BMC (Debian python3-pyghmi, the stack virtualbmc is built on). virtualbmc itself needs
+// libvirtd and a QEMU domain; see ../shared/peers/README.md.
 package ipmi

@@ -29,6 +29,11 @@ const (
 	DefaultTimeout = 2 * time.Second // one request attempt
 	DefaultRetries = 2               // further attempts after a request times out
 	DefaultChannel = 1               // the LAN channel inspected for the BMC's address
+	// DefaultCycleOffWait bounds the wait for the machine to report off when a power cycle
+	// is sent as power down, then power up (see SetPower).
+	DefaultCycleOffWait = 30 * time.Second
+	// cyclePoll is how often the power state is read during that wait.
+	cyclePoll = 200 * time.Millisecond
 )
 
 // DefaultCipherSuites are tried in order: 17 (HMAC-SHA256, AES-CBC-128) first, 3
@@ -51,6 +56,10 @@ type Config struct {
 	Retries int
 	// Channel is the LAN channel whose address Inspect reports; zero means DefaultChannel.
 	Channel uint8
+	// CycleOffWait bounds how long a power cycle the BMC refuses (and that is therefore sent
+	// as power down, then power up) waits for the machine to report off; zero means
+	// DefaultCycleOffWait. The context's deadline bounds it too.
+	CycleOffWait time.Duration
 	// Logger receives session events; nil discards.
 	Logger *slog.Logger
 	// OnOp, when set, is called after each operation with its outcome; it must not block.
@@ -108,6 +117,9 @@ func Dial(ctx context.Context, cfg Config, t bmc.Target) (d *Driver, err error) 
 	}
 	if cfg.Channel == 0 {
 		cfg.Channel = DefaultChannel
+	}
+	if cfg.CycleOffWait <= 0 {
+		cfg.CycleOffWait = DefaultCycleOffWait
 	}
 	if len(cfg.CipherSuites) == 0 {
 		cfg.CipherSuites = DefaultCipherSuites
@@ -245,12 +257,16 @@ func (d *Driver) classify(op string, err error, connecting bool) error {
 	var re *types.ResponseError
 	var netErr net.Error
 	switch {
+	case connecting && isNoSession(err):
+		e.Kind, e.Message = bmc.ErrNoSession, "the BMC has no free session (close other sessions or wait for them to time out)"
 	case errors.Is(err, client.ErrRAKPAuthentication), mentionsAny(err, authPhrases...):
 		e.Kind, e.Message = bmc.ErrAuth, "the BMC did not accept the password"
 	case errors.As(err, &rs):
 		e.Code = fmt.Sprintf("rmcp+ status %#02x", uint8(rs.StatusCode()))
 		e.Message = rs.StatusCode().String()
 		switch rs.StatusCode() {
+		case types.RmcpStatusCodeNoResToCreateSess:
+			e.Kind = bmc.ErrNoSession
 		case types.RmcpStatusCodeUnauthorizedName, types.RmcpStatusCodeInvalidRole,
 			types.RmcpStatusCodeUnauthorizedRoleOfPriLevel, types.RmcpStatusCodeInvalidNameLength:
 			e.Kind = bmc.ErrAuth
@@ -300,6 +316,19 @@ var (
 )
 
 func isNoAnswer(err error) bool { return mentionsAny(err, noAnswerPhrase...) }
+
+// isNoSession recognises a BMC out of sessions while a session is opened: RMCP+ status
+// 0x01 (insufficient resources), or the 2-byte Open Session reply ipmi_sim sends then
+// (tag and status only), which go-ipmi cannot decode and reports as "unpacked data is too
+// short (2/8)".
+func isNoSession(err error) bool {
+	if mentionsAny(err, "RMCP+ status 0x01", "Insufficient resources to create a session") {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "Open Session") && strings.Contains(s, "unpack session setup response failed") &&
+		strings.Contains(s, "too short")
+}
 
 func mentionsAny(err error, phrases ...string) bool {
 	s := err.Error()
@@ -366,8 +395,55 @@ func (d *Driver) SetPower(ctx context.Context, a bmc.PowerAction) error {
 			ctl = chassis.ChassisControlHardReset
 		}
 		_, err = c.ChassisControl(ctx, ctl)
+		if err != nil && ctl == chassis.ChassisControlPowerCycle && refusesCycle(err) {
+			d.log.Debug("ipmi: power cycle refused; sending power down, then power up", "addr", d.target.Address, "err", err)
+			return d.offThenOn(ctx, c)
+		}
 		return err
 	})
+}
+
+// refusesCycle reports whether err is a BMC's answer that it does not do Chassis Control
+// power cycle: 0xcc (invalid data field: virtualbmc, pyghmi, some real BMCs), 0xd5 (not
+// supported in the present state) or 0xd6 (sub-function disabled).
+func refusesCycle(err error) bool {
+	var re *types.ResponseError
+	if !errors.As(err, &re) {
+		return false
+	}
+	switch re.CompletionCode() {
+	case types.CodeRequestDataFieldInvalid, types.CodeNotSupported, types.CodeSubFnDisabled:
+		return true
+	}
+	return false
+}
+
+// offThenOn is a power cycle made of power down, a wait until the machine reports off
+// (bounded by CycleOffWait and ctx), then power up. If it never reports off, power up is
+// not sent: the error says so, and the machine may be off.
+func (d *Driver) offThenOn(ctx context.Context, c *client.Client) error {
+	if _, err := c.ChassisControl(ctx, chassis.ChassisControlPowerDown); err != nil {
+		return err
+	}
+	wait, cancel := context.WithTimeout(ctx, d.cfg.CycleOffWait)
+	defer cancel()
+	tick := time.NewTicker(cyclePoll)
+	defer tick.Stop()
+	for {
+		res, err := c.GetChassisStatus(wait)
+		if err == nil && !res.PowerIsOn {
+			break
+		}
+		select {
+		case <-wait.Done():
+			return d.opErr("power", bmc.ErrTimeout,
+				"power cycle sent as power down, then power up: the machine did not report off within "+
+					d.cfg.CycleOffWait.String()+"; power up not sent", wait.Err())
+		case <-tick.C:
+		}
+	}
+	_, err := c.ChassisControl(ctx, chassis.ChassisControlPowerUp)
+	return err
 }
 
 var selectors = map[bmc.BootTarget]types.BootDeviceSelector{
@@ -430,34 +506,83 @@ func (d *Driver) BootDevice(ctx context.Context) (bmc.BootTarget, error) {
 // address on the configured LAN channel where the BMC reports them. IPMI cannot list the
 // host's NICs: NICsKnown is false and NICs empty.
 //
+// Each part is read on its own: when the BMC refuses one (virtualbmc answers Get System
+// GUID with 0xc1), the others are still returned, with a *bmc.PartialError naming the
+// parts that failed ("system-guid", "lan-address", "lan-mac"). Only when every part fails
+// is the error an *bmc.OpError of the first failure's kind. A failure of the session
+// itself (no answer, closed) ends the inspection at once.
+//
 // The GUID's 16 bytes are returned as received in UUIDRaw and read in the SMBIOS byte
 // order (first three fields little-endian) in UUID. ipmitool prints the raw bytes fully
 // reversed (UUIDRaw.Reversed()).
 func (d *Driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 	var inv bmc.Inventory
 	err := d.call(ctx, "inspect", func(c *client.Client) error {
-		g, err := c.GetSystemGUID(ctx)
-		if err != nil {
+		var failed []bmc.PartError
+		// part reads one part; a refusal of it is noted and the inspection goes on, any
+		// other failure (no answer) ends it.
+		part := func(name string, fn func() error) error {
+			err := fn()
+			if err == nil {
+				return nil
+			}
+			ce := d.classify("inspect", err, false)
+			switch bmc.KindOf(ce) {
+			case bmc.ErrRefused, bmc.ErrUnsupported, bmc.ErrAuth:
+				failed = append(failed, bmc.PartError{Part: name, Err: ce})
+				return nil
+			}
+			return ce
+		}
+		if err := part("system-guid", func() error {
+			g, err := c.GetSystemGUID(ctx)
+			if err != nil {
+				return err
+			}
+			inv.UUIDRaw = hwid.UUID(g.GUID)
+			inv.UUID = inv.UUIDRaw.SMBIOS()
+			inv.HasUUID = true
+			return nil
+		}); err != nil {
 			return err
 		}
-		inv.UUIDRaw = hwid.UUID(g.GUID)
-		inv.UUID = inv.UUIDRaw.SMBIOS()
-		inv.HasUUID = true
-		ip := &types.LanConfigParam_IP{}
-		if err := c.GetLanConfigParamFor(ctx, d.cfg.Channel, ip); err == nil {
+		if err := part("lan-address", func() error {
+			ip := &types.LanConfigParam_IP{}
+			if err := c.GetLanConfigParamFor(ctx, d.cfg.Channel, ip); err != nil {
+				return err
+			}
 			if a, ok := netip.AddrFromSlice(ip.IP.To4()); ok && !a.IsUnspecified() {
 				inv.BMCAddrs = append(inv.BMCAddrs, a)
 			}
-		} else {
-			d.log.Debug("ipmi: no LAN address", "addr", d.target.Address, "err", err)
+			return nil
+		}); err != nil {
+			return err
 		}
-		mac := &types.LanConfigParam_MAC{}
-		if err := c.GetLanConfigParamFor(ctx, d.cfg.Channel, mac); err == nil {
+		if err := part("lan-mac", func() error {
+			mac := &types.LanConfigParam_MAC{}
+			if err := c.GetLanConfigParamFor(ctx, d.cfg.Channel, mac); err != nil {
+				return err
+			}
 			if m, err := hwid.MACFromBytes(mac.MAC); err == nil {
 				inv.BMCMAC = m
 			}
+			return nil
+		}); err != nil {
+			return err
 		}
-		return nil
+		switch {
+		case len(failed) == 0:
+			return nil
+		case len(failed) == 3:
+			var first *bmc.OpError
+			if !errors.As(failed[0].Err, &first) {
+				return failed[0].Err
+			}
+			oe := *first
+			oe.Message = strings.TrimPrefix(oe.Message+"; every part failed: system-guid, lan-address, lan-mac", "; ")
+			return &oe
+		}
+		return &bmc.PartialError{Driver: Name, Op: "inspect", Addr: d.target.Address, Parts: failed}
 	})
 	return inv, err
 }

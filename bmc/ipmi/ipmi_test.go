@@ -19,7 +19,10 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The process forker of internal/testpeer lives as long as the test binary.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/bettercompute/siteboot/internal/testpeer.startTied.func1.1"))
+}
 
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)

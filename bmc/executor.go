@@ -1,0 +1,437 @@
+package bmc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Defaults of the Executor.
+const (
+	// DefaultMaxConcurrent bounds the operations an Executor runs at once, across BMCs.
+	DefaultMaxConcurrent = 16
+	// DefaultOpTimeout is the deadline of one operation: the wait for its BMC, the claim,
+	// the login, the operation and the logout.
+	DefaultOpTimeout = 2 * time.Minute
+)
+
+// Credential is a BMC account's user name and password. It prints as redacted with every
+// fmt verb and in slog, so it cannot be logged by mistake.
+type Credential struct {
+	Username string
+	Password string
+}
+
+const redacted = "bmc.Credential{REDACTED}"
+
+// String implements fmt.Stringer, redacted.
+func (Credential) String() string { return redacted }
+
+// GoString implements fmt.GoStringer, redacted.
+func (Credential) GoString() string { return redacted }
+
+// Format implements fmt.Formatter: every verb prints the redacted form.
+func (Credential) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
+
+// LogValue implements slog.LogValuer, redacted.
+func (Credential) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// Credentials fetches a credential by reference (from the host, a vault, ...).
+type Credentials interface {
+	Credential(ctx context.Context, ref string) (Credential, error)
+}
+
+// CredentialsFunc adapts a function to Credentials.
+type CredentialsFunc func(ctx context.Context, ref string) (Credential, error)
+
+// Credential calls f(ctx, ref).
+func (f CredentialsFunc) Credential(ctx context.Context, ref string) (Credential, error) {
+	return f(ctx, ref)
+}
+
+// TargetRef names a BMC and its credential by reference: what a command carries.
+type TargetRef struct {
+	Driver  string
+	Address string
+	// Credential is the reference the Executor's Credentials resolves. Not a secret.
+	Credential string
+	CertSHA256 []byte
+	Insecure   bool
+}
+
+// key identifies the BMC for the one-operation-at-a-time rule.
+func (t TargetRef) key() string { return t.Driver + "\x00" + t.Address }
+
+// Operation is one BMC operation for the Executor.
+type Operation struct {
+	// ID is the command's id. Required for a destructive operation: it is journaled and
+	// claimed under it. A non-destructive one (a query) may leave it empty.
+	ID string
+	// Name names the operation in errors, logs and the journal ("power", "set-boot", ...).
+	Name string
+	// Destructive marks an operation that changes the machine or the BMC (power, boot
+	// device, credential rotation, firmware, virtual media): it is sent at most once.
+	Destructive bool
+	Target      TargetRef
+	// Do runs the operation on an open driver and returns what it read (an Inventory, a
+	// PowerState, ...), or nil.
+	Do func(ctx context.Context, d Driver) (any, error)
+}
+
+// Result is how an operation ended.
+type Result struct {
+	ID      string
+	Outcome Outcome
+	// Replayed: the outcome came from the journal or the host's claim record, and nothing
+	// was sent this time.
+	Replayed bool
+	// Value is what Do returned, when it ran and succeeded.
+	Value any
+}
+
+// Executor runs BMC operations for an agent: one operation at a time per BMC, at most
+// MaxConcurrent at once overall, each under its own deadline, the session always closed.
+// A destructive operation is journaled, and claimed through Claims, before it reaches the
+// BMC, so that neither a repeat, a restart nor a failover sends it twice. Credentials are
+// fetched by reference when an operation needs them and kept in memory only; they never
+// appear in logs, errors or results.
+//
+// A BMC that hangs holds its own queue and one slot of MaxConcurrent until the deadline of
+// the operation in progress; every other BMC goes on.
+type Executor struct {
+	// Opener opens a driver for a target, typically a *Registry. Required.
+	Opener Opener
+	// Credentials resolves TargetRef.Credential. Required for targets that name one.
+	Credentials Credentials
+	// Journal records destructive operations; nil means an in-memory MemoryJournal (a
+	// restart then forgets them: an agent passes a FileJournal).
+	Journal Journal
+	// Claims claims destructive operations through the host; nil means the journal alone
+	// guards them (one agent, no failover).
+	Claims Claimer
+	// MaxConcurrent bounds operations in progress; zero means DefaultMaxConcurrent.
+	MaxConcurrent int
+	// Timeout is each operation's deadline; zero means DefaultOpTimeout.
+	Timeout time.Duration
+	// Logger receives one line per operation (id, name, driver, address, outcome); nil
+	// discards.
+	Logger *slog.Logger
+	// Now is the clock for the journal; nil means time.Now.
+	Now func() time.Time
+
+	once  sync.Once
+	slots chan struct{}
+	mem   *MemoryJournal
+
+	mu    sync.Mutex
+	bmcs  map[string]*bmcQueue
+	creds map[string]Credential
+}
+
+type bmcQueue struct {
+	ch   chan struct{}
+	refs int
+}
+
+func (e *Executor) init() {
+	e.once.Do(func() {
+		n := e.MaxConcurrent
+		if n <= 0 {
+			n = DefaultMaxConcurrent
+		}
+		e.slots = make(chan struct{}, n)
+		e.mem = &MemoryJournal{}
+		e.bmcs = make(map[string]*bmcQueue)
+		e.creds = make(map[string]Credential)
+	})
+}
+
+func (e *Executor) journal() Journal {
+	if e.Journal != nil {
+		return e.Journal
+	}
+	return e.mem
+}
+
+func (e *Executor) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+func (e *Executor) logger() *slog.Logger {
+	if e.Logger != nil {
+		return e.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Forget drops the cached credential of ref (after a rotation); the next operation that
+// needs it fetches it again.
+func (e *Executor) Forget(ref string) {
+	e.init()
+	e.mu.Lock()
+	delete(e.creds, ref)
+	e.mu.Unlock()
+}
+
+// Run runs op and returns how it ended. It returns when op has ended or its deadline (or
+// ctx) has passed.
+func (e *Executor) Run(ctx context.Context, op Operation) (res Result) {
+	e.init()
+	res.ID = op.ID
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = DefaultOpTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	defer func() {
+		e.logger().Info("bmc: operation", "id", op.ID, "op", op.Name, "driver", op.Target.Driver,
+			"addr", op.Target.Address, "status", string(res.Outcome.Status), "kind", res.Outcome.Kind,
+			"replayed", res.Replayed, "duration", time.Since(start))
+	}()
+	if op.Do == nil || op.Name == "" {
+		res.Outcome = notSent(&OpError{Op: op.Name, Kind: ErrInvalid, Message: "operation without a name or a function"})
+		return res
+	}
+	if !op.Destructive {
+		v, sent, err := e.send(ctx, op)
+		res.Outcome, res.Value = OutcomeOf(err), v
+		if err != nil && !sent {
+			res.Outcome.Status = StatusNotSent
+		}
+		return res
+	}
+	if op.ID == "" {
+		res.Outcome = notSent(&OpError{Op: op.Name, Kind: ErrInvalid, Message: "a destructive operation needs an id"})
+		return res
+	}
+	return e.runDestructive(ctx, op)
+}
+
+func notSent(err error) Outcome {
+	o := OutcomeOf(err)
+	o.Status = StatusNotSent
+	return o
+}
+
+func (e *Executor) runDestructive(ctx context.Context, op Operation) Result {
+	res := Result{ID: op.ID}
+	j := e.journal()
+	wctx := context.WithoutCancel(ctx) // records are written even after the deadline
+	rec, claimed, err := j.Claim(ctx, op.ID, op.Name, e.now())
+	if err != nil {
+		res.Outcome = notSent(&OpError{Op: op.Name, Message: "journal unavailable; not sent", Err: err})
+		return res
+	}
+	req := ClaimRequest{ID: op.ID, Op: op.Name}
+	if ider, ok := j.(interface{ ID() string }); ok {
+		req.Journal = ider.ID()
+	}
+	if !claimed {
+		res.Replayed = true
+		switch rec.State {
+		case StateRunning:
+			res.Outcome = Outcome{Status: StatusNotSent, Kind: KindName(ErrInProgress), Message: "operation " + quote(op.ID) + " is still running"}
+			return res
+		case StateDone:
+			res.Outcome = Outcome{Status: StatusOK}
+		case StateUnknown:
+			res.Outcome = Outcome{Status: StatusUnknown, Kind: KindName(ErrOutcomeUnknown), Message: rec.Message}
+		default:
+			res.Outcome = Outcome{Status: StatusFailed, Kind: KindName(rec.Kind), Message: rec.Message}
+		}
+		// The host may have missed the first report: report again (harmless).
+		if e.Claims != nil && res.Outcome.Status != StatusNotSent {
+			e.report(wctx, req, res.Outcome)
+		}
+		return res
+	}
+	// finish records the outcome; a failure that sent nothing stays retryable.
+	finish := func(o Outcome, retryable bool) Result {
+		rec.Ended = e.now()
+		rec.Claiming = false
+		if o.Status == StatusOK {
+			rec.State = StateDone
+		} else {
+			rec.State, rec.Kind, rec.Message, rec.Retryable = StateFailed, KindByName(o.Kind), o.Message, retryable
+			if o.Status == StatusUnknown {
+				rec.State = StateUnknown
+			}
+		}
+		if err := j.Finish(wctx, rec); err != nil {
+			e.logger().Warn("bmc: journal finish failed", "id", op.ID, "op", op.Name, "err", err)
+		}
+		res.Outcome = o
+		return res
+	}
+
+	// Not sent yet: a restart from here on knows it was not.
+	rec.Claiming = true
+	if err := j.Finish(ctx, rec); err != nil {
+		return finish(notSent(&OpError{Op: op.Name, Message: msgNotSent + ": journal unavailable", Err: err}), true)
+	}
+	// Wait for the BMC and a slot.
+	release, err := e.acquire(ctx, op.Target)
+	if err != nil {
+		return finish(notSent(&OpError{Op: op.Name, Addr: op.Target.Address, Kind: ErrTimeout,
+			Message: msgNotSent + ": deadline passed waiting for the BMC", Err: err}), true)
+	}
+	defer release()
+
+	if e.Claims != nil {
+		g, err := e.Claims.Claim(ctx, req)
+		switch {
+		case err != nil:
+			return finish(notSent(&OpError{Op: op.Name, Message: msgNotSent + ": the claim was not answered", Err: err}), true)
+		case !g.Granted && g.State == ClaimReported:
+			// Another node (or this one, before) ran it: its outcome stands.
+			res.Replayed = true
+			return finish(g.Outcome, false)
+		case !g.Granted:
+			return finish(Outcome{Status: StatusNotSent, Message: msgNotSent + ": claimed by " + quote(g.Node) +
+				" (" + string(g.State) + ")"}, true)
+		}
+	}
+	rec.Claiming = false
+	if err := j.Finish(ctx, rec); err != nil {
+		// The journal could not say after a restart that this was sent: do not send.
+		res := finish(notSent(&OpError{Op: op.Name, Message: msgNotSent + ": journal unavailable", Err: err}), e.Claims == nil)
+		if e.Claims != nil {
+			e.report(wctx, req, res.Outcome) // granted and given up: final
+		}
+		return res
+	}
+	v, sent, err := e.sendLocked(ctx, op)
+	o := OutcomeOf(err)
+	retryable := e.Claims == nil && err != nil && notApplied(KindOf(err))
+	if err != nil && !sent {
+		o.Status = StatusNotSent
+	}
+	res = finish(o, retryable)
+	res.Value = v
+	if e.Claims != nil {
+		e.report(wctx, req, o)
+	}
+	return res
+}
+
+const msgNotSent = "not sent"
+
+func (e *Executor) report(ctx context.Context, req ClaimRequest, o Outcome) {
+	if err := e.Claims.Report(ctx, req, o); err != nil {
+		e.logger().Warn("bmc: report of outcome failed; a repeat of the command reports it again",
+			"id", req.ID, "op", req.Op, "err", err)
+	}
+}
+
+// send runs a non-destructive op under the BMC's queue.
+func (e *Executor) send(ctx context.Context, op Operation) (any, bool, error) {
+	release, err := e.acquire(ctx, op.Target)
+	if err != nil {
+		return nil, false, &OpError{Op: op.Name, Addr: op.Target.Address, Kind: ErrTimeout,
+			Message: "deadline passed waiting for the BMC", Err: err}
+	}
+	defer release()
+	return e.sendLocked(ctx, op)
+}
+
+// sendLocked opens the driver, runs op and closes the session. sent is false when the
+// operation never reached the BMC (no credential, the session could not be opened).
+func (e *Executor) sendLocked(ctx context.Context, op Operation) (v any, sent bool, err error) {
+	tg := Target{Driver: op.Target.Driver, Address: op.Target.Address, CertSHA256: op.Target.CertSHA256,
+		Insecure: op.Target.Insecure}
+	if ref := op.Target.Credential; ref != "" {
+		c, err := e.credential(ctx, ref)
+		if err != nil {
+			return nil, false, err
+		}
+		tg.Username, tg.Password = c.Username, c.Password
+	}
+	d, err := e.Opener.Open(ctx, tg)
+	if err != nil {
+		if errors.Is(err, ErrAuth) && op.Target.Credential != "" {
+			e.Forget(op.Target.Credential)
+		}
+		return nil, false, err
+	}
+	defer func() {
+		if cerr := d.Close(); cerr != nil {
+			e.logger().Debug("bmc: close failed", "op", op.Name, "addr", op.Target.Address, "err", cerr)
+		}
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			err = &OpError{Driver: d.Name(), Op: op.Name, Addr: op.Target.Address, Message: fmt.Sprintf("driver panic: %v", r)}
+		}
+	}()
+	v, err = op.Do(ctx, d)
+	return v, true, err
+}
+
+func (e *Executor) credential(ctx context.Context, ref string) (Credential, error) {
+	e.mu.Lock()
+	c, ok := e.creds[ref]
+	e.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	if e.Credentials == nil {
+		return Credential{}, &OpError{Op: "credential", Kind: ErrAuth, Message: "no Credentials to resolve " + quote(ref)}
+	}
+	c, err := e.Credentials.Credential(ctx, ref)
+	if err != nil {
+		// The fetch error is kept for errors.As but not printed: it may quote the secret.
+		return Credential{}, &OpError{Op: "credential", Kind: ErrAuth,
+			Message: "credential " + quote(ref) + " could not be fetched", Err: err}
+	}
+	e.mu.Lock()
+	e.creds[ref] = c
+	e.mu.Unlock()
+	return c, nil
+}
+
+// acquire waits for target's queue, then for a slot.
+func (e *Executor) acquire(ctx context.Context, t TargetRef) (release func(), err error) {
+	k := t.key()
+	e.mu.Lock()
+	q := e.bmcs[k]
+	if q == nil {
+		q = &bmcQueue{ch: make(chan struct{}, 1)}
+		e.bmcs[k] = q
+	}
+	q.refs++
+	e.mu.Unlock()
+	drop := func() {
+		e.mu.Lock()
+		q.refs--
+		if q.refs == 0 {
+			delete(e.bmcs, k)
+		}
+		e.mu.Unlock()
+	}
+	select {
+	case q.ch <- struct{}{}:
+	case <-ctx.Done():
+		drop()
+		return nil, ctx.Err()
+	}
+	select {
+	case e.slots <- struct{}{}:
+	case <-ctx.Done():
+		<-q.ch
+		drop()
+		return nil, ctx.Err()
+	}
+	return func() {
+		<-e.slots
+		<-q.ch
+		drop()
+	}, nil
+}

@@ -1,0 +1,59 @@
+package ipmi_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/bmc/ipmi/ipmitest"
+)
+
+// TestQEMUVirtualBMC drives a real QEMU machine through virtualbmc, which answers power
+// cycle with 0xcc and Get System GUID and the LAN parameters with 0xc1.
+func TestQEMUVirtualBMC(t *testing.T) {
+	v := ipmitest.StartVirtualBMC(t)
+	d := ipmitest.Dial(t, v.Target())
+	if st, err := d.PowerState(ctx(t)); err != nil || st != bmc.PowerOff {
+		t.Fatalf("a defined domain: %s, %v", st, err)
+	}
+	if err := d.SetBootDevice(ctx(t), bmc.BootDevice{Target: bmc.BootPXE}); err != nil {
+		t.Fatal(err)
+	}
+	if x := v.Virsh(t, "dumpxml", ipmitest.VirtualBMCDomain); !strings.Contains(x, "<boot dev='network'/>") {
+		t.Errorf("boot device not network:\n%s", x)
+	}
+	if err := d.SetPower(ctx(t), bmc.PowerActionOn); err != nil {
+		t.Fatal(err)
+	}
+	if st := v.Virsh(t, "domstate", ipmitest.VirtualBMCDomain); st != "running" {
+		t.Fatalf("after power on the domain is %q", st)
+	}
+	before := v.Virsh(t, "domid", ipmitest.VirtualBMCDomain)
+	// virtualbmc refuses Chassis Control power cycle (0xcc): the driver powers the domain
+	// off, waits for off, and on again: a new QEMU process, so a new domain id.
+	if err := d.SetPower(ctx(t), bmc.PowerActionCycle); err != nil {
+		t.Fatalf("cycle: %v", err)
+	}
+	after := v.Virsh(t, "domid", ipmitest.VirtualBMCDomain)
+	if st := v.Virsh(t, "domstate", ipmitest.VirtualBMCDomain); st != "running" || after == before {
+		t.Errorf("after the cycle: state %q, domain id %s (was %s)", st, after, before)
+	}
+	// Inspection: virtualbmc answers none of the parts; each is named.
+	_, err := d.Inspect(ctx(t))
+	var oe *bmc.OpError
+	if !errors.As(err, &oe) || !errors.Is(err, bmc.ErrUnsupported) || oe.Code != "0xc1" {
+		t.Fatalf("inspect: %v", err)
+	}
+	for _, part := range []string{"system-guid", "lan-address", "lan-mac"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("error %q does not name %s", err, part)
+		}
+	}
+	if err := d.SetPower(ctx(t), bmc.PowerActionForceOff); err != nil {
+		t.Fatal(err)
+	}
+	if st := v.Virsh(t, "domstate", ipmitest.VirtualBMCDomain); st != "shut off" {
+		t.Errorf("after force off: %q", st)
+	}
+}

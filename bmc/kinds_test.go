@@ -30,7 +30,7 @@ import (
 //	timeout       ipmi_sim stopped (SIGSTOP) mid-session server that never answers
 //	refused       ipmi_sim LAN parameter 0xff            firmware task Exception
 //	unsupported   pyghmi: Get User Access 0xc1            UEFI HTTP boot not allowed
-//	no-session    ipmi_sim out of sessions               (session limit 503: refused, with the BMC's message)
+//	no-session    ipmi_sim out of sessions               bmctest with MaxSessions 1 (Base SessionLimitExceeded)
 //	in-progress   a repeat of a running operation id     the same
 func TestErrorKindsAcrossDrivers(t *testing.T) {
 	sim := ipmitest.StartSim(t, ipmitest.SimOptions{})
@@ -131,6 +131,16 @@ func TestErrorKindsAcrossDrivers(t *testing.T) {
 			_, err := rdial(redfish.Config{}, tg)
 			return err
 		}},
+		{"redfish", "no-session", bmc.ErrNoSession, "Base.1.8.SessionLimitExceeded", "session limit", func(t *testing.T) error {
+			_, tg := rf(bmctest.Options{MaxSessions: 1})
+			d, err := rdial(redfish.Config{}, tg)
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { _ = d.Close() })
+			_, err = rdial(redfish.Config{}, tg)
+			return err
+		}},
 		{"redfish", "unreachable", bmc.ErrUnreachable, "", "", func(t *testing.T) error {
 			_, tg := rf(bmctest.Options{})
 			tg.Address = "http://127.0.0.1:" + strconv.Itoa(testpeer.FreePort(t, "tcp"))
@@ -181,16 +191,6 @@ func TestErrorKindsAcrossDrivers(t *testing.T) {
 			}
 			defer d.Close()
 			return d.SetBootDevice(ctx(), bmc.BootDevice{Target: bmc.BootHTTP, Mode: bmc.BootModeUEFI})
-		}},
-		{"redfish", "no-session", bmc.ErrRefused, "503", "session limit", func(t *testing.T) error {
-			_, tg := rf(bmctest.Options{Vendor: bmctest.LenovoXCC, MaxSessions: 1})
-			d, err := rdial(redfish.Config{}, tg)
-			if err != nil {
-				return err
-			}
-			defer d.Close()
-			_, err = rdial(redfish.Config{}, tg)
-			return err
 		}},
 		{"redfish", "in-progress", bmc.ErrInProgress, "", "still running", func(t *testing.T) error {
 			_, tg := rf(bmctest.Options{})

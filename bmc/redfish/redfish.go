@@ -699,6 +699,11 @@ func (d *Driver) classify(op string, err error) error {
 			// gofish reports transport failures without a status.
 			e.Kind = bmc.ErrUnreachable
 		}
+		// The Base registry's message for a full session table (iLO, XCC and others answer
+		// it with 503 on a session login): the same kind as IPMI's full session table.
+		if strings.Contains(e.Code, "SessionLimitExceeded") {
+			e.Kind = bmc.ErrNoSession
+		}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		e.Kind, e.Message = bmc.ErrTimeout, "no answer before the deadline"
 	case errors.Is(err, errPinMismatch), errors.As(err, &unknownCA), errors.As(err, &hostErr),

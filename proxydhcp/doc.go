@@ -1,6 +1,7 @@
-// Package proxydhcp implements a proxy DHCP server (PXE 2.1 ProxyDHCP, RFC 4578 options) for
-// PXE and UEFI HTTP boot: it answers boot clients on UDP 67 and 4011 beside the site's own
-// DHCP server with where to find their boot file, and never hands out an address.
+// Package proxydhcp implements a proxy DHCP server (PXE 2.1 ProxyDHCP, RFC 4578 options, and
+// DHCPv6 with the RFC 5970 boot options) for PXE and UEFI HTTP boot: it answers boot clients
+// on UDP 67 and 4011, and on UDP 547 and [::]:4011, beside the site's own DHCP and DHCPv6
+// servers with where to find their boot file, and never hands out an address or a prefix.
 //
 // # What it answers
 //
@@ -29,7 +30,129 @@
 // no boot-server discovery). UEFI firmware instead asks again on UDP 4011; that request is
 // answered with an ACK to its source address and port (OVMF sends from 4011, iPXE from 68).
 // Port-67 replies go to the relay's port 67 when relayed, to ciaddr when the client has an
-// address, and otherwise are broadcast out of the interface the request came in on.
+// address, and otherwise are broadcast out of the interface the request came in on. A reply
+// through a relay to a client without an address (ciaddr 0; yiaddr is always 0) sets the
+// broadcast flag, as dnsmasq's proxy does: a relay can deliver such a reply only by
+// broadcasting it, and does so only when the flag is set (iPXE does not set it).
+//
+// [Server.Relays], when set, lists the relays whose requests are answered: a request naming
+// another giaddr (for DHCPv6, a RELAY-FORW from another address) is dropped before the
+// Handler hears of it and counted as [ReasonRelayNotAllowed].
+//
+// # DHCPv6
+//
+// [Server.ServeDHCPv6] answers on UDP 547 (a socket from [ListenDHCPv6], which joins
+// ff02::1:2): a SOLICIT with an ADVERTISE, an INFORMATION-REQUEST with a REPLY, each bare or
+// inside up to 8 RELAY-FORWs, whose answer goes back to the relay's port 547 inside as many
+// RELAY-REPLs (hop count, link and peer address and Interface-ID echoed). [Server.ServeBoot]
+// on an IPv6 socket ([::]:4011) answers EDK2's boot-server REQUEST with a REPLY to its
+// source. A REQUEST on 547 is not answered: it asks for the address of an ADVERTISE, and this
+// server offers none.
+//
+// A request is a boot client's when its vendor class (option 16, any enterprise number) has
+// data starting with PXEClient or HTTPClient, or its user class (option 15) is "iPXE" (iPXE
+// sends no vendor class over DHCPv6). The arch is option 61 (else the vendor class's
+// ":Arch:NNNNN"), UNDI option 62, the UUID a client DUID of type UUID (RFC 6355: EDK2 puts the
+// SMBIOS UUID there). The MAC ([Request.MACSource]) is the first of: option 79 (RFC 6939) of
+// the relay nearest the client (dnsmasq's dhcp-relay adds it); a client DUID of type LL
+// (iPXE) or LLT (EDK2 on a machine without an SMBIOS UUID) with hardware type Ethernet; the
+// modified EUI-64 interface ID of the client's link-local address (EDK2 builds its
+// link-local address so: Ip6Dxe/Ip6Common.c Ip6CreateInterfaceID). EDK2's boot-server
+// REQUEST to 4011 comes from the address the site's server gave it, which carries no MAC:
+// the server remembers the MAC of the last 1024 clients it sent an ADVERTISE to, by client
+// DUID and transaction (the REQUEST repeats both), and answers that REQUEST with it. A boot
+// client whose MAC cannot be known is silent, counted as [ReasonNoMAC] ([ErrNoMAC]): EDK2
+// with an SMBIOS UUID (DUID-UUID, Dhcp6Dxe/Dhcp6Utility.c Dhcp6GenerateClientId with
+// PcdDhcp6UidType's default 4) behind a relay that adds no option 79, or whose 4011 REQUEST
+// follows no ADVERTISE of this server, or a client with a random (RFC 7217) link-local
+// address and a DUID of another type. CONFIRM, RENEW, REBIND, RELEASE and DECLINE are for
+// the site's server and are never answered ([ReasonIgnored]). The decision is the same [Handler] as for DHCPv4, with
+// [Request.IPv6] set; unknown machines reach the [Discoverer] the same way, with Relay the
+// innermost relay's link address.
+//
+// A reply carries the client's DUID, this server's ([Server.ServerDUID]), the vendor class
+// 343 "PXEClient" or "HTTPClient", and the boot file URL (option 59):
+//
+//	UEFI PXE        tftp://[SERVER]/ipxe.efi (ipxe-arm64.efi for arm64)
+//	UEFI HTTP boot  http://[SERVER]/boot/files/ipxe.efi
+//	iPXE            http://[SERVER]/boot/chain.ipxe
+//
+// and never an IA_NA, IA_TA, IA_PD, status code, preference or option 60 (see below why).
+// A Decision's BootFile that is a URL goes in as it is; a bare file name becomes
+// tftp://[SERVER]/NAME. SERVER is [Server.ServerIP6], else per packet (IPV6_PKTINFO) the
+// address the request was sent to when it is global (relayed requests, the 4011 request),
+// else a global address of the interface a multicast request came in on. Replies leave from
+// the address the request was sent to (unicast) or the kernel's choice on the receiving
+// interface (a multicast request), out of that interface.
+//
+// # What EDK2 accepts over DHCPv6
+//
+// From EDK2's source (NetworkPkg; the same logic in edk2-stable202211, which Debian's OVMF
+// is built from):
+//
+//   - The PXE driver always runs a stateful exchange for an address (UefiPxeBcDxe/PxeBcDhcp6.c
+//     PxeBcDhcp6Sarr, IA_NA): the site's DHCPv6 server must give the machine its address; this
+//     server only adds the boot file. HTTP boot does the same (HttpBootDxe/HttpBootDhcp6.c).
+//   - An ADVERTISE with a status code other than Success, at its top level or inside the
+//     client's IA_NA, is dropped before PXE or HTTP boot see it (Dhcp6Dxe/Dhcp6Io.c
+//     Dhcp6HandleAdvertiseMsg, Dhcp6SeekStsOption): a proxy must not send the NoAddrsAvail
+//     that RFC 8415 has an address-less server send. An ADVERTISE with preference 255 is
+//     selected at once (Dhcp6HandleAdvertiseMsg), before the address server's offer; so
+//     neither is sent. The offers collected after the first retransmission time (4 s,
+//     PxeBcDhcp6Sarr) are all the client looks at, and if only a proxy's came by then the
+//     attempt fails: the address server must answer within it.
+//   - An offer without an IA_NA (or with one whose status is not Success) is a proxy offer;
+//     one whose option 16 has enterprise 343 and data starting "PXEClient" is a PXE offer
+//     (PxeBcParseDhcp6Packet, PXEBC_DHCP6_ENTERPRISE_NUM): this server's ADVERTISE is a
+//     "ProxyBinl" offer, all of which are kept (PxeBcCacheDhcp6Offer). The address server's
+//     offer is chosen with it (PxeBcSelectDhcp6Offer: "DhcpOnly offer and ProxyBinl offer").
+//   - When it asks again: after the address server's REPLY, for each ProxyBinl offer, EDK2
+//     reads the server address from its option 59 (PxeBcRetryDhcp6Binl,
+//     PxeBcExtractBootFileUrl; without option 59 it would use ff02::1:2) and sends once, from
+//     UDP 4011 to that address's UDP 4011, its REQUEST with the proxy offer's xid and server
+//     DUID and its other options but the IAs (PxeBcRequestBootService); the answer, from port
+//     4011, must carry option 59 or the offer is skipped, and it is where the boot file comes
+//     from (UefiPxeBcDxe/PxeBcBoot.c PxeBcDhcp6BootInfo). EDK2 starts reading for that
+//     answer only after its send completed (PxeBcImpl.c EfiPxeBcUdpWrite resets its writer,
+//     then PxeBcRequestBootService configures its reader), so a fast answer can be lost and,
+//     with it, the attempt (seen here once in a few runs): the server sends the REPLY again
+//     [Resend6Delay] later, counted in [Stats].Resent. The server DUID must be 3 to 130
+//     bytes (PXEBC_MIN_SIZE_OF_DUID, PXEBC_MAX_SIZE_OF_DUID) and a packet at most 1472 bytes.
+//   - Option 60's first parameter is read as the boot file's size in 512-byte blocks
+//     (PxeBcExtractBootFileParam); without it EDK2 asks TFTP for tsize. Replies carry none: a
+//     wrong size would cut the download short. The URL is tftp://[ADDRESS]/FILE or a host
+//     name resolved by DNS, with at most ";mode=octet" after it.
+//   - HTTP boot takes a proxy offer (no IA_NA) whose option 16 data starts "HTTPClient" (the
+//     enterprise number is not checked) and that has an option 59, without which the offer is
+//     dropped (HttpBootParseDhcp6Packet); with an address literal in the URL it is a
+//     ProxyIpUri offer, used with the address server's offer ("DhcpOnly + ProxyIpUri" or
+//     "DhcpDns + ProxyIpUri", HttpBootDhcp4.c HttpBootSelectDhcpOffer; the URL from
+//     HttpBootClient.c HttpBootDhcp6ExtractUriInfo). HTTP boot asks nothing again: the
+//     ADVERTISE is all it needs.
+//
+// Seen here with Debian's OVMF and QEMU (TestQEMU_OVMFIPv6PXE, its exchange in
+// testdata/ovmf-ipv6-pxe.pcap): with dnsmasq as the address server, OVMF's IPv6 PXE takes
+// this server's ADVERTISE, gets its address from dnsmasq, sends the REQUEST to 4011 from its
+// new address with this server's DUID and the SOLICIT's xid, and reads ipxe.efi over TFTP
+// from the address named; with PXE off, its IPv6 HTTP boot takes the HTTPClient ADVERTISE
+// and asks HEAD /boot/files/ipxe.efi of the URL's server (TestQEMU_OVMFIPv6HTTPBoot).
+//
+// Where the boot file must come from the site's DHCPv6 server itself, that server names this
+// agent's URL:
+//
+//   - An EDK2 offer with an address and PXEClient ("DhcpBinl", chosen first) makes EDK2 send
+//     its 4011 REQUEST to the address in that offer's option 59 without a server DUID
+//     (PxeBcRequestBootService adds one only for a proxy offer): with option 59
+//     tftp://[AGENT]/ipxe.efi there, this server answers that REQUEST (same Handler; the
+//     machine's MAC must then be in its DUID, as it is without an SMBIOS UUID). An offer
+//     with an address and option 59 but no PXEClient, or an HTTP boot offer with an address and
+//     an HTTPClient URL, is booted from directly, without asking this server.
+//   - iPXE over DHCPv6 (src/net/udp/dhcpv6.c dhcpv6_rx) takes, when stateful (router
+//     advertisements with the M flag), the first ADVERTISE with a usable address and the
+//     settings of that one server's REPLY: a proxy's answer is never used, so the site's
+//     server names http://[AGENT]/boot/chain.ipxe for user class iPXE. When stateless (the O
+//     flag: INFORMATION-REQUEST) iPXE takes the first REPLY, which this server answers with
+//     the chain URL.
 //
 // # Wiring
 //
@@ -39,8 +162,14 @@
 // on, naming the address the kernel gives for it (on Linux, ipi_spec_dst: the receiving
 // interface's address for a broadcast), so one server on 0.0.0.0 serves several segments,
 // in any network namespace. [Server.ServerIP] fixes the address instead; elsewhere than
-// Linux, a wildcard socket that receives broadcasts needs it. [Server.Shutdown] lets requests already read be answered; [Server.Close]
-// stops at once. [Server.Respond] runs the whole decision for one datagram without a socket.
+// Linux, a wildcard socket that receives broadcasts needs it. For DHCPv6 give
+// [Server.ServeDHCPv6] a socket from [ListenDHCPv6] and [Server.ServeBoot] a second one on
+// [::]:4011 (or set [Server.IPv6] for ListenAndServe); IPV6_PKTINFO gives the address and
+// interface per packet, and [Server.ServerIP6] names the address for URLs when the sockets
+// were opened in another network namespace than the process's. [Server.Shutdown] lets
+// requests already read be answered (and a pending second copy of a DHCPv6 boot-server REPLY
+// be sent); [Server.Close] stops at once. [Server.Respond] runs the whole decision for one
+// datagram without a socket.
 //
 // # Limits and safety
 //
@@ -50,5 +179,6 @@
 // and answer requests, so work is bounded: while all are busy, datagrams wait in the socket's
 // buffer and what does not fit is dropped by the kernel (the firmware retries; Linux reports
 // the drops, counted as [ReasonOverload]). A panic in the Handler is recovered. Counters of
-// answers and of silence by reason, per port, are in [Server.Stats].
+// answers and of silence by reason, per port, are in [Server.Stats]. DHCPv6 requests nest at
+// most 8 relays deep and name DUIDs of 3 to 130 bytes; anything else is malformed.
 package proxydhcp

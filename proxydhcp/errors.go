@@ -14,6 +14,10 @@ var (
 	// ErrNotPXE is returned by Parse for a well-formed request whose option 60 does not start
 	// with PXEClient or HTTPClient.
 	ErrNotPXE = errors.New("proxydhcp: not a PXE or HTTP boot client")
+	// ErrNoMAC is returned by Parse6 for a DHCPv6 boot client whose MAC cannot be known: no
+	// option 79 from a relay, a DUID of another type than LL or LLT (EDK2 sends a DUID-UUID
+	// when the machine has an SMBIOS UUID), and a link-local address that is not EUI-64.
+	ErrNoMAC = errors.New("proxydhcp: no MAC in the DHCPv6 request")
 	// ErrNoHandler is returned by Serve when the Server has no Handler.
 	ErrNoHandler = errors.New("proxydhcp: no Handler")
 )

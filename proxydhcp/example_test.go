@@ -10,6 +10,7 @@ import (
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv6"
 	"github.com/insomniacslk/dhcp/iana"
 )
 
@@ -94,5 +95,47 @@ func ExampleServer_ServeBoot() {
 	fmt.Println(<-done)
 	// Output:
 	// ACK ipxe-arm64.efi 127.0.0.1
+	// proxydhcp: server closed
+}
+
+// DHCPv6 on a socket the host bound: here loopback, where iPXE's stateless
+// INFORMATION-REQUEST gets the chain URL. On a real link, ListenDHCPv6 binds [::]:547 and
+// joins ff02::1:2; ServerIP6 names the address for URLs (loopback would not do).
+func ExampleServer_ServeDHCPv6() {
+	srv := &proxydhcp.Server{
+		ServerIP6: netip.MustParseAddr("2001:db8::2"),
+		Handler: proxydhcp.HandlerFunc(func(ctx context.Context, req *proxydhcp.Request) proxydhcp.Decision {
+			fmt.Println("asked by", req.MAC, "from", req.MACSource, "iPXE", req.IPXE)
+			return proxydhcp.Answer()
+		}),
+	}
+	conn, err := net.ListenPacket("udp6", "[::1]:0")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeDHCPv6(conn) }()
+
+	client, _ := net.ListenPacket("udp6", "[::1]:0")
+	defer client.Close()
+	hw, _ := net.ParseMAC("52:54:00:00:00:01")
+	req, _ := dhcpv6.NewMessage()
+	req.MessageType = dhcpv6.MessageTypeInformationRequest
+	req.AddOption(dhcpv6.OptClientID(&dhcpv6.DUIDLL{HWType: iana.HWTypeEthernet, LinkLayerAddr: hw}))
+	req.AddOption(&dhcpv6.OptUserClass{UserClasses: [][]byte{[]byte("iPXE")}})
+	client.WriteTo(req.ToBytes(), conn.LocalAddr())
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 1500)
+	if n, _, err := client.ReadFrom(buf); err == nil {
+		reply, _ := dhcpv6.MessageFromBytes(buf[:n])
+		fmt.Println(reply.MessageType, reply.Options.BootFileURL(), "address given:", reply.Options.OneIANA() != nil)
+	}
+
+	srv.Shutdown(context.Background())
+	fmt.Println(<-done)
+	// Output:
+	// asked by 52:54:00:00:00:01 from duid-ll iPXE true
+	// REPLY http://[2001:db8::2]/boot/chain.ipxe address given: false
 	// proxydhcp: server closed
 }

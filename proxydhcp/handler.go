@@ -76,15 +76,17 @@ const (
 	ReasonMalformed                     // "malformed": not a well-formed DHCP request
 	ReasonIgnored                       // "ignored": a message not for a proxy (a REQUEST to the site's DHCP server, say)
 	ReasonNoBootFile                    // "no-boot-file": the table has no file for the architecture
-	ReasonNoServerAddress               // "no-server-address": no IPv4 address to answer from
+	ReasonNoServerAddress               // "no-server-address": no address to name as the server (IPv4; for DHCPv6 one other than link-local)
 	ReasonOverload                      // "overload": dropped unread, every worker busy and the socket buffer full
 	ReasonError                         // "error": the handler panicked or gave an unusable boot file
+	ReasonRelayNotAllowed               // "relay-not-allowed": relayed by an address not in Server.Relays
+	ReasonNoMAC                         // "no-mac": a DHCPv6 boot client whose MAC cannot be known (ErrNoMAC)
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
 	"answered", "unknown", "fenced", "declined", "not-pxe", "malformed", "ignored",
-	"no-boot-file", "no-server-address", "overload", "error",
+	"no-boot-file", "no-server-address", "overload", "error", "relay-not-allowed", "no-mac",
 }
 
 // String returns the reason's name, as listed with the constants.

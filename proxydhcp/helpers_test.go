@@ -3,17 +3,20 @@ package proxydhcp_test
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"os"
 	"testing"
 )
 
 // udpPayload is one UDP datagram of a capture.
 type udpPayload struct {
+	Src, Dst         netip.Addr
 	SrcPort, DstPort uint16
 	Data             []byte
 }
 
-// readPcap returns the UDP payloads of an Ethernet classic-pcap file (24-byte file header,
+// readPcap returns the UDP datagrams (IPv4, and IPv6 without extension headers) of an
+// Ethernet classic-pcap file (24-byte file header,
 // 16-byte record headers; microsecond or nanosecond, either byte order).
 func readPcap(t testing.TB, path string) []udpPayload {
 	t.Helper()
@@ -55,6 +58,24 @@ func parsePcap(b []byte) ([]udpPayload, error) {
 		}
 		frame := p[16 : 16+n]
 		p = p[16+n:]
+		if len(frame) >= 14+40 && binary.BigEndian.Uint16(frame[12:]) == 0x86dd {
+			// IPv6 without extension headers, as DHCPv6 and TFTP travel.
+			ip := frame[14:]
+			plen := int(binary.BigEndian.Uint16(ip[4:]))
+			if ip[0]>>4 != 6 || ip[6] != 17 || 40+plen > len(ip) || plen < 8 {
+				continue
+			}
+			udp := ip[40 : 40+plen]
+			ulen := int(binary.BigEndian.Uint16(udp[4:]))
+			if ulen < 8 || ulen > len(udp) {
+				continue
+			}
+			out = append(out, udpPayload{
+				Src: netip.AddrFrom16([16]byte(ip[8:24])), Dst: netip.AddrFrom16([16]byte(ip[24:40])),
+				SrcPort: binary.BigEndian.Uint16(udp[0:]), DstPort: binary.BigEndian.Uint16(udp[2:]), Data: udp[8:ulen],
+			})
+			continue
+		}
 		if len(frame) < 14 || binary.BigEndian.Uint16(frame[12:]) != 0x0800 {
 			continue
 		}
@@ -73,6 +94,7 @@ func parsePcap(b []byte) ([]udpPayload, error) {
 			continue
 		}
 		out = append(out, udpPayload{
+			Src: netip.AddrFrom4([4]byte(ip[12:16])), Dst: netip.AddrFrom4([4]byte(ip[16:20])),
 			SrcPort: binary.BigEndian.Uint16(udp[0:]),
 			DstPort: binary.BigEndian.Uint16(udp[2:]),
 			Data:    udp[8:ulen],

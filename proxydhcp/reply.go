@@ -37,7 +37,10 @@ func appendReply(dst []byte, req *Request, file string, ack bool) []byte {
 	var hdr [240]byte
 	hdr[0], hdr[1], hdr[2] = 2, 1, 6 // BOOTREPLY, Ethernet, hlen 6
 	binary.BigEndian.PutUint32(hdr[4:8], req.XID)
-	if req.Broadcast {
+	if req.Broadcast || (req.Relay.IsValid() && !req.ClientIP.IsValid()) {
+		// A relay can deliver a reply without yiaddr or ciaddr only by broadcasting it, and
+		// it does so only when the flag is set (RFC 2131 section 4.1): set it, as dnsmasq's
+		// proxy does for every reply to a client without an address.
 		hdr[10] = 0x80
 	}
 	if req.ClientIP.IsValid() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv6"
 	"github.com/insomniacslk/dhcp/iana"
 )
 
@@ -41,18 +42,21 @@ type Port uint8
 
 // Ports.
 const (
-	PortDHCP Port = iota // UDP 67: DHCPDISCOVER and DHCPREQUEST broadcasts
-	PortBoot             // UDP 4011: the PXE boot-server REQUEST
+	PortDHCP   Port = iota // UDP 67: DHCPDISCOVER and DHCPREQUEST broadcasts
+	PortBoot               // UDP 4011: the PXE boot-server REQUEST (DHCPv4, and EDK2's DHCPv6 one)
+	PortDHCPv6             // UDP 547: DHCPv6 SOLICIT and INFORMATION-REQUEST, and RELAY-FORW
 	numPorts
 )
 
-// String returns "67" or "4011".
+// String returns "67", "4011" or "547".
 func (p Port) String() string {
 	switch p {
 	case PortDHCP:
 		return "67"
 	case PortBoot:
 		return "4011"
+	case PortDHCPv6:
+		return "547"
 	}
 	return "port-" + strconv.Itoa(int(p))
 }
@@ -67,8 +71,11 @@ const (
 	MessageInform   MessageType = 8
 )
 
-// String returns the name of the message type ("DISCOVER", ...).
+// String returns the name of the message type ("DISCOVER", "SOLICIT", ...).
 func (m MessageType) String() string {
+	if m&0x80 != 0 {
+		return dhcpv6.MessageType(m &^ 0x80).String()
+	}
 	return dhcpv4.MessageType(m).String()
 }
 
@@ -89,6 +96,12 @@ type Request struct {
 	ClientIP  netip.Addr // ciaddr; invalid when zero
 	ServerID  netip.Addr // option 54; invalid when absent
 	Broadcast bool       // the broadcast flag
+
+	// DHCPv6 (Parse6): Type is a DHCPv6 message type, the MAC comes from MACSource, the UUID
+	// from a DUID-UUID, the arch from option 61 (or the vendor class), UNDI from option 62,
+	// Relay is the innermost relay's link address and ClientIP the client's address.
+	IPv6      bool
+	MACSource MACSource // where MAC was read; MACFromChaddr for DHCPv4
 
 	// Set by the server, not read from the packet.
 	Port   Port           // which socket the request came in on

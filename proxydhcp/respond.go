@@ -37,8 +37,8 @@ type Response struct {
 
 var broadcast4 = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
-// Respond runs the whole decision for one packet, without a socket: parse, check the message
-// against the port, ask the Handler (and the Discoverer for unknown machines), look the boot
+// Respond runs the whole decision for one packet, without a socket: parse (DHCPv6 for
+// PortDHCPv6 and for an IPv6 Source, DHCPv4 otherwise), check the message against the port, ask the Handler (and the Discoverer for unknown machines), look the boot
 // file up and build the reply. The server's sockets call it for every datagram; tests and
 // tools may call it directly. It counts what it did in the server's Stats, except the
 // datagram itself (Received), which the socket loop counts.
@@ -62,6 +62,9 @@ func (s *Server) respond(ctx context.Context, p Packet, buf []byte) (resp Respon
 		s.counters.silent[port][resp.Reason].Add(1)
 	}()
 
+	if a := p.Source.Addr(); port == PortDHCPv6 || (a.Is6() && !a.Is4In6()) {
+		return s.respond6(ctx, p, port, buf)
+	}
 	req, err := Parse(p.Data)
 	if err != nil {
 		if errors.Is(err, ErrNotPXE) {
@@ -71,6 +74,10 @@ func (s *Server) respond(ctx context.Context, p Packet, buf []byte) (resp Respon
 	}
 	req.Port, req.Source = port, p.Source
 	resp.Request = req
+	if req.Relay.IsValid() && !s.relayAllowed(req.Relay) {
+		resp.Reason = ReasonRelayNotAllowed
+		return resp
+	}
 
 	req.Server = s.ServerIP
 	if !req.Server.IsValid() {
@@ -159,7 +166,12 @@ func (s *Server) bootFile(req *Request) (string, bool) {
 }
 
 func (s *Server) url(server netip.Addr, path string) string {
-	host := server.String()
+	return s.urlHost(server.String(), path)
+}
+
+// urlHost is the boot HTTP server's URL for path on host (an IPv4 address or a bracketed
+// IPv6 one).
+func (s *Server) urlHost(host, path string) string {
 	if s.HTTPPort != 0 && s.HTTPPort != 80 {
 		host += ":" + strconv.Itoa(s.HTTPPort)
 	}
@@ -189,4 +201,18 @@ func (s *Server) dest(req *Request) netip.AddrPort {
 	default:
 		return netip.AddrPortFrom(broadcast4, cport)
 	}
+}
+
+// relayAllowed reports whether a request relayed by r is answered (Server.Relays).
+func (s *Server) relayAllowed(r netip.Addr) bool {
+	if s.Relays == nil {
+		return true
+	}
+	r = r.Unmap()
+	for _, a := range s.Relays {
+		if a.Unmap() == r {
+			return true
+		}
+	}
+	return false
 }

@@ -312,10 +312,25 @@ func TestGoldenReplies(t *testing.T) {
 			name: "ovmf-pxe-relayed", pkt: ovmfPXE(t, "52:54:00:00:00:07", dhcpv4.WithRelay(net.IPv4(198, 51, 100, 1))),
 			port: proxydhcp.PortDHCP, source: "198.51.100.1:67",
 			want: replyFields{
-				Type: "OFFER", XID: "0x5e6f7081", MAC: "52:54:00:00:00:07", Flags: "Unicast",
+				Type: "OFFER", XID: "0x5e6f7081", MAC: "52:54:00:00:00:07", Flags: "Broadcast",
 				CIAddr: "0.0.0.0", YIAddr: "0.0.0.0", SIAddr: serverIP, GIAddr: "198.51.100.1", SName: serverIP,
 				File: "ipxe.efi", Dest: "198.51.100.1:67", Options: []int{53, 54, 60, 97},
 				Opt54: serverIP, Opt60: "PXEClient", Opt97: ovmfOpt97,
+			},
+		},
+		{
+			// iPXE does not set the broadcast flag; a relay delivers a reply without yiaddr or
+			// ciaddr only when the reply sets it (issue 18).
+			name: "ipxe-efi-relayed", pkt: build(t, dhcpv4.MessageTypeDiscover, "52:54:00:00:00:08", 0x0badcaff,
+				arch(iana.EFI_X86_64), undi(3, 10), vendorClass("PXEClient:Arch:00007:UNDI:003010"),
+				dhcpv4.WithGeneric(dhcpv4.OptionUserClassInformation, []byte("iPXE")),
+				dhcpv4.WithRelay(net.IPv4(198, 51, 100, 1))),
+			port: proxydhcp.PortDHCP, source: "198.51.100.1:67",
+			want: replyFields{
+				Type: "OFFER", XID: "0x0badcaff", MAC: "52:54:00:00:00:08", Flags: "Broadcast",
+				CIAddr: "0.0.0.0", YIAddr: "0.0.0.0", SIAddr: serverIP, GIAddr: "198.51.100.1",
+				File: "http://192.0.2.2/boot/chain.ipxe", Dest: "198.51.100.1:67", Options: []int{53, 54, 60},
+				Opt54: serverIP, Opt60: "PXEClient",
 			},
 		},
 	}
@@ -635,5 +650,89 @@ func TestHandlerTimeout(t *testing.T) {
 		if has != (timeout > 0) || (has && (left <= 0 || left > timeout)) {
 			t.Errorf("HandlerTimeout %v: deadline %v, %v left", timeout, has, left)
 		}
+	}
+}
+
+// A reply through a relay to a client without an address sets the broadcast flag, so the relay
+// broadcasts it on the client's segment; with a client address, or without a relay, the flag
+// is the request's.
+func TestRelayedBroadcastFlag(t *testing.T) {
+	relay := dhcpv4.WithRelay(net.IPv4(198, 51, 100, 1))
+	ipxe := func(mods ...dhcpv4.Modifier) []byte {
+		return build(t, dhcpv4.MessageTypeDiscover, "52:54:00:00:00:09", 0x1234, append([]dhcpv4.Modifier{
+			arch(iana.EFI_X86_64), vendorClass("PXEClient:Arch:00007:UNDI:003010"),
+			dhcpv4.WithGeneric(dhcpv4.OptionUserClassInformation, []byte("iPXE"))}, mods...)...)
+	}
+	srv := newServer(answerAll)
+	for _, tc := range []struct {
+		name string
+		pkt  []byte
+		want string
+	}{
+		{"relayed-no-address", ipxe(relay), "Broadcast"},
+		{"relayed-with-ciaddr", ipxe(relay, dhcpv4.WithClientIP(net.IPv4(198, 51, 100, 20))), "Unicast"},
+		{"on-link-no-flag", ipxe(), "Unicast"},
+		{"on-link-flag", ipxe(dhcpv4.WithBroadcast(true)), "Broadcast"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: tc.pkt, Local: netip.MustParseAddr(serverIP)})
+			if resp.Reply == nil {
+				t.Fatalf("silent: %v", resp.Reason)
+			}
+			if got := fieldsOf(t, resp).Flags; got != tc.want {
+				t.Errorf("flags %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// With Server.Relays set, a request relayed by any other giaddr is dropped and counted before
+// the Handler or the Discoverer hear of it; requests from the segment itself are not affected.
+func TestRelaysAllowed(t *testing.T) {
+	var asked, heard int
+	srv := &proxydhcp.Server{
+		Relays: []netip.Addr{netip.MustParseAddr("198.51.100.1")},
+		Handler: proxydhcp.HandlerFunc(func(_ context.Context, r *proxydhcp.Request) proxydhcp.Decision {
+			asked++
+			if r.MAC.String() == "52:54:00:00:00:99" {
+				return proxydhcp.Silence(proxydhcp.ReasonUnknown)
+			}
+			return proxydhcp.Answer()
+		}),
+		Discoverer: proxydhcp.DiscovererFunc(func(context.Context, *proxydhcp.Request) { heard++ }),
+	}
+	if err := srv.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		pkt    []byte
+		answer bool
+	}{
+		{"listed-relay", ovmfPXE(t, "52:54:00:00:00:07", dhcpv4.WithRelay(net.IPv4(198, 51, 100, 1))), true},
+		{"other-relay", ovmfPXE(t, "52:54:00:00:00:07", dhcpv4.WithRelay(net.IPv4(203, 0, 113, 9))), false},
+		{"other-relay-unknown-mac", ovmfPXE(t, "52:54:00:00:00:99", dhcpv4.WithRelay(net.IPv4(203, 0, 113, 9))), false},
+		{"not-relayed", ovmfPXE(t, "52:54:00:00:00:07"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked, heard = 0, 0
+			resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: tc.pkt, Local: netip.MustParseAddr(serverIP)})
+			if got := resp.Reply != nil; got != tc.answer {
+				t.Fatalf("answered %v (reason %v), want %v", got, resp.Reason, tc.answer)
+			}
+			if !tc.answer && (resp.Reason != proxydhcp.ReasonRelayNotAllowed || asked != 0 || heard != 0) {
+				t.Errorf("reason %v, handler asked %d, discoverer heard %d: want relay-not-allowed, 0, 0", resp.Reason, asked, heard)
+			}
+		})
+	}
+	if got := srv.Stats().DHCP.Silent[proxydhcp.ReasonRelayNotAllowed]; got != 2 {
+		t.Errorf("relay-not-allowed counted %d, want 2", got)
+	}
+	if got := proxydhcp.ReasonRelayNotAllowed.String(); got != "relay-not-allowed" {
+		t.Errorf("name %q", got)
+	}
+	bad := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll), Relays: []netip.Addr{{}}}
+	if err := bad.Validate(); err == nil {
+		t.Error("Validate accepted an invalid relay address")
 	}
 }

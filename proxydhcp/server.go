@@ -1,6 +1,7 @@
 package proxydhcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,13 +13,16 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 )
 
 // Defaults used when the corresponding Server field is zero.
 const (
-	DefaultAddr     = ":67"
-	DefaultBootAddr = ":4011"
-	DefaultWorkers  = 4
+	DefaultAddr      = ":67"
+	DefaultBootAddr  = ":4011"
+	DefaultAddr6     = "[::]:547"
+	DefaultBootAddr6 = "[::]:4011"
+	DefaultWorkers   = 4
 )
 
 // Server is a proxy DHCP server. Set its fields, then call Serve and ServeBoot with bound
@@ -39,6 +43,36 @@ type Server struct {
 	// puts in URLs. When zero, each reply names the address of the interface the request came
 	// in on, read per packet.
 	ServerIP netip.Addr
+
+	// Relays, if set, lists the relay agents whose relayed requests are answered: a DHCPv4
+	// request naming any other giaddr is dropped and counted as ReasonRelayNotAllowed before
+	// the Handler or the Discoverer hear of it (for DHCPv6, the address a RELAY-FORW comes
+	// from). Requests that were not relayed are not affected. When nil, every relay is.
+	Relays []netip.Addr
+
+	// ServerIP6, if set, is the IPv6 address DHCPv6 replies name in their boot file URLs.
+	// When zero, each reply names the address its request was sent to when that is a global
+	// one (a relayed request, or EDK2's boot-server request on port 4011), and for a request
+	// to the multicast group a global address of the interface it came in on. Set it when the
+	// sockets live in another network namespace than the process.
+	ServerIP6 netip.Addr
+
+	// ServerDUID is this server's DHCPv6 DUID (option 2), 3 to 130 bytes; EDK2 copies it
+	// into its boot-server request. Default: a DUID-UUID (RFC 6355) drawn at random once per
+	// Server. Set a stable one when several agents take turns as the boot server.
+	ServerDUID []byte
+
+	// TFTPPort is the TFTP server's port in the tftp:// URLs of DHCPv6 replies. Default 69
+	// (not written in the URL).
+	TFTPPort int
+
+	// IPv6 makes ListenAndServe also serve DHCPv6 on Addr6 (joining ff02::1:2 on every
+	// multicast interface, see ListenDHCPv6) and port 4011 on BootAddr6.
+	IPv6 bool
+
+	// Addr6 and BootAddr6 are the addresses ListenAndServe binds for DHCPv6 when IPv6 is
+	// set. Defaults DefaultAddr6 and DefaultBootAddr6.
+	Addr6, BootAddr6 string
 
 	// HTTPPort is the port of the boot HTTP server in the URLs handed to HTTP boot clients
 	// and iPXE. Default 80 (not written in the URL).
@@ -72,6 +106,10 @@ type Server struct {
 	counters counters
 	files    atomic.Pointer[BootFiles]
 
+	duidOnce sync.Once
+	randDUID []byte
+	macs     macCache // DHCPv6 clients' MACs by the ADVERTISE they got
+
 	initOnce sync.Once
 	initErr  error
 	ctx      context.Context // canceled by Close; set once by init
@@ -80,7 +118,8 @@ type Server struct {
 	cancel  context.CancelFunc
 	closed  bool
 	conns   map[*serveConn]struct{}
-	serving sync.WaitGroup // one per running serve call
+	serving sync.WaitGroup // one per running serve call and per pending resend
+	resends int            // pending resends
 }
 
 // Validate reports settings that cannot work.
@@ -91,9 +130,22 @@ func (s *Server) Validate() error {
 	if s.ServerIP.IsValid() && !usableServer(s.ServerIP) {
 		return fmt.Errorf("proxydhcp: ServerIP %s is not a unicast IPv4 address", s.ServerIP)
 	}
-	for name, v := range map[string]int{"HTTPPort": s.HTTPPort, "ClientPort": s.ClientPort} {
+	if s.ServerIP6.IsValid() && !usableServer6(s.ServerIP6) {
+		return fmt.Errorf("proxydhcp: ServerIP6 %s is not a global unicast IPv6 address", s.ServerIP6)
+	}
+	if s.ServerDUID != nil {
+		if err := validDUID(s.ServerDUID); err != nil {
+			return fmt.Errorf("proxydhcp: ServerDUID: %w", err)
+		}
+	}
+	for name, v := range map[string]int{"HTTPPort": s.HTTPPort, "ClientPort": s.ClientPort, "TFTPPort": s.TFTPPort} {
 		if v < 0 || v > 65535 {
 			return fmt.Errorf("proxydhcp: %s %d out of range", name, v)
+		}
+	}
+	for _, r := range s.Relays {
+		if !r.IsValid() || r.IsUnspecified() || r.IsMulticast() || r == broadcast4 {
+			return fmt.Errorf("proxydhcp: relay %v is not a unicast address", r)
 		}
 	}
 	if s.Workers < 0 || s.ReadBuffer < 0 || s.HandlerTimeout < 0 {
@@ -174,8 +226,58 @@ func (s *Server) init() error {
 // interface's address. Serve takes ownership of conn and closes it when it returns.
 func (s *Server) Serve(conn net.PacketConn) error { return s.serve(conn, PortDHCP) }
 
-// ServeBoot answers PXE boot-server requests (port 4011) read from conn, like Serve.
+// ServeBoot answers PXE boot-server requests (port 4011) read from conn, like Serve. conn
+// may be an IPv6 socket ([::]:4011): EDK2's DHCPv6 PXE asks its boot-server REQUEST there.
 func (s *Server) ServeBoot(conn net.PacketConn) error { return s.serve(conn, PortBoot) }
+
+// ServeDHCPv6 answers DHCPv6 requests (port 547: SOLICIT, INFORMATION-REQUEST, RELAY-FORW)
+// read from conn, like Serve. conn is usually from ListenDHCPv6, which joins the
+// All_DHCP_Relay_Agents_and_Servers group that clients on the link send to; a socket that
+// only relays reach needs no group.
+func (s *Server) ServeDHCPv6(conn net.PacketConn) error { return s.serve(conn, PortDHCPv6) }
+
+// AllDHCPRelayAgentsAndServers is the group DHCPv6 clients send to (RFC 8415 section 7.1).
+var AllDHCPRelayAgentsAndServers = netip.MustParseAddr("ff02::1:2")
+
+// ListenDHCPv6 binds addr (DefaultAddr6 when empty) for DHCPv6 and joins ff02::1:2 on the
+// named interfaces, or on every interface that is up and multicast when none is named. An
+// interface that cannot join is an error when named, and skipped otherwise. Interfaces
+// are those of the calling thread's network namespace.
+func ListenDHCPv6(addr string, ifaces ...string) (net.PacketConn, error) {
+	if addr == "" {
+		addr = DefaultAddr6
+	}
+	c, err := net.ListenPacket("udp6", addr)
+	if err != nil {
+		return nil, &OpError{Op: "listen", Addr: addr, Err: err}
+	}
+	pc := ipv6.NewPacketConn(c)
+	group := &net.UDPAddr{IP: AllDHCPRelayAgentsAndServers.AsSlice()}
+	if len(ifaces) > 0 {
+		for _, name := range ifaces {
+			ifi, err := net.InterfaceByName(name)
+			if err == nil {
+				err = pc.JoinGroup(ifi, group)
+			}
+			if err != nil {
+				c.Close()
+				return nil, &OpError{Op: "join ff02::1:2", Addr: name, Err: err}
+			}
+		}
+		return c, nil
+	}
+	all, err := net.Interfaces()
+	if err != nil {
+		c.Close()
+		return nil, &OpError{Op: "interfaces", Err: err}
+	}
+	for i := range all {
+		if ifi := &all[i]; ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagMulticast != 0 {
+			pc.JoinGroup(ifi, group)
+		}
+	}
+	return c, nil
+}
 
 // ListenAndServe binds Addr and BootAddr and serves both until Shutdown or Close. It returns
 // ErrServerClosed after those, or the first error of either socket.
@@ -190,26 +292,55 @@ func (s *Server) ListenAndServe() error {
 	if baddr == "" {
 		baddr = DefaultBootAddr
 	}
-	c67, err := net.ListenPacket("udp4", addr)
-	if err != nil {
-		return &OpError{Op: "listen", Addr: addr, Err: err}
+	var conns []net.PacketConn
+	closeAll := func() {
+		for _, c := range conns {
+			c.Close()
+		}
 	}
-	c4011, err := net.ListenPacket("udp4", baddr)
-	if err != nil {
-		c67.Close()
-		return &OpError{Op: "listen", Addr: baddr, Err: err}
+	for _, a := range []string{addr, baddr} {
+		c, err := net.ListenPacket("udp4", a)
+		if err != nil {
+			closeAll()
+			return &OpError{Op: "listen", Addr: a, Err: err}
+		}
+		conns = append(conns, c)
 	}
-	errc := make(chan error, 2)
-	go func() { errc <- s.Serve(c67) }()
-	go func() { errc <- s.ServeBoot(c4011) }()
-	err = <-errc
-	if !errors.Is(err, ErrServerClosed) {
-		s.Close() // one socket failed: stop the other too
+	serves := []func(net.PacketConn) error{s.Serve, s.ServeBoot}
+	if s.IPv6 {
+		c547, err := ListenDHCPv6(s.Addr6)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		conns = append(conns, c547)
+		baddr6 := s.BootAddr6
+		if baddr6 == "" {
+			baddr6 = DefaultBootAddr6
+		}
+		c4011, err := net.ListenPacket("udp6", baddr6)
+		if err != nil {
+			closeAll()
+			return &OpError{Op: "listen", Addr: baddr6, Err: err}
+		}
+		conns = append(conns, c4011)
+		serves = append(serves, s.ServeDHCPv6, s.ServeBoot)
 	}
-	if err2 := <-errc; errors.Is(err, ErrServerClosed) && !errors.Is(err2, ErrServerClosed) {
-		return err2
+	errc := make(chan error, len(conns))
+	for i, c := range conns {
+		go func() { errc <- serves[i](c) }()
 	}
-	return err
+	var first error
+	for range conns {
+		err := <-errc
+		if first == nil || errors.Is(first, ErrServerClosed) && !errors.Is(err, ErrServerClosed) {
+			first = err
+		}
+		if !errors.Is(err, ErrServerClosed) {
+			s.Close() // one socket failed: stop the others too
+		}
+	}
+	return first
 }
 
 func (s *Server) serve(conn net.PacketConn, port Port) error {
@@ -314,6 +445,9 @@ func (s *Server) received(sc *serveConn, n int, info pktInfo) bool {
 // socket's own address. Elsewhere than Linux, a socket bound to 0.0.0.0 that receives
 // broadcasts needs Server.ServerIP.
 func (s *Server) localAddr(sc *serveConn, info pktInfo) (local, direct netip.Addr) {
+	if sc.v6 {
+		return s.localAddr6(sc, info)
+	}
 	switch {
 	case usableServer(info.specDst):
 		return info.specDst, info.specDst
@@ -330,7 +464,53 @@ func (s *Server) handle(sc *serveConn, data, out []byte, src netip.AddrPort, ifI
 	if resp.Reply == nil {
 		return
 	}
-	s.sent(sc, &resp, sc.write(resp.Reply, resp.Dest, ifIdx, s.sendFrom(direct)))
+	from := s.sendFrom(direct)
+	err := sc.write(resp.Reply, resp.Dest, ifIdx, from)
+	s.sent(sc, &resp, err)
+	if err == nil && sc.v6 && sc.port == PortBoot {
+		s.resendLater(sc, resp.Reply, resp.Dest, ifIdx, from)
+	}
+}
+
+// Resend6Delay is when the REPLY to EDK2's DHCPv6 boot-server REQUEST (port 4011) is sent a
+// second time. EDK2 starts reading for the answer only once its own send has completed
+// (UefiPxeBcDxe/PxeBcImpl.c EfiPxeBcUdpWrite resets its writer, then
+// PxeBcRequestBootService configures its reader) and never asks again: an answer that
+// arrives in between is lost, and with it the boot attempt. The copy is harmless (same
+// transaction; EDK2 reads one).
+const Resend6Delay = 250 * time.Millisecond
+
+// maxResends bounds the copies waiting to be sent.
+const maxResends = 64
+
+// resendLater sends a copy of b after Resend6Delay, unless the server closes first.
+func (s *Server) resendLater(sc *serveConn, b []byte, dst netip.AddrPort, ifIdx int, src netip.Addr) {
+	s.mu.Lock()
+	if s.closed || s.resends >= maxResends {
+		s.mu.Unlock()
+		return
+	}
+	s.resends++
+	s.serving.Add(1) // Shutdown and Close wait for it
+	s.mu.Unlock()
+	b = bytes.Clone(b)
+	go func() {
+		defer func() {
+			s.mu.Lock()
+			s.resends--
+			s.mu.Unlock()
+			s.serving.Done()
+		}()
+		t := time.NewTimer(Resend6Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			if sc.write(b, dst, ifIdx, src) == nil {
+				s.counters.resent.Add(1)
+			}
+		case <-s.ctx.Done():
+		}
+	}()
 }
 
 // answer runs the decision for one datagram; the reply, if any, is built in out's storage.
@@ -360,10 +540,59 @@ func (s *Server) answer(sc *serveConn, data, out []byte, src netip.AddrPort, loc
 	return resp
 }
 
+// localAddr6 is localAddr for an IPv6 socket (IPV6_PKTINFO): the server address is the
+// address the request was sent to when it is global, else (the multicast group, or our
+// link-local address) a global address of the receiving interface; the reply leaves from
+// the address the request was sent to when it was unicast, and from the address the kernel
+// chooses on that interface (link-local) for the group.
+func (s *Server) localAddr6(sc *serveConn, info pktInfo) (local, direct netip.Addr) {
+	dst := info.dst
+	if dst.Is4In6() { // a DHCPv4 request on a dual-stack socket
+		return dst.Unmap(), dst.Unmap()
+	}
+	if dst.Is6() && !dst.IsMulticast() && !dst.IsUnspecified() {
+		direct = dst
+	}
+	switch {
+	case s.ServerIP6.IsValid():
+		return s.ServerIP6, direct
+	case usableServer6(dst):
+		return dst, direct
+	case usableServer6(sc.local):
+		return sc.local, direct
+	}
+	return interfaceAddr6(info.ifIndex), direct
+}
+
+// interfaceAddr6 is the first global unicast address of interface ifIdx, in the process's
+// network namespace; invalid when there is none.
+func interfaceAddr6(ifIdx int) netip.Addr {
+	if ifIdx <= 0 {
+		return netip.Addr{}
+	}
+	ifi, err := net.InterfaceByIndex(ifIdx)
+	if err != nil {
+		return netip.Addr{}
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return netip.Addr{}
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && usableServer6(ip) {
+				return ip
+			}
+		}
+	}
+	return netip.Addr{}
+}
+
 // sendFrom is the source address for a reply: the packet's own local address, unless
-// ServerIP names another one (then the kernel chooses).
+// ServerIP names another one (then the kernel chooses). DHCPv6 replies always leave from
+// the address asked.
 func (s *Server) sendFrom(direct netip.Addr) netip.Addr {
-	if !s.ServerIP.IsValid() || s.ServerIP == direct {
+	if direct.Is6() || !s.ServerIP.IsValid() || s.ServerIP == direct {
 		return direct
 	}
 	return netip.Addr{}
@@ -439,7 +668,9 @@ func (s *Server) Close() error {
 type serveConn struct {
 	conn   net.PacketConn
 	uc     *net.UDPConn
-	pc     *ipv4.PacketConn // nil when control messages are not available
+	pc     *ipv4.PacketConn // nil when control messages are not available (or on an IPv6 socket)
+	pc6    *ipv6.PacketConn // for an IPv6 socket; nil when control messages are not available
+	v6     bool             // an IPv6 socket
 	oobLen int              // control message buffer size
 	port   Port
 	addr   string
@@ -470,7 +701,15 @@ func newServeConn(conn net.PacketConn, port Port) *serveConn {
 			}
 		}
 	}
-	if uc, ok := conn.(*net.UDPConn); ok {
+	if uc, ok := conn.(*net.UDPConn); ok && (port == PortDHCPv6 || isInet6(uc)) {
+		sc.v6 = true
+		setSockopts6(uc)
+		pc := ipv6.NewPacketConn(uc)
+		if err := pc.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true); err == nil {
+			sc.uc, sc.pc6 = uc, pc
+			sc.oobLen = len(ipv6.NewControlMessage(ipv6.FlagDst|ipv6.FlagInterface)) + 64
+		}
+	} else if ok {
 		setSockopts(uc)
 		pc := ipv4.NewPacketConn(uc)
 		if err := pc.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true); err == nil {
@@ -482,10 +721,12 @@ func newServeConn(conn net.PacketConn, port Port) *serveConn {
 }
 
 func (sc *serveConn) read(b, oob []byte) (n int, src netip.AddrPort, info pktInfo, err error) {
-	if sc.pc != nil {
+	if sc.pc != nil || sc.pc6 != nil {
 		var oobn int
 		n, oobn, _, src, err = sc.uc.ReadMsgUDPAddrPort(b, oob)
-		if err == nil {
+		if err == nil && sc.v6 {
+			info = parsePktInfo6(oob[:oobn])
+		} else if err == nil {
 			info = parsePktInfo(oob[:oobn])
 		}
 	} else {
@@ -509,6 +750,9 @@ type pktInfo struct {
 }
 
 func (sc *serveConn) write(b []byte, dst netip.AddrPort, ifIdx int, src netip.Addr) error {
+	if sc.pc6 != nil && ifIdx > 0 {
+		return sc.writeFrom6(b, dst, ifIdx, src)
+	}
 	if sc.pc != nil && ifIdx > 0 {
 		return sc.writeFrom(b, dst, ifIdx, src)
 	}

@@ -18,7 +18,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// testpeer forks every peer from one thread that lives as long as the test binary.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/bettercompute/siteboot/internal/testpeer.startTied.func1.1"))
 }
 
 // startServer serves port role p on a loopback socket and returns its address.

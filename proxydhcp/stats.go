@@ -4,14 +4,22 @@ import "sync/atomic"
 
 // Stats is a snapshot of a server's counters, by port.
 type Stats struct {
-	DHCP PortStats // UDP 67
-	Boot PortStats // UDP 4011
+	DHCP   PortStats // UDP 67
+	Boot   PortStats // UDP 4011, DHCPv4 and DHCPv6
+	DHCPv6 PortStats // UDP 547
+
+	// Resent counts the second copies of DHCPv6 boot-server REPLYs (see Resend6Delay); they
+	// are not in Boot.Answered.
+	Resent uint64
 }
 
 // Port returns the counters of port p.
 func (s Stats) Port(p Port) PortStats {
-	if p == PortBoot {
+	switch p {
+	case PortBoot:
 		return s.Boot
+	case PortDHCPv6:
+		return s.DHCPv6
 	}
 	return s.DHCP
 }
@@ -29,6 +37,7 @@ type counters struct {
 	answered   [numPorts]atomic.Uint64
 	sendErrors [numPorts]atomic.Uint64
 	silent     [numPorts][numReasons]atomic.Uint64
+	resent     atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -44,5 +53,5 @@ func (c *counters) snapshot() Stats {
 		}
 		return ps
 	}
-	return Stats{DHCP: port(PortDHCP), Boot: port(PortBoot)}
+	return Stats{DHCP: port(PortDHCP), Boot: port(PortBoot), DHCPv6: port(PortDHCPv6), Resent: c.resent.Load()}
 }

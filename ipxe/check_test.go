@@ -189,6 +189,9 @@ func chainShape(c ipxe.Chain) shape {
 		ipdev = dev + "-" + strconv.Itoa(c.VLAN)
 	}
 	target := c.URL + "?mac=${" + dev + "/mac:hexhyp}&uuid=${uuid}&ip=${" + ipdev + "/ip}&platform=${platform}&buildarch=${buildarch}"
+	if c.Nonce != "" {
+		target += "&" + ipxe.ParamNonce + "=" + c.Nonce
+	}
 	sh := shape{
 		counts:     map[string]int{},
 		args:       map[string]func([]string) bool{},

@@ -1,6 +1,6 @@
 // Package ipxe renders iPXE scripts that no value can subvert, and serves them, with the
-// iPXE builds, as the boot HTTP endpoint of a site agent: GET /boot/chain.ipxe,
-// /boot/ipxe?mac=..&uuid=..&ip=.. and /boot/files/NAME.
+// iPXE builds, as the boot HTTP endpoint of a site agent: GET /boot/chain.ipxe?n=..,
+// /boot/ipxe?mac=..&uuid=..&ip=..&n=.. and /boot/files/NAME.
 //
 // # Scripts
 //
@@ -52,12 +52,22 @@
 //     (the host keeps its own rule of what counts, e.g. only MACs proxy DHCP saw);
 //   - 404 with the exit script, and no secret, when the host says the machine does not
 //     match its entry ([ErrMismatch]), counted as Mismatched;
+//   - 404 with the exit script, and no secret, when the host says the requester is not
+//     bound to its DHCP answer to the machine ([ErrUnbound]; see Boot nonces), counted as
+//     Unbound, the host's reason logged;
+//   - 404 with the exit script, and no secret, when the query's ip is not the connection's
+//     address (IPRefused) or its uuid is no spelling of the entry's UUID (UUIDRefused),
+//     whatever the host checked;
 //   - 503 with the fenced script while this agent is not the active boot server;
-//   - 400 for a query that does not parse, 405 for methods other than GET and HEAD, 431 for
-//     a header over 8 KiB, 500 with a wait script when a host interface fails.
+//   - 400 for a query that does not parse, 405 for methods other than GET and HEAD and for
+//     HEAD /boot/ipxe, 431 for a header over 8 KiB, 500 with a wait script when a host
+//     interface fails.
 //
-// HEAD is answered as GET without the body (UEFI HTTP boot sends HEAD before GET), except
-// that it never reports a discovery. The chain script sends the MAC and IP of "netX", the NIC
+// HEAD of the chain script and of the files is answered as GET without the body (UEFI HTTP
+// boot sends HEAD before GET). HEAD /boot/ipxe is 405 with "Allow: GET": the headers of a
+// script (its length) would need the script, so a token and a fresh signed assertion, and
+// no firmware sends one there; a HEAD asks the host nothing, signs nothing and hands out
+// nothing. The chain script sends the MAC and IP of "netX", the NIC
 // iPXE booted from (a machine with two NICs boots from the second), the MAC as
 // ${netX/mac:hexhyp} (see [Chain] for why not ${netX/mac} or ":uristring"), and the
 // firmware's ${platform} and ${buildarch}, read as the option 93 arch ([Query.Arch]).
@@ -68,6 +78,35 @@
 // ends in a reboot. The bodies say the same for people and tools reading them.
 //
 // Every script answer has Content-Type text/plain and Cache-Control: no-store.
+//
+// # What the assertion states
+//
+// [Claims] holds what the server knows, not what the query claims (S2): the IP is the
+// connection's address, and a query ip that differs gets no secret; the UUID is the
+// entry's when it has one (a firmware placeholder counts as none), and a query uuid that is
+// no spelling of it ([hwid.SameMachine]) gets no secret; only an entry without a UUID takes
+// the query's. A host behind a NAT or a proxy that knows its clients' addresses sets the
+// request's RemoteAddr before the handler runs (the QEMU tests do, for QEMU's user-mode
+// network).
+//
+// # Boot nonces
+//
+// A host that answers the machine's iPXE by proxy DHCP can bind its secrets to that answer
+// (S1): it names a one-time boot nonce in the chain URL (/boot/chain.ipxe?n=NONCE; a nonce is
+// 1 to [MaxNonceLen] of [A-Za-z0-9_-], anything else is 400). The chain script carries it
+// into /boot/ipxe as &n=NONCE ([Chain.Nonce]), and every URL a script chains to for a fresh
+// answer keeps it: the token and sanboot waits, the fallback after failed fetches, the wait
+// after a host error; iPXE's own Retry-After asks the same URL. The handler keeps no policy:
+// it hands the nonce ([Query.Nonce]) and the connection's address ([Query.Remote]) to the
+// host's [Entries], which decides (the reference agent: the first address that presents a
+// nonce owns it, within a window after the DHCP answer) and says no with [ErrUnbound].
+//
+// A request without a nonce (a site whose own DHCP server names /boot/chain.ipxe) is left
+// to the same host rule. A host that does not check the nonce trusts the network instead:
+// anyone who can reach this handler and knows a MAC with a live entry (MACs are in every
+// broadcast on the segment) gets that machine's discovery token, cache grant and a fresh
+// assertion, bound to the requester's own address. Such a site keeps the boot network to
+// the machines being booted.
 //
 // # Files by role
 //

@@ -30,6 +30,14 @@ var (
 	// its entry (another architecture, or a UUID that is no spelling of the entry's). The
 	// handler answers the exit script, never a script with a secret, and counts it apart.
 	ErrMismatch = errors.New("ipxe: machine does not match its boot entry")
+
+	// ErrUnbound is returned by a host's [Entries] when the requester may not have the
+	// entry's secrets: it is not the machine the host answered by DHCP (with proxy DHCP, the
+	// request carries no boot nonce, or one the host never handed out, that lapsed, that
+	// names another MAC, or that another address presented first). The handler answers
+	// the exit script, never a script with a secret, counts it as Unbound and logs the
+	// host's reason.
+	ErrUnbound = errors.New("ipxe: request is not bound to the machine's DHCP answer")
 )
 
 // ValueError is a value the renderer refused. Field names the value ("kernel",

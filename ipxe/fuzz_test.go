@@ -82,6 +82,10 @@ func FuzzQuery(f *testing.F) {
 		"mac=52-54-00-12-34-56&uuid=&ip=&platform=efi&buildarch=x86_64", "mac=52:54:00:12:34:56&platform=efi&buildarch=arm64",
 		"mac=52:54:00:12:34:56&platform=efi&buildarch=mips", "mac=52:54:00:12:34:56&platform=EFI",
 		"mac=52:54:00:12:34:56&platform=efi%20boot", "mac=52:54:00:12:34:56&platform=efi&platform=pcbios",
+		// The boot nonce the chain URL carries, and near misses.
+		"mac=52-54-00-12-34-56&uuid=&ip=192.0.2.1&platform=efi&buildarch=x86_64&n=0123456789abcdef0123456789abcdef",
+		"mac=52:54:00:12:34:56&n=", "mac=52:54:00:12:34:56&n=a&n=b", "mac=52:54:00:12:34:56&n=%24%7Bnet0/mac%7D",
+		"mac=52:54:00:12:34:56&n=" + strings.Repeat("x", 65), "mac=52:54:00:12:34:56&n=a%0Aexit",
 	} {
 		f.Add(s)
 	}
@@ -92,6 +96,7 @@ func FuzzQuery(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	remote := netip.MustParseAddr("192.0.2.1") // httptest.NewRequest's RemoteAddr
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, err := ipxe.ParseQuery(raw)
 		if err != nil {
@@ -127,6 +132,15 @@ func FuzzQuery(f *testing.F) {
 			if rec.Code != http.StatusBadRequest {
 				t.Fatalf("refused query answered %d", rec.Code)
 			}
+		case (q.MAC == mac1 || q.MAC == mac2) && q.IP.IsValid() && q.IP != remote:
+			// The assertion's IP is the connection's; a query that says otherwise gets no secret.
+			if rec.Code != http.StatusNotFound || strings.Contains(string(body), ipxe.ParamToken) {
+				t.Fatalf("query IP %s from %s answered %d\n%s", q.IP, remote, rec.Code, body)
+			}
+		case q.MAC == mac1 && q.UUID != (hwid.UUID{}) && !q.UUID.IsPlaceholder() && !hwid.SameMachine(q.UUID, uuid1):
+			if rec.Code != http.StatusNotFound || strings.Contains(string(body), ipxe.ParamToken) {
+				t.Fatalf("query UUID %s, entry's %s, answered %d\n%s", q.UUID, uuid1, rec.Code, body)
+			}
 		case q.MAC == mac1:
 			if rec.Code != http.StatusOK {
 				t.Fatalf("known MAC answered %d", rec.Code)
@@ -135,16 +149,10 @@ func FuzzQuery(f *testing.F) {
 			if len(args) != 8 || args[3] != ipxe.ParamToken+"=bcjt_01k5w.c2VjcmV0-wf_1" {
 				t.Fatalf("kernel line %q", args)
 			}
-			// The assertion states what the query said, or what the server knows.
+			// The assertion states what the server knows: the entry's UUID, the
+			// connection's address.
 			c := decodeClaims(t, args)
-			wantIP, wantUUID := q.IP, q.UUID
-			if !wantIP.IsValid() {
-				wantIP = netip.MustParseAddr("192.0.2.1") // httptest.NewRequest's RemoteAddr
-			}
-			if wantUUID == (hwid.UUID{}) || wantUUID.IsPlaceholder() {
-				wantUUID = uuid1
-			}
-			if c.MAC != mac1 || c.IP != wantIP || c.UUID != wantUUID || c.Epoch != 7 {
+			if c.MAC != mac1 || c.IP != remote || c.UUID != uuid1 || c.Epoch != 7 {
 				t.Fatalf("claims %+v for query %+v", c, q)
 			}
 		case q.MAC == mac2:

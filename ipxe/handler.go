@@ -125,12 +125,13 @@ func (c Config) Validate() error {
 	h := &Handler{cfg: c}
 	h.setDefaults()
 	// A dry run with the longest values the handler adds shows the site's part is safe.
-	if _, err := h.bootScript("TOKEN", strings.Repeat("A", 300), "http://192.0.2.1/cache/t/x/"); err != nil {
+	nonce := strings.Repeat("n", MaxNonceLen)
+	if _, err := h.bootScript("TOKEN", strings.Repeat("A", 300), "http://192.0.2.1/cache/t/x/", h.again(nonce)); err != nil {
 		return err
 	}
 	for _, s := range []interface{ Render() ([]byte, error) }{
-		h.chainScript(), Fenced{Delay: h.cfg.FencedDelay},
-		Wait{Delay: h.cfg.TokenWait, URL: h.url(PathChain)}, Wait{Delay: h.cfg.SanbootWait, URL: h.url(PathChain)},
+		h.chainScript(""), h.chainScript(nonce), Fenced{Delay: h.cfg.FencedDelay},
+		Wait{Delay: h.cfg.TokenWait, URL: h.again(nonce)}, Wait{Delay: h.cfg.SanbootWait, URL: h.again(nonce)},
 	} {
 		if _, err := s.Render(); err != nil {
 			return err
@@ -160,7 +161,7 @@ func NewHandler(c Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: c, tokens: make(map[hwid.MAC]cachedToken)}
 	h.setDefaults()
-	chain, err := h.chainScript().Render()
+	chain, err := h.chainScript("").Render()
 	if err != nil {
 		return nil, err
 	}
@@ -195,11 +196,20 @@ func (h *Handler) setDefaults() {
 
 func (h *Handler) url(path string) string { return h.cfg.BaseURL + path }
 
-func (h *Handler) chainScript() Chain {
-	return Chain{URL: h.url(PathBoot), Interface: h.cfg.Interface, VLAN: h.cfg.VLAN, Retry: h.cfg.Retry}
+func (h *Handler) chainScript(nonce string) Chain {
+	return Chain{URL: h.url(PathBoot), Interface: h.cfg.Interface, VLAN: h.cfg.VLAN, Retry: h.cfg.Retry, Nonce: nonce}
 }
 
-func (h *Handler) bootScript(token, assertion, cache string) ([]byte, error) {
+// again is the URL a script chains to for a fresh answer: the chain script, with the boot
+// nonce the machine came with, so its retries and waits stay bound to its DHCP answer.
+func (h *Handler) again(nonce string) string {
+	if nonce == "" {
+		return h.url(PathChain)
+	}
+	return h.url(PathChain) + "?" + ParamNonce + "=" + nonce
+}
+
+func (h *Handler) bootScript(token, assertion, cache, again string) ([]byte, error) {
 	params := make([]Param, 0, len(h.cfg.Params)+3)
 	params = append(params, h.cfg.Params...)
 	params = append(params, Param{ParamToken, token}, Param{ParamAssertion, assertion})
@@ -221,7 +231,7 @@ func (h *Handler) bootScript(token, assertion, cache string) ([]byte, error) {
 	}
 	return Boot{
 		Kernel: kernel, Initrds: initrds, Params: params, Cmdline: h.cmdline,
-		Retry: h.cfg.Retry, Again: h.url(PathChain),
+		Retry: h.cfg.Retry, Again: again,
 	}.Render()
 }
 
@@ -243,16 +253,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		plain(w, http.StatusRequestHeaderFieldsTooLarge, "request header fields too large\n")
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	// /boot/ipxe is GET only: a HEAD would have to sign an assertion and fetch a token to
+	// say how long the script is (S2), and no firmware sends one there.
+	if allow := allowed(r.URL.Path); r.Method != http.MethodGet && (r.Method != http.MethodHead || allow == "GET") {
 		h.n.methodsRefused.Add(1)
-		w.Header().Set("Allow", "GET, HEAD")
+		w.Header().Set("Allow", allow)
 		plain(w, http.StatusMethodNotAllowed, "method not allowed\n")
 		return
 	}
 	switch p := r.URL.Path; {
 	case p == PathChain:
-		h.n.chains.Add(1)
-		writeScript(w, http.StatusOK, h.chain, 0)
+		h.serveChain(w, r)
 	case p == PathBoot:
 		h.serveBoot(w, r)
 	case strings.HasPrefix(p, PathFiles):
@@ -261,6 +272,31 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.n.notFound.Add(1)
 		plain(w, http.StatusNotFound, "not found\n")
 	}
+}
+
+// allowed is the Allow header of a path: GET only for the machine's script.
+func allowed(path string) string {
+	if path == PathBoot {
+		return "GET"
+	}
+	return "GET, HEAD"
+}
+
+// serveChain answers the chain script, with the boot nonce of the chain URL carried on.
+func (h *Handler) serveChain(w http.ResponseWriter, r *http.Request) {
+	nonce, err := parseChainQuery(r.URL.RawQuery)
+	if err != nil {
+		h.n.badRequests.Add(1)
+		h.log.Debug("ipxe: chain query refused", "err", err, "remote", r.RemoteAddr)
+		h.script(w, http.StatusBadRequest, Exit{}, 0)
+		return
+	}
+	h.n.chains.Add(1)
+	if nonce == "" {
+		writeScript(w, http.StatusOK, h.chain, 0)
+		return
+	}
+	h.script(w, http.StatusOK, h.chainScript(nonce), 0)
 }
 
 func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
@@ -272,7 +308,8 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 		h.script(w, http.StatusBadRequest, Exit{}, 0)
 		return
 	}
-	log := h.log.With("mac", q.MAC.String())
+	q.Remote = remoteAddr(r)
+	log := h.log.With("mac", q.MAC.String(), "remote", q.Remote.String())
 	epoch, active := h.cfg.Fence.Active()
 	if !active || epoch == 0 {
 		h.n.fenced.Add(1)
@@ -290,8 +327,15 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 		h.script(w, http.StatusNotFound, Exit{}, 0)
 		return
 	}
+	if errors.Is(err, ErrUnbound) {
+		// Someone who knows the MAC, not the machine the host answered: no secret.
+		h.n.unbound.Add(1)
+		log.Warn("ipxe: request not bound to the machine's DHCP answer; no script", "reason", err)
+		h.script(w, http.StatusNotFound, Exit{}, 0)
+		return
+	}
 	if err != nil {
-		h.fail(w, log, "entry lookup", err)
+		h.fail(w, log, "entry lookup", err, q.Nonce)
 		return
 	}
 	if !ok || (!e.NotAfter.IsZero() && !now.Before(e.NotAfter)) {
@@ -301,8 +345,26 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.MAC = q.MAC
+	// S2: what the assertion states is what the agent knows, never what the query claims.
+	if q.IP.IsValid() && q.IP != q.Remote {
+		h.n.ipRefused.Add(1)
+		log.Warn("ipxe: query IP is not the connection's address; no script", "ip", q.IP.String())
+		h.script(w, http.StatusNotFound, Exit{}, 0)
+		return
+	}
+	entryUUID := e.UUID
+	if entryUUID.IsPlaceholder() {
+		entryUUID = hwid.UUID{} // a firmware placeholder names no machine
+	}
+	if entryUUID != (hwid.UUID{}) && q.UUID != (hwid.UUID{}) && !q.UUID.IsPlaceholder() && !hwid.SameMachine(entryUUID, q.UUID) {
+		h.n.uuidRefused.Add(1)
+		log.Warn("ipxe: query UUID is no spelling of the entry's; no script", "uuid", q.UUID.String())
+		h.script(w, http.StatusNotFound, Exit{}, 0)
+		return
+	}
+	again := h.again(q.Nonce)
 	if e.SanbootSHA256 != "" {
-		h.serveSanboot(w, r, log, e)
+		h.serveSanboot(w, r, log, e, again)
 		return
 	}
 
@@ -310,11 +372,11 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 	if errors.Is(err, ErrNotReady) {
 		h.n.tokenWaits.Add(1)
 		log.Info("ipxe: discovery token not available yet", "workflow", e.Workflow)
-		h.script(w, http.StatusServiceUnavailable, Wait{Delay: h.cfg.TokenWait, URL: h.url(PathChain)}, h.cfg.TokenWait)
+		h.script(w, http.StatusServiceUnavailable, Wait{Delay: h.cfg.TokenWait, URL: again}, h.cfg.TokenWait)
 		return
 	}
 	if err != nil {
-		h.fail(w, log, "discovery token", err)
+		h.fail(w, log, "discovery token", err, q.Nonce)
 		return
 	}
 	var cache string
@@ -325,24 +387,21 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 			cache = ""
 		}
 	}
-	// The assertion names the NIC that booted (the query's MAC); its UUID is the entry's
-	// when it has one (the host checked the query's against it), and its lifetime is the
-	// signer's to bound (package assertion).
-	claims := Claims{MAC: q.MAC, IP: q.IP, UUID: e.UUID, Workflow: e.Workflow, Epoch: epoch, NotAfter: e.NotAfter}
-	if !claims.IP.IsValid() {
-		claims.IP = remoteAddr(r)
-	}
+	// The assertion names the NIC that booted (the query's MAC) and the address the request
+	// came from; its UUID is the entry's when it has one (the query's was checked against
+	// it above), and its lifetime is the signer's to bound (package assertion).
+	claims := Claims{MAC: q.MAC, IP: q.Remote, UUID: entryUUID, Workflow: e.Workflow, Epoch: epoch, NotAfter: e.NotAfter}
 	if claims.UUID == (hwid.UUID{}) && !q.UUID.IsPlaceholder() {
 		claims.UUID = q.UUID
 	}
 	assertion, err := h.cfg.Signer.Sign(ctx, claims)
 	if err != nil {
-		h.fail(w, log, "assertion", err)
+		h.fail(w, log, "assertion", err, q.Nonce)
 		return
 	}
-	body, err := h.bootScript(token, assertion, cache)
+	body, err := h.bootScript(token, assertion, cache, again)
 	if err != nil {
-		h.fail(w, log, "boot script", err)
+		h.fail(w, log, "boot script", err, q.Nonce)
 		return
 	}
 	h.n.scripts.Add(1)
@@ -350,16 +409,21 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 	writeScript(w, http.StatusOK, body, 0)
 }
 
-func (h *Handler) serveSanboot(w http.ResponseWriter, r *http.Request, log *slog.Logger, e Entry) {
+func (h *Handler) serveSanboot(w http.ResponseWriter, r *http.Request, log *slog.Logger, e Entry, again string) {
 	ctx := r.Context()
+	fail := func(what string, err error) {
+		h.n.errors.Add(1)
+		log.Error("ipxe: cannot answer a script", "step", what, "err", err)
+		h.script(w, http.StatusInternalServerError, Wait{Delay: h.cfg.TokenWait, URL: again}, h.cfg.TokenWait)
+	}
 	if !isSHA256(e.SanbootSHA256) {
-		h.fail(w, log, "sanboot digest", invalidErr("sanboot_sha256", "not 64 lower-case hex digits"))
+		fail("sanboot digest", invalidErr("sanboot_sha256", "not 64 lower-case hex digits"))
 		return
 	}
 	wait := func(why string) {
 		h.n.sanbootWaits.Add(1)
 		log.Info("ipxe: sanboot ISO not ready, machine waits", "sha256", e.SanbootSHA256, "why", why)
-		h.script(w, http.StatusServiceUnavailable, Wait{Delay: h.cfg.SanbootWait, URL: h.url(PathChain)}, h.cfg.SanbootWait)
+		h.script(w, http.StatusServiceUnavailable, Wait{Delay: h.cfg.SanbootWait, URL: again}, h.cfg.SanbootWait)
 	}
 	if h.cfg.Cache == nil {
 		wait("no cache configured")
@@ -367,7 +431,7 @@ func (h *Handler) serveSanboot(w http.ResponseWriter, r *http.Request, log *slog
 	}
 	ready, err := h.cfg.Cache.ISOReady(ctx, e.SanbootSHA256)
 	if err != nil {
-		h.fail(w, log, "sanboot readiness", err)
+		fail("sanboot readiness", err)
 		return
 	}
 	if !ready {
@@ -380,12 +444,12 @@ func (h *Handler) serveSanboot(w http.ResponseWriter, r *http.Request, log *slog
 		return
 	}
 	if err != nil {
-		h.fail(w, log, "sanboot grant", err)
+		fail("sanboot grant", err)
 		return
 	}
-	body, err := Sanboot{URL: u, Retry: h.cfg.Retry, Again: h.url(PathChain)}.Render()
+	body, err := Sanboot{URL: u, Retry: h.cfg.Retry, Again: again}.Render()
 	if err != nil {
-		h.fail(w, log, "sanboot script", err)
+		fail("sanboot script", err)
 		return
 	}
 	h.n.sanboots.Add(1)
@@ -398,14 +462,14 @@ func (h *Handler) discovered(r *http.Request, q Query, now time.Time) {
 		return
 	}
 	h.n.discovered.Add(1)
-	h.cfg.OnDiscovered(Discovery{Query: q, Remote: remoteAddr(r), At: now})
+	h.cfg.OnDiscovered(Discovery{Query: q, At: now})
 }
 
-func (h *Handler) fail(w http.ResponseWriter, log *slog.Logger, what string, err error) {
+func (h *Handler) fail(w http.ResponseWriter, log *slog.Logger, what string, err error, nonce string) {
 	h.n.errors.Add(1)
 	log.Error("ipxe: cannot answer a script", "step", what, "err", err)
 	// The machine retries (iPXE honours Retry-After) rather than falling through.
-	h.script(w, http.StatusInternalServerError, Wait{Delay: h.cfg.TokenWait, URL: h.url(PathChain)}, h.cfg.TokenWait)
+	h.script(w, http.StatusInternalServerError, Wait{Delay: h.cfg.TokenWait, URL: h.again(nonce)}, h.cfg.TokenWait)
 }
 
 // script renders s and writes it; the scripts given here render for any validated config.

@@ -28,7 +28,10 @@ type Entries interface {
 	// Entry returns the live entry for q.MAC, or ok false when there is none. The host
 	// decides whether the machine matches the entry (its arch, q.Arch, and its UUID,
 	// q.UUID, when both sides have one): an error wrapping [ErrMismatch] means it does
-	// not, and the machine gets the exit script and no secret, counted apart.
+	// not, and the machine gets the exit script and no secret, counted apart. The host
+	// also decides whether this requester may have the entry's secrets at all (q.Nonce,
+	// the boot nonce of its DHCP answer, presented from q.Remote): an error wrapping
+	// [ErrUnbound] means it may not; the exit script again, counted as Unbound.
 	Entry(ctx context.Context, q Query) (e Entry, ok bool, err error)
 }
 
@@ -72,8 +75,8 @@ func (f TokensFunc) Token(ctx context.Context, e Entry) (string, error) { return
 // lifetime) and returns the text to place on the kernel command line.
 type Claims struct {
 	MAC      hwid.MAC   // the NIC the machine booted from (the query's MAC)
-	IP       netip.Addr // from the query, else the connection's address
-	UUID     hwid.UUID  // the entry's when it has one, else the query's; zero when neither
+	IP       netip.Addr // the connection's address (a query IP that differs is refused)
+	UUID     hwid.UUID  // the entry's when it has one (a query UUID must be a spelling of it), else the query's; zero when neither
 	Workflow string
 	Epoch    uint64
 	NotAfter time.Time // the entry's not-after; zero when it has none
@@ -107,7 +110,6 @@ type Cache interface {
 // Discovery is a script fetch from a MAC without a live boot entry, made while this agent is
 // the active boot server. Its fields come from the query and are well-formed.
 type Discovery struct {
-	Query             // what the machine said: its MAC, and the UUID, IP and arch when sent
-	Remote netip.Addr // the connection's address
-	At     time.Time
+	Query // what the machine said: its MAC, and the UUID, IP and arch when sent; Remote is the connection's address
+	At    time.Time
 }

@@ -12,6 +12,13 @@ import (
 // MaxQueryLen is the longest /boot/ipxe query string accepted.
 const MaxQueryLen = 512
 
+// MaxNonceLen is the longest boot nonce ([Query.Nonce], [Chain.Nonce]) accepted.
+const MaxNonceLen = 64
+
+// ParamNonce is the query key that carries the boot nonce from the proxy DHCP answer's
+// chain URL (/boot/chain.ipxe?n=NONCE) into /boot/ipxe.
+const ParamNonce = "n"
+
 // Query is what a machine says about itself when it asks for its script.
 type Query struct {
 	MAC  hwid.MAC   // required: the NIC iPXE booted from
@@ -22,6 +29,56 @@ type Query struct {
 	// pair without a number.
 	Arch    hwid.Arch
 	HasArch bool
+	// Nonce is the boot nonce the chain URL carried (n=), which the host named in its proxy
+	// DHCP answer to this machine's iPXE; empty when none was sent. It is 1 to MaxNonceLen
+	// of [A-Za-z0-9_-].
+	Nonce string
+	// Remote is the address of the connection the request came on. The handler sets it;
+	// ParseQuery never reads it from the query string, and Encode leaves it out.
+	Remote netip.Addr
+}
+
+// validNonce reports whether s may be a boot nonce: 1 to MaxNonceLen of [A-Za-z0-9_-], so it
+// needs no escaping in a URL and holds nothing iPXE or a shell would read as syntax.
+func validNonce(s string) bool {
+	if len(s) == 0 || len(s) > MaxNonceLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseChainQuery reads the boot nonce from the query of /boot/chain.ipxe: "" when the query
+// names none; other keys are ignored.
+func parseChainQuery(raw string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	if len(raw) > MaxQueryLen {
+		return "", &QueryError{Field: "query", Err: errors.New("too long")}
+	}
+	vals, err := url.ParseQuery(raw)
+	if err != nil {
+		return "", &QueryError{Field: "query", Err: errors.New("malformed")}
+	}
+	return nonceOf(vals)
+}
+
+func nonceOf(vals url.Values) (string, error) {
+	v := vals[ParamNonce]
+	switch {
+	case len(v) == 0 || len(v) == 1 && v[0] == "":
+		return "", nil
+	case len(v) > 1:
+		return "", &QueryError{Field: ParamNonce, Err: errors.New("given more than once")}
+	case !validNonce(v[0]):
+		return "", &QueryError{Field: ParamNonce, Err: errors.New("not 1 to 64 of [A-Za-z0-9_-]")}
+	}
+	return v[0], nil
 }
 
 // archOf maps iPXE's ${platform} and ${buildarch} to the option 93 number of that
@@ -85,6 +142,10 @@ func (q Query) Encode() string {
 			}
 		}
 	}
+	if q.Nonce != "" {
+		b.WriteString("&" + ParamNonce + "=")
+		b.WriteString(url.QueryEscape(q.Nonce))
+	}
 	return b.String()
 }
 
@@ -103,12 +164,14 @@ var archWords = []struct {
 	{hwid.ArchLoongArch64EFI, "efi", "loong64"},
 }
 
-// ParseQuery parses the query string of GET /boot/ipxe: mac (required), uuid, ip, platform
-// and buildarch (optional; empty is absent). Each may appear once; other keys are ignored. A UUID is the
+// ParseQuery parses the query string of GET /boot/ipxe: mac (required), uuid, ip, platform,
+// buildarch and n, the boot nonce (optional; empty is absent). Each may appear once; other
+// keys are ignored. A UUID is the
 // canonical or 32-digit form; an IP is a unicast IPv4 or IPv6 address without a zone
 // (IPv4-mapped IPv6 is unmapped); platform and buildarch are [a-z0-9_]{0,16}, mapped to
-// [Query.Arch] when iPXE names a firmware it has a number for. Anything else is a
-// [*QueryError].
+// [Query.Arch] when iPXE names a firmware it has a number for; a nonce is 1 to MaxNonceLen
+// of [A-Za-z0-9_-]. Anything else is a [*QueryError]. Remote is left zero: it is the
+// connection's, never the query's.
 func ParseQuery(raw string) (Query, error) {
 	var q Query
 	if len(raw) > MaxQueryLen {
@@ -181,5 +244,8 @@ func ParseQuery(raw string) (Query, error) {
 		return q, &QueryError{Field: "buildarch", Err: errors.New("not [a-z0-9_]{0,16}")}
 	}
 	q.Arch, q.HasArch = archOf(platform, buildarch)
+	if q.Nonce, err = nonceOf(vals); err != nil {
+		return q, err
+	}
 	return q, nil
 }

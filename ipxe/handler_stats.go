@@ -9,7 +9,10 @@ type Stats struct {
 	Scripts         uint64 // ramdisk boot scripts answered (200)
 	Sanboots        uint64 // sanboot scripts answered (200)
 	Unknown         uint64 // 404: no live entry
-	Mismatched      uint64 // 404: the machine does not match its entry (arch or UUID)
+	Mismatched      uint64 // 404: the machine does not match its entry (arch or UUID), said the host
+	Unbound         uint64 // 404: the host said the requester is not bound to the machine's DHCP answer
+	UUIDRefused     uint64 // 404: the query's UUID is no spelling of the entry's
+	IPRefused       uint64 // 404: the query's IP is not the connection's address
 	Discovered      uint64 // unknown machines reported to OnDiscovered
 	Fenced          uint64 // 503: this agent is not the active boot server
 	TokenWaits      uint64 // 503: the discovery token is not available yet
@@ -25,7 +28,7 @@ type Stats struct {
 
 type counters struct {
 	requests, chains, scripts, sanboots, unknown, discovered, fenced, tokenWaits,
-	sanbootWaits, tokenFetches, mismatched, badRequests, headersTooLarge, methodsRefused, notFound,
+	sanbootWaits, tokenFetches, mismatched, unbound, uuidRefused, ipRefused, badRequests, headersTooLarge, methodsRefused, notFound,
 	files, errors atomic.Uint64
 }
 
@@ -34,7 +37,8 @@ func (h *Handler) Stats() Stats {
 	c := &h.n
 	return Stats{
 		Requests: c.requests.Load(), Chains: c.chains.Load(), Scripts: c.scripts.Load(),
-		Sanboots: c.sanboots.Load(), Unknown: c.unknown.Load(), Mismatched: c.mismatched.Load(), Discovered: c.discovered.Load(),
+		Sanboots: c.sanboots.Load(), Unknown: c.unknown.Load(), Mismatched: c.mismatched.Load(),
+		Unbound: c.unbound.Load(), UUIDRefused: c.uuidRefused.Load(), IPRefused: c.ipRefused.Load(), Discovered: c.discovered.Load(),
 		Fenced: c.fenced.Load(), TokenWaits: c.tokenWaits.Load(), SanbootWaits: c.sanbootWaits.Load(),
 		TokenFetches: c.tokenFetches.Load(), BadRequests: c.badRequests.Load(),
 		HeadersTooLarge: c.headersTooLarge.Load(), MethodsRefused: c.methodsRefused.Load(),

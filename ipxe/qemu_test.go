@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,8 +37,17 @@ func (m *qemuMachine) requests() []string {
 	return slices.Clone(m.log)
 }
 
+// qemuNonce is the boot nonce the machine's DHCP answer (QEMU's bootfile) names in its chain
+// URL, as the reference agent's proxy DHCP does.
+const qemuNonce = "qemu-boot-nonce_0123456789abcdef"
+
 // startQEMU serves h on loopback, recording requests, and boots a machine against it.
 // after, when set, runs after each request with its path and status.
+//
+// QEMU's user-mode network NATs the guest: its connections reach the server from the
+// host's loopback, not from the 10.0.2.15 iPXE reports. The server here restores the
+// guest's address, as a host behind a NAT that knows its clients' addresses would, so the
+// handler's rule that the query's IP is the connection's holds as on a real segment.
 func startQEMU(t *testing.T, h http.Handler, mac hwid.MAC, uuid hwid.UUID, after func(path string, status int)) *qemuMachine {
 	t.Helper()
 	qemu := testpeer.LookPath(t, "qemu-system-x86_64", "qemu-system-x86")
@@ -47,6 +57,9 @@ func startQEMU(t *testing.T, h http.Handler, mac hwid.MAC, uuid hwid.UUID, after
 	}
 	m := &qemuMachine{serial: filepath.Join(t.TempDir(), "serial.log")}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && ap.Addr().IsLoopback() {
+			r.RemoteAddr = netip.AddrPortFrom(netip.MustParseAddr("10.0.2.15"), ap.Port()).String()
+		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(rec, r)
 		m.mu.Lock()
@@ -68,7 +81,7 @@ func startQEMU(t *testing.T, h http.Handler, mac hwid.MAC, uuid hwid.UUID, after
 			"-accel", "tcg", "-M", "pc", "-m", "512", "-nodefaults", "-display", "none",
 			"-machine", "graphics=off", "-serial", "file:" + m.serial, "-no-reboot",
 			"-uuid", uuid.String(),
-			"-netdev", "user,id=n0,bootfile=http://10.0.2.2:" + port + ipxe.PathChain,
+			"-netdev", "user,id=n0,bootfile=http://10.0.2.2:" + port + ipxe.PathChain + "?n=" + qemuNonce,
 			"-device", "virtio-net-pci,netdev=n0,mac=" + mac.String() + ",bootindex=1",
 			"-boot", "n",
 		},
@@ -165,6 +178,19 @@ func TestQEMU_RealIPXEBootsRamdisk(t *testing.T) {
 	c := claims[0]
 	if c.MAC != mac || c.IP.String() != "10.0.2.15" || !hwid.SameMachine(c.UUID, uuid) {
 		t.Errorf("claims MAC %s IP %s UUID %s; want %s 10.0.2.15 a spelling of %s", c.MAC, c.IP, c.UUID, mac, uuid)
+	}
+	// The boot nonce of the DHCP answer reached the host on every ask, the one iPXE made
+	// again on its own after the 503 too.
+	host.mu.Lock()
+	queries := slices.Clone(host.queries)
+	host.mu.Unlock()
+	for _, q := range queries {
+		if q.Nonce != qemuNonce || q.IP.String() != "10.0.2.15" {
+			t.Errorf("the host saw nonce %q, ip %s; want %q, 10.0.2.15", q.Nonce, q.IP, qemuNonce)
+		}
+	}
+	if len(queries) != 2 {
+		t.Errorf("the host was asked %d times, want 2 (the 503, then the script)", len(queries))
 	}
 
 	// The kernel saw exactly the rendered parameters, word for word.

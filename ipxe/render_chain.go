@@ -15,6 +15,12 @@ import (
 // reformats the raw bytes as a string, so a MAC becomes its raw bytes and its first zero
 // byte ends the URL; and a plain ${netX/mac} puts ':' in the query, which that iPXE reads as
 // the end of a URI scheme when the URL is relative ("Operation not supported").
+//
+// When URL's host is an IPv6 literal (http://[2001:db8::2]/boot/ipxe), ip= carries
+// ${netX/ip6} instead: the machine came over IPv6.
+//
+// With a Nonce the target ends in &n=NONCE: the boot nonce the host named in its proxy DHCP
+// answer to this machine, carried on to the boot script.
 type Chain struct {
 	URL string // the boot script, e.g. "/boot/ipxe"; no query or fragment
 	// Interface is the iPXE network device whose MAC and IP are sent: "" means
@@ -26,6 +32,8 @@ type Chain struct {
 	// after its trunk's real name, which "netX" does not give.
 	VLAN  int
 	Retry Retry
+	// Nonce is the boot nonce sent on as n= (1 to MaxNonceLen of [A-Za-z0-9_-]); "" none.
+	Nonce string
 }
 
 // Render returns the script, or a [*ValueError] when a value is refused.
@@ -50,6 +58,9 @@ func (c Chain) Render() ([]byte, error) {
 	if c.VLAN != 0 && dev == DefaultInterface {
 		return nil, invalidErr("vlan", "a VLAN needs a named interface, not netX")
 	}
+	if c.Nonce != "" && !validNonce(c.Nonce) {
+		return nil, unsafeErr("nonce", "a boot nonce is 1 to 64 of [A-Za-z0-9_-]")
+	}
 	sleeps, err := c.Retry.sleeps()
 	if err != nil {
 		return nil, err
@@ -58,8 +69,19 @@ func (c Chain) Render() ([]byte, error) {
 	if c.VLAN != 0 {
 		ipdev = dev + "-" + strconv.Itoa(c.VLAN)
 	}
-	target := c.URL + "?mac=${" + dev + "/mac:hexhyp}&uuid=${uuid}&ip=${" + ipdev + "/ip}" +
+	// Over IPv6 (the URL's host an IPv6 literal) the address reported is the NIC's IPv6 one,
+	// iPXE's ${netX/ip6} (its NDP settings: the address SLAAC gives it from the router's
+	// prefix), since the request comes from an IPv6 address; it is empty when iPXE has no
+	// such address (a DHCPv6-only lease), and the handler then takes the connection's.
+	ipSetting := "/ip"
+	if strings.HasPrefix(u.Host, "[") {
+		ipSetting = "/ip6"
+	}
+	target := c.URL + "?mac=${" + dev + "/mac:hexhyp}&uuid=${uuid}&ip=${" + ipdev + ipSetting + "}" +
 		"&platform=${platform}&buildarch=${buildarch}"
+	if c.Nonce != "" {
+		target += "&" + ParamNonce + "=" + c.Nonce
+	}
 
 	s := newScript("chain to this machine's boot script", (len(sleeps)+1)*(len(target)+140))
 	if c.VLAN != 0 {

@@ -3,20 +3,25 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // TestBootlab runs the whole demo with six machines: it must end with everything that should
-// happen having happened.
+// happen having happened. Then no secret the lab handed out (discovery tokens, cache grants,
+// assertions, the node keys) is in the agents' or the control plane's logs (at debug level),
+// in the agents' /metrics, or in the status reports the control plane keeps.
 func TestBootlab(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var buf bytes.Buffer
 	out := &printer{w: &buf}
-	ok, err := run(ctx, slog.New(slog.DiscardHandler), out, 6)
+	logs := &lockedBuffer{}
+	l, ok, err := runLab(ctx, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), out, 6)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, buf.String())
 	}
@@ -26,13 +31,59 @@ func TestBootlab(t *testing.T) {
 	for _, want := range []string{
 		"machines booted: 6 of 6 (agent-a 3, agent-b 3)",
 		// Two DHCP answers per machine (firmware, then iPXE); kernel, initrd and deploy image
-		// from the cache; agent-a signed one spare script; agent-b refused one while standing by.
-		"agent-a counted: 6 proxy DHCP answers, 3 TFTP transfers, 4 scripts, 4 assertions signed, 9 cache answers, 0 fenced",
+		// from the cache; agent-a booted machine 1 once more for a spare script (its kernel and
+		// initrd too); agent-b refused one while standing by.
+		"agent-a counted: 8 proxy DHCP answers, 4 TFTP transfers, 4 scripts, 4 assertions signed, 11 cache answers, 0 fenced",
 		"agent-b counted: 6 proxy DHCP answers, 3 TFTP transfers, 3 scripts, 3 assertions signed, 9 cache answers, 1 fenced",
 		"refused (replay)", "All 6 machines booted",
+		"ok    a stranger's sync in agent-b's name is refused (403): answered 403: not your node",
+		"ok    a plain-http control URL is refused by the config check (siteagent -check): agent: config: Control.URL: plain http",
 	} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, buf.String())
 		}
 	}
+
+	l.mu.Lock()
+	secrets, metrics := l.secrets, l.metrics
+	l.mu.Unlock()
+	// Per machine a token, an assertion and its grants; per agent its node key.
+	if len(secrets) < 6*3+2 || len(metrics) != 2 {
+		t.Fatalf("the lab noted %d secrets and %d agents' metrics; want at least %d and 2", len(secrets), len(metrics), 6*3+2)
+	}
+	var reports strings.Builder
+	for _, a := range l.agents {
+		fmt.Fprintf(&reports, "%+v %+v\n", l.plane.Images(a.name), l.plane.Discovered(a.name))
+	}
+	places := map[string]string{"logs": logs.String(), "status reports": reports.String()}
+	for name, m := range metrics {
+		places[name+" /metrics"] = m
+	}
+	if !strings.Contains(places["logs"], "level=DEBUG") {
+		t.Fatal("no debug logs captured")
+	}
+	for where, text := range places {
+		for _, s := range secrets {
+			if strings.Contains(text, s) || strings.Contains(text, strings.TrimSpace(s)) {
+				t.Errorf("a secret handed out is in the %s: %.8s...", where, s)
+			}
+		}
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

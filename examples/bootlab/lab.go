@@ -13,12 +13,16 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/sitetls"
+	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
 
 const (
@@ -53,10 +57,27 @@ type lab struct {
 
 	plane    *controlplane.Plane
 	planeURL string
+	ca       *sitetlstest.CA // the site's CA, made at start: the control plane and agents trust it
+	caFile   string
 	verifier *assertion.Verifier
 	keys     assertion.StaticKeys // the agents' keys, as the control plane knows them
 
 	agents []*labAgent
+
+	mu      sync.Mutex
+	secrets []string          // every token, grant and assertion handed out, and the node keys
+	metrics map[string]string // each agent's /metrics, read before it stopped
+}
+
+// secret notes something that must never appear in a log, a metric or a status report.
+func (l *lab) secret(s ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, x := range s {
+		if x != "" {
+			l.secrets = append(l.secrets, x)
+		}
+	}
 }
 
 // labAgent is one site agent of the lab and how to stop it.
@@ -67,6 +88,7 @@ type labAgent struct {
 	stop   context.CancelFunc
 	done   chan error
 	pubkey ed25519.PublicKey
+	cfg    agent.Config
 }
 
 func (l *lab) agentByIP(ip netip.Addr) string {
@@ -91,6 +113,20 @@ func serve(ctx context.Context, addr string, h http.Handler) (string, error) {
 		srv.Close()
 	}()
 	return "http://" + ln.Addr().String(), nil
+}
+
+// serveTLS runs srv over TLS on a loopback address until ctx ends, and returns its base URL.
+func serveTLS(ctx context.Context, addr string, srv *http.Server) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	go srv.ServeTLS(ln, "", "")
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	return "https://" + ln.Addr().String(), nil
 }
 
 func newLab(ctx context.Context, log *slog.Logger) (*lab, error) {
@@ -130,12 +166,34 @@ func newLab(ctx context.Context, log *slog.Logger) (*lab, error) {
 		l.builds[name] = im
 	}
 
+	// The site's CA, made now: it certifies the control plane and each agent's node key,
+	// and the link between them is mutual TLS.
+	if l.ca, err = sitetlstest.NewCA("bootlab site CA", nil); err != nil {
+		return nil, err
+	}
+	l.caFile = filepath.Join(dir, "ca.pem")
+	if err := l.ca.WriteFile(l.caFile); err != nil {
+		return nil, err
+	}
+	server, err := l.ca.Issue(sitetlstest.Request{Hosts: []string{"127.0.0.1"}})
+	if err != nil {
+		return nil, err
+	}
+	serverCert, serverKey := filepath.Join(dir, "control.pem"), filepath.Join(dir, "control.key")
+	if err := server.WriteFiles(serverCert, serverKey); err != nil {
+		return nil, err
+	}
+	creds, err := sitetls.Load(sitetls.Config{CertFile: serverCert, KeyFile: serverKey, CAFile: l.caFile, Logger: log.With("part", "control-plane")})
+	if err != nil {
+		return nil, err
+	}
+
 	// The control plane.
 	l.plane = controlplane.New(log.With("part", "control-plane"))
 	l.plane.TTL = leaseTTL
 	l.plane.Interval = 250 * time.Millisecond
 	l.plane.SessionTimeout = time.Second
-	if l.planeURL, err = serve(ctx, "127.0.0.1:0", l.plane.Handler()); err != nil {
+	if l.planeURL, err = serveTLS(ctx, "127.0.0.1:0", l.plane.TLSServer(creds)); err != nil {
 		return nil, err
 	}
 	go l.plane.Run(ctx)
@@ -176,21 +234,40 @@ func (l *lab) addAgent(ctx context.Context, name string, ip netip.Addr) (*labAge
 		AllowedSourceNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 	}
 	cfg.Lease.TTL = leaseTTL
-	cfg.Control = agent.ControlConfig{URL: l.planeURL, Heartbeat: 250 * time.Millisecond, Timeout: time.Second}
+	// The agent's site certificate, for its node key, from the site's CA.
+	cfg.KeyFile = filepath.Join(cfg.DataDir, "node.key")
+	cfg.Control = agent.ControlConfig{
+		URL: l.planeURL, Heartbeat: 250 * time.Millisecond, Timeout: time.Second,
+		CertFile: filepath.Join(cfg.DataDir, "site.pem"), CAFile: l.caFile,
+	}
 	cfg.Metrics.Listen = any0
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, err
 	}
+	cert, err := l.ca.Issue(sitetlstest.Request{Node: sitetls.Identity{Site: siteID, Node: name}, Key: key})
+	if err != nil {
+		return nil, err
+	}
+	if err := cert.WriteFiles(cfg.Control.CertFile, cfg.KeyFile); err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(cert.KeyPEM), "\n") {
+		if line != "" && !strings.HasPrefix(line, "-----") {
+			l.secret(line) // the key's base64 body
+		}
+	}
 	l.plane.Enroll(siteID, name)
 	actx, stop := context.WithCancel(ctx)
-	a, err := agent.New(actx, &cfg, &agent.HTTPLink{Base: l.planeURL}, agent.Options{
-		Logger: l.log.With("part", name), Signer: key, DHCPClientPort: clientPort, DrainTimeout: time.Second,
+	// No Link and no Signer: the agent loads its node key from its file and dials the
+	// control plane over mutual TLS itself, as the siteagent command does.
+	a, err := agent.New(actx, &cfg, nil, agent.Options{
+		Logger: l.log.With("part", name), DHCPClientPort: clientPort, DrainTimeout: time.Second,
 	})
 	if err != nil {
 		stop()
 		return nil, err
 	}
-	la := &labAgent{name: name, ip: ip, a: a, stop: stop, done: make(chan error, 1), pubkey: key.Public().(ed25519.PublicKey)}
+	la := &labAgent{name: name, ip: ip, a: a, stop: stop, done: make(chan error, 1), pubkey: key.Public().(ed25519.PublicKey), cfg: cfg}
 	l.keys[name] = assertion.Agent{PublicKey: la.pubkey, Site: siteID, Role: assertion.RoleSite}
 	l.agents = append(l.agents, la)
 	go func() { la.done <- a.Run(actx) }()

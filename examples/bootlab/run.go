@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"path/filepath"
@@ -21,6 +24,8 @@ import (
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/internal/simmachine"
+	"github.com/bettercompute/siteboot/sitetls"
+	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
 
 // outcome is one machine's boot, as the summary shows it.
@@ -42,11 +47,17 @@ type check struct {
 }
 
 func run(ctx context.Context, log *slog.Logger, out *printer, n int) (bool, error) {
+	_, ok, err := runLab(ctx, log, out, n)
+	return ok, err
+}
+
+// runLab is run, and returns the lab for a test to look into.
+func runLab(ctx context.Context, log *slog.Logger, out *printer, n int) (*lab, bool, error) {
 	start := time.Now()
 	out.section("1. Site")
 	l, err := newLab(ctx, log)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	var checks []check
 	must := func(what string, ok bool, note string, args ...any) {
@@ -55,17 +66,17 @@ func run(ctx context.Context, log *slog.Logger, out *printer, n int) (bool, erro
 
 	a, err := l.addAgent(ctx, "agent-a", netip.MustParseAddr("127.0.0.2"))
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	if err := waitFor(ctx, 10*time.Second, func() bool { return a.a.Fence().Active }); err != nil {
-		return false, fmt.Errorf("agent-a never became the boot server: %w", err)
+		return nil, false, fmt.Errorf("agent-a never became the boot server: %w", err)
 	}
 	b, err := l.addAgent(ctx, "agent-b", netip.MustParseAddr("127.0.0.3"))
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	out.linef("image origin      %s (kernel %s, initrd %s, deploy image %s)", l.origin, size(l.kernel), size(l.initrd), size(l.deploy))
-	out.linef("control plane     %s (lease TTL %v, tick every 250ms)", l.planeURL, leaseTTL)
+	out.linef("control plane     %s (lease TTL %v, tick every 250ms; mutual TLS, site CA made at start)", l.planeURL, leaseTTL)
 	for _, x := range l.agents {
 		ad := x.a.Addrs()
 		out.linef("%-17s proxy DHCP %s + %s, TFTP %s, HTTP %s", x.name, ad["dhcp"], ad["pxe"], ad["tftp"], ad["http"])
@@ -90,7 +101,7 @@ func run(ctx context.Context, log *slog.Logger, out *printer, n int) (bool, erro
 		_, okB := b.a.Entries().Lookup(machineMAC(n))
 		return okA && okB && cacheReady(a.a, l) && cacheReady(b.a, l)
 	}); err != nil {
-		return false, fmt.Errorf("agents never got their entries and images: %w", err)
+		return nil, false, fmt.Errorf("agents never got their entries and images: %w", err)
 	}
 	out.linef("%d boot entries on each agent; kernel, initrd and deploy image pulled and verified into both caches", n)
 
@@ -148,9 +159,14 @@ func run(ctx context.Context, log *slog.Logger, out *printer, n int) (bool, erro
 	out.linef("discovered by agent-a: %s (uuid %s), reported to the control plane", machineMAC(unknown), machineUUID(unknown))
 
 	out.section(fmt.Sprintf("3. agent-a stops; machines %d-%d boot while the lease fails over to agent-b", half+1, n))
-	aFenceEnds := time.Now().Add(a.a.Fence().Remaining)
-	stopped := time.Now()
-	a.stop()
+	l.readMetrics(ctx, a)
+	// Machine n boots through its BMC: the control plane's ensureRamdisk runs through
+	// agent-a, which is stopped right after it power-cycled the machine (bmc.go).
+	ramdisk, err := l.ensureRamdiskThenStop(ctx, out, a, n)
+	if err != nil {
+		return nil, false, err
+	}
+	aFenceEnds, stopped := ramdisk.fenceEnds, ramdisk.stopped
 	<-a.done
 	out.linef("agent-a stopped at +%.1fs: no more heartbeats; its fence would end within %.1fs", time.Since(start).Seconds(), time.Until(aFenceEnds).Seconds())
 	var bActive time.Time
@@ -171,6 +187,7 @@ func run(ctx context.Context, log *slog.Logger, out *printer, n int) (bool, erro
 	<-watchDone
 	must("agent-b took over only after agent-a's fence had ended", !bActive.IsZero() && !bActive.Before(aFenceEnds), "took over %.2fs after the fence ended", bActive.Sub(aFenceEnds).Seconds())
 	must("the epoch moved on with the holder", bEpoch > fa.Epoch, "epoch %d -> %d", fa.Epoch, bEpoch)
+	ramdisk.check(ctx, out, must)
 
 	out.section("4. What was refused, and why")
 	_, err = l.verifier.Verify(ctx, spare, joinOf(1))
@@ -183,14 +200,80 @@ func run(ctx context.Context, log *slog.Logger, out *printer, n int) (bool, erro
 	must("a plain /cache/SHA256 without a grant is refused (404)", st == http.StatusNotFound, "answered %d", st)
 	st, _ = httpGet(ctx, b.a.HTTPBase()+"/boot/ipxe?mac=52:54:00:5b:00:01%0Akernel%20http://203.0.113.9/x")
 	must("a script request that tries to inject a command is refused (400)", st == http.StatusBadRequest, "answered %d", st)
+	st, macOnly := httpGet(ctx, b.a.HTTPBase()+"/boot/ipxe?mac="+machineMAC(1).String())
+	must("a script request naming only a known MAC is refused, no secret in it (404, no-nonce)", st == http.StatusNotFound && !strings.Contains(macOnly, "bc.token"), "answered %d", st)
+	// The control link: only the node a certificate names speaks for it.
+	stranger, err := l.nodeClient(siteIdentity("agent-x"))
+	if err != nil {
+		return nil, false, err
+	}
+	st, body := l.post(ctx, stranger, "/v1/sync", agent.Report{Site: siteID, Node: "agent-b", Beat: 1, Acked: l.plane.Pending("agent-b")})
+	must("a stranger's sync in agent-b's name is refused (403)", st == http.StatusForbidden, "answered %d: %s", st, body)
+	st, body = l.post(ctx, stranger, "/v1/token", map[string]string{"node": "agent-b", "workflow": "wf-01", "ref": "tok-01"})
+	must("a stranger asking for machine 1's token is refused (403)", st == http.StatusForbidden, "answered %d: %s", st, body)
+	st, body = l.post(ctx, &http.Client{Timeout: 5 * time.Second}, "/v1/sync", agent.Report{Site: siteID, Node: "agent-b"})
+	must("a caller without a site certificate is refused at the TLS handshake", st == 0, "%s", body)
+	plain := b.cfg
+	plain.Control.URL = strings.Replace(plain.Control.URL, "https://", "http://", 1)
+	plain.Control.CertFile, plain.Control.CAFile = "", ""
+	err = plain.Validate()
+	must("a plain-http control URL is refused by the config check (siteagent -check)", errors.Is(err, agent.ErrPlainHTTP), "%v", err)
 	for _, c := range checks {
 		if strings.Contains(c.what, "refuse") {
-			out.linef("%s  %s", mark(c.ok), c.what)
+			out.linef("%s  %s: %s", mark(c.ok), c.what, c.note)
 		}
 	}
+	l.readMetrics(ctx, b)
 
 	out.section("5. Summary")
-	return l.summary(out, outcomes, checks, n, unknown, time.Since(start)), nil
+	return l, l.summary(out, outcomes, checks, n, unknown, time.Since(start)), nil
+}
+
+func siteIdentity(node string) sitetls.Identity { return sitetls.Identity{Site: siteID, Node: node} }
+
+// nodeClient is an HTTPS client presenting a certificate the site's CA issued for id.
+func (l *lab) nodeClient(id sitetls.Identity) (*http.Client, error) {
+	p, err := l.ca.Issue(sitetlstest.Request{Node: id})
+	if err != nil {
+		return nil, err
+	}
+	cert, key := filepath.Join(l.dir, id.Node+".pem"), filepath.Join(l.dir, id.Node+".key")
+	if err := p.WriteFiles(cert, key); err != nil {
+		return nil, err
+	}
+	creds, err := sitetls.Load(sitetls.Config{CertFile: cert, KeyFile: key, CAFile: l.caFile})
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: creds.ClientConfig("127.0.0.1")}}, nil
+}
+
+// post sends v as JSON to the control plane and returns the status (0 when no answer came)
+// and the body or the error.
+func (l *lab) post(ctx context.Context, c *http.Client, path string, v any) (int, string) {
+	b, _ := json.Marshal(v)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.planeURL+path, bytes.NewReader(b))
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	return resp.StatusCode, strings.TrimSpace(string(body))
+}
+
+// readMetrics keeps an agent's /metrics, for the check that no secret is in them.
+func (l *lab) readMetrics(ctx context.Context, la *labAgent) {
+	_, body := httpGet(ctx, "http://"+la.a.Addrs()["metrics"]+"/metrics")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.metrics == nil {
+		l.metrics = map[string]string{}
+	}
+	l.metrics[la.name] = body
 }
 
 func joinOf(i int) assertion.Join {
@@ -213,6 +296,7 @@ func (l *lab) boot(ctx context.Context, out *printer, i, attempts int) *outcome 
 		Name: fmt.Sprintf("m%02d", i), MAC: machineMAC(i), UUID: machineUUID(i), IP: machineIP(i),
 		ClientPort: clientPort, DHCPServers: l.dhcpServers(), TFTPAddr: l.tftpAddr,
 		DHCPTimeout: 700 * time.Millisecond, DHCPAttempts: attempts, SleepScale: 0.05,
+		HTTP: machineClient(machineIP(i)),
 	}
 	if l.log.Enabled(ctx, slog.LevelInfo) {
 		m.OnEvent = func(m *simmachine.Machine, msg string) { l.log.Info(msg, "machine", m.Name) }
@@ -234,6 +318,10 @@ func (l *lab) boot(ctx context.Context, out *printer, i, attempts int) *outcome 
 // streams from bc.cache with its digest checked.
 func (l *lab) ramdisk(ctx context.Context, i int, o *outcome) error {
 	r := o.res
+	l.secret(r.Param("bc.token"), r.Param("bc.assertion"), grantOf(r.Kernel.URL), grantOf(r.Param("bc.cache")))
+	for _, im := range r.Initrds {
+		l.secret(grantOf(im.URL))
+	}
 	if r.Kernel.SHA256 != l.kernel.sha256 || len(r.Initrds) != 1 || r.Initrds[0].SHA256 != l.initrd.sha256 {
 		return errors.New("kernel or initrd bytes do not match their digests")
 	}
@@ -262,18 +350,41 @@ func (l *lab) ramdisk(ctx context.Context, i int, o *outcome) error {
 	return nil
 }
 
-// scriptAssertion fetches machine i's script from an agent and returns its assertion.
+// scriptAssertion boots machine i once more through one agent only, as far as its script,
+// and returns the assertion the script carries without using it. (A script with an
+// assertion goes only to a machine the agent answered by DHCP, from its own address.)
 func (l *lab) scriptAssertion(ctx context.Context, la *labAgent, i int) (string, error) {
-	st, body := httpGet(ctx, la.a.HTTPBase()+"/boot/ipxe?mac="+machineMAC(i).String())
-	if st != http.StatusOK {
-		return "", fmt.Errorf("script answered %d", st)
+	m := &simmachine.Machine{
+		Name: fmt.Sprintf("m%02d-spare", i), MAC: machineMAC(i), UUID: machineUUID(i), IP: machineIP(i),
+		ClientPort: clientPort, DHCPServers: []netip.AddrPort{netip.MustParseAddrPort(la.a.Addrs()["dhcp"])}, TFTPAddr: l.tftpAddr,
+		DHCPTimeout: 700 * time.Millisecond, DHCPAttempts: 4, SleepScale: 0.05, HTTP: machineClient(machineIP(i)),
 	}
-	for _, f := range strings.Fields(body) {
-		if v, ok := strings.CutPrefix(f, "bc.assertion="); ok {
-			return v, nil
-		}
+	r, err := m.Boot(ctx)
+	if err != nil {
+		return "", err
+	}
+	if a := r.Param("bc.assertion"); a != "" {
+		l.secret(a, r.Param("bc.token"))
+		return a, nil
 	}
 	return "", errors.New("no bc.assertion in the script")
+}
+
+// machineClient is an HTTP client whose connections come from the machine's own address, as
+// a real machine's do: the agent binds a boot to the address that fetched it.
+func machineClient(ip netip.Addr) *http.Client {
+	d := &net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, 0)), Timeout: 5 * time.Second}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 2}}
+}
+
+// grantOf is the grant in a cache URL (.../t/GRANT/...), or "".
+func grantOf(u string) string {
+	_, rest, ok := strings.Cut(u, "/t/")
+	if !ok {
+		return ""
+	}
+	g, _, _ := strings.Cut(rest, "/")
+	return g
 }
 
 func cacheReady(a *agent.Agent, l *lab) bool {

@@ -10,7 +10,9 @@
 //	siteagent -check /etc/siteagent/config.toml   # validate and exit
 //
 // The file is TOML (see package configfile for its keys, agent.Config for what they mean);
-// testdata/example.toml is a complete example.
+// testdata/example.toml is a complete example. The link to the control plane is mutual TLS
+// with the site certificate named in [control]; a plain http:// control URL is refused
+// unless control.insecure = true.
 package main
 
 import (
@@ -23,6 +25,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/configfile"
 )
@@ -57,7 +60,16 @@ func main() {
 		log.Error("data dir", "err", err)
 		os.Exit(1)
 	}
-	a, err := agent.New(ctx, cfg, &agent.HTTPLink{Base: cfg.Control.URL}, agent.Options{Logger: log})
+	// The descriptor budget the HTTP connection caps are derived from: the soft limit raised
+	// to the hard one (DESIGN.md S4).
+	if nofile, err := connlimit.RaiseNOFILE(); err != nil {
+		log.Warn("raise RLIMIT_NOFILE", "err", err)
+	} else {
+		log.Debug("descriptor limit", "nofile", nofile)
+	}
+	// A nil Link: the agent's own, over mutual TLS with the site certificate in [control]
+	// (or plain http with control.insecure = true).
+	a, err := agent.New(ctx, cfg, nil, agent.Options{Logger: log})
 	if err != nil {
 		log.Error("start", "err", err)
 		os.Exit(1)

@@ -39,6 +39,12 @@ func TestCheck(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "lease.grace") {
 		t.Errorf("-check with an unknown key: %v, %q; want exit 1 naming lease.grace", err, out)
 	}
+	// A plain http control URL without insecure = true.
+	os.WriteFile(bad, []byte(strings.Replace(string(b), `url       = "https://`, `url       = "http://`, 1)), 0o644)
+	out, err = exec.Command(bin, "-check", bad).CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "control.url: plain http") {
+		t.Errorf("-check with an http control URL: %v, %q; want exit 1 naming control.url", err, out)
+	}
 }
 
 // TestSIGTERMDrains starts the agent with no control plane reachable (it keeps running,
@@ -65,6 +71,7 @@ url = "http://127.0.0.1:9/initrd"
 sha256 = "0128042d64cad309383b4779ec4290792b54daa97158e4c6126a57d2260042fe"
 [control]
 url = "http://127.0.0.1:9"
+insecure = true
 heartbeat = "200ms"
 [metrics]
 listen = %q
@@ -98,5 +105,8 @@ listen = %q
 	}
 	if !strings.Contains(p.Output(), "site agent stopped") {
 		t.Errorf("no clean stop in the log:\n%s", p.Output())
+	}
+	if !strings.Contains(p.Output(), "level=WARN msg=\"control link is plain http") {
+		t.Errorf("no warning at start about the plain http link:\n%s", p.Output())
 	}
 }

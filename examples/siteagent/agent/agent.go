@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,12 +18,15 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/discovery"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/lease"
 	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/tftpd"
 )
 
@@ -50,6 +54,23 @@ type Options struct {
 	// when Metrics.Listen is zero.
 	DHCPConn, PXEConn, TFTPConn   net.PacketConn
 	HTTPListener, MetricsListener net.Listener
+	// DHCPv6Conn (UDP 547, from proxydhcp.ListenDHCPv6) and PXE6Conn ([::]:4011) are used
+	// only with Boot.DHCPv6. With Boot.ServerIP6, TFTPConn and HTTPListener should be
+	// dual-stack sockets (bound to [::] on "udp" and "tcp").
+	DHCPv6Conn, PXE6Conn net.PacketConn
+
+	// Credentials are the link's site certificate, when the host built the Link itself
+	// (NewHTTPLink with LoadCredentials): the agent checks them on every heartbeat and
+	// reports them in /healthz and /metrics. With a nil Link, New builds its own link from
+	// Config.Control and loads them itself.
+	Credentials *sitetls.Credentials
+
+	// BMCOpener opens the drivers of bmc.* commands' targets; nil means a registry of
+	// bmc/redfish and bmc/ipmi with their defaults.
+	BMCOpener bmc.Opener
+
+	// Rand is where the boot nonces of proxy DHCP answers come from; nil means crypto/rand.
+	Rand io.Reader
 }
 
 // Agent is a running site agent: proxy DHCP, TFTP, the boot and cache HTTP server, the lease
@@ -86,6 +107,14 @@ type Agent struct {
 	syncErrors  uint64
 	syncFailing uint64 // heartbeats failed in a row
 	transfers   transferCounters
+	nonces      *bootNonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
+	linkTLS     linkTLS
+	httpLimit   *connlimit.Listener // the caps on httpLn
+	metricLimit *connlimit.Listener // the caps on metricsLn
+
+	bmc *bmcAccess // bmc.* commands (bmc.go)
+
+	v6 ipv6Part // IPv6 boot (ipv6.go)
 }
 
 // New builds an agent from its config and binds its sockets, so that a host learns at once
@@ -114,6 +143,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	a = ag
 	c := &a.cfg
 
+	a.sweepTemps()
 	if a.entries, err = OpenEntries(filepath.Join(c.DataDir, EntriesFileName), clock.Now); err != nil {
 		return nil, err
 	}
@@ -122,6 +152,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		if signer, err = LoadOrCreateKey(c.keyFile()); err != nil {
 			return nil, err
 		}
+	}
+	if err := a.setupLink(signer.Public()); err != nil {
+		return nil, err
 	}
 	a.issuer = &assertion.Issuer{Site: c.SiteID, Agent: c.NodeID, Signer: signer, Now: clock.Now}
 	if err := a.issuer.Validate(); err != nil {
@@ -142,24 +175,37 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		Client:   opt.HTTPClient,
 		// The site's own choice of sources the policy would refuse.
 		AllowedSourceNetworks: c.Boot.AllowedSourceNetworks,
+		ManagementNetworks:    c.Boot.ManagementNetworks,
 		Fence:                 imagecache.FenceFunc(a.active),
 		Now:                   clock.Now,
 		Logger:                log.With("component", "imagecache"),
 	}); err != nil {
 		return nil, err
 	}
+	if err := a.setupBMC(); err != nil {
+		return nil, err
+	}
 
 	if err := a.listen(); err != nil {
 		return nil, err
 	}
+	if err := a.limitListeners(); err != nil {
+		return nil, err
+	}
 	if c.Boot.ProxyDHCP {
+		a.nonces = newBootNonces(clock.Now, opt.Rand, c.Boot.NonceWindow)
 		a.dhcp = &proxydhcp.Server{
 			Handler:    proxydhcp.HandlerFunc(a.serveDHCP),
 			Discoverer: proxydhcp.DiscovererFunc(a.discoveredDHCP),
 			ServerIP:   c.Boot.ServerIP,
 			HTTPPort:   a.httpPort(),
+			Relays:     c.Boot.Relays,
 			ClientPort: opt.DHCPClientPort,
 			Logger:     log.With("component", "proxydhcp"),
+		}
+		if c.Boot.DHCPv6 {
+			a.dhcp.ServerIP6, a.dhcp.TFTPPort = c.Boot.ServerIP6, a.tftpPort()
+			a.v6.passes = newBootPasses(clock.Now, c.Boot.NonceWindow)
 		}
 		if err := a.dhcp.Validate(); err != nil {
 			return nil, err
@@ -214,13 +260,13 @@ func (a *Agent) listen() error {
 	}
 	if b.TFTP {
 		if a.tftpConn = o.TFTPConn; a.tftpConn == nil {
-			if a.tftpConn, err = net.ListenPacket("udp4", b.TFTPListen.String()); err != nil {
+			if a.tftpConn, err = net.ListenPacket(a.cfg.listenNetwork("udp", b.TFTPListen)); err != nil {
 				return fmt.Errorf("agent: tftp: %w", err)
 			}
 		}
 	}
 	if a.httpLn = o.HTTPListener; a.httpLn == nil {
-		if a.httpLn, err = net.Listen("tcp", b.HTTPListen.String()); err != nil {
+		if a.httpLn, err = net.Listen(a.cfg.listenNetwork("tcp", b.HTTPListen)); err != nil {
 			return fmt.Errorf("agent: http: %w", err)
 		}
 	}
@@ -240,7 +286,7 @@ func (a *Agent) listen() error {
 		u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(int(port)))
 		a.httpBase = u.String()
 	}
-	return nil
+	return a.listen6()
 }
 
 // release undoes a New that failed half-way: sockets closed, the cache unlocked.
@@ -252,9 +298,13 @@ func (a *Agent) release() {
 	if a.found != nil {
 		a.found.Close()
 	}
+	if a.bmc != nil {
+		a.bmc.journal.Close()
+	}
 }
 
 func (a *Agent) closeSockets() {
+	a.close6()
 	for _, c := range []net.PacketConn{a.dhcpConn, a.pxeConn, a.tftpConn} {
 		if c != nil {
 			c.Close()
@@ -290,6 +340,7 @@ func (a *Agent) Addrs() map[string]string {
 	if a.metricsLn != nil {
 		m["metrics"] = a.metricsLn.Addr().String()
 	}
+	a.addrs6(m)
 	return m
 }
 
@@ -328,6 +379,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.dhcp != nil {
 		serve("proxy dhcp", func() error { return a.dhcp.Serve(a.dhcpConn) }, proxydhcp.ErrServerClosed)
 		serve("proxy dhcp 4011", func() error { return a.dhcp.ServeBoot(a.pxeConn) }, proxydhcp.ErrServerClosed)
+		a.serve6(serve)
 	}
 	if a.tftp != nil {
 		serve("tftp", func() error { return a.tftp.Serve(a.tftpConn) }, tftpd.ErrServerClosed)
@@ -366,6 +418,7 @@ func (a *Agent) stop() {
 	}
 	wg.Wait()
 	a.found.Close()
+	a.bmc.close()
 	a.log.Info("site agent stopped")
 }
 
@@ -389,7 +442,8 @@ func (a *Agent) serveDHCP(ctx context.Context, req *proxydhcp.Request) proxydhcp
 			"reason", m.String(), "arch", req.Arch.String(), "entry_arch", r.Arch)
 		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
 	}
-	return proxydhcp.Answer()
+	a.answered6(req)
+	return a.answerDHCP(req)
 }
 
 // discoveredDHCP lists a machine proxy DHCP did not answer for lack of an entry (P6), with

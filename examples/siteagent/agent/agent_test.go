@@ -23,6 +23,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/lease"
+	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
 
 // harness is a control plane and an image origin for agents under test. The control plane is
@@ -32,6 +33,9 @@ import (
 // the clock (beat), and the fence, the lease, entries and grants see only that time.
 type harness struct {
 	plane          *controlplane.Plane
+	tls            *sitetlstest.Link  // the CA, the plane's certificate and agent-t's
+	key            ed25519.PrivateKey // agent-t's node key, which its certificate is for
+	controlURL     string             // the plane over mutual TLS
 	origin         *httptest.Server
 	kernel, initrd string // sha256
 	tftpRoot       string
@@ -64,6 +68,7 @@ func newHarness(t *testing.T, configure ...func(*controlplane.Plane)) *harness {
 	// No periodic lease tick: the plane ticks the site on each heartbeat, which is all one
 	// agent needs.
 	h.plane.Enroll("site-t", "agent-t")
+	h.serveTLS(t)
 	return h
 }
 
@@ -88,7 +93,8 @@ func (h *harness) config(dataDir string) *agent.Config {
 	c.Boot.Kernel = agent.Image{URL: h.origin.URL + "/vmlinuz", SHA256: h.kernel, Format: "kernel"}
 	c.Boot.Initrd = agent.Image{URL: h.origin.URL + "/initrd", SHA256: h.initrd, Format: "initrd"}
 	c.Lease.TTL = 2 * time.Second
-	c.Control = agent.ControlConfig{URL: "http://control.invalid", Heartbeat: 100 * time.Millisecond, Timeout: time.Second}
+	c.Control = agent.ControlConfig{URL: h.controlURL, Heartbeat: 100 * time.Millisecond, Timeout: time.Second,
+		CertFile: h.tls.AgentCert, KeyFile: h.tls.AgentKey, CAFile: h.tls.CAFile}
 	c.Metrics.Listen = lo
 	c.Boot.AllowedSourceNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} // the test's origin
 	return &c
@@ -115,12 +121,18 @@ type running struct {
 
 // start runs an agent on the harness's clock until the test ends (or stop is called), and
 // waits for its first heartbeat.
+//
+// The plane's in-process link stands for the agent's own link over mutual TLS (tls_test.go):
+// heartbeats and token requests go over HTTPS to the plane, cut when the in-process link is.
 func (h *harness) start(t *testing.T, cfg *agent.Config, link agent.Link) (*running, func()) {
 	t.Helper()
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	opt := agent.Options{Signer: h.key, DHCPClientPort: 10068, Clock: h.clk, DrainTimeout: 2 * time.Second}
+	if local, ok := link.(*controlplane.LocalLink); ok {
+		link, opt.Credentials = h.tlsLink(t, cfg, local)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cl := &countingLink{Link: link}
-	a, err := agent.New(ctx, cfg, cl, agent.Options{Signer: key, DHCPClientPort: 10068, Clock: h.clk, DrainTimeout: 2 * time.Second})
+	a, err := agent.New(ctx, cfg, cl, opt)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -179,8 +191,10 @@ func status(t *testing.T, u string) int {
 	return resp.StatusCode
 }
 
+// scriptURL is the script URL machine e's iPXE asks, with the boot nonce of a fresh proxy
+// DHCP answer to it (none when proxy DHCP is off or silent).
 func scriptURL(a *running, e agent.Entry) string {
-	return a.HTTPBase() + "/boot/ipxe?mac=" + e.MAC.String()
+	return a.HTTPBase() + "/boot/ipxe?mac=" + e.MAC.String() + nonceParam(a, e.MAC)
 }
 
 // get answers a URL's status and body.

@@ -54,7 +54,7 @@ func (a *Agent) bootHandler() (http.Handler, error) {
 		return nil, err
 	}
 	a.boot = h
-	return h, nil
+	return a.bootByFamily(cfg, h)
 }
 
 // params are the site's bc.* parameters, in a stable order.
@@ -71,9 +71,11 @@ func (a *Agent) params() []ipxe.Param {
 	return out
 }
 
-// ipxeEntry is /boot/ipxe's decision (I4, S3): the live entry of the machine asking, when
-// the machine is the one it names. The entry's record travels as the ipxe.Entry's Ref, so
-// the token and the grants need no second lookup.
+// ipxeEntry is /boot/ipxe's decision (I4, S3, S1): the live entry of the machine asking,
+// when the machine is the one it names and, with proxy DHCP, the request is bound to this
+// agent's DHCP answer to it (its boot nonce, from the address that presented it first).
+// The entry's record travels as the ipxe.Entry's Ref, so the token and the grants need no
+// second lookup.
 func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
 	r, ok := a.entries.lookup(q.MAC)
 	if !ok {
@@ -82,6 +84,9 @@ func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, 
 	if m := r.match(q.Arch, q.HasArch, q.UUID); m != matches {
 		a.mismatches.http[m].Add(1)
 		return ipxe.Entry{}, false, fmt.Errorf("%w: %s (entry arch %s)", ipxe.ErrMismatch, m, r.Arch)
+	}
+	if err := a.bindScript(q); err != nil {
+		return ipxe.Entry{}, false, err
 	}
 	return ipxe.Entry{
 		MAC: r.MAC, UUID: r.uuid, Workflow: r.Workflow, NotAfter: r.NotAfter,
@@ -121,7 +126,7 @@ func (c bootCache) CacheURL(ctx context.Context, e ipxe.Entry) (string, error) {
 		return "", err
 	}
 	// The ramdisk appends a digest: BASE/t/GRANT/SHA256.
-	return c.a.cacheBase() + "/t/" + g.Token + "/", nil
+	return c.a.cacheBaseFor(ctx) + "/t/" + g.Token + "/", nil
 }
 
 func (c bootCache) ISOReady(ctx context.Context, sha string) (bool, error) {
@@ -147,7 +152,7 @@ func (c bootCache) SanbootURL(ctx context.Context, e ipxe.Entry) (string, error)
 	if err != nil {
 		return "", err
 	}
-	return c.a.cacheBase() + "/t/" + g.Token + "/" + d.String(), nil
+	return c.a.cacheBaseFor(ctx) + "/t/" + g.Token + "/" + d.String(), nil
 }
 
 // grantKey names the cache grant of one boot entry.

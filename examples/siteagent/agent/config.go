@@ -22,6 +22,7 @@ type Config struct {
 	Lease   LeaseConfig
 	Control ControlConfig
 	Metrics MetricsConfig
+	BMC     BMCConfig
 }
 
 // BootConfig is the boot server: proxy DHCP, TFTP, the /boot/ and /cache/ HTTP handlers.
@@ -58,6 +59,32 @@ type BootConfig struct {
 	// source policy refuses them (loopback, link-local, this host's own addresses): a mirror
 	// on the agent's host, a lab. Nil: none.
 	AllowedSourceNetworks []netip.Prefix
+	// ManagementNetworks are the site's BMC networks: refused as image sources (unless in
+	// AllowedSourceNetworks), as loopback and link-local are. Nil: none.
+	ManagementNetworks []netip.Prefix
+	// Relays, when set, are the DHCP relays whose relayed requests proxy DHCP answers; a
+	// request naming another giaddr (for DHCPv6, a RELAY-FORW from another address) is
+	// dropped and counted. IPv4 and IPv6 addresses. Nil: every relay.
+	Relays []netip.Addr
+
+	// IPv6 boot (DESIGN.md V1; see ipv6.go and the package doc, "IPv6"). ServerIP6, when
+	// set, is the global IPv6 address machines reach this agent at: TFTP and HTTP then
+	// listen on IPv4 and IPv6 at once (one dual-stack socket each, so TFTPListen and
+	// HTTPListen must be wildcard addresses), and machines that come over IPv6 are named
+	// URLs under it (HTTPBase6). DHCPv6 makes proxy DHCP answer DHCPv6 too (UDP 547 and
+	// [::]:4011); it needs ProxyDHCP and ServerIP6.
+	ServerIP6    netip.Addr
+	DHCPv6       bool
+	DHCPv6Listen netip.AddrPort // DefaultConfig: [::]:547
+	PXEListen6   netip.AddrPort // DefaultConfig: [::]:4011
+	// HTTPBase6 is HTTPBase for machines that come over IPv6: http(s)://HOST[:PORT]. ""
+	// means http://[ServerIP6][:port], with the HTTP listener's port.
+	HTTPBase6 string
+
+	// NonceWindow is how long after its proxy DHCP answer a machine may fetch its script
+	// with the answer's boot nonce, retries and token waits included (S1): 10s to 1h; zero
+	// means DefaultNonceWindow. Used only with ProxyDHCP.
+	NonceWindow time.Duration
 
 	// Params are site-wide bc.* parameters (gateway, pins, join key), without the "bc." prefix.
 	Params map[string]string
@@ -80,6 +107,19 @@ type ControlConfig struct {
 	URL       string        // base URL of the control plane's agent API; required
 	Heartbeat time.Duration // DefaultConfig: 5s; at most a third of Lease.TTL
 	Timeout   time.Duration // per request; DefaultConfig: 4s
+
+	// The link's mutual TLS (DESIGN.md G3): the agent presents CertFile, its site
+	// certificate for the node key, and verifies the control plane against CAFile. Both are
+	// required by the agent's own link ([NewHTTPLink]) for an https URL; a host whose Link
+	// carries its own credentials may leave them empty. They are re-read when they change.
+	CertFile string
+	// KeyFile is the site certificate's key; "" means the node key (Config.KeyFile). It must
+	// be the node key: the agent checks at start that the certificate is for it.
+	KeyFile string
+	CAFile  string
+	// Insecure allows a plain http:// URL: no certificate either way, so whoever answers
+	// the URL is the control plane. Every start logs a warning and /healthz says so.
+	Insecure bool
 }
 
 // MetricsConfig places /metrics and /healthz.
@@ -121,6 +161,9 @@ func DefaultConfig() Config {
 			PXEListen:  DefaultPXEListen,
 			TFTPListen: DefaultTFTPListen,
 			HTTPListen: DefaultHTTPListen,
+
+			DHCPv6Listen: DefaultDHCPv6Listen,
+			PXEListen6:   DefaultPXEListen6,
 		},
 		Lease:   LeaseConfig{TTL: DefaultLeaseTTL},
 		Control: ControlConfig{Heartbeat: DefaultHeartbeat, Timeout: DefaultTimeout},
@@ -221,6 +264,19 @@ func (c *Config) Validate() error {
 			return bad("Boot.AllowedSourceNetworks["+strconv.Itoa(i)+"]", "not a network")
 		}
 	}
+	for i, p := range b.ManagementNetworks {
+		if !p.IsValid() {
+			return bad("Boot.ManagementNetworks["+strconv.Itoa(i)+"]", "not a network")
+		}
+	}
+	for i, ip := range b.Relays {
+		if !ip.IsValid() || ip.Is4In6() || ip.IsUnspecified() || ip.IsMulticast() || ip.Zone() != "" {
+			return bad("Boot.Relays["+strconv.Itoa(i)+"]", "want a relay's IPv4 or IPv6 address, got %v", ip)
+		}
+	}
+	if err := c.validateIPv6(); err != nil {
+		return err
+	}
 	for k, v := range b.Params {
 		if !paramNameRE.MatchString(k) {
 			return bad("Boot.Params["+k+"]", "a parameter name is [a-z][a-z0-9_]{0,31}")
@@ -229,12 +285,18 @@ func (c *Config) Validate() error {
 			return bad("Boot.Params["+k+"]", "a value is at most 512 of [A-Za-z0-9_.:/+=@,-]")
 		}
 	}
+	if err := c.validateServing(); err != nil {
+		return err
+	}
 	if ttl := c.Lease.TTL; ttl < time.Second || ttl > 10*time.Minute {
 		return bad("Lease.TTL", "want %v to %v, got %v", time.Second, 10*time.Minute, ttl)
 	}
 	u, err := url.Parse(c.Control.URL)
-	if c.Control.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+	if c.Control.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return bad("Control.URL", "want the control plane's http(s) URL, got %q", c.Control.URL)
+	}
+	if err := c.Control.validateTLS(u); err != nil {
+		return err
 	}
 	hb := c.Control.Heartbeat
 	if hb < 100*time.Millisecond || hb > time.Minute {
@@ -245,6 +307,9 @@ func (c *Config) Validate() error {
 	}
 	if to := c.Control.Timeout; to <= 0 || to > time.Minute {
 		return bad("Control.Timeout", "want up to %v, got %v", time.Minute, to)
+	}
+	if err := c.BMC.validate(); err != nil {
+		return err
 	}
 	return nil
 }

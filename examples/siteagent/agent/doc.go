@@ -22,7 +22,10 @@
 //     word on each heartbeat, measured from when the heartbeat was sent.
 //
 // Every HTTP path (/boot/, /boot/files/, /cache/, /metrics) is served with ipxe's limits:
-// the 8 KiB header cap, read-header, read and idle timeouts ([ipxe.NewServer]). Every rule
+// the 8 KiB header cap, read-header, read and idle timeouts ([ipxe.NewServer]), and behind
+// connlimit's per-source and total connection caps, derived from the soft RLIMIT_NOFILE less
+// what proxy DHCP, TFTP's transfers and the agent's files need, so that a flood of held HTTP
+// connections never takes TFTP's or proxy DHCP's descriptors (S4). Every rule
 // that depends on time reads the one [Clock] in Options: entries' not-after, the fence,
 // discovery's forgetting and throttle, cache grants, assertions and the heartbeat.
 //
@@ -39,21 +42,29 @@
 //     record's one match rule: option 93 against the entry's arch, option 97 against any
 //     spelling of its UUID, when both sides have one. A mismatch is silence, counted and
 //     logged by reason; no entry is silence too, and the Request goes on to
-//     discoveredDHCP, which hands the same typed fields to discovery.List.Seen.
+//     discoveredDHCP, which hands the same typed fields to discovery.List.Seen. An answer
+//     to iPXE (option 77 "iPXE") names the chain URL with a fresh boot nonce
+//     (answerDHCP, bootnonce.go; see Boot secrets).
 //  3. Answered, the firmware fetches the iPXE build (tftpd or /boot/files/), iPXE asks DHCP
-//     again and is sent to /boot/chain.ipxe, whose script reports the NIC iPXE booted from:
-//     ${netX/mac:hexhyp}, ${netX/ip}, with ${uuid}, ${platform} and ${buildarch}.
+//     again and is sent to /boot/chain.ipxe?n=NONCE, whose script reports the NIC iPXE
+//     booted from: ${netX/mac:hexhyp}, ${netX/ip}, with ${uuid}, ${platform} and
+//     ${buildarch}, and carries the nonce on (&n=NONCE).
 //  4. GET /boot/ipxe: ipxe.ParseQuery turns the query back into an ipxe.Query (the MAC, the
 //     UUID, the IP, the arch). The handler asks the fence, then ipxe.Config.Entries, which
 //     is the agent's ipxeEntry: the same record and the same match rule as in step 2. A
-//     mismatch is ipxe.ErrMismatch: the exit script, no secret. An unknown MAC goes to
-//     discovery (ViaHTTP), where discovery.Config.DHCPFirst keeps the one "proxy DHCP saw
-//     it first" rule.
+//     mismatch is ipxe.ErrMismatch: the exit script, no secret. With proxy DHCP the request
+//     must then hold a nonce this agent handed that MAC within Boot.NonceWindow, presented
+//     first from the connection's address (ipxe.Query.Remote) or again from it; otherwise
+//     ipxe.ErrUnbound: the exit script, no secret, counted and logged by reason. An unknown
+//     MAC goes to discovery (ViaHTTP), where discovery.Config.DHCPFirst keeps the one
+//     "proxy DHCP saw it first" rule.
 //  5. The ipxe.Entry carries the record as its Ref: the token step (the agent's token, via
 //     Link.Token) and the cache grant (imagecache's BootGrantFor) read it without a second
 //     lookup.
-//  6. The handler fills ipxe.Claims: the query's MAC (the NIC that booted), the IP, the
-//     entry's UUID, the workflow, the fence's epoch and the entry's not-after. The agent's
+//  6. The handler fills ipxe.Claims: the query's MAC (the NIC that booted), the
+//     connection's IP (a query ip that differs gets the exit script), the entry's UUID (a
+//     query uuid that is no spelling of it gets the exit script), the workflow, the fence's
+//     epoch and the entry's not-after. The agent's
 //     sign hands them to assertion.Issuer, the one owner of the assertion's lifetime (issued
 //     now, at most 15 minutes, never past the entry's not-after), which signs them with the
 //     node key.
@@ -65,6 +76,46 @@
 // An unknown MAC's walk ends in the status report instead: the discovery list's snapshot
 // travels in the heartbeat's [Report] (as text, on the wire), and the control plane merges
 // the agents' lists and matches candidates (discovery.Merge, discovery.Match).
+//
+// # Boot secrets
+//
+// A script with a secret (the discovery token, a cache grant, a signed assertion) goes only
+// to the machine the agent booted (S1, S2). With proxy DHCP, each answer to iPXE names a
+// one-time boot nonce in its chain URL (http://SERVER/boot/chain.ipxe?n=NONCE, 128 bits
+// from Options.Rand, in hex). /boot/ipxe gives the entry's script only to a request with a
+// nonce handed to that MAC less than Boot.NonceWindow ago (DefaultNonceWindow, 5 minutes;
+// "nonce_window" in the file), and only from the first address that presented it: the
+// machine's retries, its Retry-After asks and its token waits (whose scripts keep the
+// nonce) get their script, anyone else gets the exit script, counted by reason
+// (boot_unbound_no-nonce, _unknown-nonce, _nonce-lapsed, _nonce-other-mac,
+// _nonce-other-address; siteboot_boot_unbound_total) and logged without the nonce. The
+// store holds at most MaxNonces nonces, MaxNoncesPerMAC per MAC (one not yet presented
+// gives way first), on the agent's Clock. The window bounds a whole boot's script
+// fetches: a token that takes longer than the window leaves the machine on the exit
+// script until it boots again.
+//
+// What this trusts is the DHCP path: proxy DHCP answers whoever sends a request with the
+// MAC, so a host on the boot segment (or behind an allowed relay) that spoofs the MAC gets
+// a nonce of its own, as it could always have answered for the machine. What it stops is
+// everyone else: a requester that only knows a MAC (MACs are in every broadcast), one that
+// reaches the HTTP port from another network, one that replays a chain URL it saw after
+// the machine used it, and a second requester per DHCP answer.
+//
+// Without proxy DHCP (Boot.ProxyDHCP false: the site's own DHCP server names
+// /boot/chain.ipxe) there is no nonce and the old rule applies: whoever reaches the agent's
+// HTTP port and knows a MAC with a live entry gets that machine's script, with the
+// assertion bound to the requester's own address. Such a site trusts every host that can
+// reach the boot network, and should keep it to the machines being booted.
+//
+// # Start-up and -check
+//
+// New removes the temporary files that writes interrupted by a crash left beside the boot
+// entries and the node key (.tmp-boot-entries.json-*, .tmp-node.key-*; the image cache
+// sweeps its own). [Config.Validate] (the command's -check) refuses a configuration that
+// would start and serve nothing, naming the field: no address for the scripts' URLs
+// (Boot.HTTPBase, Boot.ServerIP and Boot.CacheURL all unset), a Boot.ServerIP,
+// Boot.HTTPBase or Boot.CacheURL host no machine can reach (unspecified, multicast,
+// broadcast), and a Boot.NonceWindow outside 10s..1h.
 //
 // # The control plane
 //
@@ -79,6 +130,74 @@
 // HTTPLink is the link over HTTP+JSON; examples/siteagent/controlplane has the other end and
 // an in-process link for tests. A host with its own control plane implements Link (see the
 // package Example).
+//
+// # The link's security
+//
+// With a nil Link, [New] builds the agent's own ([NewHTTPLink]): mutual TLS (G3) with the
+// site certificate in Control.CertFile, for the node key (Control.KeyFile, by default the
+// node key file), verifying the control plane against Control.CAFile. At start the agent
+// checks that the certificate names this site and node (spiffe://SITE/agent/NODE) and is
+// for the node key, and sitetls refuses certificate and key files that group or others can
+// read. Each heartbeat re-reads the files that changed (a renewed certificate is used from
+// the next connection; a bad new file leaves the last good pair in use, so the fence never
+// lapses for it, and /healthz names the file). A plain http:// URL is refused by
+// [Config.Validate] unless Control.Insecure: then each start logs a warning, /healthz says
+// "insecure" and siteboot_control_insecure is 1. No token, grant, assertion or key is
+// written to a log, a metric, an error or a status report.
+//
+// # BMC access
+//
+// The bmc.* commands (bmc.query, bmc.boot, bmc.power, bmc.rotate, bmc.firmware,
+// bmc.storage, bmc.mediaInsert, bmc.mediaEject; [BMCCommand]) run whether or not the agent
+// holds the lease, on a bmc.Executor off the heartbeat: one operation at a time per BMC,
+// [BMCConfig].MaxConcurrent at once, each under its own deadline, the session closed after
+// each. A target names its driver, address and credential reference; the agent fetches the
+// credential through its link ([BMCLink]) when it needs it and keeps it in memory only.
+// A destructive command is journaled in DATA/bmc-journal.json (bmc.FileJournal) and
+// claimed through the link before it reaches the BMC, so neither a repeat, a restart nor a
+// failover to another agent sends it twice. bmc.firmware and bmc.mediaInsert hand the BMC
+// a cache URL under a grant for that one digest (2 h). Each command's [BMCResult]
+// (outcome, error kind, the BMC's message, what it read) goes back by id in the next
+// Report, which the agent asks for as soon as a command ends.
+//
+// examples/siteagent/controlplane routes the commands (the lease holder first, else the
+// first connected agent by id), keeps the claims, and runs the seed's metal.ensureRamdisk
+// (the entries, a one-time PXE boot, a power cycle).
+//
+// # IPv6
+//
+// With Boot.ServerIP6 (a global IPv6 address of the agent) TFTP and HTTP each listen on one
+// dual-stack socket ([::]:69, [::]:80), and a request that came to an IPv6 address is
+// answered by a boot handler whose URLs are under Boot.HTTPBase6 (default
+// http://[ServerIP6]): the chain script, the machine's script, the kernel, the initrd and
+// bc.cache all name the bracketed address (imagecache's grant paths do not depend on the
+// host). The chain script over IPv6 sends iPXE's ${netX/ip6} (iPXE's IPv6 address
+// setting: its DHCPv6 lease when it has one, else its SLAAC address, else its link-local
+// one, by the order of src/include/ipxe/ipv6.h IPV6_ORDER_*) as ip=, which the handler
+// checks against the connection's address, and the assertion names the connection's
+// address. With Boot.DHCPv6 proxy DHCP also answers DHCPv6 (UDP 547 and [::]:4011, see
+// package proxydhcp): EDK2's IPv6 PXE is named tftp://[ServerIP6]/ipxe.efi and its IPv6
+// HTTP boot http://[ServerIP6]/boot/files/ipxe.efi; the DHCPv6 counters (port 547) and
+// the second copies of 4011 replies (siteboot_proxydhcp_resent_total) are in /metrics.
+//
+// iPXE never uses a proxy's DHCPv6 answer when the segment's router advertisements ask for
+// stateful DHCPv6 (the M flag): it takes the settings of the one server that gave it an
+// address (src/net/udp/dhcpv6.c dhcpv6_rx). So on such a segment the site's own DHCPv6
+// server names the agent's chain URL for the user class iPXE, e.g. with dnsmasq:
+//
+//	dhcp-userclass=set:ipxe,iPXE
+//	dhcp-option=tag:ipxe,option6:bootfile-url,http://[2001:db8::2]/boot/chain.ipxe
+//
+// That URL cannot carry this agent's one-time boot nonce (S1). In its place, each DHCPv6
+// answer the agent gives a machine's firmware (EDK2's SOLICIT or 4011 REQUEST, for a MAC
+// with a live entry, while the fence is active) issues the MAC one boot pass for the nonce
+// window: the first script request over IPv6 for that MAC without a nonce claims it for its
+// address, and only that address's retries use it. This is weaker than a nonce (a host on
+// the segment that knows the MAC and asks first takes the pass; the machine is then
+// refused, and its firmware's next DHCPv6 answer issues a new pass), and it is counted
+// (boot_v6_passes_issued, boot_v6_passes_used). With stateless DHCPv6 (the O flag) iPXE
+// takes the first REPLY to its INFORMATION-REQUEST, which proxy DHCP answers with the
+// chain URL and a nonce, as over IPv4.
 //
 // # Metrics
 //

@@ -45,6 +45,9 @@ type Report struct {
 	Counters map[string]uint64 `json:"counters,omitempty"`
 	// Acked are the ids of commands the agent applied and persisted since its last report.
 	Acked []string `json:"acked,omitempty"`
+	// BMC are the results of bmc.* commands finished since the last report the control
+	// plane answered, by command id (see BMCResult).
+	BMC []BMCResult `json:"bmc,omitempty"`
 }
 
 // Discovered is one unknown machine, as the status report lists it.
@@ -92,6 +95,9 @@ type Command struct {
 	Entries  []Entry    `json:"entries,omitempty"`  // CommandPrepare
 	Workflow string     `json:"workflow,omitempty"` // CommandCleanUp: every entry of this workflow
 	MACs     []hwid.MAC `json:"macs,omitempty"`     // CommandCleanUp: these MACs' entries
+
+	// BMC is the body of the bmc.* kinds: the BMC and the operation.
+	BMC *BMCCommand `json:"bmc,omitempty"`
 }
 
 // LeaseWord is the control plane's word about the site's boot lease (BootLeaseState).

@@ -7,6 +7,9 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bettercompute/siteboot/connlimit"
+	"github.com/bettercompute/siteboot/tftpd"
 )
 
 // listenUDP binds a UDP socket for proxy DHCP: broadcast allowed, and tied to one interface
@@ -30,4 +33,46 @@ func listenUDP(addr, iface string) (net.PacketConn, error) {
 		return nil, fmt.Errorf("agent: proxy dhcp %s: %w", addr, err)
 	}
 	return c, nil
+}
+
+// Connection caps of the agent's HTTP listeners (DESIGN.md S4). The metrics listener gets
+// a small share; the boot HTTP server the rest of the descriptor budget.
+const (
+	metricsPerSource = 4
+	metricsTotal     = 16
+)
+
+// limitListeners puts the HTTP and metrics listeners behind connlimit: per-source and total
+// caps derived from the process's descriptor budget (the soft RLIMIT_NOFILE, less what
+// proxy DHCP, TFTP's transfers and the agent's own files need), so that a flood of held
+// HTTP connections can never take the descriptors TFTP and proxy DHCP need.
+func (a *Agent) limitListeners() error {
+	soft, _, err := connlimit.NOFILE()
+	if err != nil {
+		return fmt.Errorf("agent: descriptor limit: %w", err)
+	}
+	reserved := connlimit.DefaultReserved
+	// DefaultReserved counts tftpd's default 64 transfers, a socket and a file each.
+	if n := a.cfg.Boot.TFTPMaxTransfers; a.cfg.Boot.TFTP && n > tftpd.DefaultMaxTransfers {
+		reserved += 2 * (n - tftpd.DefaultMaxTransfers)
+	}
+	if a.metricsLn != nil {
+		reserved += metricsTotal * connlimit.DefaultPerConn
+	}
+	total, err := connlimit.Budget{NOFILE: soft, Reserved: reserved}.Total()
+	if err != nil {
+		return fmt.Errorf("agent: descriptor limit %d: %w", soft, err)
+	}
+	if a.httpLimit, err = connlimit.New(a.httpLn, connlimit.Limits{Total: total, PerSource: min(connlimit.DefaultPerSource, total)}); err != nil {
+		return err
+	}
+	a.httpLn = a.httpLimit
+	if a.metricsLn != nil {
+		if a.metricLimit, err = connlimit.New(a.metricsLn, connlimit.Limits{Total: metricsTotal, PerSource: metricsPerSource}); err != nil {
+			return err
+		}
+		a.metricsLn = a.metricLimit
+	}
+	a.log.Debug("http connection caps", "nofile", soft, "total", total, "per_source", a.httpLimit.Limits().PerSource)
+	return nil
 }

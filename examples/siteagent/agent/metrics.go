@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/tftpd"
 )
@@ -45,7 +46,7 @@ func (a *Agent) Stats() map[string]uint64 {
 	m := map[string]uint64{}
 	if a.dhcp != nil {
 		st := a.dhcp.Stats()
-		for _, p := range []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot} {
+		for _, p := range a.dhcpPorts() {
 			ps := st.Port(p)
 			m["proxydhcp_answered_"+p.String()] = ps.Answered
 			for r, n := range ps.Silent {
@@ -62,7 +63,7 @@ func (a *Agent) Stats() map[string]uint64 {
 	m["cache_served"], m["cache_grants_issued"] = uint64(cs.Served), uint64(cs.GrantsIssued)
 	m["cache_refused_fenced"] = uint64(cs.RefusedFenced)
 	m["cache_refused_grant"] = uint64(cs.RefusedGrant + cs.RefusedExpired + cs.RefusedDigest + cs.RefusedPath + cs.RefusedMissing)
-	bc := a.boot.Stats()
+	bc := a.bootStats()
 	m["boot_scripts"], m["boot_unknown"], m["boot_fenced"] = bc.Scripts, bc.Unknown, bc.Fenced
 	for r := mismatchArch; r < numMismatches; r++ {
 		m["proxydhcp_silent_"+r.String()] = a.mismatches.dhcp[r].Load()
@@ -70,6 +71,12 @@ func (a *Agent) Stats() map[string]uint64 {
 	}
 	is := a.issuer.Stats()
 	m["assertions_issued"] = is.Issued
+	a.nonceStats(m)
+	a.stats6(m)
+	if a.httpLimit != nil {
+		hs := a.httpLimit.Stats()
+		m["http_refused_per_source"], m["http_refused_total"] = hs.RefusedPerSource, hs.RefusedTotal
+	}
 	return m
 }
 
@@ -85,13 +92,17 @@ func (a *Agent) metricsHandler() http.Handler {
 		a.mu.Lock()
 		last := a.lastSync
 		a.mu.Unlock()
+		note := a.linkTLS.health()
+		if note != "" {
+			note += "\n"
+		}
 		if last.IsZero() || a.clock.Now().Sub(last) > 3*a.cfg.Control.Heartbeat {
 			// Serving goes on from the last desired state, but the operator should know.
 			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte("control plane not heard from\n"))
+			w.Write([]byte("control plane not heard from\n" + note))
 			return
 		}
-		w.Write([]byte("ok\n"))
+		w.Write([]byte("ok\n" + note))
 	})
 	return mux
 }
@@ -99,6 +110,7 @@ func (a *Agent) metricsHandler() http.Handler {
 var (
 	descDHCPAnswered = prometheus.NewDesc("siteboot_proxydhcp_answered_total", "Proxy DHCP replies sent.", []string{"port"}, nil)
 	descDHCPSilent   = prometheus.NewDesc("siteboot_proxydhcp_silent_total", "Proxy DHCP requests not answered, by reason.", []string{"port", "reason"}, nil)
+	descDHCPResent   = prometheus.NewDesc("siteboot_proxydhcp_resent_total", "Second copies of DHCPv6 boot-server replies (port 4011), sent because EDK2 may miss the first.", []string{"port"}, nil)
 	descTFTP         = prometheus.NewDesc("siteboot_tftp_transfers_total", "TFTP transfers by outcome.", []string{"outcome"}, nil)
 	descTFTPBytes    = prometheus.NewDesc("siteboot_tftp_bytes_total", "File bytes sent over TFTP.", nil, nil)
 	descTFTPDropped  = prometheus.NewDesc("siteboot_tftp_dropped_total", "TFTP requests dropped unanswered, by limit.", []string{"limit"}, nil)
@@ -115,12 +127,17 @@ var (
 	descDiscovered   = prometheus.NewDesc("siteboot_discovered_machines", "Unknown machines listed.", nil, nil)
 	descEntries      = prometheus.NewDesc("siteboot_boot_entries", "Live boot entries.", nil, nil)
 	descSyncErrors   = prometheus.NewDesc("siteboot_control_sync_errors_total", "Heartbeats the control plane did not answer.", nil, nil)
+	descInsecure     = prometheus.NewDesc("siteboot_control_insecure", "1 while the control link is plain http (control.insecure), with no certificate either way.", nil, nil)
+	descCertExpiry   = prometheus.NewDesc("siteboot_control_cert_not_after_seconds", "Expiry of the site certificate in use on the control link, in Unix seconds.", nil, nil)
+	descCertReloads  = prometheus.NewDesc("siteboot_control_cert_reloads_total", "Site certificate, key or CA files re-read, by result.", []string{"result"}, nil)
+	descConnOpen     = prometheus.NewDesc("siteboot_http_connections_open", "Connections open on the agent's HTTP listeners.", []string{"listener"}, nil)
+	descConnRefused  = prometheus.NewDesc("siteboot_http_connections_refused_total", "Connections refused at a connection cap, by listener and cap.", []string{"listener", "cap"}, nil)
 )
 
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descTFTP, descTFTPBytes, descTFTPDropped, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors} {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused} {
 		ch <- d
 	}
 }
@@ -135,12 +152,15 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if a.dhcp != nil {
 		st := a.dhcp.Stats()
-		for _, p := range []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot} {
+		for _, p := range a.dhcpPorts() {
 			ps := st.Port(p)
 			counter(descDHCPAnswered, float64(ps.Answered), p.String())
 			for r, n := range ps.Silent {
 				counter(descDHCPSilent, float64(n), p.String(), r.String())
 			}
+		}
+		if a.v6.dhcpConn != nil {
+			counter(descDHCPResent, float64(st.Resent), proxydhcp.PortBoot.String())
 		}
 	}
 	if a.tftp != nil {
@@ -166,15 +186,17 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descMismatch, float64(a.mismatches.dhcp[r].Load()), "dhcp", r.String())
 		counter(descMismatch, float64(a.mismatches.http[r].Load()), "http", r.String())
 	}
-	bc := a.boot.Stats()
+	bc := a.bootStats()
 	for answer, n := range map[string]uint64{
 		"chain": bc.Chains, "script": bc.Scripts, "sanboot": bc.Sanboots, "file": bc.Files,
-		"unknown": bc.Unknown, "mismatch": bc.Mismatched, "fenced": bc.Fenced, "token-wait": bc.TokenWaits, "sanboot-wait": bc.SanbootWaits,
+		"unknown": bc.Unknown, "mismatch": bc.Mismatched, "unbound": bc.Unbound, "uuid-refused": bc.UUIDRefused, "ip-refused": bc.IPRefused, "fenced": bc.Fenced, "token-wait": bc.TokenWaits, "sanboot-wait": bc.SanbootWaits,
 		"bad-request": bc.BadRequests, "headers-too-large": bc.HeadersTooLarge, "method-refused": bc.MethodsRefused,
 		"not-found": bc.NotFound, "error": bc.Errors,
 	} {
 		counter(descBoot, float64(n), answer)
 	}
+	a.collectNonces(ch)
+	a.collect6(ch)
 	counter(descAssertions, float64(a.issuer.Stats().Issued))
 	fs := a.fence.State()
 	active := 0.0
@@ -189,4 +211,24 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	syncErrors := a.syncErrors
 	a.mu.Unlock()
 	counter(descSyncErrors, float64(syncErrors))
+	insecure := 0.0
+	if a.linkTLS.insecure {
+		insecure = 1
+	}
+	gauge(descInsecure, insecure)
+	if creds := a.linkTLS.creds; creds != nil {
+		st := creds.Status()
+		gauge(descCertExpiry, float64(st.NotAfter.Unix()))
+		counter(descCertReloads, float64(st.Reloads), "ok")
+		counter(descCertReloads, float64(st.Failures), "failed")
+	}
+	for name, l := range map[string]*connlimit.Listener{"http": a.httpLimit, "metrics": a.metricLimit} {
+		if l == nil {
+			continue
+		}
+		st := l.Stats()
+		ch <- prometheus.MustNewConstMetric(descConnOpen, prometheus.GaugeValue, float64(st.Open), name)
+		counter(descConnRefused, float64(st.RefusedPerSource), name, "per-source")
+		counter(descConnRefused, float64(st.RefusedTotal), name, "total")
+	}
 }

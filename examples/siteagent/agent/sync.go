@@ -38,6 +38,10 @@ func (a *Agent) syncLoop(ctx context.Context) error {
 }
 
 func (a *Agent) syncOnce(ctx context.Context) {
+	// The site certificate is re-read here when its files changed, so that a renewal (or a
+	// bad new file) is seen on the heartbeat, not only at the next handshake; the last good
+	// pair stays in use meanwhile, so the fence never lapses for it.
+	a.linkTLS.check()
 	if err := a.entries.Prune(); err != nil {
 		a.log.Error("prune boot entries", "err", err)
 	}
@@ -52,6 +56,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	a.mu.Lock()
 	r.Acked = slices.Clone(a.acks)
 	a.mu.Unlock()
+	r.BMC = a.bmc.pending()
 	a.mu.Lock()
 	sendList := snap.Digest != a.sentDigest
 	a.mu.Unlock()
@@ -103,8 +108,13 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	// The control plane has these acknowledgements now; it stops resending those commands.
 	a.acks = slices.DeleteFunc(a.acks, func(id string) bool { return slices.Contains(r.Acked, id) })
 	a.mu.Unlock()
+	a.bmc.delivered(r.BMC)
 
 	for _, c := range d.Commands {
+		// bmc.* commands run off this loop; their results go back in a later report.
+		if a.bmc.command(ctx, c) {
+			continue
+		}
 		if err := a.apply(c); err != nil {
 			a.log.Error("command refused", "id", c.ID, "kind", c.Kind, "err", err)
 			continue

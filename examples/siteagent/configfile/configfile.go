@@ -3,7 +3,9 @@
 // ("boot.server_ip", "lease.grace" for a key the file has and the agent does not).
 //
 // The file's keys are the Config's fields in snake case, grouped in tables: [log], [boot]
-// (with [boot.kernel], [boot.initrd] and [boot.params]), [lease], [control] and [metrics];
+// (with [boot.kernel], [boot.initrd] and [boot.params]), [lease], [control], [metrics] and [bmc];
+// [control]'s cert, key and ca name the link's site certificate, its key (the node key when
+// absent) and the CA bundle; an http:// control.url needs insecure = true.
 // examples/siteagent/testdata/example.toml is a complete file. Durations are written as
 // "15s"; addresses as "IP:port"; metrics.listen = "off" turns /metrics off. An absent key
 // keeps [agent.DefaultConfig]'s value.
@@ -47,6 +49,10 @@ var _ error = &KeyError{}
 
 // ErrUnknownKey is the cause of a KeyError for a key the file has and the agent does not.
 var ErrUnknownKey = errors.New("unknown key")
+
+// ErrNoCertificate is the cause of a KeyError for an https control URL without the site
+// certificate and CA (control.cert, control.ca).
+var ErrNoCertificate = errors.New("required with an https control.url: the site certificate (with control.ca, the CA the control plane's certificate must chain to)")
 
 const maxFileBytes = 1 << 20
 
@@ -93,6 +99,14 @@ type file struct {
 		CacheURL         string            `toml:"cache_url"`
 		CacheMaxBytes    int64             `toml:"cache_max_bytes"`
 		AllowedSources   []string          `toml:"allowed_source_networks"`
+		Management       []string          `toml:"management_networks"`
+		Relays           []string          `toml:"relays"`
+		ServerIP6        string            `toml:"server_ip6"`
+		DHCPv6           bool              `toml:"dhcpv6"`
+		DHCPv6Listen     string            `toml:"dhcpv6_listen"`
+		PXEListen6       string            `toml:"pxe_listen6"`
+		HTTPBase6        string            `toml:"http_base6"`
+		NonceWindow      string            `toml:"nonce_window"`
 		Params           map[string]string `toml:"params"`
 	} `toml:"boot"`
 	Lease struct {
@@ -102,10 +116,19 @@ type file struct {
 		URL       string `toml:"url"`
 		Heartbeat string `toml:"heartbeat"`
 		Timeout   string `toml:"timeout"`
+		Cert      string `toml:"cert"`
+		Key       string `toml:"key"`
+		CA        string `toml:"ca"`
+		Insecure  bool   `toml:"insecure"`
 	} `toml:"control"`
 	Metrics struct {
 		Listen string `toml:"listen"`
 	} `toml:"metrics"`
+	BMC struct {
+		MaxConcurrent int    `toml:"max_concurrent"`
+		Timeout       string `toml:"timeout"`
+		CacheURL      string `toml:"cache_url"`
+	} `toml:"bmc"`
 }
 
 type image struct {
@@ -125,6 +148,11 @@ var keys = map[string]string{
 	"Boot.Cmdline": "boot.cmdline", "Boot.CacheURL": "boot.cache_url", "Boot.CacheMaxBytes": "boot.cache_max_bytes",
 	"Lease.TTL": "lease.ttl", "Control.URL": "control.url", "Control.Heartbeat": "control.heartbeat",
 	"Control.Timeout": "control.timeout", "Metrics.Listen": "metrics.listen",
+	"Boot.NonceWindow": "boot.nonce_window",
+	"Control.CertFile": "control.cert", "Control.KeyFile": "control.key", "Control.CAFile": "control.ca",
+	"BMC.MaxConcurrent": "bmc.max_concurrent", "BMC.Timeout": "bmc.timeout", "BMC.CacheURL": "bmc.cache_url",
+	"Boot.ServerIP6": "boot.server_ip6", "Boot.DHCPv6": "boot.dhcpv6", "Boot.DHCPv6Listen": "boot.dhcpv6_listen",
+	"Boot.PXEListen6": "boot.pxe_listen6", "Boot.HTTPBase6": "boot.http_base6",
 }
 
 // Parse is Load on the file's text.
@@ -152,6 +180,10 @@ func Parse(text string) (*File, error) {
 		}
 		return nil, err
 	}
+	// The command's link is the agent's own: over https it needs the site certificate.
+	if cc := out.Agent.Control; strings.HasPrefix(cc.URL, "https:") && cc.CertFile == "" {
+		return nil, &KeyError{Key: "control.cert", Err: ErrNoCertificate}
+	}
 	return out, nil
 }
 
@@ -165,6 +197,12 @@ func keyOf(field string) string {
 	}
 	if strings.HasPrefix(field, "Boot.AllowedSourceNetworks[") {
 		return "boot.allowed_source_networks"
+	}
+	if strings.HasPrefix(field, "Boot.ManagementNetworks[") {
+		return "boot.management_networks"
+	}
+	if strings.HasPrefix(field, "Boot.Relays[") {
+		return "boot.relays"
 	}
 	return field
 }
@@ -203,6 +241,7 @@ func (f *file) toConfig() (*File, error) {
 	}{
 		{"boot.dhcp_listen", fb.DHCPListen, &b.DHCPListen}, {"boot.pxe_listen", fb.PXEListen, &b.PXEListen},
 		{"boot.tftp_listen", fb.TFTPListen, &b.TFTPListen}, {"boot.http_listen", fb.HTTPListen, &b.HTTPListen},
+		{"boot.dhcpv6_listen", fb.DHCPv6Listen, &b.DHCPv6Listen}, {"boot.pxe_listen6", fb.PXEListen6, &b.PXEListen6},
 	} {
 		if err := addrPort(l.key, l.in, l.out); err != nil {
 			return nil, err
@@ -214,6 +253,28 @@ func (f *file) toConfig() (*File, error) {
 			return nil, &KeyError{Key: "boot.allowed_source_networks", Err: fmt.Errorf("want networks such as \"127.0.0.0/8\", got %q", n)}
 		}
 		b.AllowedSourceNetworks = append(b.AllowedSourceNetworks, p)
+	}
+	for _, n := range fb.Management {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			return nil, &KeyError{Key: "boot.management_networks", Err: fmt.Errorf("want networks such as \"10.10.0.0/16\", got %q", n)}
+		}
+		b.ManagementNetworks = append(b.ManagementNetworks, p)
+	}
+	for _, r := range fb.Relays {
+		ip, err := netip.ParseAddr(r)
+		if err != nil {
+			return nil, &KeyError{Key: "boot.relays", Err: fmt.Errorf("want relay addresses such as \"198.51.100.1\", got %q", r)}
+		}
+		b.Relays = append(b.Relays, ip)
+	}
+	b.DHCPv6, b.HTTPBase6 = fb.DHCPv6, fb.HTTPBase6
+	if fb.ServerIP6 != "" {
+		ip, err := netip.ParseAddr(fb.ServerIP6)
+		if err != nil {
+			return nil, &KeyError{Key: "boot.server_ip6", Err: fmt.Errorf("want the IPv6 address machines reach this agent at, got %q", fb.ServerIP6)}
+		}
+		b.ServerIP6 = ip
 	}
 	if fb.ServerIP != "" {
 		ip, err := netip.ParseAddr(fb.ServerIP)
@@ -229,6 +290,7 @@ func (f *file) toConfig() (*File, error) {
 	}{
 		{"lease.ttl", f.Lease.TTL, &c.Lease.TTL}, {"control.heartbeat", f.Control.Heartbeat, &c.Control.Heartbeat},
 		{"control.timeout", f.Control.Timeout, &c.Control.Timeout},
+		{"boot.nonce_window", fb.NonceWindow, &b.NonceWindow},
 	} {
 		if d.in == "" {
 			continue
@@ -240,6 +302,8 @@ func (f *file) toConfig() (*File, error) {
 		*d.out = v
 	}
 	c.Control.URL = f.Control.URL
+	c.Control.CertFile, c.Control.KeyFile, c.Control.CAFile = f.Control.Cert, f.Control.Key, f.Control.CA
+	c.Control.Insecure = f.Control.Insecure
 	switch f.Metrics.Listen {
 	case "":
 	case "off":
@@ -248,6 +312,14 @@ func (f *file) toConfig() (*File, error) {
 		if err := addrPort("metrics.listen", f.Metrics.Listen, &c.Metrics.Listen); err != nil {
 			return nil, &KeyError{Key: "metrics.listen", Err: fmt.Errorf("want IP:port or \"off\", got %q", f.Metrics.Listen)}
 		}
+	}
+	c.BMC.MaxConcurrent, c.BMC.CacheURL = f.BMC.MaxConcurrent, f.BMC.CacheURL
+	if f.BMC.Timeout != "" {
+		v, err := time.ParseDuration(f.BMC.Timeout)
+		if err != nil {
+			return nil, &KeyError{Key: "bmc.timeout", Err: fmt.Errorf("want a duration such as \"2m\", got %q", f.BMC.Timeout)}
+		}
+		c.BMC.Timeout = v
 	}
 	return out, nil
 }

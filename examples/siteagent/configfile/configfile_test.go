@@ -32,9 +32,11 @@ func TestExampleConfig(t *testing.T) {
 	want.Boot.Params = map[string]string{"gateway": "https://gateway.example.net:443"}
 	want.Lease.TTL, want.Control.Heartbeat, want.Control.Timeout = 15*time.Second, 5*time.Second, 4*time.Second
 	want.Control.URL = "https://control.example.net/site-agent"
+	want.Control.CertFile, want.Control.CAFile = "/var/lib/siteagent/site.pem", "/etc/siteagent/control-ca.pem"
+	want.Boot.ManagementNetworks = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
 	want.Metrics.Listen = netip.MustParseAddrPort("127.0.0.1:9464")
 	if diff := cmp.Diff(want, c, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
-		cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
+		cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
 	if f.Log != (configfile.Log{Format: "json", Level: "info"}) {
@@ -111,6 +113,13 @@ func TestConfigErrors(t *testing.T) {
 		{`listen = "127.0.0.1:9464"`, `listen = "everywhere"`, "metrics.listen"},
 		{`tftp        = true`, `tftp        = true` + "\nwindowsize  = 4", "boot.windowsize"},
 		{`level  = "info"`, `level  = "info"` + "\ncolour = \"yes\"", "log.colour"},
+		// The link: plain http only with insecure; https only with the site certificate.
+		{`url       = "https://control.example.net/site-agent"`, `url       = "http://control.example.net/site-agent"`, "control.url"},
+		{`cert      = "/var/lib/siteagent/site.pem"`, ``, "control.cert"},
+		{`ca        = "/etc/siteagent/control-ca.pem"`, ``, "control.ca"},
+		{`management_networks = ["198.51.100.0/24"]`, `management_networks = ["198.51.100.1"]`, "boot.management_networks"},
+		{`# relays = ["203.0.113.1"]`, `relays = ["relay-1"]`, "boot.relays"},
+		{`# relays = ["203.0.113.1"]`, `relays = ["0.0.0.0"]`, "boot.relays"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"/"+tt.new, func(t *testing.T) {
@@ -136,5 +145,47 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("unknown key error %v does not match ErrUnknownKey", err)
 			}
 		})
+	}
+}
+
+// TestLinkKeys: the link's TLS keys and the relays reach the agent's config typed; a plain
+// http control URL is accepted only with insecure = true, and then without certificates.
+func TestLinkKeys(t *testing.T) {
+	base, err := os.ReadFile("../testdata/example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(base), `# key     = "/var/lib/siteagent/node.key"`, `key = "/var/lib/siteagent/tls.key"`, 1)
+	text = strings.Replace(text, `# relays = ["203.0.113.1"]`, `relays = ["203.0.113.1", "203.0.113.2"]`, 1)
+	f, err := configfile.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := agent.ControlConfig{
+		URL: "https://control.example.net/site-agent", Heartbeat: 5 * time.Second, Timeout: 4 * time.Second,
+		CertFile: "/var/lib/siteagent/site.pem", KeyFile: "/var/lib/siteagent/tls.key", CAFile: "/etc/siteagent/control-ca.pem",
+	}
+	if diff := cmp.Diff(want, f.Agent.Control); diff != "" {
+		t.Errorf("control (-want +got):\n%s", diff)
+	}
+	relays := []netip.Addr{netip.MustParseAddr("203.0.113.1"), netip.MustParseAddr("203.0.113.2")}
+	if diff := cmp.Diff(relays, f.Agent.Boot.Relays, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("relays (-want +got):\n%s", diff)
+	}
+
+	plain := strings.Replace(string(base), `url       = "https://control.example.net/site-agent"`, `url       = "http://control.example.net/site-agent"`, 1)
+	_, err = configfile.Parse(plain)
+	if !errors.Is(err, agent.ErrPlainHTTP) {
+		t.Errorf("http without insecure: %v, want ErrPlainHTTP", err)
+	}
+	for _, line := range []string{`cert      = "/var/lib/siteagent/site.pem"`, `ca        = "/etc/siteagent/control-ca.pem"`} {
+		plain = strings.Replace(plain, line, "", 1)
+	}
+	f, err = configfile.Parse(strings.Replace(plain, `timeout   = "4s"`, "timeout   = \"4s\"\ninsecure  = true", 1))
+	if err != nil {
+		t.Fatalf("http with insecure = true: %v", err)
+	}
+	if !f.Agent.Control.Insecure {
+		t.Error("insecure = true did not reach Control.Insecure")
 	}
 }

@@ -3,9 +3,20 @@
 // cache images), issues discovery tokens, runs the boot lease's controller over a
 // lease.Store, and answers the agent's heartbeats in process or over HTTP+JSON.
 //
-// A real control plane (the seed's gateway and SiteBoot controller) does the same with
-// sessions, certificates and a database; this one trusts what reaches it and keeps
-// everything in memory.
+// # Who is calling
+//
+// [Plane.Handler] serves the agents' API over mutual TLS ([Plane.TLSServer]): it takes the
+// calling node from its verified client certificate (sitetls.NodeFrom), never from the
+// request, and refuses with 403, counted in [Plane.Stats], a request without one, a report
+// in another node's or site's name, and a token asked for another node. A node gets only
+// its own commands, its own lease word and the tokens of the entries sent to it. Command
+// ids are random (128 bits), so one agent's acknowledgements cannot be guessed for another.
+//
+// [Plane.InsecureHandler] is the same API for a lab whose agents run with control.insecure:
+// it trusts the node a request names, as anyone who reaches it can name any node.
+//
+// A real control plane (the seed's gateway and SiteBoot controller) does the same with a
+// database; this one keeps everything in memory.
 package controlplane
 
 import (
@@ -20,11 +31,14 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/lease"
+	"github.com/bettercompute/siteboot/sitetls"
 )
 
 // DefaultSessionTimeout is how long after its last heartbeat an agent still counts as
@@ -46,6 +60,12 @@ type Plane struct {
 	// Clock is the plane's time: the lease records and the agents' sessions. Nil means
 	// lease.SystemClock(). A test shares one fake clock with its agents.
 	Clock lease.Clock
+	// ClaimStore keeps the BMC claims (bmc.go); nil means a bmc.MemoryClaimStore. Set it
+	// before the first heartbeat.
+	ClaimStore bmc.ClaimStore
+	// OnBMCReport, when set, is called after an agent's claim report was recorded, with
+	// the command it reports on (a host's metrics; the demo's failover).
+	OnBMCReport func(node string, c agent.Command, o bmc.Outcome)
 
 	mu       sync.Mutex
 	agents   map[string]*agentState   // by node id
@@ -53,7 +73,30 @@ type Plane struct {
 	images   map[string][]agent.Image // by site
 	ctrlOnce sync.Once
 	ctrl     *lease.Controller
-	seq      int
+	bmcs     bmcPlane // bmc.* commands and claims (bmc.go)
+	refused  refusals
+}
+
+// refusals counts the requests Handler refused, by reason.
+type refusals struct {
+	noCert, otherNode, unknown atomic.Uint64
+}
+
+// Stats are the plane's counters of refused requests.
+type Stats struct {
+	// RefusedNoIdentity counts requests without a verified client certificate naming a node.
+	RefusedNoIdentity uint64
+	// RefusedOtherNode counts requests in the name of another node or site than the
+	// certificate's: a forged report or acknowledgement, a heartbeat for another agent, a
+	// token asked for another agent's machine.
+	RefusedOtherNode uint64
+	// RefusedUnknown counts requests from nodes that are not enrolled.
+	RefusedUnknown uint64
+}
+
+// Stats returns the counters.
+func (p *Plane) Stats() Stats {
+	return Stats{RefusedNoIdentity: p.refused.noCert.Load(), RefusedOtherNode: p.refused.otherNode.Load(), RefusedUnknown: p.refused.unknown.Load()}
 }
 
 type agentState struct {
@@ -129,9 +172,12 @@ func (p *Plane) CleanUp(node, workflow string) string {
 	return p.command(a, agent.Command{Kind: agent.CommandCleanUp, Workflow: workflow})
 }
 
+// command queues c for a with a new id: 128 random bits, so that nobody learns or guesses
+// another agent's command ids from its own.
 func (p *Plane) command(a *agentState, c agent.Command) string {
-	p.seq++
-	c.ID = fmt.Sprintf("cmd-%d", p.seq)
+	var b [16]byte
+	rand.Read(b[:])
+	c.ID = "cmd-" + hex.EncodeToString(b[:])
 	a.pending = append(a.pending, c)
 	return c.ID
 }
@@ -251,6 +297,7 @@ func (p *Plane) Sync(ctx context.Context, r agent.Report) (agent.Desired, error)
 	}
 	w := rec.WordFor(r.Node)
 	d.Lease = agent.LeaseWord{Holds: w.Holds, Epoch: w.Epoch, TTLMs: w.TTL.Milliseconds(), Beat: w.Beat}
+	d.Commands = append(d.Commands, p.bmcSync(ctx, r, rec)...)
 	return d, nil
 }
 
@@ -337,6 +384,10 @@ func (l *LocalLink) SetCut(cut bool) {
 	l.mu.Unlock()
 }
 
+// Cut reports whether the link is cut. A host that carries the same heartbeats over
+// another link (HTTPS) may honour it there too.
+func (l *LocalLink) Cut() bool { return l.isCut() }
+
 func (l *LocalLink) isCut() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -378,13 +429,69 @@ func roundTrip(in, out any) error {
 	return json.Unmarshal(b, out)
 }
 
-// Handler serves the HTTP side of agent.HTTPLink.
-func (p *Plane) Handler() http.Handler {
+// TLSServer returns an HTTP server for Handler over mutual TLS with creds (the control
+// plane's server certificate and the CA its agents' certificates chain to). Serve it with
+// srv.ServeTLS(ln, "", "").
+func (p *Plane) TLSServer(creds *sitetls.Credentials) *http.Server {
+	return &http.Server{
+		Handler: p.Handler(), TLSConfig: creds.ServerConfig(),
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 8 << 10,
+		ErrorLog:       slog.NewLogLogger(p.Logger.Handler(), slog.LevelDebug),
+	}
+}
+
+// Handler serves the HTTP side of agent.HTTPLink over mutual TLS: the caller is the node its
+// verified client certificate names (see "Who is calling" in the package doc).
+func (p *Plane) Handler() http.Handler { return p.handler(false) }
+
+// InsecureHandler serves the HTTP side of agent.HTTPLink to agents on plain http
+// (control.insecure): it trusts the node each request names.
+func (p *Plane) InsecureHandler() http.Handler {
+	p.Logger.Warn("control plane API without client certificates: any caller may speak for any node")
+	return p.handler(true)
+}
+
+// caller is the node a request may speak for: its certificate's, or with insecure the one it
+// names. It answers 403 and counts the refusal otherwise.
+func (p *Plane) caller(w http.ResponseWriter, r *http.Request, insecure bool, site, node string) bool {
+	if insecure {
+		return true
+	}
+	id, err := sitetls.NodeFrom(r)
+	if err != nil {
+		p.refused.noCert.Add(1)
+		p.Logger.Warn("request refused: no verified client certificate", "path", r.URL.Path, "remote", r.RemoteAddr)
+		http.Error(w, "client certificate required", http.StatusForbidden)
+		return false
+	}
+	if id.Node != node || (site != "" && id.Site != site) {
+		p.refused.otherNode.Add(1)
+		p.Logger.Warn("request refused: in another node's name", "path", r.URL.Path, "identity", id.String(), "named_site", site, "named_node", node, "remote", r.RemoteAddr)
+		http.Error(w, "not your node", http.StatusForbidden)
+		return false
+	}
+	p.mu.Lock()
+	a := p.agents[id.Node]
+	p.mu.Unlock()
+	if a == nil || a.site != id.Site {
+		p.refused.unknown.Add(1)
+		p.Logger.Warn("request refused: node not enrolled", "path", r.URL.Path, "identity", id.String())
+		http.Error(w, "unknown agent", http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
+func (p *Plane) handler(insecure bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/sync", func(w http.ResponseWriter, r *http.Request) {
 		var rep agent.Report
 		if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&rep); err != nil {
 			http.Error(w, "bad report", http.StatusBadRequest)
+			return
+		}
+		if !p.caller(w, r, insecure, rep.Site, rep.Node) {
 			return
 		}
 		d, err := p.Sync(r.Context(), rep)
@@ -403,6 +510,9 @@ func (p *Plane) Handler() http.Handler {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
+		if !p.caller(w, r, insecure, "", q.Node) {
+			return
+		}
 		t, err := p.Token(r.Context(), q.Node, q.Workflow, q.Ref)
 		switch {
 		case errors.Is(err, agent.ErrTokenNotReady):
@@ -413,6 +523,7 @@ func (p *Plane) Handler() http.Handler {
 			writeJSON(w, map[string]string{"token": t})
 		}
 	})
+	p.bmcRoutes(mux, insecure)
 	return mux
 }
 

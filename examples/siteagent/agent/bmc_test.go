@@ -1,0 +1,131 @@
+package agent_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/bmc/bmctest"
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+)
+
+// replayingHost is a host that keeps sending one bmc.power command and grants every claim
+// of its node, as a control plane that lost its claim records would: only the agent's own
+// journal, persisted in its data dir, keeps a restarted agent from sending it again.
+type replayingHost struct {
+	cmd     agent.Command
+	mu      sync.Mutex
+	results []agent.BMCResult
+}
+
+func (h *replayingHost) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+	h.mu.Lock()
+	h.results = append(h.results, r.BMC...)
+	h.mu.Unlock()
+	return agent.Desired{Commands: []agent.Command{h.cmd}}, nil
+}
+
+func (h *replayingHost) Token(ctx context.Context, node, workflow, ref string) (string, error) {
+	return "", agent.ErrTokenNotReady
+}
+
+func (h *replayingHost) Claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error) {
+	return bmc.Grant{Granted: true, State: bmc.ClaimGranted, Node: node}, nil
+}
+
+func (h *replayingHost) ReportClaim(ctx context.Context, node string, req bmc.ClaimRequest, o bmc.Outcome) error {
+	return nil
+}
+
+func (h *replayingHost) Credential(ctx context.Context, node, ref string) (bmc.Credential, error) {
+	return bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword}, nil
+}
+
+func (h *replayingHost) result() (agent.BMCResult, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.results) == 0 {
+		return agent.BMCResult{}, false
+	}
+	return h.results[0], true // the first; the host's repeats are answered from the journal
+}
+
+// TestBMCJournalSurvivesRestart: a power cycle the agent ran is not sent again by the same
+// agent restarted on its data dir, although its host sends the command again and grants
+// the claim again; the repeat is answered from DATA/bmc-journal.json.
+func TestBMCJournalSurvivesRestart(t *testing.T) {
+	srv := bmctest.NewServer(bmctest.Options{})
+	t.Cleanup(srv.Close)
+	origin := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(origin.Close)
+	dir := t.TempDir()
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	sha := strings.Repeat("ab", 32)
+	cfg := agent.DefaultConfig()
+	cfg.SiteID, cfg.NodeID, cfg.DataDir = "site-j", "agent-j", dir
+	cfg.Boot.HTTPListen = netip.MustParseAddrPort("127.0.0.1:0")
+	cfg.Boot.HTTPBase = "http://127.0.0.1:0"
+	cfg.Boot.Kernel = agent.Image{URL: origin.URL + "/k", SHA256: sha}
+	cfg.Boot.Initrd = agent.Image{URL: origin.URL + "/i", SHA256: sha}
+	cfg.Control = agent.ControlConfig{URL: "http://control.invalid", Insecure: true, Heartbeat: 100 * time.Millisecond, Timeout: time.Second}
+	cfg.Metrics.Listen = netip.AddrPort{}
+
+	resets := func() int {
+		n := 0
+		for _, r := range srv.Requests() {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.Path, "ComputerSystem.Reset") {
+				n++
+			}
+		}
+		return n
+	}
+	cmd := agent.Command{ID: "bmc-cycle-1", Kind: agent.CommandBMCPower, BMC: &agent.BMCCommand{
+		Target: agent.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"}, Action: "cycle"}}
+	run := func() agent.BMCResult {
+		host := &replayingHost{cmd: cmd}
+		ctx, cancel := context.WithCancel(context.Background())
+		a, err := agent.New(ctx, &cfg, host, agent.Options{Signer: key, DrainTimeout: time.Second})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if r, ok := host.result(); ok {
+				return r
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("no result reported")
+		return agent.BMCResult{}
+	}
+	first := run()
+	if first.Status != "ok" || first.Replayed {
+		t.Fatalf("first run: %+v", first)
+	}
+	sent := resets()
+	if sent == 0 {
+		t.Fatal("the power cycle never reached the BMC")
+	}
+	again := run()
+	if again.Status != "ok" || !again.Replayed {
+		t.Errorf("after the restart: %+v, want the journal's outcome, replayed", again)
+	}
+	if n := resets(); n != sent {
+		t.Errorf("the restarted agent sent the power cycle again: %d reset requests, then %d", sent, n)
+	}
+	if n := len(srv.Boots()); n != 1 {
+		t.Errorf("the machine booted %d times, want 1", n)
+	}
+}

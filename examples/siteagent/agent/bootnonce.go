@@ -1,0 +1,263 @@
+package agent
+
+import (
+	cryptorand "crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/ipxe"
+	"github.com/bettercompute/siteboot/proxydhcp"
+)
+
+// Bounds of the boot nonce store.
+const (
+	// DefaultNonceWindow is how long after its proxy DHCP answer a machine may fetch its
+	// script with the answer's boot nonce (BootConfig.NonceWindow when zero).
+	DefaultNonceWindow = 5 * time.Minute
+	// MaxNonces bounds the boot nonces held at once; the oldest give way first.
+	MaxNonces = 4096
+	// MaxNoncesPerMAC bounds the nonces one MAC holds (iPXE's DISCOVER and its 4011
+	// request are answered each with one); the oldest not yet presented give way first.
+	MaxNoncesPerMAC = 4
+)
+
+// unbound says why a /boot/ipxe request may not have the machine's secrets (S1): it is not
+// bound to a proxy DHCP answer this agent gave that machine.
+type unbound uint8
+
+// Reasons a request is not bound to its machine's DHCP answer.
+const (
+	bound             unbound = iota
+	unboundNoNonce            // "no-nonce": the request names no boot nonce (a MAC-only request)
+	unboundUnknown            // "unknown-nonce": a nonce this agent never handed out, or forgot
+	unboundLapsed             // "nonce-lapsed": handed out longer ago than the window
+	unboundOtherMAC           // "nonce-other-mac": the nonce was handed to another MAC
+	unboundOtherOwner         // "nonce-other-address": another address presented the nonce first
+	numUnbound
+)
+
+func (u unbound) String() string {
+	switch u {
+	case bound:
+		return "bound"
+	case unboundNoNonce:
+		return "no-nonce"
+	case unboundUnknown:
+		return "unknown-nonce"
+	case unboundLapsed:
+		return "nonce-lapsed"
+	case unboundOtherMAC:
+		return "nonce-other-mac"
+	case unboundOtherOwner:
+		return "nonce-other-address"
+	}
+	return "unbound(" + strconv.Itoa(int(u)) + ")"
+}
+
+// bootNonces are the one-time boot nonces proxy DHCP names in its answers to iPXE, each
+// bound to the MAC it answered and, from the first script request that presents it, to
+// that request's address. Bounded (MaxNonces, MaxNoncesPerMAC), on the agent's clock.
+type bootNonces struct {
+	now    func() time.Time
+	rand   io.Reader
+	window time.Duration
+
+	mu    sync.Mutex
+	m     map[string]*bootNonce
+	byMAC map[hwid.MAC][]string // oldest first
+
+	issued  atomic.Uint64
+	refused [numUnbound]atomic.Uint64
+}
+
+type bootNonce struct {
+	mac    hwid.MAC
+	issued time.Time
+	owner  netip.Addr // the first address that presented it; invalid until then
+}
+
+func newBootNonces(now func() time.Time, rand io.Reader, window time.Duration) *bootNonces {
+	if window == 0 {
+		window = DefaultNonceWindow
+	}
+	if rand == nil {
+		rand = cryptorand.Reader
+	}
+	return &bootNonces{now: now, rand: rand, window: window, m: map[string]*bootNonce{}, byMAC: map[hwid.MAC][]string{}}
+}
+
+// issue mints a nonce for a DHCP answer to mac: 128 random bits, in hex.
+func (s *bootNonces) issue(mac hwid.MAC) (string, error) {
+	var b [16]byte
+	if _, err := io.ReadFull(s.rand, b[:]); err != nil {
+		return "", fmt.Errorf("agent: boot nonce: %w", err)
+	}
+	n := hex.EncodeToString(b[:])
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) >= MaxNonces {
+		s.evict(now)
+	}
+	for len(s.byMAC[mac]) >= MaxNoncesPerMAC {
+		// The oldest one nobody presented yet gives way first, so a burst of DHCP answers
+		// for the MAC does not end a boot in progress; else the oldest.
+		list := s.byMAC[mac]
+		victim := list[0]
+		for _, x := range list {
+			if !s.m[x].owner.IsValid() {
+				victim = x
+				break
+			}
+		}
+		s.drop(victim, mac)
+	}
+	s.m[n] = &bootNonce{mac: mac, issued: now}
+	s.byMAC[mac] = append(s.byMAC[mac], n)
+	s.issued.Add(1)
+	return n, nil
+}
+
+// evict drops every lapsed nonce and, when none had lapsed, the oldest one. s.mu is held.
+func (s *bootNonces) evict(now time.Time) {
+	var oldest string
+	var oldestAt time.Time
+	for n, b := range s.m {
+		if now.Sub(b.issued) >= s.window {
+			s.drop(n, b.mac)
+			continue
+		}
+		if oldest == "" || b.issued.Before(oldestAt) {
+			oldest, oldestAt = n, b.issued
+		}
+	}
+	if len(s.m) >= MaxNonces && oldest != "" {
+		s.drop(oldest, s.m[oldest].mac)
+	}
+}
+
+func (s *bootNonces) drop(n string, mac hwid.MAC) {
+	delete(s.m, n)
+	list := s.byMAC[mac]
+	for i, x := range list {
+		if x == n {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(s.byMAC, mac)
+	} else {
+		s.byMAC[mac] = list
+	}
+}
+
+// claim decides whether a script request for mac, presenting nonce from the address from,
+// is bound to a DHCP answer: the nonce was handed to mac within the window, and either
+// nobody presented it yet (from then owns it) or from already does. A nonce is 128 random
+// bits, so a map lookup's timing tells a guesser nothing useful.
+func (s *bootNonces) claim(nonce string, mac hwid.MAC, from netip.Addr) unbound {
+	u := s.decide(nonce, mac, from)
+	s.refused[u].Add(1)
+	return u
+}
+
+func (s *bootNonces) decide(nonce string, mac hwid.MAC, from netip.Addr) unbound {
+	if nonce == "" {
+		return unboundNoNonce
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.m[nonce]
+	switch {
+	case !ok:
+		return unboundUnknown
+	case now.Sub(b.issued) >= s.window:
+		s.drop(nonce, b.mac)
+		return unboundLapsed
+	case b.mac != mac:
+		return unboundOtherMAC
+	case !b.owner.IsValid():
+		b.owner = from
+		return bound
+	case b.owner != from:
+		return unboundOtherOwner
+	}
+	return bound
+}
+
+// answerDHCP is proxy DHCP's answer to a machine it decided to boot. iPXE is sent to the
+// chain script with a fresh boot nonce (S1): only the script request that presents it
+// first, and that address's retries within the window, get the machine's secrets. Other
+// clients (the firmware's PXE or HTTP boot) get proxy DHCP's table.
+func (a *Agent) answerDHCP(req *proxydhcp.Request) proxydhcp.Decision {
+	if !req.IPXE || !req.Server.IsValid() {
+		return proxydhcp.Answer()
+	}
+	n, err := a.nonces.issue(req.MAC)
+	if err != nil {
+		a.log.Error("proxy dhcp: no boot nonce; silence", "mac", req.MAC.String(), "err", err)
+		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
+	}
+	// The chain URL as proxy DHCP would name it (the address the answer comes from, the
+	// HTTP port), with the nonce.
+	host := req.Server.String()
+	if req.Server.Is6() {
+		host = "[" + host + "]"
+	}
+	if p := a.httpPort(); p != 80 {
+		host += ":" + strconv.Itoa(p)
+	}
+	return proxydhcp.AnswerFile("http://" + host + ipxe.PathChain + "?" + ipxe.ParamNonce + "=" + n)
+}
+
+// bindScript is /boot/ipxe's S1 rule, after the entry matched: with proxy DHCP running, a
+// script with a secret only for the request bound to this agent's DHCP answer to the MAC.
+// Without proxy DHCP the site's own DHCP server sends machines here and no nonce exists:
+// whoever can reach the agent and knows a MAC with a live entry gets its script (see the
+// package doc, "Boot secrets").
+func (a *Agent) bindScript(q ipxe.Query) error {
+	if a.nonces == nil || a.bound6(q) {
+		return nil
+	}
+	if u := a.nonces.claim(q.Nonce, q.MAC, q.Remote); u != bound {
+		return fmt.Errorf("%w: %s", ipxe.ErrUnbound, u)
+	}
+	return nil
+}
+
+// nonceStats adds the boot nonce counters to m (Agent.Stats).
+func (a *Agent) nonceStats(m map[string]uint64) {
+	bc := a.bootStats()
+	m["boot_unbound"], m["boot_uuid_refused"], m["boot_ip_refused"] = bc.Unbound, bc.UUIDRefused, bc.IPRefused
+	if a.nonces == nil {
+		return
+	}
+	m["boot_nonces_issued"] = a.nonces.issued.Load()
+	for u := unboundNoNonce; u < numUnbound; u++ {
+		m["boot_unbound_"+u.String()] = a.nonces.refused[u].Load()
+	}
+}
+
+var descUnbound = prometheus.NewDesc("siteboot_boot_unbound_total",
+	"Script requests refused any secret for not being bound to this agent's DHCP answer to the machine, by reason.", []string{"reason"}, nil)
+
+// collectNonces exports the refusals by reason (/metrics).
+func (a *Agent) collectNonces(ch chan<- prometheus.Metric) {
+	if a.nonces == nil {
+		return
+	}
+	for u := unboundNoNonce; u < numUnbound; u++ {
+		ch <- prometheus.MustNewConstMetric(descUnbound, prometheus.CounterValue, float64(a.nonces.refused[u].Load()), u.String())
+	}
+}

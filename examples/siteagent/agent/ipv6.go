@@ -1,0 +1,376 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/ipxe"
+	"github.com/bettercompute/siteboot/proxydhcp"
+)
+
+// Defaults of [DefaultConfig] for IPv6 boot.
+var (
+	DefaultDHCPv6Listen = netip.MustParseAddrPort("[::]:547")
+	DefaultPXEListen6   = netip.MustParseAddrPort("[::]:4011")
+)
+
+// ipv6Part is the agent's IPv6 boot: proxy DHCP's DHCPv6 sockets, the boot handler that
+// names IPv6 URLs, and the passes that bind an iPXE script request over IPv6 to this
+// agent's DHCPv6 answer to the machine's firmware.
+type ipv6Part struct {
+	dhcpConn, pxeConn net.PacketConn // UDP 547 and [::]:4011; nil without Boot.DHCPv6
+	httpBase          string         // HTTPBase6, or derived from ServerIP6; "" without IPv6
+	boot              *ipxe.Handler  // the /boot/ handler for requests that came over IPv6
+	passes            *bootPasses    // nil without proxy DHCP over IPv6
+}
+
+// validateIPv6 checks the IPv6 boot fields (Config.Validate).
+func (c *Config) validateIPv6() error {
+	b := &c.Boot
+	bad := func(field, format string, args ...any) error {
+		return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
+	}
+	if ip := b.ServerIP6; ip.IsValid() {
+		if !ip.Is6() || ip.Is4In6() || !ip.IsGlobalUnicast() || ip.Zone() != "" {
+			return bad("Boot.ServerIP6", "want the global IPv6 address machines reach this agent at, got %v", ip)
+		}
+		// One dual-stack socket serves both families, so the listener must be a wildcard.
+		for _, l := range []struct {
+			field string
+			addr  netip.AddrPort
+			used  bool
+		}{{"Boot.TFTPListen", b.TFTPListen, b.TFTP}, {"Boot.HTTPListen", b.HTTPListen, true}} {
+			if l.used && !l.addr.Addr().IsUnspecified() {
+				return bad(l.field, "with Boot.ServerIP6 set, want a wildcard address (0.0.0.0:PORT or [::]:PORT) that serves IPv4 and IPv6 at once, got %v", l.addr)
+			}
+		}
+	}
+	if b.HTTPBase6 != "" {
+		if !b.ServerIP6.IsValid() {
+			return bad("Boot.HTTPBase6", "needs Boot.ServerIP6")
+		}
+		u, err := url.Parse(b.HTTPBase6)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return bad("Boot.HTTPBase6", "want http://HOST[:PORT], got %q", b.HTTPBase6)
+		}
+		if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !reachable(ip) {
+			return bad("Boot.HTTPBase6", "host %v is not an address machines can reach", ip)
+		}
+	}
+	if b.DHCPv6 {
+		switch {
+		case !b.ProxyDHCP:
+			return bad("Boot.DHCPv6", "needs Boot.ProxyDHCP")
+		case !b.ServerIP6.IsValid():
+			return bad("Boot.DHCPv6", "needs Boot.ServerIP6, the address the boot file URLs name")
+		case !b.DHCPv6Listen.IsValid() || !b.DHCPv6Listen.Addr().Is6():
+			return bad("Boot.DHCPv6Listen", "want [IPv6]:port, got %v", b.DHCPv6Listen)
+		case !b.PXEListen6.IsValid() || !b.PXEListen6.Addr().Is6():
+			return bad("Boot.PXEListen6", "want [IPv6]:port, got %v", b.PXEListen6)
+		}
+	}
+	return nil
+}
+
+// listenNetwork is the network and address to bind for a TFTP or HTTP listener ("udp" or
+// "tcp"): with Boot.ServerIP6 a wildcard becomes [::]:PORT on the family-less network, one
+// dual-stack socket (IPV6_V6ONLY off) that serves both families; else IPv4 as before.
+func (c *Config) listenNetwork(proto string, ap netip.AddrPort) (string, string) {
+	if c.Boot.ServerIP6.IsValid() && ap.Addr().IsUnspecified() {
+		return proto, netip.AddrPortFrom(netip.IPv6Unspecified(), ap.Port()).String()
+	}
+	if proto == "udp" {
+		return "udp4", ap.String()
+	}
+	return proto, ap.String()
+}
+
+// listen6 binds the DHCPv6 sockets the host did not hand in, and sets the IPv6 base URL
+// (after listen, which knows the HTTP port).
+func (a *Agent) listen6() error {
+	b := a.cfg.Boot
+	if !b.ServerIP6.IsValid() {
+		return nil
+	}
+	port := a.httpPort()
+	if tcp, ok := a.httpLn.Addr().(*net.TCPAddr); ok {
+		port = tcp.Port
+	}
+	a.v6.httpBase = b.HTTPBase6
+	if a.v6.httpBase == "" {
+		a.v6.httpBase = "http://" + net.JoinHostPort(b.ServerIP6.String(), strconv.Itoa(port))
+		if port == 80 {
+			a.v6.httpBase = "http://[" + b.ServerIP6.String() + "]"
+		}
+	} else if u, err := url.Parse(a.v6.httpBase); err == nil && u.Port() == "0" {
+		u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
+		a.v6.httpBase = u.String()
+	}
+	a.v6.httpBase = strings.TrimSuffix(a.v6.httpBase, "/")
+	if !b.DHCPv6 {
+		return nil
+	}
+	var err error
+	if a.v6.dhcpConn = a.opt.DHCPv6Conn; a.v6.dhcpConn == nil {
+		var ifaces []string
+		if b.Interface != "" {
+			ifaces = []string{b.Interface}
+		}
+		if a.v6.dhcpConn, err = proxydhcp.ListenDHCPv6(b.DHCPv6Listen.String(), ifaces...); err != nil {
+			return fmt.Errorf("agent: proxy dhcpv6: %w", err)
+		}
+	}
+	if a.v6.pxeConn = a.opt.PXE6Conn; a.v6.pxeConn == nil {
+		if a.v6.pxeConn, err = net.ListenPacket("udp6", b.PXEListen6.String()); err != nil {
+			return fmt.Errorf("agent: proxy dhcpv6 %v: %w", b.PXEListen6, err)
+		}
+	}
+	return nil
+}
+
+// serve6 adds the DHCPv6 sockets to Run's group.
+func (a *Agent) serve6(serve func(name string, f func() error, closed error)) {
+	if a.dhcp == nil || a.v6.dhcpConn == nil {
+		return
+	}
+	serve("proxy dhcpv6", func() error { return a.dhcp.ServeDHCPv6(a.v6.dhcpConn) }, proxydhcp.ErrServerClosed)
+	serve("proxy dhcpv6 4011", func() error { return a.dhcp.ServeBoot(a.v6.pxeConn) }, proxydhcp.ErrServerClosed)
+}
+
+// close6 closes the DHCPv6 sockets (a New that failed, or one never served).
+func (a *Agent) close6() {
+	for _, c := range []net.PacketConn{a.v6.dhcpConn, a.v6.pxeConn} {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// addrs6 adds the DHCPv6 sockets to Addrs.
+func (a *Agent) addrs6(m map[string]string) {
+	if a.v6.dhcpConn != nil {
+		m["dhcpv6"], m["pxe6"] = a.v6.dhcpConn.LocalAddr().String(), a.v6.pxeConn.LocalAddr().String()
+	}
+}
+
+// tftpPort is the TFTP port for the tftp:// URLs of DHCPv6 answers: the agent's TFTP
+// socket's, or 0 (proxy DHCP's default, 69) when the agent runs no TFTP.
+func (a *Agent) tftpPort() int {
+	if a.tftpConn == nil {
+		return 0
+	}
+	if u, ok := a.tftpConn.LocalAddr().(*net.UDPAddr); ok && u.Port != 69 {
+		return u.Port
+	}
+	return 0
+}
+
+// HTTPBase6 is the base URL machines that come over IPv6 use for /boot/ and /cache/; "" when
+// Boot.ServerIP6 is unset.
+func (a *Agent) HTTPBase6() string { return a.v6.httpBase }
+
+// viaIPv6 reports whether the request came to an IPv6 address of the agent (not an
+// IPv4-mapped one, as an IPv4 connection to a dual-stack socket shows).
+func viaIPv6(ctx context.Context) bool {
+	la, ok := ctx.Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(la.String())
+	return err == nil && ap.Addr().Is6() && !ap.Addr().Is4In6()
+}
+
+// bootByFamily serves /boot/ with h for IPv4 and, with IPv6 on, a second handler of the same
+// configuration whose URLs are under the IPv6 base: a machine that came over IPv6 is sent on
+// over IPv6 (the chain script then reports ${netX/ip6}, see ipxe.Chain).
+func (a *Agent) bootByFamily(cfg ipxe.Config, h *ipxe.Handler) (http.Handler, error) {
+	if a.v6.httpBase == "" {
+		return h, nil
+	}
+	cfg.BaseURL = a.v6.httpBase
+	h6, err := ipxe.NewHandler(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("agent: boot handler for IPv6: %w", err)
+	}
+	a.v6.boot = h6
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if viaIPv6(r.Context()) {
+			h6.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}), nil
+}
+
+// cacheBaseFor is cacheBase for one request: under the IPv6 base when the request came over
+// IPv6 and Boot.CacheURL does not name the cache.
+func (a *Agent) cacheBaseFor(ctx context.Context) string {
+	if a.cfg.Boot.CacheURL == "" && a.v6.httpBase != "" && viaIPv6(ctx) {
+		return a.v6.httpBase + "/cache"
+	}
+	return a.cacheBase()
+}
+
+// bootStats sums the counters of the boot handlers (IPv4 and IPv6).
+func (a *Agent) bootStats() ipxe.Stats {
+	s := a.boot.Stats()
+	if a.v6.boot == nil {
+		return s
+	}
+	t := a.v6.boot.Stats()
+	for _, f := range []struct{ to, from *uint64 }{
+		{&s.Requests, &t.Requests}, {&s.Chains, &t.Chains}, {&s.Scripts, &t.Scripts}, {&s.Sanboots, &t.Sanboots},
+		{&s.Unknown, &t.Unknown}, {&s.Mismatched, &t.Mismatched}, {&s.Unbound, &t.Unbound},
+		{&s.UUIDRefused, &t.UUIDRefused}, {&s.IPRefused, &t.IPRefused}, {&s.Discovered, &t.Discovered},
+		{&s.Fenced, &t.Fenced}, {&s.TokenWaits, &t.TokenWaits}, {&s.SanbootWaits, &t.SanbootWaits},
+		{&s.TokenFetches, &t.TokenFetches}, {&s.BadRequests, &t.BadRequests},
+		{&s.HeadersTooLarge, &t.HeadersTooLarge}, {&s.MethodsRefused, &t.MethodsRefused},
+		{&s.NotFound, &t.NotFound}, {&s.Files, &t.Files}, {&s.Errors, &t.Errors},
+	} {
+		*f.to += *f.from
+	}
+	return s
+}
+
+// dhcpPorts are the proxy DHCP ports whose counters the agent exports.
+func (a *Agent) dhcpPorts() []proxydhcp.Port {
+	if a.v6.dhcpConn != nil {
+		return []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot, proxydhcp.PortDHCPv6}
+	}
+	return []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot}
+}
+
+// stats6 adds the IPv6 boot counters to m (Agent.Stats).
+func (a *Agent) stats6(m map[string]uint64) {
+	if a.dhcp != nil && a.v6.dhcpConn != nil {
+		m["proxydhcp_resent_4011"] = a.dhcp.Stats().Resent
+	}
+	if p := a.v6.passes; p != nil {
+		m["boot_v6_passes_issued"], m["boot_v6_passes_used"] = p.issued.Load(), p.used.Load()
+	}
+}
+
+var descPasses6 = prometheus.NewDesc("siteboot_boot_v6_passes_total",
+	"IPv6 boot passes (a script request over IPv6 without a nonce, bound to this agent's DHCPv6 answer to the machine's firmware), issued and used.", []string{"event"}, nil)
+
+// collect6 exports the IPv6 boot passes (/metrics).
+func (a *Agent) collect6(ch chan<- prometheus.Metric) {
+	if p := a.v6.passes; p != nil {
+		ch <- prometheus.MustNewConstMetric(descPasses6, prometheus.CounterValue, float64(p.issued.Load()), "issued")
+		ch <- prometheus.MustNewConstMetric(descPasses6, prometheus.CounterValue, float64(p.used.Load()), "used")
+	}
+}
+
+// The boot passes of IPv6 (S1 over DHCPv6).
+//
+// iPXE over DHCPv6 never uses a proxy's answer when the segment's router advertisements ask
+// for stateful DHCPv6 (the M flag: src/net/udp/dhcpv6.c dhcpv6_rx takes the settings of the
+// one server whose address it took), so its chain URL comes from the site's DHCPv6 server,
+// which cannot carry this agent's one-time boot nonce. What binds that script request to
+// this agent's DHCP answer instead is the answer the agent gave the machine's firmware over
+// DHCPv6 (EDK2's SOLICIT or its 4011 REQUEST, for the MAC the entry names): each such
+// answer issues one pass for the MAC, valid for the nonce window; the first script request
+// over IPv6 for that MAC without a nonce claims it for its address, and only that address's
+// retries use it after. It is weaker than a nonce (a host on the segment that knows the MAC
+// and asks first takes the pass; the machine is then refused and its firmware's next
+// DHCPv6 answer issues a new one), and it is used only when no nonce is presented.
+
+// bootPasses are the IPv6 boot passes, by MAC; bounded by MaxNonces, on the agent's clock.
+type bootPasses struct {
+	now    func() time.Time
+	window time.Duration
+
+	mu sync.Mutex
+	m  map[hwid.MAC]*bootPass
+
+	issued, used atomic.Uint64
+}
+
+type bootPass struct {
+	issued time.Time
+	owner  netip.Addr // the first address that used it; invalid until then
+}
+
+func newBootPasses(now func() time.Time, window time.Duration) *bootPasses {
+	if window == 0 {
+		window = DefaultNonceWindow
+	}
+	return &bootPasses{now: now, window: window, m: map[hwid.MAC]*bootPass{}}
+}
+
+// issue gives mac a fresh pass: its firmware was answered over DHCPv6 now.
+func (p *bootPasses) issue(mac hwid.MAC) {
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.m[mac]; !ok && len(p.m) >= MaxNonces {
+		for k, b := range p.m {
+			if now.Sub(b.issued) >= p.window {
+				delete(p.m, k)
+			}
+		}
+		if len(p.m) >= MaxNonces {
+			var oldest hwid.MAC
+			var at time.Time
+			for k, b := range p.m {
+				if at.IsZero() || b.issued.Before(at) {
+					oldest, at = k, b.issued
+				}
+			}
+			delete(p.m, oldest)
+		}
+	}
+	p.m[mac] = &bootPass{issued: now}
+	p.issued.Add(1)
+}
+
+// claim reports whether a script request for mac from the IPv6 address from holds the MAC's
+// pass: issued within the window, and not claimed yet (from then owns it) or owned by from.
+func (p *bootPasses) claim(mac hwid.MAC, from netip.Addr) bool {
+	if !from.Is6() || from.Is4In6() {
+		return false
+	}
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.m[mac]
+	switch {
+	case !ok:
+		return false
+	case now.Sub(b.issued) >= p.window:
+		delete(p.m, mac)
+		return false
+	case !b.owner.IsValid():
+		b.owner = from
+	case b.owner != from:
+		return false
+	}
+	p.used.Add(1)
+	return true
+}
+
+// answered6 notes proxy DHCP's answer to a machine's firmware over DHCPv6 (serveDHCP): it
+// issues the MAC's boot pass.
+func (a *Agent) answered6(req *proxydhcp.Request) {
+	if req.IPv6 && !req.IPXE && a.v6.passes != nil {
+		a.v6.passes.issue(req.MAC)
+	}
+}
+
+// bound6 is bindScript's IPv6 case: a request without a nonce, over IPv6, holding the MAC's
+// boot pass.
+func (a *Agent) bound6(q ipxe.Query) bool {
+	return q.Nonce == "" && a.v6.passes != nil && a.v6.passes.claim(q.MAC, q.Remote)
+}

@@ -1,0 +1,496 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/lease"
+)
+
+// BMC access. The plane routes each bmc.* command like the seed's siteAgentFor: to the
+// site's lease holder when it is connected, else to the first connected agent by node id.
+// Before routing a destructive one it asks its bmc.ClaimRegistry: after a failover a
+// recorded outcome is reused (nothing is sent again), a command nobody claimed moves to the
+// new agent, and one claimed by an agent that never reported is finished as "outcome
+// unknown" for the host to decide. A bmc.query is always safe to send.
+
+// bmcPlane is the plane's BMC state.
+type bmcPlane struct {
+	once     sync.Once
+	reg      *bmc.ClaimRegistry
+	mu       sync.Mutex
+	creds    map[string]bmc.Credential // by reference
+	cmds     map[string]*bmcCmd        // by command id
+	order    []string                  // command ids, oldest first
+	ramdisks []*ramdiskRun
+}
+
+type bmcCmd struct {
+	site   string
+	cmd    agent.Command
+	node   string // routed to last
+	done   chan struct{}
+	result agent.BMCResult
+	// reused: finished from the claim record, not from an agent's report.
+	reused bool
+}
+
+// ramdiskRun is one metal.ensureRamdisk in progress: its entries go to every agent its
+// site's commands are routed to (boot entries stay per agent).
+type ramdiskRun struct {
+	site    string
+	entries []agent.Entry
+	sentTo  []string
+}
+
+// Claims is the plane's claim registry, over ClaimStore (a bmc.MemoryClaimStore when nil).
+func (p *Plane) Claims() *bmc.ClaimRegistry {
+	b := &p.bmcs
+	b.once.Do(func() {
+		st := p.ClaimStore
+		if st == nil {
+			st = &bmc.MemoryClaimStore{}
+		}
+		b.reg = &bmc.ClaimRegistry{Store: st, Now: p.now}
+	})
+	return b.reg
+}
+
+// SetCredential stores the BMC credential agents fetch by ref. It stays in memory.
+func (p *Plane) SetCredential(ref string, c bmc.Credential) {
+	b := &p.bmcs
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.creds == nil {
+		b.creds = map[string]bmc.Credential{}
+	}
+	b.creds[ref] = c
+}
+
+// BMC queues a bmc.* command for a site and returns its id, unique across the plane's
+// restarts (claims outlive the plane when its ClaimStore does). It is routed on the next
+// heartbeat of the agent siteAgentFor picks.
+func (p *Plane) BMC(site, kind string, body agent.BMCCommand) (string, error) {
+	if !agent.IsBMCCommand(kind) {
+		return "", fmt.Errorf("controlplane: %q is not a bmc command", kind)
+	}
+	var r [12]byte
+	rand.Read(r[:])
+	id := "bmc-" + hex.EncodeToString(r[:])
+	b := &p.bmcs
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmds == nil {
+		b.cmds = map[string]*bmcCmd{}
+	}
+	b.cmds[id] = &bmcCmd{site: site, cmd: agent.Command{ID: id, Kind: kind, BMC: &body}, done: make(chan struct{})}
+	b.order = append(b.order, id)
+	return id, nil
+}
+
+// BMCResult returns how command id ended, once it has; reused says the outcome came from
+// the claim record (an agent that died after running it), not from an agent's report.
+func (p *Plane) BMCResult(id string) (res agent.BMCResult, reused, ok bool) {
+	b := &p.bmcs
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.cmds[id]
+	if c == nil {
+		return agent.BMCResult{}, false, false
+	}
+	select {
+	case <-c.done:
+		return c.result, c.reused, true
+	default:
+		return agent.BMCResult{}, false, false
+	}
+}
+
+// WaitBMC waits until command id has ended and returns its result.
+func (p *Plane) WaitBMC(ctx context.Context, id string) (agent.BMCResult, error) {
+	b := &p.bmcs
+	b.mu.Lock()
+	c := b.cmds[id]
+	b.mu.Unlock()
+	if c == nil {
+		return agent.BMCResult{}, fmt.Errorf("controlplane: no bmc command %q", id)
+	}
+	select {
+	case <-c.done:
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return c.result, nil
+	case <-ctx.Done():
+		return agent.BMCResult{}, ctx.Err()
+	}
+}
+
+// SiteAgentFor is the seed's siteAgentFor: the site's lease holder when it is connected,
+// else the first connected agent of the site by node id; false when none is connected.
+func (p *Plane) SiteAgentFor(ctx context.Context, site string) (string, bool, error) {
+	rec, _, err := p.Lease.Get(ctx, site)
+	if err != nil {
+		return "", false, err
+	}
+	node, ok := p.siteAgentFor(ctx, site, rec)
+	return node, ok, nil
+}
+
+func (p *Plane) siteAgentFor(ctx context.Context, site string, rec lease.Record) (string, bool) {
+	conn, _ := fleet{p}.Connected(ctx, site)
+	if len(conn) == 0 {
+		return "", false
+	}
+	ids := make([]string, 0, len(conn))
+	for _, a := range conn {
+		if a.Node == rec.Holder {
+			return a.Node, true
+		}
+		ids = append(ids, a.Node)
+	}
+	slices.Sort(ids)
+	return ids[0], true
+}
+
+// finish ends a command with a result (the first one wins). Called with b.mu held.
+func (b *bmcPlane) finish(c *bmcCmd, r agent.BMCResult, reused bool) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	c.result, c.reused = r, reused
+	close(c.done)
+}
+
+// bmcSync takes the agent's BMC results from its report and returns the bmc.* commands
+// routed to it; rec is the site's lease record as this heartbeat's answer has it.
+func (p *Plane) bmcSync(ctx context.Context, r agent.Report, rec lease.Record) []agent.Command {
+	b := &p.bmcs
+	b.mu.Lock()
+	for _, res := range r.BMC {
+		if c := b.cmds[res.ID]; c != nil && c.site == r.Site {
+			b.finish(c, res, false)
+		}
+	}
+	b.mu.Unlock()
+
+	target, ok := p.siteAgentFor(ctx, r.Site, rec)
+	if !ok || target != r.Node {
+		return nil
+	}
+	b.mu.Lock()
+	var open []*bmcCmd
+	for _, id := range b.order {
+		c := b.cmds[id]
+		select {
+		case <-c.done:
+			continue
+		default:
+		}
+		if c.site == r.Site {
+			open = append(open, c)
+		}
+	}
+	var prepare [][]agent.Entry
+	for _, run := range b.ramdisks {
+		if run.site == r.Site && !slices.Contains(run.sentTo, r.Node) {
+			run.sentTo = append(run.sentTo, r.Node)
+			prepare = append(prepare, run.entries)
+		}
+	}
+	b.mu.Unlock()
+	// A new agent of a machine being booted gets its own entries.
+	for _, e := range prepare {
+		p.Prepare(r.Node, e)
+	}
+
+	var out []agent.Command
+	for _, c := range open {
+		if !agent.BMCDestructive(c.cmd.Kind) {
+			out = append(out, c.cmd)
+			continue
+		}
+		d, err := p.Claims().Route(ctx, c.cmd.ID, c.cmd.Kind, r.Node)
+		if err != nil {
+			p.Logger.Warn("bmc command not routed", "id", c.cmd.ID, "err", err)
+			continue
+		}
+		b.mu.Lock()
+		switch d.Action {
+		case bmc.RouteSend:
+			if c.node != "" && c.node != r.Node {
+				p.Logger.Info("bmc command moved to another agent", "id", c.cmd.ID, "kind", c.cmd.Kind, "from", c.node, "to", r.Node)
+			}
+			c.node = r.Node
+			out = append(out, c.cmd)
+		case bmc.RouteReuse, bmc.RouteUnknown:
+			p.Logger.Info("bmc command finished from its claim record", "id", c.cmd.ID, "kind", c.cmd.Kind,
+				"action", string(d.Action), "claimed_by", d.Node, "status", string(d.Outcome.Status))
+			b.finish(c, agent.BMCResult{ID: c.cmd.ID, Kind: c.cmd.Kind, Status: string(d.Outcome.Status),
+				ErrorKind: d.Outcome.Kind, Code: d.Outcome.Code, Message: d.Outcome.Message, Replayed: true}, true)
+		}
+		b.mu.Unlock()
+	}
+	return out
+}
+
+// RamdiskMachine is what metal.ensureRamdisk needs of a machine: one boot entry per known
+// PXE MAC and its BMC.
+type RamdiskMachine struct {
+	Entries []agent.Entry
+	BMC     agent.BMCTarget
+	// Mode is the boot mode of the one-time PXE boot ("", "uefi", "legacy").
+	Mode string
+}
+
+// RamdiskSteps are the commands one EnsureRamdisk ran, with their results.
+type RamdiskSteps struct {
+	// Agent is the agent the entries went to first.
+	Agent   string
+	BootID  string
+	Boot    agent.BMCResult
+	PowerID string
+	Power   agent.BMCResult
+	// PowerReused: the power cycle's outcome came from the claim record after a failover.
+	PowerReused bool
+}
+
+// StepError is a step of EnsureRamdisk that did not end "ok": Result says how it ended
+// (for "unknown", the host decides; a bmc.query is always safe).
+type StepError struct {
+	Step   string
+	Result agent.BMCResult
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("controlplane: %s: %s (%s) %s", e.Step, e.Result.Status, e.Result.ErrorKind, e.Result.Message)
+}
+
+// EnsureRamdisk is the seed's metal.ensureRamdisk: the machine's boot entries to the
+// site's agent (and to whichever agent its commands move to), a one-time PXE boot through
+// its BMC, then a power cycle. It returns once the power cycle has ended; the entries stay
+// until RamdiskDone.
+func (p *Plane) EnsureRamdisk(ctx context.Context, site string, m RamdiskMachine) (RamdiskSteps, error) {
+	var steps RamdiskSteps
+	if len(m.Entries) == 0 {
+		return steps, errors.New("controlplane: ensureRamdisk: a machine with no known MAC: inspect it out of band first")
+	}
+	for {
+		node, ok, err := p.SiteAgentFor(ctx, site)
+		if err != nil {
+			return steps, err
+		}
+		if ok {
+			steps.Agent = node
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return steps, fmt.Errorf("controlplane: ensureRamdisk: no site agent: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	b := &p.bmcs
+	b.mu.Lock()
+	b.ramdisks = append(b.ramdisks, &ramdiskRun{site: site, entries: slices.Clone(m.Entries), sentTo: []string{steps.Agent}})
+	b.mu.Unlock()
+	p.Prepare(steps.Agent, m.Entries)
+
+	run := func(step, kind string, body agent.BMCCommand) (string, agent.BMCResult, error) {
+		id, err := p.BMC(site, kind, body)
+		if err != nil {
+			return "", agent.BMCResult{}, err
+		}
+		res, err := p.WaitBMC(ctx, id)
+		if err != nil {
+			return id, res, err
+		}
+		if res.Status != string(bmc.StatusOK) {
+			return id, res, &StepError{Step: step, Result: res}
+		}
+		return id, res, nil
+	}
+	var err error
+	if steps.BootID, steps.Boot, err = run("bmc.boot pxe once", agent.CommandBMCBoot, agent.BMCCommand{Target: m.BMC, Device: string(bmc.BootPXE), Mode: m.Mode}); err != nil {
+		return steps, err
+	}
+	if steps.PowerID, steps.Power, err = run("bmc.power cycle", agent.CommandBMCPower, agent.BMCCommand{Target: m.BMC, Action: string(bmc.PowerActionCycle)}); err != nil {
+		return steps, err
+	}
+	_, steps.PowerReused, _ = p.BMCResult(steps.PowerID)
+	return steps, nil
+}
+
+// RamdiskDone ends a site's ensureRamdisk of workflow: its entries are cleaned up
+// (boot.cleanUp) on every agent they went to.
+func (p *Plane) RamdiskDone(site, workflow string) {
+	b := &p.bmcs
+	b.mu.Lock()
+	var nodes []string
+	b.ramdisks = slices.DeleteFunc(b.ramdisks, func(r *ramdiskRun) bool {
+		if r.site != site || !slices.ContainsFunc(r.entries, func(e agent.Entry) bool { return e.Workflow == workflow }) {
+			return false
+		}
+		nodes = append(nodes, r.sentTo...)
+		return true
+	})
+	b.mu.Unlock()
+	for _, n := range nodes {
+		p.CleanUp(n, workflow)
+	}
+}
+
+// claim, reportClaim and credential are the BMC half of an agent's link, for both the
+// LocalLink and the HTTP handler.
+func (p *Plane) claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error) {
+	if !p.enrolled(node) {
+		return bmc.Grant{}, errUnknownAgent
+	}
+	return p.Claims().Claim(ctx, node, req)
+}
+
+func (p *Plane) reportClaim(ctx context.Context, node string, req bmc.ClaimRequest, o bmc.Outcome) error {
+	if !p.enrolled(node) {
+		return errUnknownAgent
+	}
+	if err := p.Claims().Report(ctx, node, req, o); err != nil {
+		return err
+	}
+	b := &p.bmcs
+	b.mu.Lock()
+	h := p.OnBMCReport // read under the lock BMC took after the host set it
+	var c agent.Command
+	if x := b.cmds[req.ID]; x != nil {
+		c = x.cmd
+	}
+	b.mu.Unlock()
+	if h != nil {
+		h(node, c, o)
+	}
+	return nil
+}
+
+func (p *Plane) credential(node, ref string) (bmc.Credential, bool) {
+	if !p.enrolled(node) {
+		return bmc.Credential{}, false
+	}
+	b := &p.bmcs
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, ok := b.creds[ref]
+	return c, ok
+}
+
+func (p *Plane) enrolled(node string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.agents[node] != nil
+}
+
+var _ agent.BMCLink = (*LocalLink)(nil)
+
+// Claim implements agent.BMCLink.
+func (l *LocalLink) Claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error) {
+	if l.isCut() {
+		return bmc.Grant{}, ErrCut
+	}
+	return l.p.claim(ctx, node, req)
+}
+
+// ReportClaim implements agent.BMCLink.
+func (l *LocalLink) ReportClaim(ctx context.Context, node string, req bmc.ClaimRequest, o bmc.Outcome) error {
+	if l.isCut() {
+		return ErrCut
+	}
+	return l.p.reportClaim(ctx, node, req, o)
+}
+
+// Credential implements agent.BMCLink.
+func (l *LocalLink) Credential(ctx context.Context, node, ref string) (bmc.Credential, error) {
+	if l.isCut() {
+		return bmc.Credential{}, ErrCut
+	}
+	c, ok := l.p.credential(node, ref)
+	if !ok {
+		return bmc.Credential{}, &bmc.OpError{Op: "credential", Kind: bmc.ErrAuth, Message: "no credential under that reference"}
+	}
+	return c, nil
+}
+
+// bmcRoutes adds the BMC half of agent.HTTPLink to the plane's handler.
+func (p *Plane) bmcRoutes(mux *http.ServeMux, insecure bool) {
+	mux.HandleFunc("POST /v1/bmc/claim", func(w http.ResponseWriter, r *http.Request) {
+		var q agent.ClaimWire
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&q); err != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if !p.caller(w, r, insecure, "", q.Node) {
+			return
+		}
+		g, err := p.claim(r.Context(), q.Node, bmc.ClaimRequest{ID: q.ID, Op: q.Op, Journal: q.Journal})
+		if !bmcAnswer(w, err) {
+			return
+		}
+		writeJSON(w, g)
+	})
+	mux.HandleFunc("POST /v1/bmc/report", func(w http.ResponseWriter, r *http.Request) {
+		var q agent.ClaimWire
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&q); err != nil || q.Outcome == nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if !p.caller(w, r, insecure, "", q.Node) {
+			return
+		}
+		err := p.reportClaim(r.Context(), q.Node, bmc.ClaimRequest{ID: q.ID, Op: q.Op, Journal: q.Journal}, *q.Outcome)
+		if !bmcAnswer(w, err) {
+			return
+		}
+		writeJSON(w, struct{}{})
+	})
+	mux.HandleFunc("POST /v1/bmc/credential", func(w http.ResponseWriter, r *http.Request) {
+		var q struct{ Node, Ref string }
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&q); err != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if !p.caller(w, r, insecure, "", q.Node) {
+			return
+		}
+		c, ok := p.credential(q.Node, q.Ref)
+		if !ok {
+			http.Error(w, "no such credential", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, agent.CredentialWire{Username: c.Username, Password: c.Password})
+	})
+}
+
+// bmcAnswer writes the error answer for err and reports whether there was none.
+func bmcAnswer(w http.ResponseWriter, err error) bool {
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, errUnknownAgent):
+		http.Error(w, "unknown agent", http.StatusForbidden)
+	case errors.Is(err, bmc.ErrInvalid):
+		http.Error(w, "no such grant", http.StatusBadRequest)
+	default:
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+	}
+	return false
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bettercompute/siteboot/internal/testpeer"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/google/go-cmp/cmp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -19,7 +20,7 @@ import (
 
 func TestMain(m *testing.M) {
 	// testpeer forks every peer from one thread that lives as long as the test binary.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/bettercompute/siteboot/internal/testpeer.startTied.func1.1"))
+	goleak.VerifyTestMain(m, testpeer.IgnoreForker)
 }
 
 // startServer serves port role p on a loopback socket and returns its address.

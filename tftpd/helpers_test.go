@@ -13,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bettercompute/siteboot/internal/testpeer"
 	"github.com/bettercompute/siteboot/tftpd"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// testpeer forks every peer from one goroutine locked to its thread for the life of the
+	// binary (so that a peer dies with it).
+	goleak.VerifyTestMain(m, testpeer.IgnoreForker)
 }
 
 // payload returns n deterministic pseudo-random bytes.
@@ -236,9 +239,14 @@ func errorOf(t testing.TB, b []byte) (uint16, string) {
 // download acks a transfer to its end from the first DATA block on, and returns the bytes.
 func (c *rawClient) download(first []byte, tid *net.UDPAddr, blksize int) []byte {
 	c.t.Helper()
+	return c.downloadFrom(first, tid, blksize, 1)
+}
+
+// downloadFrom is download from DATA block want (first) on.
+func (c *rawClient) downloadFrom(first []byte, tid *net.UDPAddr, blksize int, want uint16) []byte {
+	c.t.Helper()
 	var out []byte
 	pkt := first
-	want := uint16(1)
 	for {
 		if opcode(pkt) != 3 {
 			c.t.Fatalf("got opcode %d, want DATA", opcode(pkt))
@@ -275,4 +283,35 @@ func fdCount(t testing.TB) (sockets, others int) {
 		}
 	}
 	return sockets, others
+}
+
+// downloadWindow reads a transfer of windowsize window (RFC 7440) from its first DATA block
+// on, acknowledging the last block of each window and the last block of the file, and
+// returns the bytes and the acknowledgements it sent.
+func (c *rawClient) downloadWindow(first []byte, tid *net.UDPAddr, blksize, window int) (data []byte, acks int) {
+	c.t.Helper()
+	pkt := first
+	want := uint16(1)
+	inWindow := 0
+	for {
+		if opcode(pkt) != 3 {
+			c.t.Fatalf("got opcode %d, want DATA", opcode(pkt))
+		}
+		block := binary.BigEndian.Uint16(pkt[2:])
+		if block == want {
+			data = append(data, pkt[4:]...)
+			want++
+			inWindow++
+			last := len(pkt)-4 < blksize
+			if inWindow == window || last {
+				c.send(tid, ack(block))
+				acks++
+				inWindow = 0
+				if last {
+					return data, acks
+				}
+			}
+		}
+		pkt, _ = c.recvFrom(5*time.Second, tid.Port)
+	}
 }

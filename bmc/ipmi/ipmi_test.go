@@ -21,7 +21,7 @@ import (
 
 // The process forker of internal/testpeer lives as long as the test binary.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/bettercompute/siteboot/internal/testpeer.startTied.func1.1"))
+	goleak.VerifyTestMain(m, testpeer.IgnoreForker)
 }
 
 func ctx(t testing.TB) context.Context {

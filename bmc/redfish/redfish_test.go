@@ -18,13 +18,14 @@ import (
 	"github.com/bettercompute/siteboot/bmc/bmctest"
 	"github.com/bettercompute/siteboot/bmc/redfish"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/internal/testpeer"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	// testpeer forks the emulators from one thread that lives as long as the binary.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/bettercompute/siteboot/internal/testpeer.startTied.func1.1"))
+	goleak.VerifyTestMain(m, testpeer.IgnoreForker)
 }
 
 func target(srv *bmctest.Server) bmc.Target {

@@ -1,7 +1,8 @@
 // Package testpeer is how siteboot's tests work with real programs: it finds a program or
 // skips naming the Debian package that provides it, starts a process and waits until it is
 // ready, stops it by its PID at cleanup, makes network namespaces, bridges, veths and taps on
-// 192.0.2.0/24 and deletes them at cleanup, and hands out free loopback ports.
+// 192.0.2.0/24 (and a second segment behind a router on 198.51.100.0/24) and deletes them
+// at cleanup, and hands out free loopback ports.
 //
 // # Skipping and requiring
 //
@@ -13,5 +14,12 @@
 //
 // Everything this package starts or makes is undone through t.Cleanup: processes are stopped
 // by PID (SIGTERM, then SIGKILL), namespaces are deleted with `ip netns delete`, which also
-// removes the veths and taps inside them. Nothing is found or stopped by name.
+// removes the bridges, veths and taps inside them. No process is found or stopped by name.
+//
+// A test binary that dies without its clean-up (killed by its timeout or by SIGKILL) leaves
+// nothing running: every process Start makes gets SIGKILL from the kernel when the binary
+// dies (the parent-death signal, sent from one thread that lives as long as the binary), so
+// the programs it starts must stay in the foreground (QEMU without -daemonize, dnsmasq with
+// --no-daemon). Its namespaces, named sbPID-N after the binary's PID, are deleted by the
+// next test binary's first NewNetns (RemoveStale), and only once that PID no longer runs.
 package testpeer

@@ -1,19 +1,93 @@
 package testpeer
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-var nsSeq atomic.Int64
+var (
+	nsSeq           atomic.Int64
+	removeStaleOnce sync.Once
+)
+
+// nsPrefix starts the name of every namespace this package makes: sbPID-N, PID being the
+// test binary's.
+const nsPrefix = "sb"
+
+var nsNameRE = regexp.MustCompile(`^` + nsPrefix + `([0-9]+)-[0-9]+$`)
+
+// RemoveStale deletes the namespaces this package made for test binaries that no longer
+// run (a run killed by its timeout or by SIGKILL never reaches its clean-up), and with them
+// the bridges, veths and taps inside them. A namespace's name carries the PID of the test
+// binary that made it; one whose process is gone, or is a zombie, is stale. NewNetns calls
+// it once per test binary, so the next run clears what a killed one left. It returns the
+// names it deleted.
+func RemoveStale() ([]string, error) {
+	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("testpeer: ip netns list: %w: %s", err, out)
+	}
+	var removed []string
+	var errs []error
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line) // "NAME" or "NAME (id: N)"
+		if len(f) == 0 {
+			continue
+		}
+		m := nsNameRE.FindStringSubmatch(f[0])
+		if m == nil {
+			continue
+		}
+		pid, err := strconv.Atoi(m[1])
+		if err != nil || processLives(pid) {
+			continue
+		}
+		if out, err := exec.Command("ip", "netns", "delete", f[0]).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("ip netns delete %s: %w: %s", f[0], err, bytes.TrimSpace(out)))
+			continue
+		}
+		removed = append(removed, f[0])
+	}
+	return removed, errors.Join(errs...)
+}
+
+// processLives reports whether pid names a process that has not exited (a zombie has).
+func processLives(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if pid == os.Getpid() {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// "PID (COMM) STATE ...": COMM may hold spaces and parentheses; the state follows the
+	// last ')'.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return false
+	}
+	switch stat[i+2] {
+	case 'Z', 'X':
+		return false
+	}
+	return true
+}
 
 // Netns is a network namespace made for one test.
 type Netns struct {
@@ -26,7 +100,12 @@ func NewNetns(t testing.TB) *Netns {
 	t.Helper()
 	RequireRoot(t)
 	LookPath(t, "ip", "iproute2")
-	n := &Netns{name: fmt.Sprintf("sb%d-%d", os.Getpid(), nsSeq.Add(1))}
+	removeStaleOnce.Do(func() {
+		if _, err := RemoveStale(); err != nil {
+			t.Logf("testpeer: removing namespaces of earlier runs: %v", err)
+		}
+	})
+	n := &Netns{name: fmt.Sprintf("%s%d-%d", nsPrefix, os.Getpid(), nsSeq.Add(1))}
 	if out, err := exec.Command("ip", "netns", "add", n.name).CombinedOutput(); err != nil {
 		t.Fatalf("testpeer: ip netns add %s: %v\n%s", n.name, err, out)
 	}
@@ -135,5 +214,61 @@ func (s *Segment) AddTap(t testing.TB, name string) string {
 	t.Helper()
 	s.Bridge.Run(t, "ip", "tuntap", "add", "dev", name, "mode", "tap")
 	s.Bridge.Run(t, "ip", "link", "set", name, "master", "br0", "up")
+	return name
+}
+
+// RoutedPrefix is the address range of a segment behind a router (TEST-NET-2, RFC 5737).
+var RoutedPrefix = netip.MustParsePrefix("198.51.100.0/24")
+
+// RouterUplinkIP is a router's address on the first segment, and RouterIP its address on
+// the segment behind it (the address a DHCP relay there puts in giaddr).
+var (
+	RouterUplinkIP = netip.MustParseAddr("192.0.2.254")
+	RouterIP       = netip.MustParseAddr("198.51.100.1")
+)
+
+// RoutedSegment is a second Ethernet segment behind a router: one namespace that forwards
+// between its uplink eth0 (RouterUplinkIP/24, a veth on the first segment's bridge) and a
+// bridge br1 (RouterIP/24) for the machines' taps, which the QEMU machines of that segment
+// run in. Every host of the first segment, and its bridge namespace, routes RoutedPrefix
+// through the router.
+type RoutedSegment struct {
+	Router *Netns
+}
+
+// AddRouted makes a RoutedSegment behind s. It is deleted with the namespaces at cleanup.
+func (s *Segment) AddRouted(t testing.TB) *RoutedSegment {
+	t.Helper()
+	LookPath(t, "sysctl", "procps")
+	r := &RoutedSegment{Router: NewNetns(t)}
+	ns := r.Router
+	s.Bridge.Run(t, "ip", "link", "add", "vrt", "type", "veth", "peer", "name", "eth0", "netns", ns.Name())
+	s.Bridge.Run(t, "ip", "link", "set", "vrt", "master", "br0", "up")
+	ns.Run(t, "ip", "addr", "add", RouterUplinkIP.String()+"/24", "dev", "eth0")
+	ns.Run(t, "ip", "link", "set", "eth0", "up")
+	ns.Run(t, "ip", "link", "add", "br1", "type", "bridge")
+	ns.Run(t, "ip", "addr", "add", RouterIP.String()+"/24", "dev", "br1")
+	ns.Run(t, "ip", "link", "set", "br1", "up")
+	ns.Run(t, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+	for _, h := range append([]*Netns{s.Bridge}, hostsNetns(s.Hosts)...) {
+		h.Run(t, "ip", "route", "add", RoutedPrefix.String(), "via", RouterUplinkIP.String())
+	}
+	return r
+}
+
+func hostsNetns(hs []*Host) []*Netns {
+	out := make([]*Netns, len(hs))
+	for i, h := range hs {
+		out[i] = h.Netns
+	}
+	return out
+}
+
+// AddTap makes a tap device on br1 in the router's namespace, for a QEMU machine started in
+// that namespace, and returns its name.
+func (r *RoutedSegment) AddTap(t testing.TB, name string) string {
+	t.Helper()
+	r.Router.Run(t, "ip", "tuntap", "add", "dev", name, "mode", "tap")
+	r.Router.Run(t, "ip", "link", "set", name, "master", "br1", "up")
 	return name
 }

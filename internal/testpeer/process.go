@@ -66,9 +66,10 @@ func Start(t testing.TB, c Cmd) *Process {
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, so that a stop reaches children a wrapper (ip netns exec
-	// execs in place, but shells do not) may start.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// execs in place, but shells do not) may start; and SIGKILL when the test binary dies,
+	// so that a run killed by its timeout leaves nothing running (see startTied).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := startTied(cmd); err != nil {
 		t.Fatalf("testpeer: start %s: %v", c.Path, err)
 	}
 	p := &Process{t: t, name: c.Path, cmd: cmd, out: out, done: make(chan struct{})}

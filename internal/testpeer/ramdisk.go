@@ -79,10 +79,13 @@ func Ramdisk(t testing.TB) (kernel, initrd []byte) {
 	return r.kernel, r.initrd
 }
 
-// initScript is the ramdisk's /init.
+// initScript is the ramdisk's /init. The console's UART sends what init writes from a
+// buffer, after the write returns, and a power-off does not wait for it: without the pause
+// a slow (TCG, loaded) machine powers off with the line still unsent.
 const initScript = `#!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
 /bin/busybox echo "SITEBOOT-CMDLINE:$(/bin/busybox cat /proc/cmdline):END" >/dev/console
+/bin/busybox sleep 2
 /bin/busybox poweroff -f
 `
 

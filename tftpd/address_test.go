@@ -84,8 +84,8 @@ func TestReplyFromAskedAddress(t *testing.T) {
 	// The last acknowledgement may still be on its way to the server: wait for no transfer
 	// to be running, then look at how they ended.
 	for name, srv := range map[string]*tftpd.Server{"bound": fixed, "wildcard": wild4, "dual-stack": wild6} {
-		waitFor(t, name+" transfers to end", func() bool { return srv.Counters().Active == 0 })
-		if c := srv.Counters(); c.Failed != 0 || c.Completed != c.Transfers || c.Transfers == 0 {
+		waitFor(t, name+" transfers to end", func() bool { return srv.Stats().Active == 0 })
+		if c := srv.Stats(); c.Failed != 0 || c.Completed != c.Transfers || c.Transfers == 0 {
 			t.Errorf("%s counters %+v: want every transfer completed", name, c)
 		}
 	}
@@ -141,7 +141,7 @@ func TestDuplicateAckAndExactMultiple(t *testing.T) {
 	if got := append(append([]byte(nil), b1[4:]...), b2[4:]...); !bytes.Equal(got, data) {
 		t.Fatalf("blocks differ from the file")
 	}
-	waitFor(t, "the transfer to complete", func() bool { return srv.Counters().Completed == 1 })
+	waitFor(t, "the transfer to complete", func() bool { return srv.Stats().Completed == 1 })
 }
 
 // TestErrorAfterOACK: an error 8 from the client after the OACK (as EDK2 sends) ends the

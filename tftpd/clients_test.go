@@ -18,8 +18,9 @@ import (
 	"github.com/pin/tftp/v3"
 )
 
-// TestRealClients fetches whole files with curl, atftp, tftp-hpa's tftp and pin/tftp's
-// client at each block size, and checks them byte for byte and against the hook's report.
+// TestRealClients fetches whole files with curl, atftp (also at windowsize 4 and 16, RFC
+// 7440), tftp-hpa's tftp and pin/tftp's client at each block size, and checks them byte for
+// byte and against the hook's report.
 func TestRealClients(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string][]byte{
@@ -42,6 +43,7 @@ func TestRealClients(t *testing.T) {
 		name    string
 		blksize []int // block sizes it can ask for
 		fetch   func(t *testing.T, remote, local string, blksize int)
+		window  int // windowsize asked; 0: none
 	}
 	run := func(t *testing.T, prog string, args ...string) {
 		t.Helper()
@@ -57,16 +59,26 @@ func TestRealClients(t *testing.T) {
 			curl := testpeer.LookPath(t, "curl", "curl")
 			run(t, curl, "-sS", "-o", local, "--tftp-blksize", strconv.Itoa(blksize),
 				"tftp://127.0.0.1:"+port+"/"+remote)
-		}},
+		}, 0},
 		{"atftp", blksizes, func(t *testing.T, remote, local string, blksize int) {
 			atftp := testpeer.LookPath(t, "atftp", "atftp")
 			run(t, atftp, "--get", "-r", remote, "-l", local, "--option", "blksize "+strconv.Itoa(blksize),
 				"--option", "tsize", "127.0.0.1", port)
-		}},
+		}, 0},
+		{"atftp-w4", blksizes, func(t *testing.T, remote, local string, blksize int) {
+			atftp := testpeer.LookPath(t, "atftp", "atftp")
+			run(t, atftp, "--get", "-r", remote, "-l", local, "--option", "blksize "+strconv.Itoa(blksize),
+				"--option", "tsize", "--option", "windowsize 4", "127.0.0.1", port)
+		}, 4},
+		{"atftp-w16", blksizes, func(t *testing.T, remote, local string, blksize int) {
+			atftp := testpeer.LookPath(t, "atftp", "atftp")
+			run(t, atftp, "--get", "-r", remote, "-l", local, "--option", "blksize "+strconv.Itoa(blksize),
+				"--option", "windowsize 16", "127.0.0.1", port)
+		}, 16},
 		{"tftp-hpa", []int{512}, func(t *testing.T, remote, local string, blksize int) {
 			tftpc := testpeer.LookPath(t, "tftp", "tftp-hpa")
 			run(t, tftpc, "-m", "binary", "127.0.0.1", port, "-c", "get", remote, local)
-		}},
+		}, 0},
 		{"pin", blksizes, func(t *testing.T, remote, local string, blksize int) {
 			c, err := tftp.NewClient(addr.String())
 			if err != nil {
@@ -89,7 +101,7 @@ func TestRealClients(t *testing.T) {
 			if err := os.WriteFile(local, buf.Bytes(), 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, 0},
 	}
 	n := 0
 	for _, c := range clients {
@@ -121,10 +133,15 @@ func TestRealClients(t *testing.T) {
 						Bytes     int64
 						Size      int64
 						BlockSize int
+						Window    int
 						Err       error
-					}{r.File, r.Outcome, r.Bytes, r.Size, r.BlockSize, r.Err}
+					}{r.File, r.Outcome, r.Bytes, r.Size, r.BlockSize, r.Window, r.Err}
+					wantWin := 1
+					if c.window > 0 {
+						wantWin = min(c.window, tftpd.MaxWindowBytes/wantBlk)
+					}
 					want := got2
-					want.File, want.Outcome, want.Bytes, want.Size, want.BlockSize, want.Err = remote, tftpd.OutcomeOK, int64(len(files[remote])), int64(len(files[remote])), wantBlk, nil
+					want.File, want.Outcome, want.Bytes, want.Size, want.BlockSize, want.Window, want.Err = remote, tftpd.OutcomeOK, int64(len(files[remote])), int64(len(files[remote])), wantBlk, wantWin, nil
 					if diff := cmp.Diff(want, got2, cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
 						t.Errorf("transfer report (-want +got):\n%s", diff)
 					}
@@ -136,14 +153,14 @@ func TestRealClients(t *testing.T) {
 			}
 		}
 	}
-	c := srv.Counters()
+	c := srv.Stats()
 	if c.Completed != uint64(n) || c.Failed != 0 || c.Active != 0 {
 		t.Errorf("counters %+v: want %d completed, none failed or active", c, n)
 	}
 }
 
 // TestTsizeAtftpTrace checks the option acknowledgement a real client receives: tsize with
-// the file's size, the blksize asked for, and no windowsize.
+// the file's size, the blksize and the windowsize asked for.
 func TestTsizeAtftpTrace(t *testing.T) {
 	atftp := testpeer.LookPath(t, "atftp", "atftp")
 	dir := t.TempDir()
@@ -166,13 +183,10 @@ func TestTsizeAtftpTrace(t *testing.T) {
 			oack = line
 		}
 	}
-	for _, want := range []string{"tsize: 123457,", "blksize: 1468,"} {
+	for _, want := range []string{"tsize: 123457,", "blksize: 1468,", "windowsize: 4,"} {
 		if !strings.Contains(oack, want) {
 			t.Errorf("OACK %q lacks %q; trace:\n%s", oack, want, out)
 		}
-	}
-	if strings.Contains(oack, "windowsize") {
-		t.Errorf("windowsize acknowledged, but it is not served: %q", oack)
 	}
 	got, _ := os.ReadFile(local)
 	if !bytes.Equal(got, data) {

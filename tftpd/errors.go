@@ -26,6 +26,9 @@ var (
 	ErrAborted = errors.New("tftpd: transfer aborted")
 	// ErrShutdown: the server was closed during the transfer.
 	ErrShutdown = errors.New("tftpd: server shut down during the transfer")
+	// ErrEvicted: the transfer gave its slot to a new request while every slot was taken,
+	// before the client acknowledged anything.
+	ErrEvicted = errors.New("tftpd: evicted before the first acknowledgement")
 	// ErrConfig: a Server field is out of range (see Validate).
 	ErrConfig = errors.New("tftpd: invalid configuration")
 )

@@ -31,7 +31,8 @@ func copyFile(t *testing.T, src, dst string) []byte {
 // segment: dnsmasq hands out an address and names ipxe.efi on 192.0.2.1, and our server,
 // bound in the segment's namespace, serves Debian's iPXE build to it. EDK2 asks with tsize,
 // blksize 1468 and windowsize 4, aborts after the option acknowledgement and asks again:
-// the first request must end aborted, the second must deliver the whole file.
+// the first request must end aborted, the second must deliver the whole file in windows of
+// 4 (RFC 7440, acknowledged in the OACK).
 // Needs root, qemu-system-x86, ovmf, ipxe and dnsmasq.
 func TestOVMFFirmwareQEMURoot(t *testing.T) {
 	testpeer.RequireRoot(t)
@@ -126,15 +127,15 @@ func TestOVMFFirmwareQEMURoot(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for i, r := range reps {
-		t.Logf("transfer %d: %s %s from %v, %d of %d bytes, blksize %d, %v, err %v",
-			i, r.File, r.Outcome, r.Peer, r.Bytes, r.Size, r.BlockSize, r.Duration, r.Err)
+		t.Logf("transfer %d: %s %s from %v, %d of %d bytes, blksize %d, window %d, %v, err %v",
+			i, r.File, r.Outcome, r.Peer, r.Bytes, r.Size, r.BlockSize, r.Window, r.Duration, r.Err)
 	}
 	if len(reps) < 2 || reps[0].Outcome != tftpd.OutcomeAborted || reps[0].Bytes != 0 {
 		t.Errorf("want the firmware's first request aborted after the option acknowledgement, then a second")
 	}
 	last := reps[len(reps)-1]
-	if last.File != "ipxe.efi" || last.Bytes != int64(len(efi)) || last.BlockSize != 1468 {
-		t.Errorf("last transfer: %s, %d bytes at blksize %d; want ipxe.efi, %d bytes at 1468", last.File, last.Bytes, last.BlockSize, len(efi))
+	if last.File != "ipxe.efi" || last.Bytes != int64(len(efi)) || last.BlockSize != 1468 || last.Window != 4 {
+		t.Errorf("last transfer: %s, %d bytes at blksize %d, window %d; want ipxe.efi, %d bytes at 1468, window 4", last.File, last.Bytes, last.BlockSize, last.Window, len(efi))
 	}
 	if !last.Peer.Addr().Is4() || !testpeer.SegmentPrefix.Contains(last.Peer.Addr()) {
 		t.Errorf("peer %v is not on the segment", last.Peer)

@@ -89,7 +89,7 @@ func (r *recordConn) WriteTo(b []byte, _ net.Addr) (int, error) {
 }
 
 // FuzzAdmit feeds any datagram to the admission of the listening socket. It never panics;
-// what it hands on is an octet RRQ for a transfer id with only blksize and tsize, within
+// what it hands on is an octet RRQ for a transfer id with only blksize, tsize and windowsize, within
 // bounds; what it answers is one ERROR packet with one of the generic messages.
 func FuzzAdmit(f *testing.F) {
 	addSeeds(f)
@@ -111,8 +111,8 @@ func FuzzAdmit(f *testing.F) {
 					t.Fatalf("answer %q is not an ERROR with a generic message", w)
 				}
 			}
-			if len(rc.writes) > 1 || s.Counters().Active != 0 {
-				t.Fatalf("%d answers, %d active for a refused request", len(rc.writes), s.Counters().Active)
+			if len(rc.writes) > 1 || s.Stats().Active != 0 {
+				t.Fatalf("%d answers, %d active for a refused request", len(rc.writes), s.Stats().Active)
 			}
 			return
 		}
@@ -128,15 +128,16 @@ func FuzzAdmit(f *testing.F) {
 			switch {
 			case o.Name == "blksize" && ok && n >= 512 && n <= 8192:
 			case o.Name == "tsize" && ok && n <= 1:
+			case o.Name == "windowsize" && ok && n >= 1 && n <= DefaultMaxWindow:
 			default:
 				t.Fatalf("handed on option %+v", o)
 			}
 		}
-		if c := s.Counters(); c.Active != 1 {
+		if c := s.Stats(); c.Active != 1 {
 			t.Fatalf("admitted with %d active", c.Active)
 		}
 		s.finish()
-		if c := s.Counters(); c.Active != 0 {
+		if c := s.Stats(); c.Active != 0 {
 			t.Fatalf("finish left %d active", c.Active)
 		}
 	})

@@ -37,6 +37,12 @@ func TestValidate(t *testing.T) {
 		{"negative name", &tftpd.Server{FS: fsys, MaxNameLen: -1}, false},
 		{"negative timeout", &tftpd.Server{FS: fsys, Timeout: -time.Second}, false},
 		{"negative retries", &tftpd.Server{FS: fsys, Retries: -1}, false},
+		{"negative first retries", &tftpd.Server{FS: fsys, FirstRetries: -1}, false},
+		{"first retries", &tftpd.Server{FS: fsys, FirstRetries: 1}, true},
+		{"negative window", &tftpd.Server{FS: fsys, MaxWindow: -1}, false},
+		{"negative evict after", &tftpd.Server{FS: fsys, EvictAfter: -time.Second}, false},
+		{"window 65535", &tftpd.Server{FS: fsys, MaxWindow: 65535}, true},
+		{"window 65536", &tftpd.Server{FS: fsys, MaxWindow: 65536}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,25 +252,28 @@ func TestListenerFailure(t *testing.T) {
 
 // TestLimitsAcrossSockets: one Server on two sockets keeps one transfer limit.
 func TestLimitsAcrossSockets(t *testing.T) {
-	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: []byte("x")}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 30 * time.Second}
+	data := payload(600, 8)
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 30 * time.Second}
 	a1 := serve(t, srv, "127.0.0.1")
 	a2 := serve(t, srv, "127.0.0.1")
 	c1 := newRawClient(t, "127.0.0.5")
 	c1.send(a1, rrq("f", "octet"))
-	first, tid := c1.recvFrom(5*time.Second, 0)
+	_, tid := c1.recvFrom(5*time.Second, 0)
+	c1.send(tid, ack(1)) // acknowledged: it keeps its slot
+	second, _ := c1.recvFrom(5*time.Second, tid.Port)
 	c2 := newRawClient(t, "127.0.0.6")
 	c2.send(a2, rrq("f", "octet"))
 	if _, _, ok := c2.recv(500 * time.Millisecond); ok {
 		t.Fatalf("the second socket started a transfer beyond MaxTransfers 1")
 	}
-	c1.download(first, tid, 512)
-	waitFor(t, "the transfer to end", func() bool { return srv.Counters().Active == 0 })
+	c1.downloadFrom(second, tid, 512, 2)
+	waitFor(t, "the transfer to end", func() bool { return srv.Stats().Active == 0 })
 	c2.send(a2, rrq("f", "octet"))
 	pkt, tid2 := c2.recvFrom(5*time.Second, 0)
-	if got := c2.download(pkt, tid2, 512); string(got) != "x" {
+	if got := c2.download(pkt, tid2, 512); !bytes.Equal(got, data) {
 		t.Fatalf("retry on the second socket: got %q", got)
 	}
-	if c := srv.Counters(); c.DroppedBusy != 1 {
+	if c := srv.Stats(); c.DroppedBusy != 1 {
 		t.Errorf("counters %+v, want one drop", c)
 	}
 }
@@ -327,7 +336,7 @@ func TestSilentClient(t *testing.T) {
 	if r.Outcome != tftpd.OutcomeTimeout || !errors.Is(r.Err, tftpd.ErrTimeout) || r.Bytes != 512 {
 		t.Errorf("report: %q %v, %d bytes; want a time-out after one block", r.Outcome, r.Err, r.Bytes)
 	}
-	if c := srv.Counters(); c.Failed != 1 || c.Active != 0 {
+	if c := srv.Stats(); c.Failed != 1 || c.Active != 0 {
 		t.Errorf("counters %+v", c)
 	}
 	// The slot is free again.

@@ -30,7 +30,7 @@ func TestOVMFAbortThenRetry(t *testing.T) {
 
 	c.send(addr, rrq("ipxe.efi", "octet", "tsize", "0", "blksize", "1468", "windowsize", "4"))
 	pkt, tid1 := c.recvFrom(5*time.Second, 0)
-	if diff := cmp.Diff(map[string]string{"tsize": strconv.Itoa(len(data)), "blksize": "1468"}, oackOptions(t, pkt)); diff != "" {
+	if diff := cmp.Diff(map[string]string{"tsize": strconv.Itoa(len(data)), "blksize": "1468", "windowsize": "4"}, oackOptions(t, pkt)); diff != "" {
 		t.Fatalf("first OACK (-want +got):\n%s", diff)
 	}
 	if tid1.Port == addr.Port {
@@ -40,14 +40,18 @@ func TestOVMFAbortThenRetry(t *testing.T) {
 
 	c.send(addr, rrq("ipxe.efi", "octet", "blksize", "1468", "windowsize", "4"))
 	pkt, tid2 := c.recvFrom(5*time.Second, 0, tid1.Port) // tid1 may answer the abort
-	if diff := cmp.Diff(map[string]string{"blksize": "1468"}, oackOptions(t, pkt)); diff != "" {
+	if diff := cmp.Diff(map[string]string{"blksize": "1468", "windowsize": "4"}, oackOptions(t, pkt)); diff != "" {
 		t.Fatalf("second OACK (-want +got):\n%s", diff)
 	}
 	c.send(tid2, ack(0))
 	first, _ := c.recvFrom(5*time.Second, tid2.Port)
-	got := c.download(first, tid2, 1468)
+	got, acks := c.downloadWindow(first, tid2, 1468, 4)
 	if !bytes.Equal(got, data) {
 		t.Fatalf("got %d bytes, want %d identical", len(got), len(data))
+	}
+	// 205 blocks, acknowledged a window of 4 at a time: 52 acknowledgements, none lost here.
+	if blocks := len(data)/1468 + 1; acks != (blocks+3)/4 {
+		t.Errorf("%d acknowledgements for %d blocks in windows of 4", acks, blocks)
 	}
 
 	reps := rec.waitN(t, 2)
@@ -61,7 +65,7 @@ func TestOVMFAbortThenRetry(t *testing.T) {
 	if diff := cmp.Diff(map[tftpd.Outcome]int{tftpd.OutcomeAborted: 1, tftpd.OutcomeOK: 1}, outcomes); diff != "" {
 		t.Errorf("outcomes (-want +got):\n%s", diff)
 	}
-	if c := srv.Counters(); c.Transfers != 2 || c.Completed != 1 || c.Failed != 1 || c.Active != 0 {
+	if c := srv.Stats(); c.Transfers != 2 || c.Completed != 1 || c.Failed != 1 || c.Active != 0 {
 		t.Errorf("counters %+v", c)
 	}
 }
@@ -69,25 +73,31 @@ func TestOVMFAbortThenRetry(t *testing.T) {
 // TestOptions checks what is granted for the options a client asks.
 func TestOptions(t *testing.T) {
 	data := payload(10_000, 4)
-	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxBlockSize: 8192}
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxBlockSize: 8192, MaxWindow: 32}
 	addr := serve(t, srv, "127.0.0.1")
 	tests := []struct {
 		name string
 		opts []string
 		want map[string]string // nil: no OACK, DATA of 512 bytes first
 		blk  int
+		win  int
 	}{
-		{"none", nil, nil, 512},
-		{"blksize", []string{"blksize", "1468"}, map[string]string{"blksize": "1468"}, 1468},
-		{"upper case names", []string{"BLKSIZE", "1024", "TSize", "0"}, map[string]string{"blksize": "1024", "tsize": "10000"}, 1024},
-		{"clamped to MaxBlockSize", []string{"blksize", "65464"}, map[string]string{"blksize": "8192"}, 8192},
-		{"over 65464 clamped", []string{"blksize", "99999"}, map[string]string{"blksize": "8192"}, 8192},
-		{"under 512 ignored", []string{"blksize", "256"}, nil, 512},
-		{"not a number ignored", []string{"blksize", "+1468"}, nil, 512},
-		{"only windowsize", []string{"windowsize", "16"}, nil, 512},
-		{"timeout ignored", []string{"timeout", "1", "tsize", "0"}, map[string]string{"tsize": "10000"}, 512},
-		{"duplicate: first wins", []string{"blksize", "1024", "blksize", "2048"}, map[string]string{"blksize": "1024"}, 1024},
-		{"unterminated trailing option", []string{"blksize", "1024", "tsize"}, map[string]string{"blksize": "1024"}, 1024},
+		{"none", nil, nil, 512, 1},
+		{"blksize", []string{"blksize", "1468"}, map[string]string{"blksize": "1468"}, 1468, 1},
+		{"upper case names", []string{"BLKSIZE", "1024", "TSize", "0"}, map[string]string{"blksize": "1024", "tsize": "10000"}, 1024, 1},
+		{"clamped to MaxBlockSize", []string{"blksize", "65464"}, map[string]string{"blksize": "8192"}, 8192, 1},
+		{"over 65464 clamped", []string{"blksize", "99999"}, map[string]string{"blksize": "8192"}, 8192, 1},
+		{"under 512 ignored", []string{"blksize", "256"}, nil, 512, 1},
+		{"not a number ignored", []string{"blksize", "+1468"}, nil, 512, 1},
+		{"only windowsize", []string{"windowsize", "16"}, map[string]string{"windowsize": "16"}, 512, 16},
+		{"windowsize clamped to MaxWindow", []string{"windowsize", "500", "blksize", "1024"}, map[string]string{"windowsize": "32", "blksize": "1024"}, 1024, 32},
+		{"windowsize clamped to MaxWindowBytes", []string{"blksize", "8192", "windowsize", "64"}, map[string]string{"windowsize": "32", "blksize": "8192"}, 8192, 32},
+		{"windowsize 0 ignored", []string{"windowsize", "0"}, nil, 512, 1},
+		{"windowsize over 65535 ignored", []string{"windowsize", "65536"}, nil, 512, 1},
+		{"windowsize 1", []string{"windowsize", "1"}, map[string]string{"windowsize": "1"}, 512, 1},
+		{"timeout ignored", []string{"timeout", "1", "tsize", "0"}, map[string]string{"tsize": "10000"}, 512, 1},
+		{"duplicate: first wins", []string{"blksize", "1024", "blksize", "2048"}, map[string]string{"blksize": "1024"}, 1024, 1},
+		{"unterminated trailing option", []string{"blksize", "1024", "tsize"}, map[string]string{"blksize": "1024"}, 1024, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,7 +118,7 @@ func TestOptions(t *testing.T) {
 			if opcode(pkt) != 3 || len(pkt)-4 != tt.blk {
 				t.Fatalf("first packet: opcode %d, %d data bytes; want DATA of %d", opcode(pkt), len(pkt)-4, tt.blk)
 			}
-			if got := c.download(pkt, tid, tt.blk); !bytes.Equal(got, data) {
+			if got, _ := c.downloadWindow(pkt, tid, tt.blk, tt.win); !bytes.Equal(got, data) {
 				t.Fatalf("got %d bytes, want %d identical", len(got), len(data))
 			}
 		})
@@ -158,10 +168,10 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
-	if c := srv.Counters(); c.Transfers != 0 || c.Active != 0 {
+	if c := srv.Stats(); c.Transfers != 0 || c.Active != 0 {
 		t.Errorf("refusals started transfers: %+v", c)
 	}
-	if c := srv.Counters(); c.RefusedWrite != 1 || c.RefusedMode != 2 || c.NotFound != 1 {
+	if c := srv.Stats(); c.RefusedWrite != 1 || c.RefusedMode != 2 || c.NotFound != 1 {
 		t.Errorf("counters %+v", c)
 	}
 	// The detail is in the log: the missing name and the reason.
@@ -191,8 +201,8 @@ func TestMalformedDropped(t *testing.T) {
 		t.Fatalf("first answer has opcode %d, want the DATA of the good request", opcode(pkt))
 	}
 	c.download(pkt, tid, 512)
-	waitFor(t, "the good request's transfer", func() bool { return srv.Counters().Requests == uint64(len(bad)+1) })
-	if got := srv.Counters().DroppedMalformed; got != uint64(len(bad)) {
+	waitFor(t, "the good request's transfer", func() bool { return srv.Stats().Requests == uint64(len(bad)+1) })
+	if got := srv.Stats().DroppedMalformed; got != uint64(len(bad)) {
 		t.Errorf("DroppedMalformed %d, want %d", got, len(bad))
 	}
 }
@@ -239,7 +249,7 @@ func TestTraversal(t *testing.T) {
 				t.Errorf("%q: the answer leaks: %q", name, pkt)
 			}
 		}
-		if got := srv.Counters(); got.Transfers != 0 || got.Bytes != 0 {
+		if got := srv.Stats(); got.Transfers != 0 || got.Bytes != 0 {
 			t.Errorf("counters %+v: a transfer ran", got)
 		}
 		sock1, fd1 := fdCount(t)
@@ -335,7 +345,7 @@ func TestPermissionDenied(t *testing.T) {
 	if !errors.As(r.Err, &op) || op.Op != "open" || op.Name != "ipxe.efi" {
 		t.Errorf("report error %#v: want an *OpError for open of ipxe.efi", r.Err)
 	}
-	if c := srv.Counters(); c.Denied != 1 || c.Active != 0 {
+	if c := srv.Stats(); c.Denied != 1 || c.Active != 0 {
 		t.Errorf("counters %+v", c)
 	}
 }

@@ -45,7 +45,7 @@ func TestTransferSocketFails(t *testing.T) {
 	if r.Outcome != tftpd.OutcomeAborted || !errors.Is(r.Err, tftpd.ErrAborted) || !errors.Is(r.Err, syscall.EMFILE) {
 		t.Errorf("report %q %v; want aborted wrapping EMFILE", r.Outcome, r.Err)
 	}
-	if got := srv.Counters(); got.Active != 0 || got.Failed != 1 || got.Transfers != 0 {
+	if got := srv.Stats(); got.Active != 0 || got.Failed != 1 || got.Transfers != 0 {
 		t.Errorf("counters %+v: want the slot back, one failure, no transfer", got)
 	}
 	if _, _, ok := c.recv(200 * time.Millisecond); ok {

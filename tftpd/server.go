@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,8 +23,19 @@ const (
 	DefaultMaxNameLen   = 1024
 	DefaultTimeout      = time.Second
 	DefaultRetries      = 5
+	DefaultFirstRetries = 2
+	DefaultMaxWindow    = 64 // RFC 7440 windowsize
+	DefaultEvictAfter   = 50 * time.Millisecond
 	DefaultAddr         = ":69"
 )
+
+// MaxWindowBytes bounds the file bytes a transfer holds in flight, whatever windowsize it
+// was granted: the window granted is at most MaxWindowBytes/blksize blocks (at least one).
+const MaxWindowBytes = 256 << 10
+
+// knownSources is how many source addresses that acknowledged a transfer the server
+// remembers, for the retries of a transfer's first datagram (FirstRetries).
+const knownSources = 4096
 
 // Server is a read-only TFTP server. Its fields are read when Serve is first called and must
 // not change afterwards. A Server serves any number of sockets at once (Serve per socket); the
@@ -55,6 +67,19 @@ type Server struct {
 	// Retries is how many times an unacknowledged datagram is sent again before the transfer
 	// gives up, after Timeout*(Retries+1) in all. Zero means DefaultRetries (5).
 	Retries int
+	// FirstRetries is how many times the first datagram of a transfer (its OACK, or DATA
+	// block 1) is sent again when its source address has not acknowledged a datagram of any
+	// transfer yet: a spoofed request then gets back at most FirstRetries+1 datagrams. It is
+	// at most Retries. Zero means DefaultFirstRetries (2).
+	FirstRetries int
+	// EvictAfter is how long a transfer's first datagram must have gone unacknowledged
+	// before a new request may take its slot when every slot is taken: a real client answers
+	// within a round trip. At 64 slots and 50 ms, 1,280 spoofed requests a second are needed
+	// to keep every slot turning over. Zero means DefaultEvictAfter (50 ms).
+	EvictAfter time.Duration
+	// MaxWindow is the largest windowsize (RFC 7440) granted, 1 to 65535; the window is also
+	// bounded by MaxWindowBytes. Zero means DefaultMaxWindow (64).
+	MaxWindow int
 
 	// Logger receives the detail of refusals and failures. Nil discards.
 	Logger *slog.Logger
@@ -75,6 +100,10 @@ type Server struct {
 	active    int
 	perSource map[netip.Addr]int
 	pending   map[uint64]*transfer
+	unacked   []*transfer // running transfers that saw no acknowledgement yet, oldest first
+	known     map[netip.Addr]struct{}
+	knownRing []netip.Addr // known in the order they were added, for eviction
+	knownNext int
 	nextID    uint64
 	abort     chan struct{}
 	abortOnce sync.Once
@@ -87,10 +116,11 @@ type counters struct {
 	requests, transfers, completed, failed, bytes atomic.Uint64
 	notFound, denied, refusedWrite, refusedMode   atomic.Uint64
 	droppedBusy, droppedSource, droppedMalformed  atomic.Uint64
+	evicted, windowed                             atomic.Uint64
 }
 
-// Counters is a snapshot of what a Server did since it was made, for a host to export.
-type Counters struct {
+// Stats is a snapshot of what a Server did since it was made, for a host to export.
+type Stats struct {
 	Requests         uint64 // datagrams read on the listening sockets
 	Transfers        uint64 // transfers started (each opened a socket)
 	Completed        uint64 // transfers acknowledged to the last block
@@ -100,22 +130,20 @@ type Counters struct {
 	Denied           uint64 // requests answered "access violation" (name, file type, root)
 	RefusedWrite     uint64 // write requests refused
 	RefusedMode      uint64 // netascii and mail requests refused
-	DroppedBusy      uint64 // requests dropped unanswered: MaxTransfers running
+	DroppedBusy      uint64 // requests dropped unanswered: MaxTransfers running, all acknowledged
 	DroppedSource    uint64 // requests dropped unanswered: MaxPerSource running for the source
 	DroppedMalformed uint64 // datagrams that were not a well-formed request, dropped
+	Evicted          uint64 // transfers ended before their first acknowledgement to make room
+	Windowed         uint64 // transfers granted a windowsize above 1
 	Active           int    // transfers running now
 }
 
-// Counters returns a snapshot of the server's counters.
-// Stats returns the server's counters (the name every siteboot package uses).
-func (s *Server) Stats() Counters { return s.Counters() }
-
-// Counters returns the server's counters; see [Server.Stats].
-func (s *Server) Counters() Counters {
+// Stats returns a snapshot of the server's counters.
+func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	active := s.active
 	s.mu.Unlock()
-	return Counters{
+	return Stats{
 		Requests:         s.c.requests.Load(),
 		Transfers:        s.c.transfers.Load(),
 		Completed:        s.c.completed.Load(),
@@ -128,6 +156,8 @@ func (s *Server) Counters() Counters {
 		DroppedBusy:      s.c.droppedBusy.Load(),
 		DroppedSource:    s.c.droppedSource.Load(),
 		DroppedMalformed: s.c.droppedMalformed.Load(),
+		Evicted:          s.c.evicted.Load(),
+		Windowed:         s.c.windowed.Load(),
 		Active:           active,
 	}
 }
@@ -153,6 +183,12 @@ func (s *Server) Validate() error {
 		return fmt.Errorf("%w: Timeout %v is negative", ErrConfig, s.Timeout)
 	case s.Retries < 0:
 		return fmt.Errorf("%w: Retries %d is negative", ErrConfig, s.Retries)
+	case s.FirstRetries < 0:
+		return fmt.Errorf("%w: FirstRetries %d is negative", ErrConfig, s.FirstRetries)
+	case s.EvictAfter < 0:
+		return fmt.Errorf("%w: EvictAfter %v is negative", ErrConfig, s.EvictAfter)
+	case s.MaxWindow < 0 || s.MaxWindow > 65535:
+		return fmt.Errorf("%w: MaxWindow %d is not within 1..65535", ErrConfig, s.MaxWindow)
 	}
 	return nil
 }
@@ -170,7 +206,14 @@ func (s *Server) maxBlockSize() int      { return orDefault(s.MaxBlockSize, Defa
 func (s *Server) maxNameLen() int        { return orDefault(s.MaxNameLen, DefaultMaxNameLen) }
 func (s *Server) timeout() time.Duration { return orDefault(s.Timeout, DefaultTimeout) }
 func (s *Server) retries() int           { return orDefault(s.Retries, DefaultRetries) }
-func (s *Server) now() time.Time         { return s.clock()() }
+func (s *Server) firstRetries() int {
+	return min(orDefault(s.FirstRetries, DefaultFirstRetries), s.retries())
+}
+func (s *Server) maxWindow() int { return orDefault(s.MaxWindow, DefaultMaxWindow) }
+func (s *Server) evictAfter() time.Duration {
+	return orDefault(s.EvictAfter, DefaultEvictAfter)
+}
+func (s *Server) now() time.Time { return s.clock()() }
 func (s *Server) clock() func() time.Time {
 	if s.Now != nil {
 		return s.Now
@@ -208,6 +251,7 @@ func (s *Server) start() error {
 	s.servers = make(map[*listener]struct{})
 	s.perSource = make(map[netip.Addr]int)
 	s.pending = make(map[uint64]*transfer)
+	s.known = make(map[netip.Addr]struct{})
 	s.abort = make(chan struct{})
 	s.started = true
 	return nil
@@ -340,32 +384,121 @@ func (s *Server) finish() {
 	})
 }
 
-// reserve takes a slot for a transfer from ip, or reports which limit refused it.
+// reserve takes a slot for a transfer from ip, or reports which limit refused it. When every
+// slot is taken, the oldest transfer that has not seen an acknowledgement, if it has waited
+// EvictAfter, gives its slot up (it is evicted: its socket is closed and it ends without
+// another datagram); otherwise the request is refused.
 func (s *Server) reserve(ip netip.Addr) (ok bool, busy bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
-		return false, true
-	}
-	if s.active >= s.maxTransfers() {
+		s.mu.Unlock()
 		return false, true
 	}
 	if s.perSource[ip] >= s.maxPerSource() {
+		s.mu.Unlock()
 		return false, false
+	}
+	var victim *transfer
+	if s.active >= s.maxTransfers() {
+		if len(s.unacked) == 0 || time.Since(s.unacked[0].running) < s.evictAfter() {
+			s.mu.Unlock()
+			return false, true
+		}
+		victim = s.unacked[0]
+		s.dropUnacked(victim)
+		victim.evicted = true
+		s.releaseLocked(victim)
 	}
 	s.active++
 	s.perSource[ip]++
+	s.mu.Unlock()
+	if victim != nil {
+		s.c.evicted.Add(1)
+		victim.conn.Close()
+	}
 	return true, false
 }
 
 func (s *Server) release(ip netip.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.releaseIP(ip)
+}
+
+// releaseLocked gives back the slot of a running transfer, once; s.mu is held.
+func (s *Server) releaseLocked(t *transfer) {
+	if t.released {
+		return
+	}
+	t.released = true
+	s.releaseIP(t.peer.Addr())
+}
+
+func (s *Server) releaseIP(ip netip.Addr) {
 	s.active--
 	if n := s.perSource[ip] - 1; n > 0 {
 		s.perSource[ip] = n
 	} else {
 		delete(s.perSource, ip)
+	}
+}
+
+// runningTransfer records a transfer whose socket is open: until its first acknowledgement it may
+// be evicted.
+func (s *Server) runningTransfer(t *transfer, conn *net.UDPConn) {
+	s.mu.Lock()
+	t.conn, t.running = conn, time.Now()
+	s.unacked = append(s.unacked, t)
+	s.mu.Unlock()
+}
+
+// acknowledged records a transfer's first acknowledgement: it can no longer be evicted, and
+// its source is known. It reports false when the transfer was evicted already.
+func (s *Server) acknowledged(t *transfer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.evicted {
+		return false
+	}
+	s.dropUnacked(t)
+	ip := t.peer.Addr()
+	if _, ok := s.known[ip]; !ok {
+		if len(s.knownRing) < knownSources {
+			s.knownRing = append(s.knownRing, ip)
+		} else {
+			delete(s.known, s.knownRing[s.knownNext])
+			s.knownRing[s.knownNext] = ip
+			s.knownNext = (s.knownNext + 1) % knownSources
+		}
+		s.known[ip] = struct{}{}
+	}
+	return true
+}
+
+// isKnown reports whether ip acknowledged a datagram of an earlier transfer.
+func (s *Server) isKnown(ip netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.known[ip]
+	return ok
+}
+
+// ended gives back a finished transfer's slot (unless its eviction did) and reports whether
+// it was evicted.
+func (s *Server) ended(t *transfer) (evicted bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropUnacked(t)
+	s.releaseLocked(t)
+	return t.evicted
+}
+
+func (s *Server) dropUnacked(t *transfer) {
+	for i, u := range s.unacked {
+		if u == t {
+			s.unacked = slices.Delete(s.unacked, i, i+1)
+			return
+		}
 	}
 }
 
@@ -491,6 +624,7 @@ func (l *listener) begin(id uint64, local netip.Addr) {
 		s.reclaim(t, err)
 		return
 	}
+	s.runningTransfer(t, conn)
 	s.c.transfers.Add(1)
 	s.running.Add(1)
 	l.transfers.Add(1)

@@ -27,6 +27,7 @@ const (
 	OutcomeTimeout  Outcome = "timeout"   // the client stopped acknowledging
 	OutcomeFailed   Outcome = "failed"    // reading the file failed
 	OutcomeShutdown Outcome = "shutdown"  // Close, or Shutdown whose context ended
+	OutcomeEvicted  Outcome = "evicted"   // gave its slot to a new request before its first acknowledgement
 )
 
 // Transfer describes one request and what came of it, for the host's OnTransfer hook.
@@ -37,6 +38,7 @@ type Transfer struct {
 	Size      int64          // the file's size; -1 when no file was opened
 	Bytes     int64          // file bytes handed to the network
 	BlockSize int            // negotiated block size; 0 when refused
+	Window    int            // negotiated windowsize (RFC 7440): 1 when not asked; 0 when refused
 	Start     time.Time      // when the request was read
 	Duration  time.Duration  // from the request to the end of the transfer
 	Outcome   Outcome
@@ -51,8 +53,15 @@ type transfer struct {
 	file      fs.File
 	size      int64
 	blksize   int
+	window    int
 	start     time.Time
 	options   []option // granted, for the OACK; none: no OACK
+
+	// Guarded by Server.mu once the transfer runs.
+	conn     *net.UDPConn
+	running  time.Time // when its socket opened, just before its first datagram
+	evicted  bool      // gave its slot to a new request
+	released bool      // its slot was given back
 }
 
 // Messages on the wire: generic on purpose.
@@ -154,7 +163,17 @@ func (s *Server) admit(l *listener, b []byte, from *net.UDPAddr) (out []byte, id
 			fwd.Options = append(fwd.Options, option{"tsize", strconv.FormatInt(size, 10)})
 		}
 	}
-	t := &transfer{requested: req.Filename, name: name, peer: peer, file: f, size: size, blksize: blksize, start: start, options: fwd.Options}
+	window := 1
+	if v, ok := req.option("windowsize"); ok {
+		if n, ok := parseDecimal(v); ok && n >= 1 && n <= 65535 {
+			window = int(min(n, int64(s.maxWindow()), int64(max(1, MaxWindowBytes/blksize))))
+			fwd.Options = append(fwd.Options, option{"windowsize", strconv.Itoa(window)})
+			if window > 1 {
+				s.c.windowed.Add(1)
+			}
+		}
+	}
+	t := &transfer{requested: req.Filename, name: name, peer: peer, file: f, size: size, blksize: blksize, window: window, start: start, options: fwd.Options}
 	s.mu.Lock()
 	s.nextID++
 	id = s.nextID
@@ -229,26 +248,41 @@ func (e *errClient) Error() string {
 // errTimedOut: no acknowledgement came after Retries+1 sends of a datagram.
 var errTimedOut = errors.New("no acknowledgement")
 
+// errEvicted: the transfer gave its slot to a new request before its first acknowledgement.
+var errEvicted = errors.New("evicted before the first acknowledgement")
+
 // sender is one running transfer: its socket, its client and its buffers.
 type sender struct {
 	s       *Server
+	t       *transfer
 	conn    *net.UDPConn
 	peer    netip.AddrPort
 	timeout time.Duration
-	retries int
+	retries int // resends of a datagram once the client acknowledged one
+	first   int // resends before that
+	acked   bool
+	batch   *batcher // nil: one system call per datagram
 	rbuf    [516]byte
 }
 
-// exchange sends pkt and waits for the acknowledgement of block, sending pkt again when none
-// comes within the timeout. Duplicate acknowledgements (of earlier blocks) are ignored; a
+// exchange sends the window pkts, the datagrams of blocks base, base+1, ... (one datagram:
+// the OACK as block 0, or one DATA block), and waits for an acknowledgement of one of them,
+// sending the window again when none comes within the timeout. It returns how many of the
+// window's datagrams the acknowledgement covers (1 to len(pkts)): the caller goes on from
+// the block after it, as RFC 7440 has a sender do after a short acknowledgement.
+// Acknowledgements of blocks outside the window (duplicates of earlier ones) are ignored; a
 // datagram from another port gets error 5 and is ignored otherwise.
-func (x *sender) exchange(pkt []byte, block uint16) error {
-	for range x.retries + 1 {
-		if _, err := x.conn.WriteToUDPAddrPort(pkt, x.peer); err != nil {
-			return err
+func (x *sender) exchange(pkts [][]byte, base uint16) (int, error) {
+	retries := x.retries
+	if !x.acked {
+		retries = x.first
+	}
+	for range retries + 1 {
+		if err := x.send(pkts); err != nil {
+			return 0, err
 		}
 		if err := x.conn.SetReadDeadline(time.Now().Add(x.timeout)); err != nil {
-			return err
+			return 0, err
 		}
 		for {
 			n, from, err := x.conn.ReadFromUDPAddrPort(x.rbuf[:])
@@ -257,7 +291,7 @@ func (x *sender) exchange(pkt []byte, block uint16) error {
 				if errors.As(err, &ne) && ne.Timeout() {
 					break
 				}
-				return err
+				return 0, err
 			}
 			if from.Port() != x.peer.Port() || from.Addr().Unmap() != x.peer.Addr() {
 				x.conn.WriteToUDPAddrPort(errorPacket(codeUnknownTID, msgUnknownTID), from)
@@ -265,15 +299,35 @@ func (x *sender) exchange(pkt []byte, block uint16) error {
 			}
 			switch op, num, msg := parseReply(x.rbuf[:n]); op {
 			case opACK:
-				if num == block {
-					return nil
+				if off := int(num - base); off < len(pkts) {
+					if !x.acked {
+						if !x.s.acknowledged(x.t) {
+							return 0, errEvicted
+						}
+						x.acked = true
+					}
+					return off + 1, nil
 				}
 			case opERROR:
-				return &errClient{code: num, msg: msg}
+				return 0, &errClient{code: num, msg: msg}
 			}
 		}
 	}
-	return errTimedOut
+	return 0, errTimedOut
+}
+
+// send hands a window to the kernel: one datagram with one system call, more in as few as
+// the batcher manages.
+func (x *sender) send(pkts [][]byte) error {
+	if len(pkts) > 1 && x.batch != nil {
+		return x.batch.send(pkts)
+	}
+	for _, p := range pkts {
+		if _, err := x.conn.WriteToUDPAddrPort(p, x.peer); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseReply reads what a client sends on a transfer's socket: an ACK (op opACK, num the
@@ -302,13 +356,28 @@ func (x *sender) fail(code uint16, msg string) {
 	x.conn.WriteToUDPAddrPort(errorPacket(code, msg), x.peer)
 }
 
+// directRead is the block size from which a transfer reads its file straight into its
+// datagrams: a buffered reader would copy every block once more.
+const directRead = 8192
+
 // serveTransfer runs an admitted transfer on its socket conn: the OACK when options were
-// granted, then the file block by block, each sent until acknowledged.
+// granted, then the file a window at a time, each window sent until acknowledged.
 func (s *Server) serveTransfer(t *transfer, conn *net.UDPConn) {
-	x := &sender{s: s, conn: conn, peer: t.peer, timeout: s.timeout(), retries: s.retries()}
-	br := readers.Get().(*bufio.Reader)
-	br.Reset(t.file)
-	buf, class := getPacket(4 + t.blksize)
+	x := &sender{s: s, t: t, conn: conn, peer: t.peer, timeout: s.timeout(), retries: s.retries(), first: s.firstRetries()}
+	if s.isKnown(t.peer.Addr()) {
+		x.first = x.retries
+	}
+	if t.window > 1 {
+		x.batch = newBatcher(conn, t.peer, t.window)
+	}
+	var r io.Reader = t.file
+	var br *bufio.Reader
+	if t.blksize < directRead {
+		br = readers.Get().(*bufio.Reader)
+		br.Reset(t.file)
+		r = br
+	}
+	w := newWindow(t.window, 4+t.blksize)
 	var (
 		n        int64
 		err      error
@@ -321,35 +390,43 @@ func (s *Server) serveTransfer(t *transfer, conn *net.UDPConn) {
 				err = fmt.Errorf("%w: %v", errRecovered, r)
 			}
 		}()
-		n, outcome, readFail, err = x.run(t, br, (*buf)[:4+t.blksize])
+		n, outcome, readFail, err = x.run(t, r, w)
 	}()
 	conn.Close()
-	br.Reset(nil)
-	readers.Put(br)
-	putPacket(buf, class)
+	if br != nil {
+		br.Reset(nil)
+		readers.Put(br)
+	}
+	w.free()
 	t.file.Close()
-	s.release(t.peer.Addr())
+	evicted := s.ended(t)
 
 	tr := Transfer{
 		Requested: t.requested, File: t.name, Peer: t.peer, Size: t.size, Bytes: n,
-		BlockSize: t.blksize, Start: t.start, Duration: s.now().Sub(t.start), Outcome: OutcomeOK,
+		BlockSize: t.blksize, Window: t.window, Start: t.start, Duration: s.now().Sub(t.start), Outcome: OutcomeOK,
 	}
 	s.c.bytes.Add(uint64(n))
 	log := s.logger()
 	if err == nil {
 		s.c.completed.Add(1)
-		log.Debug("tftpd: transfer done", "peer", t.peer, "file", t.name, "bytes", n, "blksize", t.blksize, "duration", tr.Duration)
+		log.Debug("tftpd: transfer done", "peer", t.peer, "file", t.name, "bytes", n, "blksize", t.blksize, "window", t.window, "duration", tr.Duration)
 		s.report(tr)
 		return
 	}
 	s.c.failed.Add(1)
 	switch {
+	case evicted:
+		tr.Outcome, err = OutcomeEvicted, ErrEvicted
 	case outcome == OutcomeShutdown:
 		tr.Outcome, err = OutcomeShutdown, ErrShutdown
 	case readFail != nil:
 		tr.Outcome, err = OutcomeFailed, &OpError{Op: "read file", Name: t.name, Err: readFail}
 	case errors.Is(err, errTimedOut):
-		tr.Outcome, err = OutcomeTimeout, fmt.Errorf("%w: %w after %d sends %v apart", ErrTimeout, err, x.retries+1, x.timeout)
+		sends := x.retries + 1
+		if !x.acked {
+			sends = x.first + 1
+		}
+		tr.Outcome, err = OutcomeTimeout, fmt.Errorf("%w: %w after %d sends %v apart", ErrTimeout, err, sends, x.timeout)
 	default:
 		tr.Outcome, err = OutcomeAborted, fmt.Errorf("%w: %w", ErrAborted, err)
 	}
@@ -357,18 +434,72 @@ func (s *Server) serveTransfer(t *transfer, conn *net.UDPConn) {
 		err = &OpError{Op: "transfer", Name: t.name, Err: err}
 	}
 	tr.Err = err
-	log.Info("tftpd: transfer ended", "peer", t.peer, "file", t.name, "bytes", n, "outcome", string(tr.Outcome), "err", err)
+	if evicted {
+		log.Debug("tftpd: transfer evicted", "peer", t.peer, "file", t.name)
+	} else {
+		log.Info("tftpd: transfer ended", "peer", t.peer, "file", t.name, "bytes", n, "outcome", string(tr.Outcome), "err", err)
+	}
 	s.report(tr)
+}
+
+// window holds the datagrams of the blocks a transfer has sent and not yet seen
+// acknowledged, in a ring of pooled buffers.
+type window struct {
+	bufs    []*[]byte
+	classes []int
+	lens    []int
+	start   int      // ring index of the oldest held block
+	held    int      // blocks held
+	out     [][]byte // the held datagrams in order, for exchange
+}
+
+func newWindow(n, size int) *window {
+	w := &window{bufs: make([]*[]byte, n), classes: make([]int, n), lens: make([]int, n), out: make([][]byte, 0, n)}
+	for i := range w.bufs {
+		w.bufs[i], w.classes[i] = getPacket(size)
+	}
+	return w
+}
+
+func (w *window) free() {
+	for i, b := range w.bufs {
+		putPacket(b, w.classes[i])
+	}
+}
+
+// next returns the buffer for the block after the held ones.
+func (w *window) next() []byte { return *w.bufs[(w.start+w.held)%len(w.bufs)] }
+
+// push counts the block written into next, of n bytes with its header.
+func (w *window) push(n int) {
+	w.lens[(w.start+w.held)%len(w.bufs)] = n
+	w.held++
+}
+
+// drop forgets the n oldest blocks (they were acknowledged).
+func (w *window) drop(n int) {
+	w.start = (w.start + n) % len(w.bufs)
+	w.held -= n
+}
+
+func (w *window) datagrams() [][]byte {
+	w.out = w.out[:0]
+	for i := range w.held {
+		j := (w.start + i) % len(w.bufs)
+		w.out = append(w.out, (*w.bufs[j])[:w.lens[j]])
+	}
+	return w.out
 }
 
 // run is the transfer proper. It returns the file bytes sent and, when it did not complete,
 // the error, with OutcomeShutdown when the server aborted it and the file's error when
 // reading failed.
-func (x *sender) run(t *transfer, r io.Reader, pkt []byte) (sent int64, outcome Outcome, readFail, err error) {
+func (x *sender) run(t *transfer, r io.Reader, w *window) (sent int64, outcome Outcome, readFail, err error) {
 	abort := x.s.abort
-	// The OACK: tsize is left out for an empty file, as curl refuses a tsize of 0; no OACK
-	// when nothing is left.
-	oack := binary.BigEndian.AppendUint16(pkt[:0:len(pkt)], opOACK)
+	// The OACK, built in the first block's buffer: tsize is left out for an empty file, as
+	// curl refuses a tsize of 0; no OACK when nothing is left.
+	buf := w.next()
+	oack := binary.BigEndian.AppendUint16(buf[:0:len(buf)], opOACK)
 	for _, o := range t.options {
 		if o.Name == "tsize" && o.Value == "0" {
 			continue
@@ -377,29 +508,40 @@ func (x *sender) run(t *transfer, r io.Reader, pkt []byte) (sent int64, outcome 
 		oack = append(append(oack, o.Value...), 0)
 	}
 	if len(oack) > 2 {
-		if err := x.exchange(oack, 0); err != nil {
+		if _, err := x.exchange([][]byte{oack}, 0); err != nil {
 			return 0, "", nil, x.stopped(err)
 		}
 	}
-	binary.BigEndian.PutUint16(pkt, opDATA)
-	for block := uint16(1); ; block++ {
+	base, next := uint16(1), uint16(1) // the oldest block held, the next block to read
+	eof := false
+	for {
 		select {
 		case <-abort:
 			x.fail(codeNotFound, msgShutdown)
 			return sent, OutcomeShutdown, nil, ErrShutdown
 		default:
 		}
-		m, rerr := io.ReadFull(r, pkt[4:])
-		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
-			x.fail(codeUndefined, msgReadError)
-			return sent, "", rerr, rerr
+		for w.held < len(w.bufs) && !eof {
+			pkt := w.next()[:4+t.blksize]
+			m, rerr := io.ReadFull(r, pkt[4:])
+			if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+				x.fail(codeUndefined, msgReadError)
+				return sent, "", rerr, rerr
+			}
+			sent += int64(m)
+			binary.BigEndian.PutUint16(pkt, opDATA)
+			binary.BigEndian.PutUint16(pkt[2:], next)
+			next++
+			w.push(4 + m)
+			eof = m < t.blksize
 		}
-		sent += int64(m)
-		binary.BigEndian.PutUint16(pkt[2:], block)
-		if err := x.exchange(pkt[:4+m], block); err != nil {
+		n, err := x.exchange(w.datagrams(), base)
+		if err != nil {
 			return sent, "", nil, x.stopped(err)
 		}
-		if m < len(pkt)-4 {
+		w.drop(n)
+		base += uint16(n)
+		if eof && w.held == 0 {
 			return sent, OutcomeOK, nil, nil
 		}
 	}

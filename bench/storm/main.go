@@ -321,7 +321,7 @@ func startAgent(ctx context.Context, s agentSetup) (func(), int, error) {
 	plane.TTL = 15 * time.Second
 	plane.Interval = time.Second
 	plane.SessionTimeout = 10 * time.Second
-	mux.Handle("/", plane.Handler())
+	mux.Handle("/", plane.InsecureHandler()) // the agent runs with control.insecure (plain http on loopback)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(ln)
 	stops = append(stops, func() { hs.Close() })
@@ -374,6 +374,8 @@ http_listen = %q
 http_base = %q
 cmdline = "console=ttyS0,115200n8 quiet"
 cache_url = %q
+# The image origin runs in this process, on the namespace's loopback.
+allowed_source_networks = ["127.0.0.0/8"]
 
 [boot.kernel]
 url = %q
@@ -390,6 +392,8 @@ ttl = "15s"
 
 [control]
 url = %q
+# The control plane runs in this process over plain HTTP on the namespace's loopback.
+insecure = true
 heartbeat = "2s"
 timeout = "10s"
 
@@ -450,9 +454,40 @@ listen = "off"
 		})
 	}
 
-	// Ready: every image verified in the cache, and the probe machine's script answered
-	// (lease held, entries applied).
-	probe := s.httpBase + "/boot/ipxe?mac=" + machineMAC(0).String()
+	// Ready: every image verified in the cache, and the probe machine (MAC 0, never a storm
+	// machine) boots to its script: the agent serves a script only to a MAC it answered by
+	// proxy DHCP, under the boot nonce of that answer, so the probe goes through DHCP as the
+	// machines do (lease held, entries applied).
+	probe := func() error {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		scripted := false
+		ip := netip.MustParseAddr("127.0.99.1")
+		// From its own address, as the machines: the agent takes a script's IP from the
+		// connection.
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip.AsSlice()}, Timeout: 5 * time.Second}
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext}}
+		defer hc.CloseIdleConnections()
+		m := &simmachine.Machine{
+			Name: "probe", MAC: machineMAC(0), UUID: machineUUID(0), IP: ip, HTTP: hc,
+			ClientPort: s.clientPort, DHCPServers: []netip.AddrPort{netip.AddrPortFrom(s.server, uint16(s.dhcpPort))},
+			TFTPAddr:    func(netip.Addr) netip.AddrPort { return netip.MustParseAddrPort(s.tftp) },
+			DHCPTimeout: time.Second, DHCPAttempts: 1, MaxReboots: 1,
+			OnStage: func(_ *simmachine.Machine, st simmachine.Stage, _ string) {
+				if st == simmachine.StageScript {
+					scripted = true
+				}
+			},
+		}
+		_, err := m.Boot(pctx)
+		if scripted {
+			return nil
+		}
+		if err == nil {
+			err = errors.New("booted without a script stage")
+		}
+		return err
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ready := 0
@@ -461,27 +496,18 @@ listen = "off"
 				ready++
 			}
 		}
-		if ready >= 3 && httpStatus(ctx, probe) == http.StatusOK {
-			break
+		var perr error
+		if ready >= 3 {
+			if perr = probe(); perr == nil {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("agent not ready within 60 s: images %+v, probe %d", plane.Images(nodeID), httpStatus(ctx, probe)))
+			return fail(fmt.Errorf("agent not ready within 60 s: images %+v, probe %v", plane.Images(nodeID), perr))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	return stop, pid, nil
-}
-
-func httpStatus(ctx context.Context, u string) int {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
 }
 
 // storm is one run of machines against one server.
@@ -568,8 +594,9 @@ func (st *storm) machine(ctx context.Context, i int) outcome {
 		TFTPAddr:    func(netip.Addr) netip.AddrPort { return st.tftp },
 		HTTP:        hc, DHCPTimeout: time.Second, DHCPAttempts: 4,
 		// As EDK2's PXE: a TFTP server that drops requests beyond its transfer limit counts on
-		// the firmware asking again (PXEBC_MTFTP_TIMEOUT 4 s, PXEBC_MTFTP_RETRIES 6).
-		TFTPTimeout: 4 * time.Second, TFTPRetries: 6,
+		// the firmware asking again (PXEBC_MTFTP_TIMEOUT 4 s, PXEBC_MTFTP_RETRIES 6); the reads
+		// ask what OVMF asks (simmachine's defaults: tsize, blksize 1468, windowsize 4).
+		TFTPTimeout: simmachine.EDK2TFTPTimeout, TFTPRetries: simmachine.EDK2TFTPRetries,
 		Offer: st.offer,
 	}
 	if st.verbose {

@@ -10,13 +10,16 @@
 #
 # Part 2, windowsize: a second namespace joined by a link that holds every frame from the
 # server for 1 ms (so a round trip is about 1 ms), atftp fetching a WIN_MB file at blksize
-# 1468: atftpd at windowsize 1, 4 and 16 (RFC 7440), the others at 1 (they do not negotiate
-# it). The link is `tc qdisc add dev X root netem delay 1ms` where the kernel has netem
+# 1468: ours and atftpd at windowsize 1, 4 and 16 (RFC 7440), the others at 1 (they do not
+# negotiate it). The link is `tc qdisc add dev X root netem delay 1ms` where the kernel has netem
 # (NETEM=1 forces it), else delaylink/ (two taps, frames forwarded in user space).
 #
 # Wall-clock throughput swings widely on a shared machine, so each server also runs in its own
 # cpuacct cgroup (v1, where writable) and the CPU time it spent per GiB served is reported:
 # that figure depends far less on what else runs.
+#
+# BLKSIZES (default "1468 65464") and CONC_RUN=0 (skip the concurrent case) narrow part 1;
+# PART1=0 skips it.
 #
 # Our server runs with -per-source 64: in part 1 every client comes from 127.0.0.1, and the
 # default of 4 per source would drop 28 of the 32 concurrent requests (as designed).
@@ -28,6 +31,9 @@ CONC=${CONC:-32}
 CONC_MB=${CONC_MB:-8}
 WIN_MB=${WIN_MB:-4}
 WIN_ROUNDS=${WIN_ROUNDS:-3}
+BLKSIZES=${BLKSIZES:-1468 65464}
+CONC_RUN=${CONC_RUN:-1}
+PART1=${PART1:-1}
 
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root (network namespaces, netem)" >&2; exit 1; }
 for p in curl atftp in.tftpd dnsmasq tc ip go apt-get dpkg busybox; do
@@ -148,13 +154,14 @@ concurrent() { # server blksize
 	c1=$(cpu_ns "$1")
 	echo -e "$1\t$2\tconc$CONC\t$(mbps $((CONC * (CONC_MB << 20))) "$s" "$e")\t$(cpu_per_gib $((CONC * (CONC_MB << 20))) "$c0" "$c1")" >>"$RES"
 }
+if [ "$PART1" != 1 ]; then ROUNDS=0; fi
 for r in $(seq "$ROUNDS"); do
-	for b in 1468 65464; do
+	for b in $BLKSIZES; do
 		# Rotate the order every round so no server always runs first.
 		for i in "${!SERVERS[@]}"; do
 			s=${SERVERS[$(((i + r) % ${#SERVERS[@]}))]}
 			single "$s" "$b"
-			concurrent "$s" "$b"
+			if [ "$CONC_RUN" = 1 ]; then concurrent "$s" "$b"; fi
 		done
 	done
 	echo "# round $r done" >&2
@@ -168,8 +175,11 @@ echo "## MB/s: 10^6 B/s of wall clock; cpu: the server's CPU seconds per GiB ser
 printf "%-10s %-7s %-7s %7s %6s %6s %6s  %s\n" server blksize case MB/s ratio cpu ratio "MB/s runs"
 col() { awk -F'\t' -v s="$1" -v b="$2" -v c="$3" -v k="$4" '$1 == s && $2 == b && $3 == c { print $k }' "$RES"; }
 ratio() { awk -v m="$1" -v r="$2" 'BEGIN { if (r > 0) printf "%.2f", m / r; else print "-" }'; }
-for c in single "conc$CONC"; do
-	for b in 1468 65464; do
+CASES=(single)
+if [ "$CONC_RUN" = 1 ]; then CASES+=("conc$CONC"); fi
+if [ "$PART1" != 1 ]; then CASES=(); fi
+for c in "${CASES[@]}"; do
+	for b in $BLKSIZES; do
 		ref=$(col tftpd-hpa $b $c 4 | median)
 		refc=$(col tftpd-hpa $b $c 5 | median)
 		for s in "${SERVERS[@]}"; do
@@ -192,18 +202,30 @@ wrun() { # label server windowsize
 	e=$(now)
 	echo -e "$1\t$(mbps $((WIN_MB << 20)) "$s" "$e")" >>"$WRES"
 }
+WLABELS=("ours w1" "ours w4" "ours w16" "tftpd-hpa w1" "dnsmasq w1" "atftpd w1" "atftpd w4" "atftpd w16")
 for r in $(seq "$WIN_ROUNDS"); do
-	wrun "ours w1" ours 1
+	# Ours and atftpd at the same window one after the other, the order rotated per round.
+	for w in 1 4 16; do
+		if [ $((r % 2)) = 0 ]; then
+			wrun "ours w$w" ours "$w"
+			wrun "atftpd w$w" atftpd "$w"
+		else
+			wrun "atftpd w$w" atftpd "$w"
+			wrun "ours w$w" ours "$w"
+		fi
+	done
 	wrun "tftpd-hpa w1" tftpd-hpa 1
 	wrun "dnsmasq w1" dnsmasq 1
-	wrun "atftpd w1" atftpd 1
-	wrun "atftpd w4" atftpd 4
-	wrun "atftpd w16" atftpd 16
 done
 echo
 echo "## 1 ms delay ($LINK), atftp client, blksize 1468, ${WIN_MB} MiB, MB/s, median of $WIN_ROUNDS"
 echo "## ping $RTT"
-for l in "ours w1" "tftpd-hpa w1" "dnsmasq w1" "atftpd w1" "atftpd w4" "atftpd w16"; do
+for l in "${WLABELS[@]}"; do
 	runs=$(awk -F'\t' -v l="$l" '$1 == l { print $2 }' "$WRES")
 	printf "%-14s %8s  %s\n" "$l" "$(echo "$runs" | median)" "$(echo $runs)"
+done
+for w in 1 4 16; do
+	o=$(awk -F'\t' -v l="ours w$w" '$1 == l { print $2 }' "$WRES" | median)
+	a=$(awk -F'\t' -v l="atftpd w$w" '$1 == l { print $2 }' "$WRES" | median)
+	echo "## windowsize $w: ours / atftpd $(ratio "$o" "$a")"
 done

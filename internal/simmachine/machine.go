@@ -1,6 +1,8 @@
 // Package simmachine is a simulated bare-metal machine that network-boots the way firmware
 // and iPXE do, with real protocol clients: a PXE DHCP DISCOVER to the proxy, a TFTP read of
-// the iPXE build, a second DHCP as iPXE, then the iPXE chain and boot scripts over HTTP,
+// the iPXE build as EDK2's PXE reads it (a size request with "tsize 0 blksize 1468
+// windowsize 4" aborted after the option acknowledgement, then the read in windows of 4,
+// with EDK2's retransmission rules), a second DHCP as iPXE, then the iPXE chain and boot scripts over HTTP,
 // interpreted command by command (kernel, initrd, boot, chain, goto, sleep, reboot, exit),
 // with the kernel and initrds fetched and hashed. It serves examples/bootlab and the boot
 // storm benchmark; it is not firmware, and the real-firmware tests use QEMU.
@@ -22,7 +24,6 @@ import (
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
-	"github.com/pin/tftp/v3"
 )
 
 // Stage names one step of a boot.
@@ -75,10 +76,14 @@ type Machine struct {
 	MaxReboots   int           // zero: 3
 	// TFTPTimeout and TFTPRetries are how long the TFTP client waits for a datagram and how
 	// often it sends its request or acknowledgement again; zero: 1 s and 5. EDK2's PXE
-	// waits 4 s and retries 6 times, which a server that drops requests beyond its transfer
-	// limit relies on.
+	// waits 4 s and retries 6 times (EDK2TFTPTimeout, EDK2TFTPRetries), which a server that
+	// drops requests beyond its transfer limit relies on.
 	TFTPTimeout time.Duration
 	TFTPRetries int
+	// TFTPBlockSize and TFTPWindow are the blksize and windowsize (RFC 7440) the TFTP reads
+	// ask for; zero: 1468 and 4, as OVMF asks.
+	TFTPBlockSize int
+	TFTPWindow    int
 	// SleepScale multiplies the sleeps a script asks for (the demo shortens them); zero: 1.
 	SleepScale float64
 
@@ -169,7 +174,7 @@ func (m *Machine) bootOnce(ctx context.Context, res *Result, start time.Time) er
 	res.BootFile = offer.file
 	m.done(res, start, StageDHCP, offer.server.String())
 
-	res.Build, err = m.tftpGet(offer.server, offer.file)
+	res.Build, err = m.tftpGet(ctx, offer.server, offer.file)
 	if err != nil {
 		return err
 	}
@@ -262,43 +267,6 @@ func (m *Machine) dhcp(ctx context.Context, ipxe bool) (offer, error) {
 		}
 	}
 	return offer{}, ErrNoOffer
-}
-
-func (m *Machine) tftpGet(server netip.Addr, file string) (Fetched, error) {
-	addr := netip.AddrPortFrom(server, 69)
-	if m.TFTPAddr != nil {
-		addr = m.TFTPAddr(server)
-	}
-	c, err := tftp.NewClient(addr.String())
-	if err != nil {
-		return Fetched{}, err
-	}
-	// From the machine's own address, as firmware sends: the server's per-source limit
-	// counts machines, not the host the simulation runs on.
-	if err := c.SetLocalAddr(m.IP.String()); err != nil {
-		return Fetched{}, err
-	}
-	c.SetBlockSize(1468)
-	c.RequestTSize(true)
-	timeout, retries := m.TFTPTimeout, m.TFTPRetries
-	if timeout == 0 {
-		timeout = time.Second
-	}
-	if retries == 0 {
-		retries = 5
-	}
-	c.SetTimeout(timeout)
-	c.SetRetries(retries)
-	wt, err := c.Receive(file, "octet")
-	if err != nil {
-		return Fetched{}, fmt.Errorf("simmachine: tftp %s: %w", file, err)
-	}
-	h := sha256.New()
-	n, err := wt.WriteTo(h)
-	if err != nil {
-		return Fetched{}, fmt.Errorf("simmachine: tftp %s: %w", file, err)
-	}
-	return Fetched{URL: "tftp://" + server.String() + "/" + file, SHA256: hex.EncodeToString(h.Sum(nil)), Bytes: n}, nil
 }
 
 func (m *Machine) httpClient() *http.Client {

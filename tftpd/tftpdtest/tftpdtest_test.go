@@ -31,7 +31,7 @@ func TestServerAndFetch(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if c := s.Counters(); c.Completed != 3 || c.NotFound != 1 {
+	if c := s.Stats(); c.Completed != 3 || c.NotFound != 1 {
 		t.Errorf("counters %+v", c)
 	}
 }

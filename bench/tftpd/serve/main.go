@@ -46,6 +46,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	c := srv.Counters()
-	fmt.Fprintf(os.Stderr, "counters: %+v\n", c)
+	c := srv.Stats()
+	fmt.Fprintf(os.Stderr, "stats: %+v\n", c)
 }

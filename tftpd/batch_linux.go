@@ -1,0 +1,188 @@
+package tftpd
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// gsoMaxSegments is the most datagrams the kernel cuts from one UDP GSO send
+// (UDP_MAX_SEGMENTS); gsoMaxBytes bounds the payload of one such send.
+const (
+	gsoMaxSegments = 64
+	gsoMaxBytes    = 65000
+)
+
+// batcher sends a window of datagrams to one peer in as few system calls as the kernel
+// allows: with UDP generic segmentation offload (UDP_SEGMENT), one sendmsg carries every
+// datagram of the window when they are of one size (a DATA block is, but the last of a
+// file) and fit in 64 KiB together; else one sendmmsg carries them all. A path that refuses
+// GSO (a datagram over the route's MTU, a device without checksum offload) turns it off
+// for the transfer.
+type batcher struct {
+	rc    syscall.RawConn
+	name  unsafe.Pointer // the peer's raw sockaddr
+	nlen  uint32
+	sa4   unix.RawSockaddrInet4
+	sa6   unix.RawSockaddrInet6
+	gso   bool
+	hdrs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	cmsg  []byte
+	calls int // system calls made, for tests
+
+	// The state of the call in progress, and the functions RawConn.Write runs (made once:
+	// a closure made per call would be allocated per call).
+	msg           unix.Msghdr
+	count         int
+	sent          uintptr
+	errno         syscall.Errno
+	gsoFn, mmsgFn func(fd uintptr) bool
+}
+
+// newBatcher prepares the batched sends of a transfer's socket to peer, for windows of up
+// to n datagrams. It returns nil when the socket cannot be used so (the sender then sends
+// one datagram per call).
+func newBatcher(conn *net.UDPConn, peer netip.AddrPort, n int) *batcher {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	domain := -1
+	rc.Control(func(fd uintptr) {
+		if d, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN); err == nil {
+			domain = d
+		}
+	})
+	b := &batcher{rc: rc, gso: true, hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, n),
+		cmsg: make([]byte, unix.CmsgSpace(2))}
+	ip := peer.Addr()
+	switch {
+	case domain == unix.AF_INET && ip.Unmap().Is4():
+		b.sa4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: ip.Unmap().As4()}
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&b.sa4.Port))[:], peer.Port())
+		b.name, b.nlen = unsafe.Pointer(&b.sa4), unix.SizeofSockaddrInet4
+	case domain == unix.AF_INET6:
+		b.sa6 = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: ip.As16()}
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&b.sa6.Port))[:], peer.Port())
+		if z := ip.Zone(); z != "" {
+			ifi, err := net.InterfaceByName(z)
+			if err != nil {
+				return nil
+			}
+			b.sa6.Scope_id = uint32(ifi.Index)
+		}
+		b.name, b.nlen = unsafe.Pointer(&b.sa6), unix.SizeofSockaddrInet6
+	default:
+		return nil
+	}
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b.cmsg[0]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	b.gsoFn = func(fd uintptr) bool {
+		b.calls++
+		_, _, b.errno = unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&b.msg)), 0)
+		return b.errno != unix.EAGAIN
+	}
+	b.mmsgFn = func(fd uintptr) bool {
+		b.calls++
+		b.sent, _, b.errno = unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(b.count), 0, 0, 0)
+		return b.errno != unix.EAGAIN
+	}
+	return b
+}
+
+// send sends pkts, in order.
+func (b *batcher) send(pkts [][]byte) error {
+	for len(pkts) > 0 {
+		if b.gso {
+			k := b.gsoRun(pkts)
+			if k > 1 {
+				err := b.sendGSO(pkts[:k])
+				if err == nil {
+					pkts = pkts[k:]
+					continue
+				}
+				if !gsoRefused(err) {
+					return err
+				}
+				b.gso = false
+			}
+		}
+		k, err := b.sendmmsg(pkts)
+		if err != nil {
+			return err
+		}
+		pkts = pkts[k:]
+	}
+	return nil
+}
+
+// gsoRun returns how many datagrams from the start of pkts one GSO send can carry: of the
+// size of the first, the last of them possibly shorter.
+func (b *batcher) gsoRun(pkts [][]byte) int {
+	size := len(pkts[0])
+	limit := min(len(pkts), gsoMaxSegments, gsoMaxBytes/max(size, 1))
+	k := 0
+	for k < limit {
+		n := len(pkts[k])
+		k++
+		if n != size {
+			if n > size {
+				k--
+			}
+			break
+		}
+	}
+	return k
+}
+
+func gsoRefused(err error) bool {
+	return errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EIO) || errors.Is(err, unix.ENOPROTOOPT) ||
+		errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EMSGSIZE)
+}
+
+func (b *batcher) sendGSO(pkts [][]byte) error {
+	for i, p := range pkts {
+		b.iovs[i] = unix.Iovec{Base: unsafe.SliceData(p)}
+		b.iovs[i].SetLen(len(p))
+	}
+	binary.NativeEndian.PutUint16(b.cmsg[unix.CmsgLen(0):], uint16(len(pkts[0])))
+	b.msg = unix.Msghdr{Name: (*byte)(b.name), Namelen: b.nlen, Iov: &b.iovs[0], Control: &b.cmsg[0]}
+	b.msg.SetIovlen(len(pkts))
+	b.msg.SetControllen(len(b.cmsg))
+	if err := b.rc.Write(b.gsoFn); err != nil {
+		return err
+	}
+	if b.errno != 0 {
+		return b.errno
+	}
+	return nil
+}
+
+// sendmmsg sends as many of pkts as one sendmmsg takes, and reports how many.
+func (b *batcher) sendmmsg(pkts [][]byte) (int, error) {
+	pkts = pkts[:min(len(pkts), len(b.hdrs))]
+	for i, p := range pkts {
+		b.iovs[i] = unix.Iovec{Base: unsafe.SliceData(p)}
+		b.iovs[i].SetLen(len(p))
+		b.hdrs[i] = unix.Mmsghdr{Hdr: unix.Msghdr{Name: (*byte)(b.name), Namelen: b.nlen, Iov: &b.iovs[i]}}
+		b.hdrs[i].Hdr.SetIovlen(1)
+	}
+	b.count = len(pkts)
+	if err := b.rc.Write(b.mmsgFn); err != nil {
+		return 0, err
+	}
+	if b.errno != 0 {
+		return 0, b.errno
+	}
+	if b.sent == 0 {
+		return 0, unix.EIO
+	}
+	return int(b.sent), nil
+}

@@ -1,0 +1,269 @@
+package tftpd_test
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/bettercompute/siteboot/tftpd"
+)
+
+// flood sends read requests that are never acknowledged from sources 127.0.1.1 to
+// 127.0.1.N, rate a second, until stop is closed or max requests have gone out. It returns
+// how many it sent when it has stopped.
+func flood(t *testing.T, addr *net.UDPAddr, sources, rate, max int, stop <-chan struct{}) <-chan int {
+	t.Helper()
+	conns := make([]*net.UDPConn, sources)
+	for i := range conns {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 1, byte(1+i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conns[i] = c
+	}
+	req := rrq("ipxe.efi", "octet")
+	done := make(chan int, 1)
+	go func() {
+		sent := 0
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		start := time.Now()
+		for sent < max {
+			select {
+			case <-stop:
+				done <- sent
+				return
+			case <-tick.C:
+			}
+			// As many as the rate asks for by now: a late tick catches up.
+			due := min(max, int(time.Since(start).Seconds()*float64(rate)))
+			for ; sent < due; sent++ {
+				conns[sent%sources].WriteToUDP(req, addr)
+			}
+		}
+		done <- sent
+	}()
+	return done
+}
+
+// TestFloodRealClientGetsSlot: while 1,000 requests a second that are never acknowledged
+// arrive from 200 sources, enough to fill the transfer table many times over, a real client
+// that retries its request after retry (as firmware does) gets a transfer within one retry
+// and reads the whole file: the transfers that never saw an acknowledgement give way to it.
+// Without eviction every slot stays held for Timeout*(FirstRetries+1) and the client's
+// requests are dropped.
+func TestFloodRealClientGetsSlot(t *testing.T) {
+	data := payload(300_001, 31)
+	rec := newRecorder()
+	srv := &tftpd.Server{FS: fstest.MapFS{"ipxe.efi": {Data: data}}, Timeout: time.Second, OnTransfer: rec.hook}
+	addr := serve(t, srv, "127.0.0.1")
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	halt := func() { stopOnce.Do(func() { close(stop) }) }
+	t.Cleanup(halt)
+	const rate = 1000
+	floodStart := time.Now()
+	sent := flood(t, addr, 200, rate, 10*rate, stop)
+	waitFor(t, "the flood to fill the table", func() bool { return srv.Stats().Active == tftpd.DefaultMaxTransfers })
+	filled := srv.Stats()
+	// A second of flood first: every slot has been taken over and over by then.
+	waitFor(t, "a second of flood", func() bool { return srv.Stats().Requests >= rate })
+
+	// The client: a request, then the same request again after retry, as EDK2 does (its
+	// timeout is 4 s; 1 s here keeps the test short, and is below Timeout*(FirstRetries+1)).
+	const retry = time.Second
+	c := newRawClient(t, "127.0.0.2")
+	start := time.Now()
+	var (
+		first    []byte
+		tid      *net.UDPAddr
+		attempts int
+	)
+	for attempts = 1; attempts <= 2 && first == nil; attempts++ {
+		c.send(addr, rrq("ipxe.efi", "octet"))
+		end := time.Now().Add(retry)
+		for time.Now().Before(end) {
+			b, from, ok := c.recv(time.Until(end))
+			if ok && opcode(b) == 3 {
+				first, tid = b, from
+				break
+			}
+		}
+	}
+	toSlot := time.Since(start)
+	if first == nil {
+		halt()
+		t.Fatalf("no transfer within one retry (%v) while the flood ran; stats %+v", 2*retry, srv.Stats())
+	}
+	got := c.download(first, tid, 512)
+	took := time.Since(start)
+	var ours *tftpd.Transfer
+	waitFor(t, "the client's report", func() bool {
+		for _, r := range rec.all() {
+			if r.Peer.Addr().String() == "127.0.0.2" {
+				ours = &r
+			}
+		}
+		return ours != nil
+	})
+	during := srv.Stats()
+	halt()
+	n := <-sent
+	st := srv.Stats()
+	if !bytes.Equal(got, data) {
+		t.Fatalf("got %d bytes, want %d identical", len(got), len(data))
+	}
+	if st.Evicted == 0 {
+		t.Errorf("stats %+v: the client got a slot, but nothing was evicted for it", st)
+	}
+	if during.Requests-filled.Requests < rate/2 {
+		t.Errorf("only %d flood requests arrived before the client was done", during.Requests-filled.Requests)
+	}
+	if ours.Outcome != tftpd.OutcomeOK {
+		t.Errorf("the client's transfer was reported as %+v, want ok", ours)
+	}
+	t.Logf("flood: %d requests in %v from 200 sources (table full after %d); the client's slot at its request %d, after %v; file of %d bytes read in %v; stats %+v",
+		n, time.Since(floodStart).Round(time.Millisecond), filled.Requests, attempts-1, toSlot.Round(time.Microsecond), len(data), took.Round(time.Millisecond), st)
+}
+
+// TestEvictOnlyUnacknowledged: with the table full, a new request takes the slot of the
+// oldest transfer that has not been acknowledged, never one that has; the evicted transfer
+// sends nothing more and is reported as evicted. (EvictAfter is 1 ns: TestEvictAfter
+// checks the wait.)
+func TestEvictOnlyUnacknowledged(t *testing.T) {
+	data := payload(2000, 32)
+	rec := newRecorder()
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 3, MaxPerSource: 1, Timeout: 30 * time.Second,
+		EvictAfter: time.Nanosecond, OnTransfer: rec.hook}
+	addr := serve(t, srv, "127.0.0.1")
+	var clients []*rawClient
+	for i := range 5 {
+		clients = append(clients, newRawClient(t, fmt.Sprintf("127.0.0.%d", 20+i)))
+	}
+	// 0 acknowledges its first block; 1 and 2 stay silent, 1 asked first.
+	firsts := make([][]byte, 5)
+	tids := make([]*net.UDPAddr, 5)
+	for i := range 3 {
+		clients[i].send(addr, rrq("f", "octet"))
+		firsts[i], tids[i] = clients[i].recvFrom(5*time.Second, 0)
+		if i == 0 {
+			clients[0].send(tids[0], ack(1))
+			firsts[0], _ = clients[0].recvFrom(5*time.Second, tids[0].Port)
+		}
+	}
+	// 3 takes 1's slot (the oldest unacknowledged), 4 takes 2's.
+	for i := 3; i < 5; i++ {
+		clients[i].send(addr, rrq("f", "octet"))
+		firsts[i], tids[i] = clients[i].recvFrom(5*time.Second, 0)
+	}
+	reps := rec.waitN(t, 2)
+	var evicted []string
+	for _, r := range reps {
+		if r.Outcome != tftpd.OutcomeEvicted {
+			t.Errorf("report %+v, want evicted", r)
+		}
+		evicted = append(evicted, r.Peer.Addr().String())
+	}
+	if fmt.Sprint(evicted) != "[127.0.0.21 127.0.0.22]" {
+		t.Errorf("evicted %v, want the two silent ones in the order they asked", evicted)
+	}
+	if st := srv.Stats(); st.Evicted != 2 || st.Active != 3 || st.DroppedBusy != 0 {
+		t.Errorf("stats %+v: want 2 evicted, 3 running", st)
+	}
+	// The evicted ones hear nothing more.
+	for _, i := range []int{1, 2} {
+		if b, _, ok := clients[i].recv(300 * time.Millisecond); ok {
+			t.Errorf("evicted client %d got %q", i, b[:min(len(b), 8)])
+		}
+	}
+	// Every slot now holds a transfer that... 0 is acknowledged; 3 and 4 are not: one more
+	// request evicts 3, and none evicts 0.
+	late := newRawClient(t, "127.0.0.30")
+	late.send(addr, rrq("f", "octet"))
+	lfirst, ltid := late.recvFrom(5*time.Second, 0)
+	if r := rec.waitN(t, 3)[2]; r.Peer.Addr().String() != "127.0.0.23" || r.Outcome != tftpd.OutcomeEvicted {
+		t.Errorf("third eviction: %+v, want 127.0.0.23", r)
+	}
+	for _, x := range []struct {
+		c     *rawClient
+		first []byte
+		tid   *net.UDPAddr
+		from  uint16
+	}{{clients[0], firsts[0], tids[0], 2}, {clients[4], firsts[4], tids[4], 1}, {late, lfirst, ltid, 1}} {
+		got := x.c.downloadFrom(x.first, x.tid, 512, x.from)
+		if want := data[512*int(x.from-1):]; !bytes.Equal(got, want) {
+			t.Errorf("got %d bytes, want %d identical", len(got), len(want))
+		}
+	}
+	waitFor(t, "every transfer to end", func() bool { return srv.Stats().Active == 0 })
+	if st := srv.Stats(); st.Completed != 3 || st.Evicted != 3 {
+		t.Errorf("stats %+v: want 3 completed, 3 evicted", st)
+	}
+}
+
+// TestFirstRetriesKnownSource: the first block goes FirstRetries+1 times to a source that
+// never acknowledged anything, Retries+1 times to one that acknowledged an earlier transfer.
+func TestFirstRetriesKnownSource(t *testing.T) {
+	data := payload(1000, 34)
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, Timeout: 20 * time.Millisecond, Retries: 5, FirstRetries: 1}
+	addr := serve(t, srv, "127.0.0.1")
+	silent := func(ip string) (blocks int) {
+		c := newRawClient(t, ip)
+		c.send(addr, rrq("f", "octet"))
+		for {
+			b, _, ok := c.recv(time.Second)
+			if !ok || opcode(b) == 5 {
+				return blocks
+			}
+			blocks++
+		}
+	}
+	if n := silent("127.0.0.50"); n != 2 {
+		t.Errorf("a source never seen to acknowledge got block 1 %d times, want FirstRetries+1 = 2", n)
+	}
+	c := newRawClient(t, "127.0.0.50")
+	c.send(addr, rrq("f", "octet"))
+	first, tid := c.recvFrom(5*time.Second, 0)
+	if got := c.download(first, tid, 512); !bytes.Equal(got, data) {
+		t.Fatalf("got %d bytes, want %d identical", len(got), len(data))
+	}
+	if n := silent("127.0.0.50"); n != 6 {
+		t.Errorf("a source that acknowledged before got block 1 %d times, want Retries+1 = 6", n)
+	}
+	if n := silent("127.0.0.51"); n != 2 {
+		t.Errorf("another source got block 1 %d times, want 2", n)
+	}
+}
+
+// TestEvictAfter: an unacknowledged transfer younger than EvictAfter keeps its slot (the
+// request is dropped); once it has waited EvictAfter, a new request takes it.
+func TestEvictAfter(t *testing.T) {
+	const after = 300 * time.Millisecond
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: payload(2000, 35)}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 2 * time.Second, EvictAfter: after}
+	addr := serve(t, srv, "127.0.0.1")
+	a, b := newRawClient(t, "127.0.0.60"), newRawClient(t, "127.0.0.61")
+	a.send(addr, rrq("f", "octet"))
+	_, _ = a.recvFrom(5*time.Second, 0)
+	start := time.Now()
+	b.send(addr, rrq("f", "octet"))
+	_, _, ok := b.recv(after / 3)
+	if young := time.Since(start) < after; ok && young {
+		t.Fatalf("a request took the slot of a transfer younger than EvictAfter")
+	}
+	if st := srv.Stats(); st.DroppedBusy != 1 || st.Evicted != 0 {
+		t.Errorf("stats %+v: want one drop, no eviction", st)
+	}
+	waitFor(t, "EvictAfter to pass", func() bool { return time.Since(start) > after })
+	b.send(addr, rrq("f", "octet"))
+	if pkt, _ := b.recvFrom(5*time.Second, 0); opcode(pkt) != 3 {
+		t.Fatalf("got %q, want DATA", pkt[:min(len(pkt), 8)])
+	}
+	if st := srv.Stats(); st.Evicted != 1 {
+		t.Errorf("stats %+v: want one eviction", st)
+	}
+}

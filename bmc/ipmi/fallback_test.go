@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -26,7 +27,13 @@ func TestPowerCycleFallsBackToOffThenOn(t *testing.T) {
 		t.Fatalf("cycle: %v", err)
 	}
 	want := []string{"powered on", "abruptly remove power", "powered on"}
-	if diff := cmp.Diff(want, p.Actions()); diff != "" {
+	// The BMC logs each action on its stdout as it acts; the line can reach the test a
+	// moment after the answer did, so read until three are in (bounded: 5 s).
+	got := p.Actions()
+	for deadline := time.Now().Add(5 * time.Second); len(got) < len(want) && time.Now().Before(deadline); got = p.Actions() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("BMC actions (-want +got):\n%s", diff)
 	}
 	if st, err := d.PowerState(ctx(t)); err != nil || st != bmc.PowerOn {

@@ -2,6 +2,7 @@ package tftpd_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"sync"
@@ -60,7 +61,11 @@ func flood(t *testing.T, addr *net.UDPAddr, sources, rate, max int, stop <-chan 
 func TestFloodRealClientGetsSlot(t *testing.T) {
 	data := payload(300_001, 31)
 	rec := newRecorder()
-	srv := &tftpd.Server{FS: fstest.MapFS{"ipxe.efi": {Data: data}}, Timeout: time.Second, OnTransfer: rec.hook}
+	// EvictAfter 150 ms: the time the client has to acknowledge its first block, chosen for
+	// a client that shares a loaded machine (and the race detector) with the server; a
+	// firmware client on its own CPU answers in well under the 50 ms default.
+	srv := &tftpd.Server{FS: fstest.MapFS{"ipxe.efi": {Data: data}}, Timeout: time.Second,
+		EvictAfter: 150 * time.Millisecond, OnTransfer: rec.hook}
 	addr := serve(t, srv, "127.0.0.1")
 	stop := make(chan struct{})
 	var stopOnce sync.Once
@@ -84,28 +89,39 @@ func TestFloodRealClientGetsSlot(t *testing.T) {
 		tid      *net.UDPAddr
 		attempts int
 	)
-	for attempts = 1; attempts <= 2 && first == nil; attempts++ {
-		c.send(addr, rrq("ipxe.efi", "octet"))
-		end := time.Now().Add(retry)
-		for time.Now().Before(end) {
-			b, from, ok := c.recv(time.Until(end))
-			if ok && opcode(b) == 3 {
-				first, tid = b, from
-				break
+	// As firmware does, a read that stalls (its first acknowledgement came too late on a
+	// loaded machine, after EvictAfter, and the flood took the slot) is started again: at
+	// most three reads, each asked at most twice.
+	var got []byte
+	reads := 0
+	for reads = 1; reads <= 3 && got == nil; reads++ {
+		first = nil
+		for attempts = 1; attempts <= 2 && first == nil; attempts++ {
+			c.send(addr, rrq("ipxe.efi", "octet"))
+			end := time.Now().Add(retry)
+			for time.Now().Before(end) {
+				b, from, ok := c.recv(time.Until(end))
+				if ok && opcode(b) == 3 {
+					first, tid = b, from
+					break
+				}
 			}
 		}
+		if first == nil {
+			continue
+		}
+		got = readAll(c, first, tid, 512, retry)
 	}
 	toSlot := time.Since(start)
-	if first == nil {
+	if got == nil {
 		halt()
-		t.Fatalf("no transfer within one retry (%v) while the flood ran; stats %+v", 2*retry, srv.Stats())
+		t.Fatalf("no whole read in %d reads of two requests %v apart while the flood ran; stats %+v", reads-1, retry, srv.Stats())
 	}
-	got := c.download(first, tid, 512)
 	took := time.Since(start)
 	var ours *tftpd.Transfer
-	waitFor(t, "the client's report", func() bool {
+	waitFor(t, "the client's whole transfer reported ok", func() bool {
 		for _, r := range rec.all() {
-			if r.Peer.Addr().String() == "127.0.0.2" {
+			if r.Peer.Addr().String() == "127.0.0.2" && r.Outcome == tftpd.OutcomeOK {
 				ours = &r
 			}
 		}
@@ -127,8 +143,8 @@ func TestFloodRealClientGetsSlot(t *testing.T) {
 	if ours.Outcome != tftpd.OutcomeOK {
 		t.Errorf("the client's transfer was reported as %+v, want ok", ours)
 	}
-	t.Logf("flood: %d requests in %v from 200 sources (table full after %d); the client's slot at its request %d, after %v; file of %d bytes read in %v; stats %+v",
-		n, time.Since(floodStart).Round(time.Millisecond), filled.Requests, attempts-1, toSlot.Round(time.Microsecond), len(data), took.Round(time.Millisecond), st)
+	t.Logf("flood: %d requests in %v from 200 sources (table full after %d); the client's whole read at read %d, request %d, after %v; file of %d bytes read in %v; stats %+v",
+		n, time.Since(floodStart).Round(time.Millisecond), filled.Requests, reads-1, attempts-1, toSlot.Round(time.Microsecond), len(data), took.Round(time.Millisecond), st)
 }
 
 // TestEvictOnlyUnacknowledged: with the table full, a new request takes the slot of the
@@ -265,5 +281,38 @@ func TestEvictAfter(t *testing.T) {
 	}
 	if st := srv.Stats(); st.Evicted != 1 {
 		t.Errorf("stats %+v: want one eviction", st)
+	}
+}
+
+// readAll reads a transfer to its end from its first DATA block, acknowledging each block;
+// nil when a block does not come within stall.
+func readAll(c *rawClient, first []byte, tid *net.UDPAddr, blksize int, stall time.Duration) []byte {
+	var out []byte
+	want := uint16(1)
+	pkt := first
+	for {
+		if opcode(pkt) != 3 {
+			return nil
+		}
+		block := binary.BigEndian.Uint16(pkt[2:])
+		if block == want {
+			out = append(out, pkt[4:]...)
+			want++
+		}
+		c.send(tid, ack(block))
+		if block == want-1 && len(pkt)-4 < blksize {
+			return out
+		}
+		end := time.Now().Add(stall)
+		pkt = nil
+		for pkt == nil && time.Now().Before(end) {
+			b, from, ok := c.recv(time.Until(end))
+			if ok && from.Port == tid.Port {
+				pkt = b
+			}
+		}
+		if pkt == nil {
+			return nil
+		}
 	}
 }

@@ -18,7 +18,10 @@
 //   - a sighting with a zero MAC is dropped;
 //   - a product UUID is stored in its canonical lower-case 36-character form;
 //   - an arch as [hwid.Arch.String] spells it, which always matches [a-z0-9_-]{1,32};
-//   - a relay only without a zone; 0.0.0.0 and :: mean "no relay", IPv4-mapped is unmapped.
+//   - a relay only as a unicast address without a zone; 0.0.0.0, :: and an IPv6 link-local
+//     address mean "no relay", IPv4-mapped is unmapped. For DHCPv6 the relay is the link
+//     address of the relay nearest the client (proxydhcp's Request.Relay): the address that
+//     names the machine's link, as giaddr does for DHCPv4.
 //
 // A zero field means "not sent": it never erases what an earlier sighting of the MAC said.
 // Nothing malformed can be stored, so no client can grow the agent's status report.

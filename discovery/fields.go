@@ -65,17 +65,20 @@ func archField(s string) (string, fieldState) {
 	return string(b), fieldOK
 }
 
-// relayAddr keeps an address without a zone; an IPv4-mapped IPv6 address is kept as IPv4.
-// The unspecified addresses (a DHCP giaddr of 0.0.0.0) mean "no relay".
+// relayAddr keeps a unicast address without a zone; an IPv4-mapped IPv6 address is kept as
+// IPv4. The unspecified addresses (a DHCP giaddr of 0.0.0.0, a DHCPv6 relay's link address
+// of ::, which RFC 8415 section 9.1 has a relay send when it names the link by Interface-ID
+// instead) and an IPv6 link-local link address (it names no link beyond its own) mean "no
+// relay"; a zone or a multicast address is malformed.
 func relayAddr(a netip.Addr) (netip.Addr, fieldState) {
 	if !a.IsValid() {
 		return netip.Addr{}, fieldAbsent
 	}
-	if a.Zone() != "" {
+	if a.Zone() != "" || a.IsMulticast() {
 		return netip.Addr{}, fieldBad
 	}
 	a = a.Unmap()
-	if a.IsUnspecified() {
+	if a.IsUnspecified() || a.Is6() && a.IsLinkLocalUnicast() {
 		return netip.Addr{}, fieldAbsent
 	}
 	return a, fieldOK
@@ -94,8 +97,8 @@ func ValidProductUUID(s string) bool {
 	return st == fieldOK && u.String() == s
 }
 
-// ValidRelay reports whether a is a relay the list would keep as it is: a valid address
-// without a zone, not IPv4-mapped, not unspecified.
+// ValidRelay reports whether a is a relay the list would keep as it is: a valid unicast
+// address without a zone, not IPv4-mapped, not unspecified, not IPv6 link-local.
 func ValidRelay(a netip.Addr) bool {
 	r, st := relayAddr(a)
 	return st == fieldOK && r == a

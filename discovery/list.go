@@ -57,7 +57,7 @@ type Sighting struct {
 	UUID    hwid.UUID  // DHCP option 97 or iPXE's ${uuid}; zero when not sent
 	Arch    hwid.Arch  // DHCP option 93, when HasArch
 	HasArch bool       // Arch was sent
-	Relay   netip.Addr // the DHCP relay (giaddr); invalid or unspecified when none
+	Relay   netip.Addr // the DHCP relay (giaddr; for DHCPv6 the link address of the relay nearest the client); invalid or unspecified when none
 	Via     Via        // who saw it (default ViaDHCP)
 }
 
@@ -96,7 +96,7 @@ type Stats struct {
 	New            uint64 // machines added
 	DroppedBadMAC  uint64 // sightings dropped for a zero MAC
 	DroppedNoDHCP  uint64 // ViaHTTP sightings dropped under DHCPFirst for a MAC DHCP did not show
-	IgnoredRelay   uint64 // relays with a zone ignored in recorded sightings
+	IgnoredRelay   uint64 // relays with a zone, or multicast, ignored in recorded sightings
 	Evicted        uint64 // machines evicted to make room
 	Expired        uint64 // machines forgotten ForgetAfter after they were last seen
 	Forgotten      uint64 // machines dropped by Forget or ForgetFunc

@@ -66,6 +66,11 @@ func TestSeenValidation(t *testing.T) {
 		{"relay zone ignored", discovery.Sighting{MAC: mA, Relay: netip.MustParseAddr("fe80::1%eth0")}, true, discovery.Entry{MAC: mA}},
 		{"relay unspecified is none", discovery.Sighting{MAC: mA, Relay: netip.IPv4Unspecified()}, true, discovery.Entry{MAC: mA}},
 		{"relay v6 unspecified is none", discovery.Sighting{MAC: mA, Relay: netip.IPv6Unspecified()}, true, discovery.Entry{MAC: mA}},
+		{"relay dhcpv6 link address", discovery.Sighting{MAC: mA, Relay: netip.MustParseAddr("2001:db8:1::1")}, true,
+			discovery.Entry{MAC: mA, Relay: netip.MustParseAddr("2001:db8:1::1")}},
+		{"relay v6 link-local is none", discovery.Sighting{MAC: mA, Relay: netip.MustParseAddr("fe80::1")}, true, discovery.Entry{MAC: mA}},
+		{"relay v6 multicast ignored", discovery.Sighting{MAC: mA, Relay: netip.MustParseAddr("ff02::1:2")}, true, discovery.Entry{MAC: mA}},
+		{"relay v4 multicast ignored", discovery.Sighting{MAC: mA, Relay: netip.MustParseAddr("224.0.0.1")}, true, discovery.Entry{MAC: mA}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

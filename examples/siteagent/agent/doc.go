@@ -188,10 +188,11 @@
 //	dhcp-userclass=set:ipxe,iPXE
 //	dhcp-option=tag:ipxe,option6:bootfile-url,http://[2001:db8::2]/boot/chain.ipxe
 //
-// That URL cannot carry this agent's one-time boot nonce (S1). In its place, each DHCPv6
-// answer the agent gives a machine's firmware (EDK2's SOLICIT or 4011 REQUEST, for a MAC
-// with a live entry, while the fence is active) issues the MAC one boot pass for the nonce
-// window: the first script request over IPv6 for that MAC without a nonce claims it for its
+// That URL cannot carry this agent's one-time boot nonce (S1). In its place, each answer
+// the agent gives a machine's firmware while Boot.DHCPv6 is on (EDK2's SOLICIT or 4011
+// REQUEST, and on a dual-stack segment its DHCPv4 requests too: Debian's iPXE then takes
+// the DHCPv6 server's chain URL over the IPv4 proxy's; for a MAC with a live entry, while
+// the fence is active) issues the MAC one boot pass for the nonce window: the first script request over IPv6 for that MAC without a nonce claims it for its
 // address, and only that address's retries use it. This is weaker than a nonce (a host on
 // the segment that knows the MAC and asks first takes the pass; the machine is then
 // refused, and its firmware's next DHCPv6 answer issues a new pass), and it is counted

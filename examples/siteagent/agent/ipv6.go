@@ -279,9 +279,11 @@ func (a *Agent) collect6(ch chan<- prometheus.Metric) {
 // for stateful DHCPv6 (the M flag: src/net/udp/dhcpv6.c dhcpv6_rx takes the settings of the
 // one server whose address it took), so its chain URL comes from the site's DHCPv6 server,
 // which cannot carry this agent's one-time boot nonce. What binds that script request to
-// this agent's DHCP answer instead is the answer the agent gave the machine's firmware over
-// DHCPv6 (EDK2's SOLICIT or its 4011 REQUEST, for the MAC the entry names): each such
-// answer issues one pass for the MAC, valid for the nonce window; the first script request
+// this agent's DHCP answer instead is the answer the agent gave the machine's firmware
+// (EDK2's SOLICIT or its 4011 REQUEST, or on a dual-stack segment its DHCPv4 DISCOVER or
+// 4011 REQUEST: Debian's iPXE then takes the DHCPv6 server's chain URL over the IPv4
+// proxy's, seen in TestE2E_IPv6DualStack; for the MAC the entry names): each such answer
+// issues one pass for the MAC, valid for the nonce window; the first script request
 // over IPv6 for that MAC without a nonce claims it for its address, and only that address's
 // retries use it after. It is weaker than a nonce (a host on the segment that knows the MAC
 // and asks first takes the pass; the machine is then refused and its firmware's next
@@ -361,10 +363,10 @@ func (p *bootPasses) claim(mac hwid.MAC, from netip.Addr) bool {
 	return true
 }
 
-// answered6 notes proxy DHCP's answer to a machine's firmware over DHCPv6 (serveDHCP): it
-// issues the MAC's boot pass.
+// answered6 notes proxy DHCP's answer to a machine's firmware, over DHCPv6 or DHCPv4
+// (serveDHCP), while DHCPv6 is on: it issues the MAC's IPv6 boot pass.
 func (a *Agent) answered6(req *proxydhcp.Request) {
-	if req.IPv6 && !req.IPXE && a.v6.passes != nil {
+	if !req.IPXE && a.v6.passes != nil {
 		a.v6.passes.issue(req.MAC)
 	}
 }

@@ -17,15 +17,24 @@ func bootOne(t *testing.T, fw firmware, i byte, arch string) (*lab, *labAgent, *
 	a := l.startAgent("agent-a", 1)
 	l.waitActive(a)
 	m := newMachine(string(fw), fw, i)
+	l.bootChecked(a, m, arch)
+	return l, a, m
+}
+
+// bootChecked gives a an entry for m (on m.mac, with arch), powers m on, and checks that it
+// booted the ramdisk through a, with the kernel and initrd from a's cache.
+func (l *lab) bootChecked(a *labAgent, m *machine, arch string) []string {
+	t := l.t
+	t.Helper()
 	l.prepare(a.name, m, arch)
 	before := a.metrics()
 	l.powerOn(m, bootOpts{})
 	words := m.waitCmdline(t)
 	m.logSlow(t, time.Minute)
-	t.Logf("%s: power-on to kernel %v, to the ramdisk's command line %v", m.name, m.kernel.Sub(m.start).Round(100_000_000), timeSince(m.start))
+	t.Logf("%s: power-on to kernel %v, to the ramdisk's command line %v", m.name, m.kernel.Sub(m.start).Round(100*time.Millisecond), timeSince(m.start))
 	l.checkBooted(m, words, a)
 	l.checkCacheServed(m, words, a, before)
-	return l, a, m
+	return words
 }
 
 // TestE2E_BIOS: SeaBIOS with QEMU's iPXE ROM boots through proxy DHCP on port 67, the chain

@@ -24,7 +24,32 @@
 //     silent and its scripts answer 503.
 //   - TestE2E_TwoAgentsFailover: two agents on one segment, only the holder answers; then
 //     the holder is killed right after a machine's power-on and the standby boots it only
-//     after the lease expired.
+//     after the lease expired, within bounds that follow from the lab's lease TTL, session
+//     timeout, tick and heartbeat and from the firmware's own retry period.
+//   - TestE2E_TwoNICsBIOS, TestE2E_TwoNICsUEFIPXE: a machine with two NICs and an entry
+//     only for the second; NIC 1 gets no answer and is listed as discovered, the machine
+//     boots from NIC 2, and the chain script's query and the assertion name NIC 2's MAC.
+//   - TestE2E_RelayBIOS, TestE2E_RelayUEFIPXE: machines on a second segment
+//     (198.51.100.0/24) behind a router running dnsmasq as a DHCP relay boot through it.
+//   - TestE2E_RelayUnknown: an unknown machine behind the relay is listed as discovered
+//     with the relay's address.
+//   - TestE2E_UUIDMismatch: a machine whose option 97 is not its entry's UUID (in any
+//     spelling) gets no answer, counted under a reason of its own.
+//
+// # Timings on a loaded machine
+//
+// The lab runs the lease with the production TTL (15 s), a 1 s heartbeat and a 5 s
+// session timeout, so heartbeats late by seconds on a loaded 2-core machine never fence the
+// holder by accident. Every time bound a test asserts is stated from those settings (or
+// from a firmware figure measured in the same run), and the measured margin is logged.
+//
+// # Nothing left behind
+//
+// Every process a test starts (QEMU, dnsmasq, tcpdump, the agents, nginx, the agent's
+// build) runs in the foreground and dies with the test binary (internal/testpeer ties it
+// with the parent-death signal), even when the binary is killed by its timeout; the
+// namespaces, bridges and taps of such a run are deleted by the next run, and so is the
+// folder of its agent binary.
 //
 // Each machine boots the agent's ramdisk (the kernel and initramfs it pulled into its
 // cache); the initramfs prints /proc/cmdline to the serial console and powers off, and the

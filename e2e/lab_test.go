@@ -25,15 +25,25 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/sitetls"
+	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
 
 const (
 	siteID = "site-e2e"
-	// leaseTTL and heartbeat are short so a failover takes seconds; the session timeout
-	// leaves room for a loaded machine's late heartbeat.
-	leaseTTL       = 4 * time.Second
-	heartbeat      = 500 * time.Millisecond
-	sessionTimeout = 2 * time.Second
+	// The lease's timings. On a loaded 2-core machine (TCG guests, other builds) heartbeats
+	// are late or fail for seconds at a time; the holder's fence ends TTL - 1 s (the fence's
+	// margin) after the last heartbeat a renewal answered, so the TTL is the production
+	// default (lease.DefaultTTL): fenced by accident only after some 14 heartbeats in a row
+	// failed. The session timeout lets five heartbeats go late before the controller counts
+	// an agent as gone (which only delays a renewal, never fences the holder). A failover
+	// then takes sessionTimeout + leaseTTL after the holder dies, plus at most two ticks and
+	// a heartbeat with its answer (see TestE2E_TwoAgentsFailover).
+	leaseTTL       = 15 * time.Second
+	heartbeat      = time.Second
+	controlTimeout = 3 * time.Second // one heartbeat request
+	sessionTimeout = 5 * time.Second
+	tickInterval   = 500 * time.Millisecond
 	// ipxeRoot holds Debian's iPXE builds. Some of its files are symbolic links out of the
 	// folder (ipxe.efi -> /boot/ipxe.efi), which the agent's TFTP and /boot/files/ refuse
 	// to follow: each lab copies the builds into a TFTP root of its own.
@@ -52,15 +62,37 @@ var (
 	buildOut  []byte
 )
 
+// binDirPrefix names the folder of the agent binary: binDirPrefix + PID + "-" + random.
+const binDirPrefix = "siteboot-e2e-"
+
 func TestMain(m *testing.M) {
+	removeStaleBinDirs()
 	var err error
-	if binDir, err = os.MkdirTemp("", "siteboot-e2e-"); err != nil {
+	if binDir, err = os.MkdirTemp("", fmt.Sprintf("%s%d-", binDirPrefix, os.Getpid())); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(binDir)
 	os.Exit(code)
+}
+
+// removeStaleBinDirs deletes the agent binaries of earlier runs whose test binary no longer
+// runs (a run killed by its timeout never reaches the RemoveAll above). Their namespaces go
+// with testpeer's RemoveStale; their processes died with them.
+func removeStaleBinDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), binDirPrefix+"*"))
+	for _, d := range dirs {
+		pidText, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(d), binDirPrefix), "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue
+		}
+		os.RemoveAll(d)
+	}
 }
 
 // siteagentBinary builds examples/siteagent once.
@@ -70,7 +102,13 @@ func siteagentBinary(t *testing.T) string {
 	buildOnce.Do(func() {
 		agentBin = filepath.Join(binDir, "siteagent")
 		cmd := exec.Command(gocmd, "build", "-o", agentBin, "github.com/bettercompute/siteboot/examples/siteagent")
-		buildOut, buildErr = cmd.CombinedOutput()
+		// The build dies with the test binary too.
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if buildErr = testpeer.StartTied(cmd); buildErr == nil {
+			buildErr = cmd.Wait()
+		}
+		buildOut = out.Bytes()
 	})
 	if buildErr != nil {
 		t.Fatalf("go build siteagent: %v\n%s", buildErr, buildOut)
@@ -114,6 +152,8 @@ type lab struct {
 	dir      string
 	seg      *testpeer.Segment
 	plane    *controlplane.Plane
+	ca       *sitetlstest.CA // the site's CA, made at start: the control link is mutual TLS
+	caFile   string
 	keys     assertion.StaticKeys
 	verifier *assertion.Verifier
 	kernel   string // sha256 of the ramdisk kernel
@@ -122,6 +162,16 @@ type lab struct {
 	tftpRoot string
 	capture  string
 	tcpdump  *testpeer.Process
+
+	// The second segment, behind a router with dnsmasq as its DHCP relay (addRelay).
+	routed        *testpeer.RoutedSegment
+	relay         *testpeer.Process
+	routedCapture string
+	routedTcpdump *testpeer.Process
+
+	// bootExtra are more [boot] keys for the agents startAgent runs (IPv6: ipv6_test.go),
+	// as TOML lines; the host's index replaces {i}.
+	bootExtra string
 
 	mu       sync.Mutex
 	taps     int
@@ -180,9 +230,9 @@ func newLab(t *testing.T, hosts int) *lab {
 	// The control plane.
 	l.plane = controlplane.New(nil)
 	l.plane.TTL = leaseTTL
-	l.plane.Interval = 250 * time.Millisecond
+	l.plane.Interval = tickInterval
 	l.plane.SessionTimeout = sessionTimeout
-	l.serve(ctx, controlPort, l.plane.Handler())
+	l.serveControlTLS()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -196,7 +246,9 @@ func newLab(t *testing.T, hosts int) *lab {
 	l.verifier = &assertion.Verifier{Keys: l.keys, Leases: l.plane.LeaseChecker(), Replay: &assertion.MemoryReplayCache{}}
 
 	// The site's DHCP server: addresses only, and router advertisements so iPXE does not
-	// wait for IPv6.
+	// wait for IPv6. It also leases addresses on the second segment, to requests a relay
+	// there forwards (addRelay); dnsmasq stays in the foreground (--no-daemon), so it dies
+	// with the test binary.
 	h := l.seg.Hosts[0]
 	h.Run(t, "ip", "-6", "addr", "add", "2001:db8::10/64", "dev", h.Iface, "nodad")
 	l.dnsmasq = testpeer.Start(t, testpeer.Cmd{
@@ -205,6 +257,8 @@ func newLab(t *testing.T, hosts int) *lab {
 			"--no-daemon", "--conf-file=/dev/null", "--port=0", "--user=root", "--group=root",
 			"--interface=" + h.Iface, "--bind-interfaces", "--no-ping", "--log-dhcp", "--log-facility=-",
 			"--dhcp-range=192.0.2.100,192.0.2.199,255.255.255.0,10m",
+			"--dhcp-range=set:routed,198.51.100.100,198.51.100.199,255.255.255.0,10m",
+			"--dhcp-option=tag:routed,option:router," + testpeer.RouterIP.String(),
 			"--enable-ra", "--dhcp-range=::,constructor:" + h.Iface + ",ra-only",
 			"--dhcp-leasefile=" + filepath.Join(l.dir, "dnsmasq.leases"),
 			"--pid-file=" + filepath.Join(l.dir, "dnsmasq.pid"),
@@ -212,6 +266,38 @@ func newLab(t *testing.T, hosts int) *lab {
 		Netns: h.Netns, ReadyLog: `DHCP, IP range`,
 	})
 	return l
+}
+
+// addRelay makes the lab's second segment: a router (testpeer.RoutedSegment) whose bridge
+// br1 holds the routed machines' taps, and dnsmasq on it as a DHCP relay (giaddr
+// testpeer.RouterIP) forwarding every DHCP request there both to the site's DHCP server and
+// to each of the agents. It also sends router advertisements on br1 so iPXE there does not
+// wait for IPv6, and captures br1's packets.
+func (l *lab) addRelay(agents ...*labAgent) {
+	t := l.t
+	t.Helper()
+	l.routed = l.seg.AddRouted(t)
+	r := l.routed.Router
+	r.Run(t, "ip", "-6", "addr", "add", "2001:db8:1::1/64", "dev", "br1", "nodad")
+	l.routedCapture = filepath.Join(l.dir, "routed.pcap")
+	l.routedTcpdump = testpeer.Start(t, testpeer.Cmd{
+		Path: "tcpdump", Args: []string{"-i", "br1", "-n", "-U", "-Z", "root", "-s", "600", "-w", l.routedCapture},
+		Netns: r, ReadyLog: "listening on",
+	})
+	gi := testpeer.RouterIP.String()
+	args := []string{
+		"--no-daemon", "--conf-file=/dev/null", "--port=0", "--user=root", "--group=root",
+		"--interface=br1", "--log-dhcp", "--log-facility=-",
+		"--dhcp-relay=" + gi + "," + l.seg.Hosts[0].IP.String(),
+	}
+	for _, a := range agents {
+		args = append(args, "--dhcp-relay="+gi+","+a.host.IP.String())
+	}
+	args = append(args,
+		"--enable-ra", "--dhcp-range=::,constructor:br1,ra-only",
+		"--dhcp-leasefile="+filepath.Join(l.dir, "relay.leases"),
+		"--pid-file="+filepath.Join(l.dir, "relay.pid"))
+	l.relay = testpeer.Start(t, testpeer.Cmd{Path: "dnsmasq", Args: args, Netns: r, ReadyLog: `DHCP relay`})
 }
 
 // serve runs h on the bridge namespace's address until the test ends.
@@ -226,6 +312,42 @@ func (l *lab) serve(ctx context.Context, port int, h http.Handler) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	l.t.Cleanup(func() { srv.Close() })
+}
+
+// serveControlTLS makes the lab's site CA and serves the control plane over mutual TLS
+// (DESIGN.md G3) on the bridge namespace's address, with a certificate for that address.
+func (l *lab) serveControlTLS() {
+	t := l.t
+	var err error
+	if l.ca, err = sitetlstest.NewCA("e2e site CA", nil); err != nil {
+		t.Fatal(err)
+	}
+	l.caFile = filepath.Join(l.dir, "ca.pem")
+	server, err := l.ca.Issue(sitetlstest.Request{Hosts: []string{testpeer.BridgeIP.String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key := filepath.Join(l.dir, "control.pem"), filepath.Join(l.dir, "control.key")
+	if err := l.ca.WriteFile(l.caFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := server.WriteFiles(cert, key); err != nil {
+		t.Fatal(err)
+	}
+	creds, err := sitetls.Load(sitetls.Config{CertFile: cert, KeyFile: key, CAFile: l.caFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	if err := l.seg.Bridge.Do(func() (err error) {
+		ln, err = net.Listen("tcp4", netip.AddrPortFrom(testpeer.BridgeIP, controlPort).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	srv := l.plane.TLSServer(creds)
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
 }
 
 func bridgeURL(port int, path string) string {
@@ -247,6 +369,18 @@ func (l *lab) startAgent(node string, i int) *labAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its site certificate, for that key, from the lab's CA.
+	siteCert := filepath.Join(dir, "site.pem")
+	cert, err := l.ca.Issue(sitetlstest.Request{Node: sitetls.Identity{Site: siteID, Node: node}, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cert.WriteFiles(siteCert, ""); err != nil {
+		t.Fatal(err)
+	}
+	// The site's cmdline has no_timer_check: under TCG on a loaded host, Linux's check that
+	// the timer interrupt arrives through the IO-APIC can fail and panic the guest before
+	// the ramdisk runs (seen here: setup_IO_APIC), which says nothing of the boot path.
 	conf := fmt.Sprintf(`site_id  = %q
 node_id  = %q
 data_dir = %q
@@ -262,8 +396,8 @@ interface  = %q
 server_ip  = %q
 tftp       = true
 tftp_root  = %q
-cmdline    = "console=ttyS0 panic=-1"
-
+cmdline    = "console=ttyS0 panic=-1 no_timer_check"
+%s
 [boot.kernel]
 url    = %q
 sha256 = %q
@@ -282,14 +416,17 @@ ttl = %q
 
 [control]
 url       = %q
+cert      = %q
+ca        = %q
 heartbeat = %q
-timeout   = "2s"
+timeout   = %q
 
 [metrics]
 listen = "127.0.0.1:9464"
-`, siteID, node, dir, keyFile, h.Iface, h.IP, l.tftpRoot,
+`, siteID, node, dir, keyFile, h.Iface, h.IP, l.tftpRoot, strings.ReplaceAll(l.bootExtra, "{i}", strconv.Itoa(i)),
 		bridgeURL(originPort, "/images/vmlinuz"), l.kernel, bridgeURL(originPort, "/images/initrd.cpio"), l.initrd,
-		leaseTTL.String(), bridgeURL(controlPort, ""), heartbeat.String())
+		leaseTTL.String(), "https://"+strings.TrimPrefix(bridgeURL(controlPort, ""), "http://"), siteCert, l.caFile,
+		heartbeat.String(), controlTimeout.String())
 	confFile := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
@@ -439,10 +576,15 @@ func (l *lab) waitReady(node string) {
 	}
 }
 
+// agentStartWait bounds how long the only agent of a site takes to hold the lease and be
+// active: its first heartbeat answered, or, on a loaded machine, one of the heartbeats that
+// follow; twice the lease TTL leaves room for a TTL's worth of failed ones.
+const agentStartWait = 2 * leaseTTL
+
 // waitActive waits until a is the site's active boot server.
 func (l *lab) waitActive(a *labAgent) {
 	l.t.Helper()
-	if !waitFor(30*time.Second, a.active) {
+	if !waitFor(agentStartWait, a.active) {
 		rec, _ := l.plane.LeaseRecord(context.Background(), siteID)
 		l.t.Fatalf("%s never became the boot server; lease %v", a.name, rec)
 	}
@@ -470,6 +612,14 @@ func (l *lab) diagnose() {
 		t.Logf("tcpdump -r %s: %v", l.capture, err)
 	}
 	t.Logf("packet trace of the segment (UDP, ICMP, TCP SYN and RST; last 30000 bytes):\n%s", tail(out, 30000))
+	if l.routedTcpdump != nil {
+		l.routedTcpdump.Stop()
+		out, err := exec.Command("tcpdump", "-r", l.routedCapture, "-n", "-v", "-tt", "udp port 67 or udp port 68 or udp port 4011").CombinedOutput()
+		if err != nil {
+			t.Logf("tcpdump -r %s: %v", l.routedCapture, err)
+		}
+		t.Logf("DHCP on the segment behind the relay (last 20000 bytes):\n%s", tail(out, 20000))
+	}
 	rec, _ := l.plane.LeaseRecord(context.Background(), siteID)
 	t.Logf("lease at the end: %v", rec)
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,16 +36,25 @@ const (
 // machineSlots holds at most two QEMU machines at a time on the 2 cores CI has.
 var machineSlots = make(chan struct{}, 2)
 
-// machine is one QEMU machine on a tap of the lab's bridge.
+// machine is one QEMU machine on taps of the lab's bridge, or of the bridge behind its
+// router when routed.
 type machine struct {
-	name   string
-	fw     firmware
-	mac    hwid.MAC
-	uuid   hwid.UUID
-	serial string
-	p      *testpeer.Process
-	start  time.Time // power-on: when QEMU was started
-	kernel time.Time // when the serial log first showed the kernel
+	name string
+	fw   firmware
+	mac  hwid.MAC   // the NIC with the boot entry, which the machine boots from
+	nics []hwid.MAC // every NIC in boot order, mac among them
+	uuid hwid.UUID
+	// routed puts the machine on the lab's second segment, behind the DHCP relay.
+	routed bool
+	// bootLimit bounds power-on to the ramdisk's command line; zero means bootTimeout.
+	bootLimit time.Duration
+	serial    string
+	p         *testpeer.Process
+	start     time.Time // power-on: when QEMU was started
+	kernel    time.Time // when the serial log first showed the kernel
+
+	mu       sync.Mutex
+	restarts []time.Time // when the serial log showed each firmware start (watchRestarts)
 }
 
 func (m *machine) workflow() string { return "wf-" + m.name }
@@ -53,7 +63,28 @@ func (m *machine) tokenRef() string { return "tok-" + m.name }
 // newMachine names a machine; i makes its MAC and UUID.
 func newMachine(name string, fw firmware, i byte) *machine {
 	u, _ := hwid.ParseUUID(fmt.Sprintf("4c4c4544-0042-1035-8052-c7c04f5a%04x", i))
-	return &machine{name: name, fw: fw, mac: hwid.MAC{0x52, 0x54, 0x00, 0xe2, 0xe0, i}, uuid: u}
+	mac := hwid.MAC{0x52, 0x54, 0x00, 0xe2, 0xe0, i}
+	return &machine{name: name, fw: fw, mac: mac, nics: []hwid.MAC{mac}, uuid: u}
+}
+
+// newTwoNICMachine is newMachine with a first NIC (52:54:00:e2:e1:i) before the one that
+// has the boot entry (52:54:00:e2:e0:i): the firmware tries the first NIC first.
+func newTwoNICMachine(name string, fw firmware, i byte) *machine {
+	m := newMachine(name, fw, i)
+	m.nics = []hwid.MAC{{0x52, 0x54, 0x00, 0xe2, 0xe1, i}, m.mac}
+	// The firmware gives up on NIC 1 first: SeaBIOS's iPXE ROM within seconds, OVMF only
+	// after its PXE (four DHCP discovers, over a minute of its own timeouts) and then its
+	// HTTP boot (as long again) have failed there.
+	m.bootLimit = 2 * bootTimeout
+	return m
+}
+
+// addressRange is where the site's DHCP server leases the machine its address.
+func (m *machine) addressRange() (first, last netip.Addr) {
+	if m.routed {
+		return netip.MustParseAddr("198.51.100.100"), netip.MustParseAddr("198.51.100.199")
+	}
+	return netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("192.0.2.199")
 }
 
 // bootOpts change how a machine runs.
@@ -78,28 +109,47 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 			<-machineSlots
 		}
 	}()
-	l.mu.Lock()
-	l.taps++
-	tap := l.seg.AddTap(t, fmt.Sprintf("tap%d", l.taps))
-	l.mu.Unlock()
+	ns := l.seg.Bridge
+	if m.routed {
+		if l.routed == nil {
+			t.Fatalf("%s is on the routed segment, and the lab has none", m.name)
+		}
+		ns = l.routed.Router
+	}
 	m.serial = filepath.Join(l.dir, m.name+".serial.log")
 	args := []string{
 		"-accel", "tcg", "-m", "512", "-nodefaults", "-display", "none",
 		"-serial", "file:" + m.serial, "-uuid", m.uuid.String(),
-		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
+	}
+	var nics []string
+	for k, mac := range m.nics {
+		l.mu.Lock()
+		l.taps++
+		name := fmt.Sprintf("tap%d", l.taps)
+		l.mu.Unlock()
+		var tap string
+		if m.routed {
+			tap = l.routed.AddTap(t, name)
+		} else {
+			tap = l.seg.AddTap(t, name)
+		}
+		args = append(args, "-netdev", fmt.Sprintf("tap,id=n%d,ifname=%s,script=no,downscript=no", k, tap))
+		nics = append(nics, fmt.Sprintf("virtio-net-pci,netdev=n%d,mac=%s,bootindex=%d", k, mac, k+1))
 	}
 	if !o.retry {
 		args = append(args, "-no-reboot")
 	}
-	nic := "virtio-net-pci,netdev=n0,mac=" + m.mac.String() + ",bootindex=1"
 	switch m.fw {
 	case fwBIOS:
 		boot := "n"
 		if o.retry || o.rebootOnFail {
 			boot = "order=n,reboot-timeout=1000"
 		}
-		args = append(args, "-M", "pc,graphics=off", "-device", nic, "-boot", boot)
-	case fwUEFIPXE, fwUEFIHTTP:
+		args = append(args, "-M", "pc,graphics=off", "-boot", boot)
+		for _, nic := range nics {
+			args = append(args, "-device", nic)
+		}
+	case fwUEFIPXE, fwUEFIHTTP, fwUEFIPXE6, fwUEFIHTTP6:
 		for _, f := range []string{ovmfCode, ovmfVars} {
 			if _, err := os.Stat(f); err != nil {
 				testpeer.Unavailable(t, "no %s: install the Debian package ovmf", f)
@@ -115,17 +165,29 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 		}
 		args = append(args, "-M", "q35,graphics=off",
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+ovmfCode,
-			"-drive", "if=pflash,format=raw,unit=1,file="+vars,
+			"-drive", "if=pflash,format=raw,unit=1,file="+vars)
+		for _, nic := range nics {
 			// No ROM on the NIC: EDK2's own network stack boots, not QEMU's iPXE.
-			"-device", nic+",romfile=")
-		if m.fw == fwUEFIHTTP {
+			args = append(args, "-device", nic+",romfile=")
+		}
+		switch {
+		case m.fw == fwUEFIPXE6: // IPv6 PXE only (ipv6_test.go)
+			args = append(args, "-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=no")
+		case m.fw == fwUEFIHTTP || m.fw == fwUEFIHTTP6:
 			args = append(args,
 				"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=no",
 				"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=no")
+		case len(m.nics) > 1:
+			// Else OVMF tries IPv6 PXE and IPv6 HTTP boot on the first NIC, for minutes,
+			// before the second NIC.
+			args = append(args,
+				"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=no",
+				"-fw_cfg", "name=opt/org.tianocore/IPv6Support,string=no")
 		}
 	}
 	m.start = time.Now()
-	m.p = testpeer.Start(t, testpeer.Cmd{Path: qemu, Args: args, Netns: l.seg.Bridge})
+	// QEMU stays in the foreground (no -daemonize), so it dies with the test binary.
+	m.p = testpeer.Start(t, testpeer.Cmd{Path: qemu, Args: args, Netns: ns})
 	started = true
 	// The slot is free again once QEMU exits: the machine powered off or was stopped.
 	go func() {
@@ -140,6 +202,51 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 
 // kernelRE is the first line the kernel prints on the serial console.
 var kernelRE = regexp.MustCompile(`Linux version [0-9]`)
+
+// firmwareStartRE is what the firmware prints on the serial console each time the machine
+// starts (SeaBIOS's banner; OVMF prints nothing there before its boot manager).
+var firmwareStartRE = regexp.MustCompile(`SeaBIOS \(version `)
+
+// watchRestarts notes, until QEMU exits, when each firmware start appeared in the serial
+// log (polled every 100 ms), for a machine that retries: the gaps are its retry period.
+func (m *machine) watchRestarts() {
+	go func() {
+		seen := 0
+		for {
+			serial, _ := os.ReadFile(m.serial)
+			if n := len(firmwareStartRE.FindAllIndex(serial, -1)); n > seen {
+				m.mu.Lock()
+				for range n - seen {
+					m.restarts = append(m.restarts, time.Now())
+				}
+				m.mu.Unlock()
+				seen = n
+			}
+			select {
+			case <-m.p.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// retryPeriod is the longest gap between two firmware starts seen before t, and how many
+// starts there were by then.
+func (m *machine) retryPeriod(before time.Time) (longest time.Duration, starts int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, at := range m.restarts {
+		if at.After(before) {
+			break
+		}
+		starts++
+		if i > 0 {
+			longest = max(longest, at.Sub(m.restarts[i-1]))
+		}
+	}
+	return longest, starts
+}
 
 // wait polls the serial log until done matches it, QEMU exits, or limit passes; it notes
 // when the kernel started. It returns the serial log and whether QEMU exited.
@@ -173,7 +280,11 @@ const bootTimeout = 4 * time.Minute
 // waitCmdline waits for the ramdisk to print the kernel command line and returns its words.
 func (m *machine) waitCmdline(t *testing.T) []string {
 	t.Helper()
-	serial, exited := m.wait(bootTimeout, func(b []byte) bool { _, ok := testpeer.Cmdline(b); return ok })
+	limit := m.bootLimit
+	if limit == 0 {
+		limit = bootTimeout
+	}
+	serial, exited := m.wait(limit, func(b []byte) bool { _, ok := testpeer.Cmdline(b); return ok })
 	words, ok := testpeer.Cmdline(serial)
 	if !ok {
 		t.Fatalf("%s (%s) never printed its kernel command line (QEMU exited: %v, after %v)", m.name, m.fw, exited, time.Since(m.start).Round(time.Second))
@@ -199,7 +310,7 @@ func (l *lab) checkBooted(m *machine, words []string, by *labAgent) assertion.As
 	t.Helper()
 	ctx := context.Background()
 	text := param(words, "bc.assertion")
-	a, err := l.verifier.Verify(ctx, text, assertion.Join{Site: siteID, MACs: []hwid.MAC{m.mac}, UUID: m.uuid})
+	a, err := l.verifier.Verify(ctx, text, assertion.Join{Site: siteID, MACs: m.nics, UUID: m.uuid})
 	if err != nil {
 		t.Fatalf("the assertion on %s's command line is refused: %v\ncommand line: %q", m.name, err, words)
 	}
@@ -214,15 +325,15 @@ func (l *lab) checkBooted(m *machine, words []string, by *labAgent) assertion.As
 		t.Errorf("assertion at epoch %d; the lease is %v, want %s holding it at that epoch", a.Epoch, rec, by.name)
 	}
 	if a.MAC != m.mac {
-		t.Errorf("assertion MAC %s, want %s", a.MAC, m.mac)
+		t.Errorf("assertion MAC %s, want %s, the NIC with the entry that the machine booted from (its NICs: %v)", a.MAC, m.mac, m.nics)
 	}
 	// QEMU's -uuid is the SMBIOS product UUID in its canonical spelling; the firmware must
 	// have reported it (not a byte-swapped spelling) and the assertion must carry it so.
 	if a.UUID != m.uuid {
 		t.Errorf("assertion UUID %s, want %s exactly as QEMU's -uuid spells it (a spelling of it: %v)", a.UUID, m.uuid, hwid.SameMachine(a.UUID, m.uuid))
 	}
-	if ip := a.IP; ip.Less(netip.MustParseAddr("192.0.2.100")) || netip.MustParseAddr("192.0.2.199").Less(ip) {
-		t.Errorf("assertion IP %s, want the dnsmasq lease in 192.0.2.100-199", a.IP)
+	if first, last := m.addressRange(); a.IP.Less(first) || last.Less(a.IP) {
+		t.Errorf("assertion IP %s, want the dnsmasq lease in %s-%s", a.IP, first, last)
 	}
 	if a.Workflow != m.workflow() {
 		t.Errorf("assertion workflow %q, want %q", a.Workflow, m.workflow())
@@ -237,7 +348,7 @@ func (l *lab) checkBooted(m *machine, words []string, by *labAgent) assertion.As
 		t.Errorf("command line %q lacks the site's cmdline or parameters", words)
 	}
 	// A second use of the same assertion is a replay.
-	if _, err := l.verifier.Verify(ctx, text, assertion.Join{Site: siteID, MACs: []hwid.MAC{m.mac}, UUID: m.uuid}); assertion.ReasonOf(err) != assertion.ReasonReplay {
+	if _, err := l.verifier.Verify(ctx, text, assertion.Join{Site: siteID, MACs: m.nics, UUID: m.uuid}); assertion.ReasonOf(err) != assertion.ReasonReplay {
 		t.Errorf("the assertion used twice: %v, want a replay refusal", err)
 	}
 	return a

@@ -30,7 +30,7 @@ func TestE2E_Unknown(t *testing.T) {
 	l.checkSilent(m, a)
 
 	var found []agent.Discovered
-	if !waitFor(10*time.Second, func() bool {
+	if !waitFor(discoveryWait, func() bool {
 		found = l.plane.Discovered(a.name)
 		return len(found) > 0
 	}) {
@@ -75,7 +75,7 @@ func (l *lab) holdLease(node string) {
 		cancel()
 		<-done
 	})
-	if !waitFor(15*time.Second, func() bool {
+	if !waitFor(agentStartWait, func() bool {
 		rec, _ := l.plane.LeaseRecord(ctx, siteID)
 		return rec.Holder == node
 	}) {
@@ -111,8 +111,17 @@ func TestE2E_Fenced(t *testing.T) {
 
 // TestE2E_TwoAgentsFailover: two agents on one segment with entries for the same machines.
 // Only the holder answers; then the holder is killed right after a machine's power-on, the
-// standby answers only once the holder's lease expired, and the machine boots from it
-// within 30 s of the expiry.
+// standby answers only once the holder's lease expired, and the machine boots from it.
+//
+// The failover's bounds follow from the lab's settings, not from a quiet machine's figures.
+// After the kill the controller renews the dead holder's lease until its session times out,
+// so the lease expires at most sessionTimeout + a tick + leaseTTL after the kill; the standby
+// is promoted within two ticks of the expiry (one to see the record unchanged for a TTL on
+// the controller's own clock, one more for a tick in flight) and is active after its next
+// heartbeat and that heartbeat's answer. The machine, which retries, then boots on its next
+// try at the latest: within one retry period of its firmware (the longest gap between two
+// firmware starts seen before) and two of its first machine's boots, measured in this run
+// under this run's load.
 func TestE2E_TwoAgentsFailover(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, 3)
@@ -149,32 +158,53 @@ func TestE2E_TwoAgentsFailover(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	boot1 := m1.kernel.Sub(m1.start)
 
 	// Failover: the holder dies right after the machine's power-on.
 	ctx := context.Background()
 	first, _ := l.plane.LeaseRecord(ctx, siteID)
 	l.powerOn(m2, bootOpts{retry: true})
+	m2.watchRestarts()
 	a.p.Kill()
 	killed := time.Now()
 	// The controller may renew the dead holder's lease until its session times out: the
 	// lease ends at the last expiry it wrote for agent-a.
 	expires := first.Expires
-	var next time.Time
-	if !waitFor(30*time.Second, func() bool {
+	expiryBound := sessionTimeout + tickInterval + leaseTTL
+	activeBound := 2*tickInterval + heartbeat + controlTimeout
+	var promoted time.Time
+	if !waitFor(2*(expiryBound+activeBound), func() bool {
 		rec, _ := l.plane.LeaseRecord(ctx, siteID)
 		if rec.Holder == a.name && rec.Expires.After(expires) {
 			expires = rec.Expires
 		}
 		if rec.Holder == b.name {
-			next = time.Now()
+			promoted = time.Now()
 			return true
 		}
 		return false
 	}) {
-		t.Fatalf("the lease never moved to %s after %s was killed", b.name, a.name)
+		t.Fatalf("the lease never moved to %s in %v after %s was killed", b.name, 2*(expiryBound+activeBound), a.name)
 	}
-	t.Logf("agent-a killed %v after power-on; its lease expired %v later; agent-b got it %v after the kill",
-		killed.Sub(m2.start).Round(time.Millisecond), expires.Sub(killed).Round(time.Millisecond), next.Sub(killed).Round(time.Millisecond))
+	var active time.Time
+	if !waitFor(2*activeBound, func() bool {
+		active = time.Now()
+		return b.active()
+	}) {
+		t.Fatalf("%s holds the lease but its fence never became active", b.name)
+	}
+	t.Logf("agent-a killed %v after power-on; its lease expired %v after the kill (bound sessionTimeout+tick+TTL = %v, margin %v); "+
+		"agent-b promoted %v and active %v after the expiry (bound 2 ticks+heartbeat+control timeout = %v, margin %v)",
+		killed.Sub(m2.start).Round(time.Millisecond),
+		expires.Sub(killed).Round(time.Millisecond), expiryBound, (expiryBound - expires.Sub(killed)).Round(time.Millisecond),
+		promoted.Sub(expires).Round(time.Millisecond), active.Sub(expires).Round(time.Millisecond), activeBound, (activeBound - active.Sub(expires)).Round(time.Millisecond))
+	if d := expires.Sub(killed); d > expiryBound {
+		t.Errorf("the dead holder's lease expired %v after the kill, want within sessionTimeout+tick+TTL = %v", d, expiryBound)
+	}
+	if d := active.Sub(expires); d > activeBound {
+		t.Errorf("%s active %v after the expiry, want within 2 ticks+heartbeat+control timeout = %v", b.name, d, activeBound)
+	}
+
 	words = m2.waitCmdline(t)
 	as := l.checkBooted(m2, words, b)
 	if as.Epoch <= first.Epoch {
@@ -187,9 +217,22 @@ func TestE2E_TwoAgentsFailover(t *testing.T) {
 	case offer.Before(expires):
 		t.Errorf("%s answered at %v, before agent-a's lease expired at %v", b.name, offer.Format(time.StampMilli), expires.Format(time.StampMilli))
 	}
-	if m2.kernel.IsZero() || m2.kernel.Sub(expires) > 30*time.Second {
-		t.Errorf("the machine's kernel started %v after the lease expired, want within 30s", m2.kernel.Sub(expires))
+	period, starts := m2.retryPeriod(active)
+	if starts < 2 {
+		// No full retry seen before the standby was active: the try under way began at
+		// power-on, and the next one within one try of the first machine.
+		period = active.Sub(m2.start) + boot1
 	}
-	t.Logf("failover: %s answered %v after the expiry; kernel started %v after it (%v after power-on)",
-		b.name, offer.Sub(expires).Round(time.Millisecond), m2.kernel.Sub(expires).Round(time.Millisecond), m2.kernel.Sub(m2.start).Round(100*time.Millisecond))
+	kernelBound := period + 2*boot1
+	if m2.kernel.IsZero() {
+		t.Fatalf("the machine's kernel never started")
+	}
+	t.Logf("failover: %s answered %v after the expiry; kernel started %v after the expiry, %v after %s was active "+
+		"(bound: retry period %v (%d firmware starts before) + 2 x the first machine's boot %v = %v, margin %v; %v after power-on)",
+		b.name, offer.Sub(expires).Round(time.Millisecond), m2.kernel.Sub(expires).Round(time.Millisecond), m2.kernel.Sub(active).Round(time.Millisecond), b.name,
+		period.Round(100*time.Millisecond), starts, boot1.Round(100*time.Millisecond), kernelBound.Round(100*time.Millisecond),
+		(kernelBound - m2.kernel.Sub(active)).Round(100*time.Millisecond), m2.kernel.Sub(m2.start).Round(100*time.Millisecond))
+	if d := m2.kernel.Sub(active); d > kernelBound {
+		t.Errorf("the machine's kernel started %v after %s was active, want within its retry period + 2 boots = %v", d, b.name, kernelBound)
+	}
 }

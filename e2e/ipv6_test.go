@@ -98,9 +98,7 @@ func newLabIPv6(t *testing.T, hosts int, dual bool) *lab {
 	l.plane.TTL = leaseTTL
 	l.plane.Interval = tickInterval
 	l.plane.SessionTimeout = sessionTimeout
-	// The lab's agents run with control.insecure (startAgent): the plane's API without
-	// client certificates.
-	l.serve(ctx, controlPort, l.plane.InsecureHandler())
+	l.serveControlTLS() // as newLab: the control link is mutual TLS
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -35,6 +35,13 @@
 //     with the relay's address.
 //   - TestE2E_UUIDMismatch: a machine whose option 97 is not its entry's UUID (in any
 //     spelling) gets no answer, counted under a reason of its own.
+//   - TestE2E_IPv6PXE, TestE2E_IPv6HTTPBoot: on an IPv6-only segment (router advertisements
+//     and a DHCPv6 address server from dnsmasq), OVMF's IPv6 PXE and IPv6 HTTP boot boot the
+//     ramdisk through the agent's DHCPv6 proxy, and the assertion names the IPv6 address.
+//   - TestE2E_IPv6Unknown, TestE2E_IPv6Fenced: an unknown machine is listed, a fenced agent
+//     is silent over IPv6 as over IPv4.
+//   - TestE2E_IPv6DualStack: on a dual-stack segment one machine boots over IPv4, one over
+//     IPv6, through the same sockets.
 //
 // # Timings on a loaded machine
 //

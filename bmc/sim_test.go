@@ -1,7 +1,6 @@
 package bmc
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bettercompute/siteboot/internal/eventq"
 )
 
 // The simulation of the claim protocol: site agents, each with a real Executor, a journal
@@ -56,30 +57,6 @@ type bsimConfig struct {
 	NoClaims bool
 }
 
-type bsimEvent struct {
-	at  time.Duration
-	seq uint64
-	fn  func()
-}
-
-type bsimQueue []*bsimEvent
-
-func (q bsimQueue) Len() int { return len(q) }
-func (q bsimQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
-}
-func (q bsimQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *bsimQueue) Push(x any)   { *q = append(*q, x.(*bsimEvent)) }
-func (q *bsimQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
 type bsimAgent struct {
 	node  string
 	inc   int
@@ -103,8 +80,7 @@ type bsim struct {
 	seed  uint64
 	rng   *rand.Rand
 	now   time.Duration
-	seq   uint64
-	q     bsimQueue
+	q     eventq.Queue
 	steps int
 	ctx   context.Context
 
@@ -126,8 +102,7 @@ type bsimViolation struct{ msg string }
 func (s *bsim) fail(format string, args ...any) { panic(bsimViolation{fmt.Sprintf(format, args...)}) }
 
 func (s *bsim) at(d time.Duration, fn func()) {
-	s.seq++
-	heap.Push(&s.q, &bsimEvent{at: s.now + d, seq: s.seq, fn: fn})
+	s.q.Push(s.now+d, fn)
 }
 
 func (s *bsim) note(format string, args ...any) {
@@ -494,8 +469,8 @@ func (s *bsim) run() (err error) {
 	}()
 	var calmFrom time.Duration
 	for s.q.Len() > 0 {
-		e := heap.Pop(&s.q).(*bsimEvent)
-		s.now = e.at
+		at, fn, _ := s.q.Pop()
+		s.now = at
 		if s.steps == s.cfg.Steps && calmFrom == 0 {
 			calmFrom = s.now
 			// The calm spell: no loss, no kills, partitions healed, every agent back.
@@ -510,7 +485,7 @@ func (s *bsim) run() (err error) {
 		if calmFrom != 0 && s.now > calmFrom+bsimCalm {
 			break
 		}
-		e.fn()
+		fn()
 		s.steps++
 		if s.violation != "" {
 			s.fail("%s", s.violation)

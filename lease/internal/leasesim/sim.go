@@ -3,7 +3,6 @@
 package leasesim
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"flag"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bettercompute/siteboot/internal/eventq"
 	"github.com/bettercompute/siteboot/lease"
 )
 
@@ -82,30 +82,6 @@ type simConfig struct {
 	Check func(s *sim) error
 }
 
-type simEvent struct {
-	at  time.Duration
-	seq uint64
-	fn  func()
-}
-
-type simQueue []*simEvent
-
-func (q simQueue) Len() int { return len(q) }
-func (q simQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
-}
-func (q simQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *simQueue) Push(x any)   { *q = append(*q, x.(*simEvent)) }
-func (q *simQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
 // simClock is a Clock on the simulated timeline: a monotonic reading running at rate from
 // base, and a wall clock that may jump.
 type simClock struct {
@@ -155,8 +131,7 @@ type sim struct {
 	seed   uint64
 	rng    *rand.Rand
 	now    time.Duration
-	seq    uint64
-	q      simQueue
+	q      eventq.Queue
 	agents []*simAgent
 	ctls   []*simController
 	store  *simStore
@@ -244,8 +219,7 @@ func (s *sim) fail(format string, args ...any) {
 }
 
 func (s *sim) at(d time.Duration, fn func()) {
-	s.seq++
-	heap.Push(&s.q, &simEvent{at: s.now + d, seq: s.seq, fn: fn})
+	s.q.Push(s.now+d, fn)
 }
 
 func (s *sim) note(what string, arg int, x uint64) {
@@ -516,15 +490,15 @@ func (s *sim) run(limit time.Duration) (err error) {
 		}
 	}()
 	for s.steps < s.cfg.Steps && s.q.Len() > 0 {
-		e := heap.Pop(&s.q).(*simEvent)
-		if limit > 0 && e.at > limit {
+		at, fn, _ := s.q.Pop()
+		if limit > 0 && at > limit {
 			break
 		}
 		if s.lastActive {
-			s.activeTime += e.at - s.now
+			s.activeTime += at - s.now
 		}
-		s.now = e.at
-		e.fn()
+		s.now = at
+		fn()
 		s.steps++
 		s.check()
 	}

@@ -1,12 +1,16 @@
 package e2e_test
 
 import (
+	"bytes"
+	"encoding/hex"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
-	"time"
-
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 )
@@ -68,6 +72,78 @@ func TestE2E_UEFIPXE(t *testing.T) {
 	if n, b := after.sum("siteboot_tftp_transfers_total", `outcome="ok"`), after.sum("siteboot_tftp_bytes_total"); n != 1 || b < float64(efi.Size()) {
 		t.Errorf("%v TFTP transfers completed with %v bytes, want one of ipxe.efi (%d bytes)", n, b, efi.Size())
 	}
+	// OVMF asks windowsize 4 (RFC 7440); the capture shows the agent granting it and the
+	// firmware acknowledging one block in four, not every block.
+	l.tcpdump.Stop()
+	from, to := l.tftpPackets(a.host.IP, true), l.tftpPackets(a.host.IP, false)
+	var granted bool
+	var data int
+	for _, p := range from {
+		switch {
+		case len(p) > 2 && p[1] == 6 && bytes.Contains(p, []byte("windowsize\x004\x00")):
+			granted = true
+		case len(p) > 2 && p[1] == 3:
+			data++
+		}
+	}
+	acks := 0
+	for _, p := range to {
+		if len(p) >= 4 && p[1] == 4 {
+			acks++
+		}
+	}
+	// A window may cross the bridge as one UDP GSO packet, so DATA packets are not blocks.
+	blocks := int(efi.Size()/1468) + 1
+	t.Logf("TFTP on the segment: windowsize 4 granted %v; ipxe.efi's %d blocks went in %d DATA packets, %d ACKs came back", granted, blocks, data, acks)
+	if !granted {
+		t.Error("no OACK from the agent granted windowsize 4")
+	}
+	if acks == 0 || acks > blocks/2 {
+		t.Errorf("%d ACKs for ipxe.efi's %d blocks, want the firmware to acknowledge windows of 4, not every block", acks, blocks)
+	}
+}
+
+// tftpPackets returns the UDP payloads of the segment's capture sent by agent (fromAgent) or
+// to it, on any port but DHCP's, as tcpdump prints them in hex.
+func (l *lab) tftpPackets(agent netip.Addr, fromAgent bool) [][]byte {
+	l.t.Helper()
+	dir := "dst"
+	if fromAgent {
+		dir = "src"
+	}
+	out, err := exec.Command("tcpdump", "-r", l.capture, "-n", "-x",
+		"udp and "+dir+" host "+agent.String()+" and not port 67 and not port 68 and not port 4011").Output()
+	if err != nil {
+		l.t.Fatalf("tcpdump -r %s: %v", l.capture, err)
+	}
+	var pkts [][]byte
+	var cur []byte
+	flush := func() {
+		// An IPv4 header (its length in the low nibble of byte 0), then UDP's 8 bytes.
+		if len(cur) > 0 && cur[0]>>4 == 4 {
+			if off := int(cur[0]&0x0f)*4 + 8; len(cur) > off {
+				pkts = append(pkts, cur[off:])
+			}
+		}
+		cur = nil
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		hexPart, ok := strings.CutPrefix(strings.TrimSpace(line), "0x")
+		if !ok {
+			flush()
+			continue
+		}
+		_, words, _ := strings.Cut(hexPart, ":")
+		for _, w := range strings.Fields(words) {
+			b, err := hex.DecodeString(w)
+			if err != nil {
+				break
+			}
+			cur = append(cur, b...)
+		}
+	}
+	flush()
+	return pkts
 }
 
 // TestE2E_UEFIHTTP: OVMF's HTTP boot takes the URL of ipxe.efi from proxy DHCP (option 60

@@ -42,6 +42,23 @@
 //     is silent over IPv6 as over IPv4.
 //   - TestE2E_IPv6DualStack: on a dual-stack segment one machine boots over IPv4, one over
 //     IPv6, through the same sockets.
+//   - TestE2E_BMCIPMIEnsureRamdisk: OpenIPMI's ipmi_sim (Debian openipmi) on a host of the
+//     segment in front of a QEMU machine, powered on and halted with nothing to boot; the
+//     control plane's EnsureRamdisk sends the entry, a one-time PXE boot and a power cycle
+//     through the agent's bmc.* commands; ipmi_sim's chassis script hands power off and on
+//     to the test, which stops and starts the machine; the machine boots the ramdisk and its
+//     assertion verifies. The chassis log shows one power cycle, the agent's metrics count
+//     the operations, and the time from the power cycle to the kernel is logged.
+//   - TestE2E_BMCFailoverReusesPowerCycle: the same with two agents, the holder killed
+//     right after it power-cycled the machine (its claim report recorded, its heartbeat
+//     with the result never sent): the control plane reuses the recorded outcome, the
+//     standby never sends the power cycle again, is promoted only after the lease expired
+//     and boots the machine; the chassis log shows one power-on.
+//   - TestE2E_BMCRedfishSushy: the same flow against sushy-emulator's fake Redfish driver
+//     (no VM: no machine boots): a bmc.query's inspection makes the entry; the one-time PXE
+//     boot lands but fails (sushy keeps every override Continuous) and no power cycle is
+//     sent; with PersistentBoot the override and the power cycle land; results come back by
+//     command id.
 //
 // # Timings on a loaded machine
 //

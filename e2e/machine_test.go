@@ -95,6 +95,9 @@ type bootOpts struct {
 	// retry lets the firmware retry: rebootOnFail, and QEMU runs without -no-reboot, so
 	// the machine boots again until it reaches a kernel (which powers off).
 	retry bool
+	// noNetBoot (SeaBIOS) gives the NICs no boot ROM and boots from the disk, which the
+	// machine has not: it finds nothing to boot and halts, powered on (bmc_test.go).
+	noNetBoot bool
 }
 
 // powerOn starts m on a new tap of the lab's bridge, once a machine slot is free.
@@ -145,8 +148,14 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 		if o.retry || o.rebootOnFail {
 			boot = "order=n,reboot-timeout=1000"
 		}
+		if o.noNetBoot {
+			boot = "c"
+		}
 		args = append(args, "-M", "pc,graphics=off", "-boot", boot)
 		for _, nic := range nics {
+			if o.noNetBoot {
+				nic += ",romfile="
+			}
 			args = append(args, "-device", nic)
 		}
 	case fwUEFIPXE, fwUEFIHTTP, fwUEFIPXE6, fwUEFIHTTP6:

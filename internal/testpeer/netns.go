@@ -181,6 +181,13 @@ var SegmentPrefix = netip.MustParsePrefix("192.0.2.0/24")
 // BridgeIP is the bridge's own address on a segment.
 var BridgeIP = netip.MustParseAddr("192.0.2.1")
 
+// BridgeMAC is the bridge's own MAC on a segment, and RoutedBridgeMAC that of a routed
+// segment's bridge (locally administered): set, so that ports joining never change it.
+const (
+	BridgeMAC       = "02:5b:00:00:00:01"
+	RoutedBridgeMAC = "02:5b:00:00:00:02"
+)
+
 // HostIP returns the address of host i on a segment: 192.0.2.(10+i).
 func HostIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)}) }
 
@@ -194,6 +201,11 @@ func NewSegment(t testing.TB, hosts int) *Segment {
 	s := &Segment{Bridge: NewNetns(t)}
 	br := s.Bridge
 	br.Run(t, "ip", "link", "add", "br0", "type", "bridge")
+	// A bridge takes the lowest MAC of its ports unless it was given one: a machine's tap
+	// with a lower MAC would then change it, and every host whose neighbour entry still
+	// names the old one loses the bridge's address until that entry is probed again (some
+	// 15-45 s; the old MAC is a port's, whose frames from other ports the bridge drops).
+	br.Run(t, "ip", "link", "set", "br0", "address", BridgeMAC)
 	br.Run(t, "ip", "addr", "add", BridgeIP.String()+"/24", "dev", "br0")
 	br.Run(t, "ip", "link", "set", "br0", "up")
 	for i := range hosts {
@@ -247,6 +259,7 @@ func (s *Segment) AddRouted(t testing.TB) *RoutedSegment {
 	ns.Run(t, "ip", "addr", "add", RouterUplinkIP.String()+"/24", "dev", "eth0")
 	ns.Run(t, "ip", "link", "set", "eth0", "up")
 	ns.Run(t, "ip", "link", "add", "br1", "type", "bridge")
+	ns.Run(t, "ip", "link", "set", "br1", "address", RoutedBridgeMAC) // as br0's, see NewSegment
 	ns.Run(t, "ip", "addr", "add", RouterIP.String()+"/24", "dev", "br1")
 	ns.Run(t, "ip", "link", "set", "br1", "up")
 	ns.Run(t, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")

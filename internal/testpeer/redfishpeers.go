@@ -14,6 +14,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,6 +186,12 @@ type SushyConfig struct {
 	TLS bool
 	// Extra is appended to the emulator's Python config file.
 	Extra string
+	// Netns runs the emulator inside that network namespace, listening on Addr there (a
+	// BMC's address on a segment the test made); nil means the test's own namespace, on
+	// 127.0.0.1. Addr must be set with Netns. The TLS certificate names 127.0.0.1 and ::1
+	// only: reach Addr over TLS with the certificate pinned (Sushy.TLS.SHA256).
+	Netns *Netns
+	Addr  netip.Addr
 }
 
 // DefaultSushySystem is the fake system SushyEmulator starts when none is given.
@@ -195,7 +202,7 @@ var DefaultSushySystem = SushySystem{
 
 // Sushy is a running sushy-emulator.
 type Sushy struct {
-	// URL is http://127.0.0.1:PORT (https:// with TLS).
+	// URL is http://127.0.0.1:PORT (https:// with TLS), or Addr in place of 127.0.0.1.
 	URL     string
 	TLS     TLSFiles
 	Process *Process
@@ -215,8 +222,23 @@ func SushyEmulator(t testing.TB, cfg SushyConfig) *Sushy {
 	if len(systems) == 0 {
 		systems = []SushySystem{DefaultSushySystem}
 	}
+	host := "127.0.0.1"
+	if cfg.Netns != nil {
+		if !cfg.Addr.IsValid() {
+			t.Fatal("testpeer: SushyConfig.Netns without an Addr")
+		}
+		host = cfg.Addr.String()
+	}
 	var conf strings.Builder
-	conf.WriteString("SUSHY_EMULATOR_LISTEN_IP = '127.0.0.1'\nSUSHY_EMULATOR_FAKE_DRIVER = True\n")
+	fmt.Fprintf(&conf, "SUSHY_EMULATOR_LISTEN_IP = %s\nSUSHY_EMULATOR_FAKE_DRIVER = True\n", pyStr(host))
+	// The emulator keeps its systems, media and volumes in SQLite files, by default in
+	// /tmp/sushy-emulator, shared by every emulator on the machine: each one would then
+	// serve the systems (and power states) of all that ran before it. Its own folder.
+	state := filepath.Join(dir, "state")
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&conf, "SUSHY_EMULATOR_STATE_DIR = %s\n", pyStr(state))
 	conf.WriteString("SUSHY_EMULATOR_FAKE_SYSTEMS = [\n")
 	for _, s := range systems {
 		ps := s.PowerState
@@ -251,17 +273,19 @@ func SushyEmulator(t testing.TB, cfg SushyConfig) *Sushy {
 	}
 	port := FreePort(t, "tcp")
 	argv := []string{py, "-m", "sushy_tools.emulator.main", "--config", confFile, "-p", strconv.Itoa(port)}
-	s := &Sushy{URL: "http://127.0.0.1:" + strconv.Itoa(port)}
+	hostPort := net.JoinHostPort(host, strconv.Itoa(port))
+	s := &Sushy{URL: "http://" + hostPort}
 	if cfg.TLS {
 		s.TLS = SelfSignedTLS(t, dir)
 		argv = append(argv, "--ssl-certificate", s.TLS.CertFile, "--ssl-key", s.TLS.KeyFile)
-		s.URL = "https://127.0.0.1:" + strconv.Itoa(port)
+		s.URL = "https://" + hostPort
 	}
 	s.Process = Start(t, Cmd{
 		Path: argv[0], Args: argv[1:], Dir: src,
 		// pbr reads the version from git or from this variable; the source runs in place.
 		Env:          []string{"PYTHONPATH=" + src, "PBR_VERSION=2.2.0", "PYTHONDONTWRITEBYTECODE=1"},
-		ReadyTCP:     "127.0.0.1:" + strconv.Itoa(port),
+		Netns:        cfg.Netns,
+		ReadyTCP:     hostPort,
 		ReadyTimeout: 30 * time.Second,
 	})
 	return s

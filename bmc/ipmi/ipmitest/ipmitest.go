@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,6 +93,15 @@ type SimOptions struct {
 	// MaxSessions is how many sessions each user may hold at once; zero means
 	// DefaultMaxSessions.
 	MaxSessions int
+	// Netns runs ipmi_sim inside that network namespace, listening on Addr port 623 there
+	// (a BMC's address on a segment the test made); nil means the test's own namespace, on
+	// a free loopback port. Addr must be set with Netns. Sim.Ipmitool reaches a simulator
+	// in the test's own namespace only.
+	Netns *testpeer.Netns
+	Addr  netip.Addr
+	// Chassis, when set, makes the chassis a machine the test runs (see Chassis): the
+	// chassis script keeps no power state of its own.
+	Chassis *Chassis
 }
 
 // Sim is a running ipmi_sim.
@@ -110,7 +120,15 @@ func StartSim(t testing.TB, o SimOptions) *Sim {
 	t.Helper()
 	path := testpeer.LookPath(t, "ipmi_sim", "openipmi")
 	dir := t.TempDir()
-	port := testpeer.FreePort(t, "udp")
+	host, port := "127.0.0.1", 0
+	if o.Netns != nil {
+		if !o.Addr.IsValid() {
+			t.Fatal("ipmitest: SimOptions.Netns without an Addr")
+		}
+		host, port = o.Addr.String(), 623
+	} else {
+		port = testpeer.FreePort(t, "udp")
+	}
 	write := func(name, body string, mode os.FileMode) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(body), mode); err != nil {
@@ -118,7 +136,11 @@ func StartSim(t testing.TB, o SimOptions) *Sim {
 		}
 		return p
 	}
-	chassis := write("chassis.sh", chassisScript, 0o755)
+	script := chassisScript
+	if o.Chassis != nil {
+		script = machineChassisScript
+	}
+	chassis := write("chassis.sh", script, 0o755)
 	lan := write("lan.conf.sh", lanScript, 0o755)
 	guid := "    guid " + GUID + "\n"
 	if o.NoGUID {
@@ -131,7 +153,7 @@ func StartSim(t testing.TB, o SimOptions) *Sim {
 	conf := write("lan.conf", fmt.Sprintf(`name "bmctest"
 set_working_mc 0x20
   startlan 1
-    addr 127.0.0.1 %d
+    addr %s %d
     priv_limit admin
     allowed_auths_admin md5
 %s    lan_config_program "%s lo"
@@ -139,18 +161,26 @@ set_working_mc 0x20
   chassis_control "%s 0x20"
   user 2 true "%s" "%s" admin %d md5
   user 3 true "%s" "%s" admin %d md5
-`, port, guid, lan, chassis, User, Pass, maxSess, OtherUser, OtherPass, maxSess), 0o644)
+`, host, port, guid, lan, chassis, User, Pass, maxSess, OtherUser, OtherPass, maxSess), 0o644)
 	emu := write("sim.emu", "mc_setbmc 0x20\nmc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02\nmc_enable 0x20\n", 0o644)
 	state := filepath.Join(dir, "state")
 	if err := os.Mkdir(state, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := &Sim{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: dir}
+	s := &Sim{Addr: net.JoinHostPort(host, strconv.Itoa(port)), Port: port, Dir: dir}
+	if o.Chassis != nil {
+		o.Chassis.start(t, dir)
+	}
+	ping := func() error { return RMCPPing(s.Addr) }
+	if o.Netns != nil {
+		ping = func() error { return o.Netns.Do(func() error { return RMCPPing(s.Addr) }) }
+	}
 	s.Proc = testpeer.Start(t, testpeer.Cmd{
 		Path:      path,
 		Args:      []string{"-n", "-c", conf, "-f", emu, "-s", state},
 		Dir:       dir,
-		ReadyFunc: func() error { return RMCPPing(s.Addr) },
+		Netns:     o.Netns,
+		ReadyFunc: ping,
 	})
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -163,6 +164,60 @@ type bmcAccess struct {
 	closed  bool            // close has begun: nothing new starts
 	running map[string]bool // ids being run
 	results []BMCResult     // finished, not yet in a report the control plane answered
+
+	stats bmcStats
+}
+
+// bmcStats counts the agent's bmc.* commands for /metrics.
+type bmcStats struct {
+	mu       sync.Mutex
+	ops      map[[2]string]uint64 // by kind and outcome (a bmc.Status)
+	replayed map[string]uint64    // by kind: answered from the journal or a claim record
+	claims   map[string]uint64    // by answer: granted, refused, reused, unanswered
+}
+
+func (s *bmcStats) op(r BMCResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ops == nil {
+		s.ops, s.replayed = map[[2]string]uint64{}, map[string]uint64{}
+	}
+	s.ops[[2]string{r.Kind, r.Status}]++
+	if r.Replayed {
+		s.replayed[r.Kind]++
+	}
+}
+
+// The answers a claim gets, as siteboot_bmc_claims_total counts them.
+const (
+	claimGranted    = "granted"    // the operation may be sent
+	claimRefused    = "refused"    // another node holds it: not sent
+	claimReused     = "reused"     // already reported (by this node or another): its outcome stands
+	claimUnanswered = "unanswered" // the link failed: not sent, retryable
+)
+
+func (s *bmcStats) claim(answer string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claims == nil {
+		s.claims = map[string]uint64{}
+	}
+	s.claims[answer]++
+}
+
+// snapshot copies the counters.
+func (s *bmcStats) snapshot() (ops map[[2]string]uint64, replayed, claims map[string]uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.ops), maps.Clone(s.replayed), maps.Clone(s.claims)
+}
+
+// inFlight is the number of bmc.* commands being run: waiting for their BMC or a slot,
+// claiming, or sent.
+func (b *bmcAccess) inFlight() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.running)
 }
 
 // setupBMC opens the BMC journal in the data dir and builds the executor.
@@ -190,7 +245,7 @@ func (a *Agent) setupBMC() error {
 		Now:           a.clock.Now,
 	}
 	if b.link != nil {
-		b.exec.Claims = linkClaimer{b.link, a.cfg.NodeID}
+		b.exec.Claims = linkClaimer{b.link, a.cfg.NodeID, &b.stats}
 	}
 	a.bmc = b
 	return nil
@@ -203,14 +258,26 @@ func (b *bmcAccess) credential(ctx context.Context, ref string) (bmc.Credential,
 	return b.link.Credential(ctx, b.a.cfg.NodeID, ref)
 }
 
-// linkClaimer is the Executor's Claimer over the link.
+// linkClaimer is the Executor's Claimer over the link; it counts the answers.
 type linkClaimer struct {
-	l    BMCLink
-	node string
+	l     BMCLink
+	node  string
+	stats *bmcStats
 }
 
 func (c linkClaimer) Claim(ctx context.Context, req bmc.ClaimRequest) (bmc.Grant, error) {
-	return c.l.Claim(ctx, c.node, req)
+	g, err := c.l.Claim(ctx, c.node, req)
+	switch {
+	case err != nil:
+		c.stats.claim(claimUnanswered)
+	case g.Granted:
+		c.stats.claim(claimGranted)
+	case g.State == bmc.ClaimReported:
+		c.stats.claim(claimReused)
+	default:
+		c.stats.claim(claimRefused)
+	}
+	return g, err
 }
 
 func (c linkClaimer) Report(ctx context.Context, req bmc.ClaimRequest, o bmc.Outcome) error {
@@ -235,6 +302,7 @@ func (b *bmcAccess) command(ctx context.Context, c Command) bool {
 	b.running[c.ID] = true
 	b.wg.Go(func() {
 		r := b.run(ctx, c)
+		b.stats.op(r)
 		b.mu.Lock()
 		delete(b.running, c.ID)
 		if ctx.Err() == nil || r.Status != string(bmc.StatusNotSent) {

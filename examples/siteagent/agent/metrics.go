@@ -132,12 +132,16 @@ var (
 	descCertReloads  = prometheus.NewDesc("siteboot_control_cert_reloads_total", "Site certificate, key or CA files re-read, by result.", []string{"result"}, nil)
 	descConnOpen     = prometheus.NewDesc("siteboot_http_connections_open", "Connections open on the agent's HTTP listeners.", []string{"listener"}, nil)
 	descConnRefused  = prometheus.NewDesc("siteboot_http_connections_refused_total", "Connections refused at a connection cap, by listener and cap.", []string{"listener", "cap"}, nil)
+	descBMCOps       = prometheus.NewDesc("siteboot_bmc_operations_total", "bmc.* commands run to an end, by kind and outcome (ok, failed, unknown, not-sent).", []string{"kind", "outcome"}, nil)
+	descBMCReplayed  = prometheus.NewDesc("siteboot_bmc_replayed_total", "bmc.* commands answered from the agent's journal or the control plane's claim record, nothing sent, by kind.", []string{"kind"}, nil)
+	descBMCClaims    = prometheus.NewDesc("siteboot_bmc_claims_total", "Claims of destructive BMC operations asked through the link, by answer (granted, refused, reused, unanswered).", []string{"answer"}, nil)
+	descBMCInFlight  = prometheus.NewDesc("siteboot_bmc_operations_in_flight", "bmc.* commands being run: waiting for their BMC or a slot, claiming, or sent.", nil, nil)
 )
 
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused} {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight} {
 		ch <- d
 	}
 }
@@ -221,6 +225,19 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descCertExpiry, float64(st.NotAfter.Unix()))
 		counter(descCertReloads, float64(st.Reloads), "ok")
 		counter(descCertReloads, float64(st.Failures), "failed")
+	}
+	if a.bmc != nil {
+		ops, replayed, claims := a.bmc.stats.snapshot()
+		for k, n := range ops {
+			counter(descBMCOps, float64(n), k[0], k[1])
+		}
+		for kind, n := range replayed {
+			counter(descBMCReplayed, float64(n), kind)
+		}
+		for _, answer := range []string{claimGranted, claimRefused, claimReused, claimUnanswered} {
+			counter(descBMCClaims, float64(claims[answer]), answer)
+		}
+		gauge(descBMCInFlight, float64(a.bmc.inFlight()))
 	}
 	for name, l := range map[string]*connlimit.Listener{"http": a.httpLimit, "metrics": a.metricLimit} {
 		if l == nil {

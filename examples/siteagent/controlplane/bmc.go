@@ -253,6 +253,12 @@ type RamdiskMachine struct {
 	BMC     agent.BMCTarget
 	// Mode is the boot mode of the one-time PXE boot ("", "uefi", "legacy").
 	Mode string
+	// PersistentBoot sets PXE as the boot device for every boot, not the next one only, for
+	// a BMC that keeps no one-time override: sushy-emulator stores every override as
+	// Continuous, and the drivers refuse a one-time request the BMC did not keep (the
+	// bmc.boot step then fails and no power cycle is sent). The host sets the boot device
+	// back once the machine is provisioned.
+	PersistentBoot bool
 }
 
 // RamdiskSteps are the commands one EnsureRamdisk ran, with their results.
@@ -280,8 +286,8 @@ func (e *StepError) Error() string {
 
 // EnsureRamdisk is the seed's metal.ensureRamdisk: the machine's boot entries to the
 // site's agent (and to whichever agent its commands move to), a one-time PXE boot through
-// its BMC, then a power cycle. It returns once the power cycle has ended; the entries stay
-// until RamdiskDone.
+// its BMC (persistent with PersistentBoot), then a power cycle. It returns once the power
+// cycle has ended; the entries stay until RamdiskDone.
 func (p *Plane) EnsureRamdisk(ctx context.Context, site string, m RamdiskMachine) (RamdiskSteps, error) {
 	var steps RamdiskSteps
 	if len(m.Entries) == 0 {
@@ -323,7 +329,11 @@ func (p *Plane) EnsureRamdisk(ctx context.Context, site string, m RamdiskMachine
 		return id, res, nil
 	}
 	var err error
-	if steps.BootID, steps.Boot, err = run("bmc.boot pxe once", agent.CommandBMCBoot, agent.BMCCommand{Target: m.BMC, Device: string(bmc.BootPXE), Mode: m.Mode}); err != nil {
+	bootStep := "bmc.boot pxe once"
+	if m.PersistentBoot {
+		bootStep = "bmc.boot pxe persistent"
+	}
+	if steps.BootID, steps.Boot, err = run(bootStep, agent.CommandBMCBoot, agent.BMCCommand{Target: m.BMC, Device: string(bmc.BootPXE), Mode: m.Mode, Persistent: m.PersistentBoot}); err != nil {
 		return steps, err
 	}
 	if steps.PowerID, steps.Power, err = run("bmc.power cycle", agent.CommandBMCPower, agent.BMCCommand{Target: m.BMC, Action: string(bmc.PowerActionCycle)}); err != nil {

@@ -1,0 +1,211 @@
+package agent_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/bmc/bmctest"
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+)
+
+// claimingHost sends each of its commands until the command's result comes back, and
+// answers each claim as the test set it up for that command id: granted, held by another
+// node, already reported, unanswered, or granted only once the test releases it.
+type claimingHost struct {
+	mu      sync.Mutex
+	cmds    []agent.Command
+	results map[string]agent.BMCResult
+	answers map[string]string // by command id: "granted", "refused", "reused", "unanswered", "hold"
+	held    chan struct{}     // a "hold" claim waits until this is closed
+	holding chan struct{}     // closed once a "hold" claim is waiting
+}
+
+func (h *claimingHost) add(c agent.Command, answer string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cmds = append(h.cmds, c)
+	h.answers[c.ID] = answer
+}
+
+func (h *claimingHost) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, res := range r.BMC {
+		h.results[res.ID] = res
+	}
+	var d agent.Desired
+	for _, c := range h.cmds {
+		if _, done := h.results[c.ID]; !done {
+			d.Commands = append(d.Commands, c)
+		}
+	}
+	return d, nil
+}
+
+func (h *claimingHost) result(id string) (agent.BMCResult, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r, ok := h.results[id]
+	return r, ok
+}
+
+func (h *claimingHost) Token(ctx context.Context, node, workflow, ref string) (string, error) {
+	return "", agent.ErrTokenNotReady
+}
+
+func (h *claimingHost) Claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error) {
+	h.mu.Lock()
+	answer := h.answers[req.ID]
+	h.mu.Unlock()
+	switch answer {
+	case "refused":
+		return bmc.Grant{State: bmc.ClaimGranted, Node: "agent-other"}, nil
+	case "reused":
+		return bmc.Grant{State: bmc.ClaimReported, Node: "agent-other", Outcome: bmc.Outcome{Status: bmc.StatusOK}}, nil
+	case "unanswered":
+		return bmc.Grant{}, errors.New("link down")
+	case "hold":
+		close(h.holding)
+		select {
+		case <-h.held:
+		case <-ctx.Done():
+			return bmc.Grant{}, ctx.Err()
+		}
+	}
+	return bmc.Grant{Granted: true, State: bmc.ClaimGranted, Node: node}, nil
+}
+
+func (h *claimingHost) ReportClaim(ctx context.Context, node string, req bmc.ClaimRequest, o bmc.Outcome) error {
+	return nil
+}
+
+func (h *claimingHost) Credential(ctx context.Context, node, ref string) (bmc.Credential, error) {
+	return bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword}, nil
+}
+
+// TestBMCMetrics: /metrics counts the agent's bmc.* commands by kind and outcome, the
+// ones answered without sending, each answer a claim got, and the commands in flight; only
+// the granted power cycle reached the BMC.
+func TestBMCMetrics(t *testing.T) {
+	srv := bmctest.NewServer(bmctest.Options{})
+	t.Cleanup(srv.Close)
+	origin := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(origin.Close)
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	sha := strings.Repeat("ab", 32)
+	cfg := agent.DefaultConfig()
+	cfg.SiteID, cfg.NodeID, cfg.DataDir = "site-m", "agent-m", t.TempDir()
+	cfg.Boot.HTTPListen = netip.MustParseAddrPort("127.0.0.1:0")
+	cfg.Boot.HTTPBase = "http://127.0.0.1:0"
+	cfg.Boot.Kernel = agent.Image{URL: origin.URL + "/k", SHA256: sha}
+	cfg.Boot.Initrd = agent.Image{URL: origin.URL + "/i", SHA256: sha}
+	cfg.Control = agent.ControlConfig{URL: "http://control.invalid", Insecure: true, Heartbeat: 100 * time.Millisecond, Timeout: time.Second}
+	cfg.Metrics.Listen = netip.MustParseAddrPort("127.0.0.1:0")
+
+	host := &claimingHost{results: map[string]agent.BMCResult{}, answers: map[string]string{},
+		held: make(chan struct{}), holding: make(chan struct{})}
+	tg := agent.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m"}
+	power := func(id, action string) agent.Command {
+		return agent.Command{ID: id, Kind: agent.CommandBMCPower, BMC: &agent.BMCCommand{Target: tg, Action: action}}
+	}
+	host.add(agent.Command{ID: "q-1", Kind: agent.CommandBMCQuery, BMC: &agent.BMCCommand{Target: tg}}, "")
+	host.add(power("p-granted", "cycle"), "granted")
+	host.add(power("p-refused", "cycle"), "refused")
+	host.add(power("p-reused", "cycle"), "reused")
+	host.add(power("p-unanswered", "cycle"), "unanswered")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := agent.New(ctx, &cfg, host, agent.Options{Signer: key, DrainTimeout: time.Second})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	metricsURL := "http://" + a.Addrs()["metrics"] + "/metrics"
+
+	waitResults := func(ids ...string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for _, id := range ids {
+			for {
+				if _, ok := host.result(id); ok {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no result for %s", id)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	bmcLines := func() []string {
+		t.Helper()
+		_, body := get(t, metricsURL)
+		var out []string
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "siteboot_bmc_") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	wantLines := func(want ...string) {
+		t.Helper()
+		got := bmcLines()
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Errorf("no %q in the metrics:\n%s", w, strings.Join(got, "\n"))
+			}
+		}
+	}
+
+	waitResults("q-1", "p-granted", "p-refused", "p-reused", "p-unanswered")
+	for id, want := range map[string]string{"q-1": "ok", "p-granted": "ok", "p-refused": "not-sent", "p-reused": "ok", "p-unanswered": "not-sent"} {
+		if r, _ := host.result(id); r.Status != want {
+			t.Errorf("%s: %+v, want status %s", id, r, want)
+		}
+	}
+	wantLines(
+		`siteboot_bmc_operations_total{kind="bmc.query",outcome="ok"} 1`,
+		`siteboot_bmc_operations_total{kind="bmc.power",outcome="ok"} 2`,
+		`siteboot_bmc_operations_total{kind="bmc.power",outcome="not-sent"} 2`,
+		`siteboot_bmc_replayed_total{kind="bmc.power"} 1`,
+		`siteboot_bmc_claims_total{answer="granted"} 1`,
+		`siteboot_bmc_claims_total{answer="refused"} 1`,
+		`siteboot_bmc_claims_total{answer="reused"} 1`,
+		`siteboot_bmc_claims_total{answer="unanswered"} 1`,
+		`siteboot_bmc_operations_in_flight 0`,
+	)
+	if n := len(srv.Boots()); n != 1 {
+		t.Errorf("the machine booted %d times, want 1 (the granted cycle)", n)
+	}
+
+	// A command whose claim is still being answered is in flight until it ends.
+	host.add(power("p-held", "on"), "hold")
+	select {
+	case <-host.holding:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held command's claim never came")
+	}
+	wantLines(`siteboot_bmc_operations_in_flight 1`)
+	close(host.held)
+	waitResults("p-held")
+	wantLines(
+		`siteboot_bmc_operations_in_flight 0`,
+		`siteboot_bmc_claims_total{answer="granted"} 2`,
+		`siteboot_bmc_operations_total{kind="bmc.power",outcome="ok"} 3`,
+	)
+}

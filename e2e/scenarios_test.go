@@ -118,10 +118,9 @@ func TestE2E_Fenced(t *testing.T) {
 // so the lease expires at most sessionTimeout + a tick + leaseTTL after the kill; the standby
 // is promoted within two ticks of the expiry (one to see the record unchanged for a TTL on
 // the controller's own clock, one more for a tick in flight) and is active after its next
-// heartbeat and that heartbeat's answer. The machine, which retries, then boots on its next
-// try at the latest: within one retry period of its firmware (the longest gap between two
-// firmware starts seen before) and two of its first machine's boots, measured in this run
-// under this run's load.
+// heartbeat and that heartbeat's answer. The machine, which retries, then boots from the try
+// under way or the next one: at most one firmware start (SeaBIOS's banner on the serial
+// console) between the standby becoming active and the kernel.
 func TestE2E_TwoAgentsFailover(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, 3)
@@ -158,7 +157,6 @@ func TestE2E_TwoAgentsFailover(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	boot1 := m1.kernel.Sub(m1.start)
 
 	// Failover: the holder dies right after the machine's power-on.
 	ctx := context.Background()
@@ -217,22 +215,19 @@ func TestE2E_TwoAgentsFailover(t *testing.T) {
 	case offer.Before(expires):
 		t.Errorf("%s answered at %v, before agent-a's lease expired at %v", b.name, offer.Format(time.StampMilli), expires.Format(time.StampMilli))
 	}
-	period, starts := m2.retryPeriod(active)
-	if starts < 2 {
-		// No full retry seen before the standby was active: the try under way began at
-		// power-on, and the next one within one try of the first machine.
-		period = active.Sub(m2.start) + boot1
-	}
-	kernelBound := period + 2*boot1
 	if m2.kernel.IsZero() {
 		t.Fatalf("the machine's kernel never started")
 	}
-	t.Logf("failover: %s answered %v after the expiry; kernel started %v after the expiry, %v after %s was active "+
-		"(bound: retry period %v (%d firmware starts before) + 2 x the first machine's boot %v = %v, margin %v; %v after power-on)",
+	// Once the standby is active, the firmware's try under way boots, or the next one: the
+	// bound is counted in firmware starts (from the serial log), not in seconds, because a
+	// loaded machine stretches the firmware's own retry period (29 s seen against 9 s).
+	_, startsBefore := m2.retryPeriod(active)
+	_, startsToKernel := m2.retryPeriod(m2.kernel)
+	t.Logf("failover: %s answered %v after the expiry; kernel started %v after the expiry, %v after %s was active; "+
+		"%d firmware starts before that, %d from then to the kernel (bound 1); %v after power-on",
 		b.name, offer.Sub(expires).Round(time.Millisecond), m2.kernel.Sub(expires).Round(time.Millisecond), m2.kernel.Sub(active).Round(time.Millisecond), b.name,
-		period.Round(100*time.Millisecond), starts, boot1.Round(100*time.Millisecond), kernelBound.Round(100*time.Millisecond),
-		(kernelBound - m2.kernel.Sub(active)).Round(100*time.Millisecond), m2.kernel.Sub(m2.start).Round(100*time.Millisecond))
-	if d := m2.kernel.Sub(active); d > kernelBound {
-		t.Errorf("the machine's kernel started %v after %s was active, want within its retry period + 2 boots = %v", d, b.name, kernelBound)
+		startsBefore, startsToKernel-startsBefore, m2.kernel.Sub(m2.start).Round(100*time.Millisecond))
+	if n := startsToKernel - startsBefore; n > 1 {
+		t.Errorf("the machine's firmware started %d times between %s becoming active and the kernel, want at most once (the try under way, or the next one boots)", n, b.name)
 	}
 }

@@ -9,8 +9,9 @@
 //
 // Root (network namespaces, tap devices), qemu-system-x86_64 (qemu-system-x86), OVMF
 // (ovmf), QEMU's iPXE ROMs (ipxe-qemu), Debian's iPXE builds (ipxe), dnsmasq, tcpdump,
-// busybox-static, a kernel in /boot (linux-image-amd64) and the go command (the tests build
-// the agent). Without one of them the tests skip, and fail instead when
+// busybox-static, a kernel in /boot (linux-image-amd64; Debian's is signed) and the go
+// command (the tests build the agent); the Secure Boot scenarios also shim-signed and
+// grub-efi-amd64-signed (and OVMF's Secure Boot build, in ovmf). Without one of them the tests skip, and fail instead when
 // SITEBOOT_REQUIRE_PEERS=1.
 //
 // # Scenarios
@@ -25,7 +26,8 @@
 //   - TestE2E_TwoAgentsFailover: two agents on one segment, only the holder answers; then
 //     the holder is killed right after a machine's power-on and the standby boots it only
 //     after the lease expired, within bounds that follow from the lab's lease TTL, session
-//     timeout, tick and heartbeat and from the firmware's own retry period.
+//     timeout, tick and heartbeat, and at most one firmware start from the standby becoming
+//     active to the kernel.
 //   - TestE2E_TwoNICsBIOS, TestE2E_TwoNICsUEFIPXE: a machine with two NICs and an entry
 //     only for the second; NIC 1 gets no answer and is listed as discovered, the machine
 //     boots from NIC 2, and the chain script's query and the assertion name NIC 2's MAC.
@@ -42,6 +44,18 @@
 //     is silent over IPv6 as over IPv4.
 //   - TestE2E_IPv6DualStack: on a dual-stack segment one machine boots over IPv4, one over
 //     IPv6, through the same sockets.
+//   - TestE2E_SecureBootPXE, TestE2E_SecureBootHTTP: OVMF enforcing Secure Boot
+//     (OVMF_CODE_4M.secboot.fd with SMM, the Microsoft keys of OVMF_VARS_4M.ms.fd) boots
+//     through shim, Debian's signed network GRUB and Debian's signed kernel into the ramdisk,
+//     everything after shim over the agent's TFTP (PXE: shim under a boot nonce; HTTP boot:
+//     the agent's RAM disk with shim and GRUB), beside dnsmasq naming the agent as next
+//     server with an empty boot file; the assertion verifies and the serial log's Secure
+//     Boot lines are logged ("EFI stub: UEFI Secure Boot is enabled", "secureboot: Secure
+//     boot enabled").
+//   - TestE2E_SecureBootRefusesUnsignedIPXE: an entry without Secure Boot gets Debian's
+//     unsigned ipxe.efi, which the firmware downloads and refuses ("Access Denied").
+//   - TestE2E_SecureBootRefusesModifiedKernel: the site's kernel with one byte changed
+//     reaches GRUB through the signed chain and is refused ("bad shim signature").
 //   - TestE2E_BMCIPMIEnsureRamdisk: OpenIPMI's ipmi_sim (Debian openipmi) on a host of the
 //     segment in front of a QEMU machine, powered on and halted with nothing to boot; the
 //     control plane's EnsureRamdisk sends the entry, a one-time PXE boot and a power cycle

@@ -172,6 +172,9 @@ type lab struct {
 	// bootExtra are more [boot] keys for the agents startAgent runs (IPv6: ipv6_test.go),
 	// as TOML lines; the host's index replaces {i}.
 	bootExtra string
+	// kernelURL is where the agents pull the ramdisk kernel (sha256 kernel) from; "" means
+	// the origin's /images/vmlinuz (secureboot_test.go serves a modified one).
+	kernelURL string
 
 	mu       sync.Mutex
 	taps     int
@@ -185,8 +188,8 @@ type labAgent struct {
 	pub  ed25519.PublicKey
 }
 
-// newLab builds a segment with hosts hosts (host 0 runs dnsmasq).
-func newLab(t *testing.T, hosts int) *lab {
+// newLab builds a segment with hosts hosts (host 0 runs dnsmasq, with dnsmasqArgs added).
+func newLab(t *testing.T, hosts int, dnsmasqArgs ...string) *lab {
 	t.Helper()
 	requirePeers(t)
 	kernel, initrd := testpeer.Ramdisk(t)
@@ -253,7 +256,7 @@ func newLab(t *testing.T, hosts int) *lab {
 	h.Run(t, "ip", "-6", "addr", "add", "2001:db8::10/64", "dev", h.Iface, "nodad")
 	l.dnsmasq = testpeer.Start(t, testpeer.Cmd{
 		Path: "dnsmasq",
-		Args: []string{
+		Args: append([]string{
 			"--no-daemon", "--conf-file=/dev/null", "--port=0", "--user=root", "--group=root",
 			"--interface=" + h.Iface, "--bind-interfaces", "--no-ping", "--log-dhcp", "--log-facility=-",
 			"--dhcp-range=192.0.2.100,192.0.2.199,255.255.255.0,10m",
@@ -262,7 +265,7 @@ func newLab(t *testing.T, hosts int) *lab {
 			"--enable-ra", "--dhcp-range=::,constructor:" + h.Iface + ",ra-only",
 			"--dhcp-leasefile=" + filepath.Join(l.dir, "dnsmasq.leases"),
 			"--pid-file=" + filepath.Join(l.dir, "dnsmasq.pid"),
-		},
+		}, dnsmasqArgs...),
 		Netns: h.Netns, ReadyLog: `DHCP, IP range`,
 	})
 	return l
@@ -378,6 +381,10 @@ func (l *lab) startAgent(node string, i int) *labAgent {
 	if err := cert.WriteFiles(siteCert, ""); err != nil {
 		t.Fatal(err)
 	}
+	kernelURL := bridgeURL(originPort, "/images/vmlinuz")
+	if l.kernelURL != "" {
+		kernelURL = l.kernelURL
+	}
 	// The site's cmdline has no_timer_check: under TCG on a loaded host, Linux's check that
 	// the timer interrupt arrives through the IO-APIC can fail and panic the guest before
 	// the ramdisk runs (seen here: setup_IO_APIC), which says nothing of the boot path.
@@ -424,7 +431,7 @@ timeout   = %q
 [metrics]
 listen = "127.0.0.1:9464"
 `, siteID, node, dir, keyFile, h.Iface, h.IP, l.tftpRoot, strings.ReplaceAll(l.bootExtra, "{i}", strconv.Itoa(i)),
-		bridgeURL(originPort, "/images/vmlinuz"), l.kernel, bridgeURL(originPort, "/images/initrd.cpio"), l.initrd,
+		kernelURL, l.kernel, bridgeURL(originPort, "/images/initrd.cpio"), l.initrd,
 		leaseTTL.String(), "https://"+strings.TrimPrefix(bridgeURL(controlPort, ""), "http://"), siteCert, l.caFile,
 		heartbeat.String(), controlTimeout.String())
 	confFile := filepath.Join(dir, "config.toml")

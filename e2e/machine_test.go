@@ -98,6 +98,9 @@ type bootOpts struct {
 	// noNetBoot (SeaBIOS) gives the NICs no boot ROM and boots from the disk, which the
 	// machine has not: it finds nothing to boot and halts, powered on (bmc_test.go).
 	noNetBoot bool
+	// secureBoot (OVMF) runs the firmware with Secure Boot enforced: the Secure Boot build
+	// with SMM and the Microsoft keys enrolled (secureboot_test.go).
+	secureBoot bool
 }
 
 // powerOn starts m on a new tap of the lab's bridge, once a machine slot is free.
@@ -164,16 +167,21 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 				testpeer.Unavailable(t, "no %s: install the Debian package ovmf", f)
 			}
 		}
+		code, varsFile, machineType := ovmfCode, ovmfVars, "q35,graphics=off"
+		if o.secureBoot {
+			code, varsFile, machineType = ovmfCodeSecBoot, ovmfVarsMS, "q35,smm=on,graphics=off"
+			args = append(args, "-global", "driver=cfi.pflash01,property=secure,value=on")
+		}
 		vars := filepath.Join(l.dir, m.name+".vars.fd")
-		b, err := os.ReadFile(ovmfVars)
+		b, err := os.ReadFile(varsFile)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(vars, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		args = append(args, "-M", "q35,graphics=off",
-			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+ovmfCode,
+		args = append(args, "-M", machineType,
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+code,
 			"-drive", "if=pflash,format=raw,unit=1,file="+vars)
 		for _, nic := range nics {
 			// No ROM on the NIC: EDK2's own network stack boots, not QEMU's iPXE.

@@ -7,16 +7,20 @@ import (
 )
 
 // A site serves Chain's output where the signed GRUB looks (/grub/grub.cfg on its TFTP
-// root and HTTP server) and answers each machine's request with Boot's.
+// root), a KeyFile at the Chain's key URL, and answers each machine's request with Boot's.
 func Example() {
-	chain, err := grubcfg.Chain{URL: "http://192.0.2.1/boot/grub.cfg", Retry: grubcfg.Retry{Attempts: 1}}.Render()
+	chain, err := grubcfg.Chain{
+		URL:    "tftp://192.0.2.1/boot/grub.cfg",
+		KeyURL: "tftp://192.0.2.1/sb/key",
+		Retry:  grubcfg.Retry{Attempts: 1},
+	}.Render()
 	if err != nil {
 		panic(err)
 	}
 	fmt.Printf("%s", chain)
 
 	_, err = grubcfg.Boot{
-		Kernel: "http://192.0.2.1/cache/t/GRANT/SHA",
+		Kernel: "tftp://192.0.2.1/cache/t/GRANT/SHA",
 		Params: []grubcfg.Param{{Name: "bc.token", Value: "x' ; reboot ; '"}},
 	}.Render()
 	fmt.Println(err)
@@ -24,7 +28,9 @@ func Example() {
 	// # siteboot: load this machine's configuration
 	// set timeout=0
 	// smbios --type 1 --get-uuid 8 --set siteboot_uuid
-	// configfile "(http,192.0.2.1)/boot/grub.cfg?mac=${net_default_mac}&uuid=${siteboot_uuid}&ip=${net_default_ip}"
+	// unset siteboot_key
+	// source "(tftp,192.0.2.1)/sb/key?mac=${net_default_mac}"
+	// configfile "(tftp,192.0.2.1)/boot/grub.cfg?mac=${net_default_mac}&uuid=${siteboot_uuid}&n=${siteboot_key}"
 	// echo 'siteboot: giving up after 1 attempts'
 	// sleep 10
 	// reboot

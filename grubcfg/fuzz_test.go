@@ -29,8 +29,12 @@ func FuzzRender(f *testing.F) {
 			Again:   value,
 		}
 		cases = append(cases, hostileCase{b, func() shape { return bootShape(b) }})
-		c := grubcfg.Chain{URL: url, Retry: retry}
+		c := grubcfg.Chain{URL: url, KeyURL: value, Retry: retry}
 		cases = append(cases, hostileCase{c, func() shape { return chainShape(c) }})
+		ck := grubcfg.Chain{URL: url, Key: token, MAC: name, Retry: retry}
+		cases = append(cases, hostileCase{ck, func() shape { return chainShape(ck) }})
+		kf := grubcfg.KeyFile{Key: token}
+		cases = append(cases, hostileCase{kf, func() shape { return keyShape(kf) }})
 		w := grubcfg.Wait{URL: value}
 		cases = append(cases, hostileCase{w, func() shape { return waitShape(w) }})
 		for _, tc := range cases {

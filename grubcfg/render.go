@@ -249,45 +249,131 @@ func (b Boot) Render() ([]byte, error) {
 	return c.bytes(), nil
 }
 
-// Chain is the configuration the signed GRUB finds at its prefix (served as /grub/grub.cfg
-// over TFTP and HTTP; see the package doc): it loads this machine's own configuration
-// from URL?mac=${net_default_mac}&uuid=UUID&ip=${net_default_ip}, where
-// net_default_mac and net_default_ip are those of the NIC GRUB booted from (efinet makes
-// the boot NIC the default interface) and UUID is the SMBIOS system UUID that GRUB's smbios
-// command reads from type 1, offset 8, in its canonical spelling.
+// Chain leads GRUB to this machine's own configuration (served as /grub/grub.cfg over TFTP;
+// see the package doc). It names the machine by the MAC and the SMBIOS system UUID, and
+// presents the machine's boot key (n=KEY), which ties the request to what the site sent this
+// machine and nobody else. It has two forms:
+//
+//   - Key empty, for a GRUB loaded over PXE: each attempt sources KeyURL?mac=MAC, a
+//     [KeyFile] that sets siteboot_key, then loads URL?mac=MAC&uuid=UUID&n=${siteboot_key},
+//     MAC being ${net_default_mac}, the NIC GRUB booted from (efinet makes it the default
+//     interface).
+//   - Key set, for the configuration a RAM disk carries to a GRUB that booted from that disk
+//     (UEFI HTTP boot, see the package doc): GRUB configures no network when it did not
+//     boot from one, so the configuration runs net_bootp first, then loads
+//     URL?mac=MAC&uuid=UUID&n=KEY with the MAC and the key it was given.
+//
+// UUID is what GRUB's smbios command reads from type 1, offset 8, in its canonical spelling.
 type Chain struct {
-	URL   string // http URL of the machine's configuration, without a query
-	Retry Retry
+	URL    string // tftp or http URL of the machine's configuration, without a query
+	KeyURL string // without Key: tftp or http URL of the key file, without a query
+	Key    string // the boot key itself, 1 to MaxKeyLen of [A-Za-z0-9_-]
+	MAC    string // with Key: the MAC, hex digits separated by ':' or '-'
+	Retry  Retry
 }
 
-// Chain's variables: GRUB's own, and the one its smbios command sets.
-const uuidVar = "siteboot_uuid"
+// Variables a Chain sets: the SMBIOS UUID (from GRUB's smbios command) and the boot key (from
+// the key file).
+const (
+	uuidVar = "siteboot_uuid"
+	keyVar  = "siteboot_key"
+)
+
+// MaxKeyLen bounds a boot key ([Chain.Key], [KeyFile.Key]).
+const MaxKeyLen = 64
+
+func checkKey(field, s string) error {
+	if s == "" || len(s) > MaxKeyLen {
+		return invalidErr(field, fmt.Sprintf("a boot key is 1 to %d characters", MaxKeyLen))
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return unsafeErr(field, fmt.Sprintf("character %q is not allowed in a boot key", c))
+		}
+	}
+	return nil
+}
+
+func checkMAC(field, s string) error {
+	if s == "" || len(s) > 32 {
+		return invalidErr(field, "want a MAC address")
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c >= '0' && c <= '9' || c == ':' || c == '-') {
+			return unsafeErr(field, fmt.Sprintf("character %q is not allowed in a MAC address", c))
+		}
+	}
+	return nil
+}
+
+// chainURL checks a Chain URL: a GRUB file name without a query.
+func chainURL(field, u string) (string, error) {
+	p, err := grubPath(field, u)
+	if err != nil {
+		return "", err
+	}
+	if strings.ContainsAny(p, "?") {
+		return "", invalidErr(field, "may not have a query")
+	}
+	return p, nil
+}
 
 // Render returns the configuration, or a [*ValueError] when a value is refused.
 func (c Chain) Render() ([]byte, error) {
-	p, err := grubPath("url", c.URL)
+	p, err := chainURL("url", c.URL)
 	if err != nil {
 		return nil, err
 	}
-	if strings.ContainsAny(p, "?") {
-		return nil, invalidErr("url", "chain URL may not have a query")
-	}
-	if !strings.HasPrefix(p, "(http,") {
-		return nil, invalidErr("url", "the machine's configuration is fetched over http")
+	var keyFile, mac, key string
+	if c.Key == "" {
+		if keyFile, err = chainURL("key_url", c.KeyURL); err != nil {
+			return nil, err
+		}
+		mac, key = "${net_default_mac}", "${"+keyVar+"}"
+	} else {
+		if err := checkKey("key", c.Key); err != nil {
+			return nil, err
+		}
+		if err := checkMAC("mac", c.MAC); err != nil {
+			return nil, err
+		}
+		mac, key = c.MAC, c.Key
 	}
 	sleeps, err := c.Retry.sleeps()
 	if err != nil {
 		return nil, err
 	}
-	// Double quotes, so that GRUB expands the three variables; p holds no '"', '$' or
-	// backslash (grubPath refuses them), so nothing else in it is special there.
-	target := `"` + p + `?mac=${net_default_mac}&uuid=${` + uuidVar + `}&ip=${net_default_ip}"`
+	// Double quotes, so that GRUB expands the variables; p, mac and key hold no '"', '$' or
+	// backslash (grubPath, checkMAC and checkKey refuse them), so nothing else in them is
+	// special there.
+	target := `"` + p + `?mac=` + mac + `&uuid=${` + uuidVar + `}&n=` + key + `"`
 	cfg := newConfig("load this machine's configuration")
+	if c.Key != "" {
+		cfg.line(0, "net_bootp")
+	}
 	cfg.line(0, "smbios", "--type", "1", "--get-uuid", "8", "--set", uuidVar)
 	cfg.attempts(sleeps, "", func() {
+		if keyFile != "" {
+			cfg.line(0, "unset", keyVar)
+			cfg.line(0, "source", `"`+keyFile+`?mac=${net_default_mac}"`)
+		}
 		cfg.line(0, "configfile", target)
 	})
 	return cfg.bytes(), nil
+}
+
+// KeyFile is what a [Chain]'s key URL answers: a file GRUB sources, which sets the boot key
+// the Chain then presents.
+type KeyFile struct {
+	Key string // 1 to MaxKeyLen of [A-Za-z0-9_-]
+}
+
+// Render returns the file, or a [*ValueError] for a bad key.
+func (k KeyFile) Render() ([]byte, error) {
+	if err := checkKey("key", k.Key); err != nil {
+		return nil, err
+	}
+	return []byte("# siteboot: boot key\nset " + keyVar + "=" + quote(k.Key) + "\n"), nil
 }
 
 // Exit is the configuration for a machine without a boot entry: leave GRUB so the firmware

@@ -58,7 +58,9 @@ func TestGolden(t *testing.T) {
 	}{
 		{"boot.cfg", site},
 		{"boot-tftp-no-initrd.cfg", grubcfg.Boot{Kernel: "tftp://192.0.2.1/vmlinuz", Retry: grubcfg.Retry{Attempts: 1}}},
-		{"chain.cfg", grubcfg.Chain{URL: "http://192.0.2.1/boot/grub.cfg", Retry: grubcfg.Retry{Attempts: 2, Delay: 5 * time.Second}}},
+		{"chain.cfg", grubcfg.Chain{URL: "tftp://192.0.2.1/boot/grub.cfg", KeyURL: "tftp://192.0.2.1/sb/key", Retry: grubcfg.Retry{Attempts: 2, Delay: 5 * time.Second}}},
+		{"chain-key.cfg", grubcfg.Chain{URL: "tftp://192.0.2.1/boot/grub.cfg", Key: "0123456789abcdef0123456789abcdef", MAC: "52:54:00:12:34:56", Retry: grubcfg.Retry{Attempts: 2}}},
+		{"key.cfg", grubcfg.KeyFile{Key: "0123456789abcdef0123456789abcdef"}},
 		{"exit.cfg", grubcfg.Exit{}},
 		{"fenced.cfg", grubcfg.Fenced{}},
 		{"wait.cfg", grubcfg.Wait{URL: "http://boot.site.example/boot/grub.cfg?mac=52-54-00-12-34-56", Delay: 20 * time.Second}},
@@ -90,12 +92,24 @@ func TestBootSteps(t *testing.T) {
 }
 
 func TestChainSteps(t *testing.T) {
-	c := grubcfg.Chain{URL: "http://192.0.2.1/boot/grub.cfg"}
-	cfg, err := c.Render()
+	for _, c := range []grubcfg.Chain{
+		{URL: "tftp://192.0.2.1/boot/grub.cfg", KeyURL: "tftp://192.0.2.1/sb/key"},
+		{URL: "tftp://192.0.2.1/boot/grub.cfg", Key: "k-1_Z", MAC: "52-54-00-12-34-56", Retry: grubcfg.Retry{Attempts: 3}},
+	} {
+		cfg, err := c.Render()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := chainShape(c).check(cfg); err != nil {
+			t.Fatalf("%v\n%s", err, cfg)
+		}
+	}
+	k := grubcfg.KeyFile{Key: "0123456789abcdef"}
+	cfg, err := k.Render()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chainShape(c).check(cfg); err != nil {
+	if err := keyShape(k).check(cfg); err != nil {
 		t.Fatalf("%v\n%s", err, cfg)
 	}
 }
@@ -126,8 +140,14 @@ func TestRefusals(t *testing.T) {
 		{"command line too long", grubcfg.Boot{Kernel: "http://192.0.2.1/k", Cmdline: slices.Repeat([]string{strings.Repeat("x", 100)}, 21)}, "cmdline", grubcfg.ErrInvalid},
 		{"attempts", grubcfg.Boot{Kernel: "http://192.0.2.1/k", Retry: grubcfg.Retry{Attempts: 17}}, "retry.attempts", grubcfg.ErrInvalid},
 		{"fractional delay", grubcfg.Fenced{Delay: 1500 * time.Millisecond}, "delay", grubcfg.ErrInvalid},
-		{"chain with a query", grubcfg.Chain{URL: "http://192.0.2.1/boot/grub.cfg?x=1"}, "url", grubcfg.ErrInvalid},
-		{"chain over tftp", grubcfg.Chain{URL: "tftp://192.0.2.1/grub.cfg"}, "url", grubcfg.ErrInvalid},
+		{"chain with a query", grubcfg.Chain{URL: "tftp://192.0.2.1/boot/grub.cfg?x=1", KeyURL: "tftp://192.0.2.1/sb/key"}, "url", grubcfg.ErrInvalid},
+		{"chain without a key", grubcfg.Chain{URL: "tftp://192.0.2.1/boot/grub.cfg"}, "key_url", grubcfg.ErrInvalid},
+		{"key URL with a query", grubcfg.Chain{URL: "tftp://192.0.2.1/boot/grub.cfg", KeyURL: "tftp://192.0.2.1/sb/key?mac=x"}, "key_url", grubcfg.ErrInvalid},
+		{"a quote in a key", grubcfg.Chain{URL: "tftp://192.0.2.1/boot/grub.cfg", Key: "k'; reboot; '", MAC: "52:54:00:12:34:56"}, "key", grubcfg.ErrUnsafe},
+		{"a key without a MAC", grubcfg.Chain{URL: "tftp://192.0.2.1/boot/grub.cfg", Key: "k"}, "mac", grubcfg.ErrInvalid},
+		{"a variable as the MAC", grubcfg.Chain{URL: "tftp://192.0.2.1/boot/grub.cfg", Key: "k", MAC: "${root}"}, "mac", grubcfg.ErrUnsafe},
+		{"a long key", grubcfg.KeyFile{Key: strings.Repeat("k", grubcfg.MaxKeyLen+1)}, "key", grubcfg.ErrInvalid},
+		{"a space in a key file", grubcfg.KeyFile{Key: "a b"}, "key", grubcfg.ErrUnsafe},
 		{"wait with a fragment", grubcfg.Wait{URL: "http://192.0.2.1/boot/grub.cfg#x"}, "url", grubcfg.ErrUnsafe},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -206,10 +226,15 @@ func hostile(v string) []hostileCase {
 	add(grubcfg.Boot{Kernel: k, Cmdline: []string{v}})
 	add(grubcfg.Boot{Kernel: k, Again: v})
 	add(grubcfg.Boot{Kernel: k + "/" + v})
-	c := grubcfg.Chain{URL: v}
-	out = append(out, hostileCase{c, func() shape { return chainShape(c) }})
-	c2 := grubcfg.Chain{URL: k + v}
-	out = append(out, hostileCase{c2, func() shape { return chainShape(c2) }})
+	kf := "tftp://192.0.2.1/sb/key"
+	for _, c := range []grubcfg.Chain{
+		{URL: v, KeyURL: kf}, {URL: k + v, KeyURL: kf}, {URL: k, KeyURL: v},
+		{URL: k, Key: v, MAC: "52:54:00:12:34:56"}, {URL: k, Key: "key", MAC: v},
+	} {
+		out = append(out, hostileCase{c, func() shape { return chainShape(c) }})
+	}
+	key := grubcfg.KeyFile{Key: v}
+	out = append(out, hostileCase{key, func() shape { return keyShape(key) }})
 	w := grubcfg.Wait{URL: v}
 	out = append(out, hostileCase{w, func() shape { return waitShape(w) }})
 	return out

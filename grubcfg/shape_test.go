@@ -107,14 +107,31 @@ func bootShape(b grubcfg.Boot) shape {
 }
 
 func chainShape(c grubcfg.Chain) shape {
-	target := grubName(c.URL) + "?mac=${net_default_mac}&uuid=${siteboot_uuid}&ip=${net_default_ip}"
-	steps := []grubStep{{Argv: []string{"set", "timeout=0"}}, {Argv: []string{"smbios", "--type", "1", "--get-uuid", "8", "--set", "siteboot_uuid"}}}
+	steps := []grubStep{{Argv: []string{"set", "timeout=0"}}}
+	mac, key := "${net_default_mac}", "${siteboot_key}"
+	if c.Key != "" {
+		steps = append(steps, grubStep{Argv: []string{"net_bootp"}})
+		mac, key = c.MAC, c.Key
+	}
+	steps = append(steps, grubStep{Argv: []string{"smbios", "--type", "1", "--get-uuid", "8", "--set", "siteboot_uuid"}})
+	target := grubName(c.URL) + "?mac=" + mac + "&uuid=${siteboot_uuid}&n=" + key
 	var vars []string
 	steps = append(steps, retrySteps(c.Retry, "", func() []grubStep {
-		vars = append(vars, "net_default_mac", "siteboot_uuid", "net_default_ip")
-		return []grubStep{{Argv: []string{"configfile", target}}}
+		var out []grubStep
+		if c.Key == "" {
+			out = append(out, grubStep{Argv: []string{"unset", "siteboot_key"}},
+				grubStep{Argv: []string{"source", grubName(c.KeyURL) + "?mac=${net_default_mac}"}})
+			vars = append(vars, "net_default_mac", "net_default_mac", "siteboot_uuid", "siteboot_key")
+		} else {
+			vars = append(vars, "siteboot_uuid")
+		}
+		return append(out, grubStep{Argv: []string{"configfile", target}})
 	})...)
 	return shape{steps: steps, vars: slices.Clip(vars)}
+}
+
+func keyShape(k grubcfg.KeyFile) shape {
+	return shape{steps: []grubStep{{Argv: []string{"set", "siteboot_key=" + k.Key}}}}
 }
 
 func waitShape(w grubcfg.Wait) shape {

@@ -142,3 +142,37 @@ func (a *Arch) UnmarshalText(b []byte) error {
 	*a = v
 	return nil
 }
+
+// efiNames are the architecture suffixes of UEFI file names (UEFI 2.10, section 3.5.1.1:
+// \EFI\BOOT\BOOTX64.EFI and so on), by PXE number.
+var efiNames = map[Arch]string{
+	ArchIA32EFI:        "ia32",
+	ArchX86_64EFI:      "x64",
+	ArchARM32EFI:       "arm",
+	ArchARM64EFI:       "aa64",
+	ArchRISCV32EFI:     "riscv32",
+	ArchRISCV64EFI:     "riscv64",
+	ArchRISCV128EFI:    "riscv128",
+	ArchLoongArch64EFI: "loongarch64",
+}
+
+// EFIName returns the suffix UEFI file names carry for the firmware a enters ([Arch.Platform]),
+// in lower case: "x64" for x86-64 UEFI (7, 9 and its HTTP boot numbers), "aa64" for arm64,
+// and so on. The removable-media loader is BOOT<SUFFIX>.EFI; shim is shim<suffix>.efi and
+// loads grub<suffix>.efi from its own directory (see [Arch.ShimFile]). ok is false for
+// legacy BIOS, U-Boot and numbers without a UEFI name.
+func (a Arch) EFIName() (name string, ok bool) {
+	name, ok = efiNames[a.Platform()]
+	return name, ok
+}
+
+// ShimFile returns the file names of the Secure Boot chain for the firmware a enters: shim
+// (shimx64.efi), signed by the UEFI CA, and the boot loader it loads from the directory it
+// was itself loaded from (grubx64.efi). ok is false where [Arch.EFIName] is.
+func (a Arch) ShimFile() (shim, loader string, ok bool) {
+	n, ok := a.EFIName()
+	if !ok {
+		return "", "", false
+	}
+	return "shim" + n + ".efi", "grub" + n + ".efi", true
+}

@@ -244,3 +244,29 @@ func TestArch(t *testing.T) {
 		t.Error("ParseArch accepted a number with a leading zero")
 	}
 }
+
+// TestShimFile: the Secure Boot chain's file names follow the firmware, whichever number it
+// sent (PXE or HTTP boot); legacy BIOS and U-Boot have none.
+func TestShimFile(t *testing.T) {
+	for _, tc := range []struct {
+		a            hwid.Arch
+		shim, loader string
+		ok           bool
+	}{
+		{hwid.ArchX86_64EFI, "shimx64.efi", "grubx64.efi", true},
+		{hwid.ArchEFIBC, "shimx64.efi", "grubx64.efi", true},
+		{hwid.ArchX86_64EFIHTTP, "shimx64.efi", "grubx64.efi", true},
+		{hwid.ArchARM64EFI, "shimaa64.efi", "grubaa64.efi", true},
+		{hwid.ArchARM64EFIHTTP, "shimaa64.efi", "grubaa64.efi", true},
+		{hwid.ArchIA32EFI, "shimia32.efi", "grubia32.efi", true},
+		{hwid.ArchBIOS, "", "", false},
+		{hwid.ArchBIOSHTTP, "", "", false},
+		{hwid.ArchARM64UBoot, "", "", false},
+		{hwid.Arch(999), "", "", false},
+	} {
+		shim, loader, ok := tc.a.ShimFile()
+		if shim != tc.shim || loader != tc.loader || ok != tc.ok {
+			t.Errorf("%v: ShimFile() = %q, %q, %v; want %q, %q, %v", tc.a, shim, loader, ok, tc.shim, tc.loader, tc.ok)
+		}
+	}
+}

@@ -108,13 +108,27 @@
 // assertion, bound to the requester's own address. Such a site keeps the boot network to
 // the machines being booted.
 //
+// # Other boot loaders
+//
+// [Config.Loaders] names boot loaders other than iPXE that the handler answers on paths of
+// their own (GRUB on a machine that boots with Secure Boot, at /boot/grub.cfg, say), GET
+// only, with /boot/ipxe's decision: the same fence, Entries (told the loader in
+// [Query.Loader], so the host binds such requests by its own rule), IP and UUID checks,
+// token, cache grant, assertion and counters. The handler hands each outcome to the loader's
+// Render as an [Answer] (boot the ramdisk with these URLs and parameters; exit; fenced; wait)
+// and sends the status and body it returns; it renders no other loader's language itself.
+// A loader never gets a sanboot (an ISO is booted by iPXE): its machine gets the wait
+// answer of a server error, and no secret. [Config.Validate] renders each kind of answer
+// once through each loader.
+//
 // # Files by role
 //
 // The pure renderer is in render_*.go (render_script.go: the line builder and [Retry];
 // render_boot.go: [Boot], [Sanboot]; render_chain.go: [Chain]; render_fallback.go: [Exit],
 // [Fenced], [Wait]; render_check.go: the value grammar). The boot handler is in handler*.go
 // (handler.go: [Config], [Handler] and /boot/ipxe; handler_host.go: the host's interfaces;
-// handler_query.go: [ParseQuery]; handler_tokens.go: the token cache; handler_files.go:
+// handler_query.go: [ParseQuery]; handler_tokens.go: the token cache; handler_loader.go:
+// [Loader]; handler_files.go:
 // /boot/files/; handler_stats.go: [Stats]). server.go holds the limits every HTTP path of a
 // boot server gets ([MaxHeaderBytes], [ReadHeaderTimeout], [ReadTimeout], [IdleTimeout]):
 // [NewServer] applies them all, [LimitHeaders] the exact header cap to any handler.

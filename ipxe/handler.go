@@ -77,6 +77,10 @@ type Config struct {
 	VLAN      int    // VLAN tag the chain script creates on Interface; 0 none
 	Retry     Retry  // back-off of every fetch in a script
 
+	// Loaders are boot loaders other than iPXE answered with the same decision on paths of
+	// their own (GRUB on a Secure Boot machine); nil: none.
+	Loaders []Loader
+
 	TokenWait   time.Duration // 0 means DefaultTokenWait
 	SanbootWait time.Duration // 0 means DefaultSanbootWait
 	FencedDelay time.Duration // 0 means DefaultFencedDelay
@@ -137,7 +141,7 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return h.validateLoaders()
 }
 
 // Handler is the boot HTTP handler: GET/HEAD /boot/chain.ipxe, /boot/ipxe and
@@ -255,7 +259,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// /boot/ipxe is GET only: a HEAD would have to sign an assertion and fetch a token to
 	// say how long the script is (S2), and no firmware sends one there.
-	if allow := allowed(r.URL.Path); r.Method != http.MethodGet && (r.Method != http.MethodHead || allow == "GET") {
+	ld := h.loaderFor(r.URL.Path)
+	if allow := allowed(r.URL.Path, ld); r.Method != http.MethodGet && (r.Method != http.MethodHead || allow == "GET") {
 		h.n.methodsRefused.Add(1)
 		w.Header().Set("Allow", allow)
 		plain(w, http.StatusMethodNotAllowed, "method not allowed\n")
@@ -265,7 +270,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == PathChain:
 		h.serveChain(w, r)
 	case p == PathBoot:
-		h.serveBoot(w, r)
+		h.serveBoot(w, r, nil)
+	case ld != nil:
+		h.serveBoot(w, r, ld)
 	case strings.HasPrefix(p, PathFiles):
 		h.serveFile(w, r, strings.TrimPrefix(p, PathFiles))
 	default:
@@ -274,9 +281,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// allowed is the Allow header of a path: GET only for the machine's script.
-func allowed(path string) string {
-	if path == PathBoot {
+// allowed is the Allow header of a path: GET only for the machine's script, in iPXE's
+// language or a loader's.
+func allowed(path string, ld *Loader) string {
+	if path == PathBoot || ld != nil {
 		return "GET"
 	}
 	return "GET, HEAD"
@@ -299,22 +307,32 @@ func (h *Handler) serveChain(w http.ResponseWriter, r *http.Request) {
 	h.script(w, http.StatusOK, h.chainScript(nonce), 0)
 }
 
-func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
+// serveBoot answers the machine's script (/boot/ipxe), or with ld its answer in that
+// loader's language: one decision for both.
+func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request, ld *Loader) {
 	ctx := r.Context()
+	exit := func(status int, q Query) {
+		h.answer(w, ld, Answer{Kind: AnswerExit, Status: status, Query: q}, Exit{}, 0)
+	}
 	q, err := ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		h.n.badRequests.Add(1)
 		h.log.Debug("ipxe: query refused", "err", err, "remote", r.RemoteAddr)
-		h.script(w, http.StatusBadRequest, Exit{}, 0)
+		exit(http.StatusBadRequest, Query{Remote: remoteAddr(r), Loader: loaderName(ld)})
 		return
 	}
 	q.Remote = remoteAddr(r)
+	q.Loader = loaderName(ld)
 	log := h.log.With("mac", q.MAC.String(), "remote", q.Remote.String())
+	if ld != nil {
+		log = log.With("loader", ld.Name)
+	}
 	epoch, active := h.cfg.Fence.Active()
 	if !active || epoch == 0 {
 		h.n.fenced.Add(1)
 		log.Info("ipxe: fenced, machine told to reboot")
-		h.script(w, http.StatusServiceUnavailable, Fenced{Delay: h.cfg.FencedDelay}, 0)
+		h.answer(w, ld, Answer{Kind: AnswerFenced, Status: http.StatusServiceUnavailable, Query: q, Delay: h.cfg.FencedDelay},
+			Fenced{Delay: h.cfg.FencedDelay}, 0)
 		return
 	}
 	now := h.cfg.Now()
@@ -324,24 +342,24 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 		// not a discovery either (the control plane already knows the MAC).
 		h.n.mismatched.Add(1)
 		log.Warn("ipxe: machine does not match its boot entry; no script", "reason", err)
-		h.script(w, http.StatusNotFound, Exit{}, 0)
+		exit(http.StatusNotFound, q)
 		return
 	}
 	if errors.Is(err, ErrUnbound) {
 		// Someone who knows the MAC, not the machine the host answered: no secret.
 		h.n.unbound.Add(1)
 		log.Warn("ipxe: request not bound to the machine's DHCP answer; no script", "reason", err)
-		h.script(w, http.StatusNotFound, Exit{}, 0)
+		exit(http.StatusNotFound, q)
 		return
 	}
 	if err != nil {
-		h.fail(w, log, "entry lookup", err, q.Nonce)
+		h.fail(w, log, "entry lookup", err, q, ld)
 		return
 	}
 	if !ok || (!e.NotAfter.IsZero() && !now.Before(e.NotAfter)) {
 		h.n.unknown.Add(1)
 		h.discovered(r, q, now)
-		h.script(w, http.StatusNotFound, Exit{}, 0)
+		exit(http.StatusNotFound, q)
 		return
 	}
 	e.MAC = q.MAC
@@ -349,7 +367,7 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 	if q.IP.IsValid() && q.IP != q.Remote {
 		h.n.ipRefused.Add(1)
 		log.Warn("ipxe: query IP is not the connection's address; no script", "ip", q.IP.String())
-		h.script(w, http.StatusNotFound, Exit{}, 0)
+		exit(http.StatusNotFound, q)
 		return
 	}
 	entryUUID := e.UUID
@@ -359,11 +377,15 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 	if entryUUID != (hwid.UUID{}) && q.UUID != (hwid.UUID{}) && !q.UUID.IsPlaceholder() && !hwid.SameMachine(entryUUID, q.UUID) {
 		h.n.uuidRefused.Add(1)
 		log.Warn("ipxe: query UUID is no spelling of the entry's; no script", "uuid", q.UUID.String())
-		h.script(w, http.StatusNotFound, Exit{}, 0)
+		exit(http.StatusNotFound, q)
 		return
 	}
 	again := h.again(q.Nonce)
 	if e.SanbootSHA256 != "" {
+		if ld != nil {
+			h.fail(w, log, "sanboot", invalidErr("sanboot_sha256", "a sanboot entry is served to iPXE only"), q, ld)
+			return
+		}
 		h.serveSanboot(w, r, log, e, again)
 		return
 	}
@@ -372,11 +394,12 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 	if errors.Is(err, ErrNotReady) {
 		h.n.tokenWaits.Add(1)
 		log.Info("ipxe: discovery token not available yet", "workflow", e.Workflow)
-		h.script(w, http.StatusServiceUnavailable, Wait{Delay: h.cfg.TokenWait, URL: again}, h.cfg.TokenWait)
+		h.answer(w, ld, Answer{Kind: AnswerWait, Status: http.StatusServiceUnavailable, Query: q, Delay: h.cfg.TokenWait},
+			Wait{Delay: h.cfg.TokenWait, URL: again}, h.cfg.TokenWait)
 		return
 	}
 	if err != nil {
-		h.fail(w, log, "discovery token", err, q.Nonce)
+		h.fail(w, log, "discovery token", err, q, ld)
 		return
 	}
 	var cache string
@@ -396,17 +419,35 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request) {
 	}
 	assertion, err := h.cfg.Signer.Sign(ctx, claims)
 	if err != nil {
-		h.fail(w, log, "assertion", err, q.Nonce)
+		h.fail(w, log, "assertion", err, q, ld)
+		return
+	}
+	if ld != nil {
+		a, err := h.bootAnswer(q, token, assertion, cache)
+		if err != nil {
+			h.fail(w, log, "boot answer", err, q, ld)
+			return
+		}
+		h.n.scripts.Add(1)
+		log.Info("ipxe: boot answer", "workflow", e.Workflow, "epoch", epoch)
+		h.answer(w, ld, a, nil, 0)
 		return
 	}
 	body, err := h.bootScript(token, assertion, cache, again)
 	if err != nil {
-		h.fail(w, log, "boot script", err, q.Nonce)
+		h.fail(w, log, "boot script", err, q, ld)
 		return
 	}
 	h.n.scripts.Add(1)
 	log.Info("ipxe: boot script", "workflow", e.Workflow, "epoch", epoch)
 	writeScript(w, http.StatusOK, body, 0)
+}
+
+func loaderName(ld *Loader) string {
+	if ld == nil {
+		return ""
+	}
+	return ld.Name
 }
 
 func (h *Handler) serveSanboot(w http.ResponseWriter, r *http.Request, log *slog.Logger, e Entry, again string) {
@@ -465,11 +506,12 @@ func (h *Handler) discovered(r *http.Request, q Query, now time.Time) {
 	h.cfg.OnDiscovered(Discovery{Query: q, At: now})
 }
 
-func (h *Handler) fail(w http.ResponseWriter, log *slog.Logger, what string, err error, nonce string) {
+func (h *Handler) fail(w http.ResponseWriter, log *slog.Logger, what string, err error, q Query, ld *Loader) {
 	h.n.errors.Add(1)
 	log.Error("ipxe: cannot answer a script", "step", what, "err", err)
 	// The machine retries (iPXE honours Retry-After) rather than falling through.
-	h.script(w, http.StatusInternalServerError, Wait{Delay: h.cfg.TokenWait, URL: h.again(nonce)}, h.cfg.TokenWait)
+	h.answer(w, ld, Answer{Kind: AnswerWait, Status: http.StatusInternalServerError, Query: q, Delay: h.cfg.TokenWait},
+		Wait{Delay: h.cfg.TokenWait, URL: h.again(q.Nonce)}, h.cfg.TokenWait)
 }
 
 // script renders s and writes it; the scripts given here render for any validated config.

@@ -36,6 +36,9 @@ type Query struct {
 	// Remote is the address of the connection the request came on. The handler sets it;
 	// ParseQuery never reads it from the query string, and Encode leaves it out.
 	Remote netip.Addr
+	// Loader is the name of the [Loader] whose path the request came on; "" for
+	// /boot/ipxe. The handler sets it, like Remote.
+	Loader string
 }
 
 // validNonce reports whether s may be a boot nonce: 1 to MaxNonceLen of [A-Za-z0-9_-], so it

@@ -24,7 +24,9 @@
 //	iPXE itself                     http://SERVER/boot/chain.ipxe
 //
 // The table is data: a host edits it and installs it with [Server.SetBootFiles], and a
-// [Decision] may name another file for one machine (a signed shim, say).
+// [Decision] may name another file for one machine: a signed shim for a machine that boots
+// with Secure Boot, say, named for its architecture by [hwid.Arch.ShimFile] (shimx64.efi
+// for 7, 9 and 16, which loads grubx64.efi from its own directory).
 //
 // A legacy BIOS offer carries option 43 with PXE discovery control 8 (boot the named file,
 // no boot-server discovery). UEFI firmware instead asks again on UDP 4011; that request is

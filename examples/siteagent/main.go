@@ -1,8 +1,9 @@
 // Command siteagent is a reference site agent built from siteboot's packages: it answers PXE
 // and UEFI HTTP boot through proxy DHCP beside the site's own DHCP server, serves the iPXE
 // builds over TFTP, hands each known machine its iPXE script with a signed discovery
-// assertion, serves images from a verified cache under grants, and does all of it only while
-// it holds the site's boot lease.
+// assertion (or, to a machine that boots with UEFI Secure Boot, shim, Debian's signed GRUB
+// and its GRUB configuration), serves images from a verified cache under grants, and does
+// all of it only while it holds the site's boot lease.
 //
 // Usage:
 //

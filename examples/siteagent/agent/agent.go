@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -115,6 +116,10 @@ type Agent struct {
 	bmc *bmcAccess // bmc.* commands (bmc.go)
 
 	v6 ipv6Part // IPv6 boot (ipv6.go)
+
+	sb            *secureBoot // the signed chain (secureboot.go); nil when not served
+	sbN           sbCounters
+	sbUnavailable atomic.Uint64 // Secure Boot machines answered with silence for want of the chain
 }
 
 // New builds an agent from its config and binds its sockets, so that a host learns at once
@@ -192,6 +197,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if err := a.limitListeners(); err != nil {
 		return nil, err
 	}
+	if err := a.setupSecureBoot(); err != nil {
+		return nil, err
+	}
 	if c.Boot.ProxyDHCP {
 		a.nonces = newBootNonces(clock.Now, opt.Rand, c.Boot.NonceWindow)
 		a.dhcp = &proxydhcp.Server{
@@ -217,7 +225,11 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			MaxTransfers: c.Boot.TFTPMaxTransfers,
 			MaxPerSource: c.Boot.TFTPMaxPerSource,
 			Logger:       log.With("component", "tftpd"),
-			OnTransfer:   a.transfers.record,
+			OnTransfer:   a.onTransfer,
+		}
+		if a.sb != nil {
+			// The iPXE builds of Boot.TFTPRoot, and the signed chain beside them.
+			a.tftp.Dir, a.tftp.FS = "", a.sb
 		}
 		if err := a.tftp.Validate(); err != nil {
 			return nil, err
@@ -232,6 +244,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	mux := http.NewServeMux()
 	mux.Handle("/boot/", boot)
 	mux.Handle("/cache/", a.cache)
+	if a.sb != nil {
+		mux.Handle("/"+sbDir+"/", a.sb)
+	}
 	a.httpSrv = ipxe.NewServer(mux)
 	a.httpSrv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	if a.metricsLn != nil {
@@ -301,6 +316,7 @@ func (a *Agent) release() {
 	if a.bmc != nil {
 		a.bmc.journal.Close()
 	}
+	a.sb.close()
 }
 
 func (a *Agent) closeSockets() {
@@ -417,6 +433,7 @@ func (a *Agent) stop() {
 		wg.Go(func() { s.Shutdown(ctx) })
 	}
 	wg.Wait()
+	a.sb.close()
 	a.found.Close()
 	a.bmc.close()
 	a.log.Info("site agent stopped")
@@ -443,7 +460,7 @@ func (a *Agent) serveDHCP(ctx context.Context, req *proxydhcp.Request) proxydhcp
 		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
 	}
 	a.answered6(req)
-	return a.answerDHCP(req)
+	return a.answerDHCP(req, r)
 }
 
 // discoveredDHCP lists a machine proxy DHCP did not answer for lack of an entry (P6), with

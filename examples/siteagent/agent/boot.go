@@ -49,7 +49,12 @@ func (a *Agent) bootHandler() (http.Handler, error) {
 		}
 		cfg.Files = root.FS()
 	}
-	h, err := ipxe.NewHandler(cfg)
+	// The signed chain's GRUB asks the IPv4 handler only (its network is IPv4).
+	v4 := cfg
+	if a.sb != nil {
+		v4.Loaders = []ipxe.Loader{a.sb.loader()}
+	}
+	h, err := ipxe.NewHandler(v4)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +78,8 @@ func (a *Agent) params() []ipxe.Param {
 
 // ipxeEntry is /boot/ipxe's decision (I4, S3, S1): the live entry of the machine asking,
 // when the machine is the one it names and, with proxy DHCP, the request is bound to this
-// agent's DHCP answer to it (its boot nonce, from the address that presented it first).
+// agent's DHCP answer to it (its boot nonce, from the address that presented it first; for
+// the signed GRUB, its boot key, see secureboot.go).
 // The entry's record travels as the ipxe.Entry's Ref, so the token and the grants need no
 // second lookup.
 func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
@@ -85,7 +91,11 @@ func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, 
 		a.mismatches.http[m].Add(1)
 		return ipxe.Entry{}, false, fmt.Errorf("%w: %s (entry arch %s)", ipxe.ErrMismatch, m, r.Arch)
 	}
-	if err := a.bindScript(q); err != nil {
+	bind := a.bindScript
+	if q.Loader == loaderGRUB {
+		bind = a.bindGRUB
+	}
+	if err := bind(q); err != nil {
 		return ipxe.Entry{}, false, err
 	}
 	return ipxe.Entry{

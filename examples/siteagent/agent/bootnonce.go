@@ -81,9 +81,19 @@ type bootNonces struct {
 
 type bootNonce struct {
 	mac    hwid.MAC
+	kind   nonceKind
 	issued time.Time
 	owner  netip.Addr // the first address that presented it; invalid until then
 }
+
+// nonceKind says which answer a boot nonce was named in, and so where it may be presented.
+type nonceKind uint8
+
+const (
+	nonceIPXE  nonceKind = iota // the chain URL of an answer to iPXE: presented to /boot/ipxe
+	nonceShim                   // the shim's directory of a PXE answer (4011): fetched over TFTP
+	nonceImage                  // the RAM disk URL of an answer to UEFI HTTP boot: fetched over HTTP
+)
 
 func newBootNonces(now func() time.Time, rand io.Reader, window time.Duration) *bootNonces {
 	if window == 0 {
@@ -95,8 +105,8 @@ func newBootNonces(now func() time.Time, rand io.Reader, window time.Duration) *
 	return &bootNonces{now: now, rand: rand, window: window, m: map[string]*bootNonce{}, byMAC: map[hwid.MAC][]string{}}
 }
 
-// issue mints a nonce for a DHCP answer to mac: 128 random bits, in hex.
-func (s *bootNonces) issue(mac hwid.MAC) (string, error) {
+// issue mints a nonce of a kind for a DHCP answer to mac: 128 random bits, in hex.
+func (s *bootNonces) issue(mac hwid.MAC, kind nonceKind) (string, error) {
 	var b [16]byte
 	if _, err := io.ReadFull(s.rand, b[:]); err != nil {
 		return "", fmt.Errorf("agent: boot nonce: %w", err)
@@ -121,7 +131,7 @@ func (s *bootNonces) issue(mac hwid.MAC) (string, error) {
 		}
 		s.drop(victim, mac)
 	}
-	s.m[n] = &bootNonce{mac: mac, issued: now}
+	s.m[n] = &bootNonce{mac: mac, kind: kind, issued: now}
 	s.byMAC[mac] = append(s.byMAC[mac], n)
 	s.issued.Add(1)
 	return n, nil
@@ -180,7 +190,7 @@ func (s *bootNonces) decide(nonce string, mac hwid.MAC, from netip.Addr) unbound
 	defer s.mu.Unlock()
 	b, ok := s.m[nonce]
 	switch {
-	case !ok:
+	case !ok || b.kind != nonceIPXE:
 		return unboundUnknown
 	case now.Sub(b.issued) >= s.window:
 		s.drop(nonce, b.mac)
@@ -196,15 +206,80 @@ func (s *bootNonces) decide(nonce string, mac hwid.MAC, from netip.Addr) unbound
 	return bound
 }
 
+// fetched binds a nonce of the given kind to from, the first address that fetched a file
+// under it (tftpd's report of the transfer, or the HTTP connection): it returns the MAC the
+// nonce was handed to and bound, or why the fetch is not the machine's.
+func (s *bootNonces) fetched(nonce string, kind nonceKind, from netip.Addr) (hwid.MAC, unbound) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.m[nonce]
+	switch {
+	case !ok || b.kind != kind:
+		return hwid.MAC{}, unboundUnknown
+	case now.Sub(b.issued) >= s.window:
+		s.drop(nonce, b.mac)
+		return hwid.MAC{}, unboundLapsed
+	case !b.owner.IsValid():
+		b.owner = from
+	case b.owner != from:
+		return b.mac, unboundOtherOwner
+	}
+	return b.mac, bound
+}
+
+// live reports whether nonce is one of the kind handed out within the window.
+func (s *bootNonces) live(nonce string, kind nonceKind) bool {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.m[nonce]
+	return ok && b.kind == kind && now.Sub(b.issued) < s.window
+}
+
+// fetchedAny reports whether someone fetched under a nonce of kind handed to mac within the
+// window.
+func (s *bootNonces) fetchedAny(mac hwid.MAC, kind nonceKind) bool {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.byMAC[mac] {
+		if b := s.m[n]; b.kind == kind && b.owner.IsValid() && now.Sub(b.issued) < s.window {
+			return true
+		}
+	}
+	return false
+}
+
+// owns reports whether from fetched first under a nonce of kind handed to mac within the
+// window: from is where the machine that got that DHCP answer is.
+func (s *bootNonces) owns(mac hwid.MAC, kind nonceKind, from netip.Addr) bool {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.byMAC[mac] {
+		if b := s.m[n]; b.kind == kind && b.owner == from && now.Sub(b.issued) < s.window {
+			return true
+		}
+	}
+	return false
+}
+
 // answerDHCP is proxy DHCP's answer to a machine it decided to boot. iPXE is sent to the
 // chain script with a fresh boot nonce (S1): only the script request that presents it
 // first, and that address's retries within the window, get the machine's secrets. Other
 // clients (the firmware's PXE or HTTP boot) get proxy DHCP's table.
-func (a *Agent) answerDHCP(req *proxydhcp.Request) proxydhcp.Decision {
+//
+// A machine whose entry boots with Secure Boot (secureBootFor) gets the signed chain instead
+// when its firmware asks (secureboot.go).
+func (a *Agent) answerDHCP(req *proxydhcp.Request, r record) proxydhcp.Decision {
+	if !req.IPXE && a.secureBootFor(r) {
+		return a.answerSecureBoot(req)
+	}
 	if !req.IPXE || !req.Server.IsValid() {
 		return proxydhcp.Answer()
 	}
-	n, err := a.nonces.issue(req.MAC)
+	n, err := a.nonces.issue(req.MAC, nonceIPXE)
 	if err != nil {
 		a.log.Error("proxy dhcp: no boot nonce; silence", "mac", req.MAC.String(), "err", err)
 		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
@@ -247,6 +322,7 @@ func (a *Agent) nonceStats(m map[string]uint64) {
 	for u := unboundNoNonce; u < numUnbound; u++ {
 		m["boot_unbound_"+u.String()] = a.nonces.refused[u].Load()
 	}
+	a.sbStats(m)
 }
 
 var descUnbound = prometheus.NewDesc("siteboot_boot_unbound_total",
@@ -260,4 +336,5 @@ func (a *Agent) collectNonces(ch chan<- prometheus.Metric) {
 	for u := unboundNoNonce; u < numUnbound; u++ {
 		ch <- prometheus.MustNewConstMetric(descUnbound, prometheus.CounterValue, float64(a.nonces.refused[u].Load()), u.String())
 	}
+	a.collectSB(ch)
 }

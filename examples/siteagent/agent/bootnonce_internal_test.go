@@ -29,7 +29,7 @@ func TestBootNonceRules(t *testing.T) {
 	mac := hwid.MAC{0x52, 0x54, 0, 0, 0, 1}
 	other := hwid.MAC{0x52, 0x54, 0, 0, 0, 2}
 	machine, attacker := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.66")
-	n, err := s.issue(mac)
+	n, err := s.issue(mac, nonceIPXE)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestBootNoncesBounded(t *testing.T) {
 	mac := hwid.MAC{0x52, 0x54, 0, 0, 0, 1}
 	var first []string
 	for range MaxNoncesPerMAC + 2 {
-		n, err := s.issue(mac)
+		n, err := s.issue(mac, nonceIPXE)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestBootNoncesBounded(t *testing.T) {
 	}
 	// A nonce in use outlives a burst of answers for its MAC (spoofed DHCP requests, say).
 	for range 2 * MaxNoncesPerMAC {
-		if _, err := s.issue(mac); err != nil {
+		if _, err := s.issue(mac, nonceIPXE); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,7 +95,7 @@ func TestBootNoncesBounded(t *testing.T) {
 		if i == MaxNonces/2 {
 			now = now.Add(time.Minute) // the first half lapse
 		}
-		if _, err := s.issue(hwid.MAC{0x52, 0x55, 0, 0, byte(i >> 8), byte(i)}); err != nil {
+		if _, err := s.issue(hwid.MAC{0x52, 0x55, 0, 0, byte(i >> 8), byte(i)}, nonceIPXE); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -86,6 +86,19 @@ type BootConfig struct {
 	// means DefaultNonceWindow. Used only with ProxyDHCP.
 	NonceWindow time.Duration
 
+	// Secure Boot (DESIGN.md SB1; see secureboot.go and the package doc, "Secure Boot").
+	// SecureBoot makes every x86-64 UEFI entry that does not say otherwise
+	// (Entry.SecureBoot) boot through shim and the signed GRUB, which then fetch everything
+	// over TFTP: it needs ProxyDHCP, TFTP and the two files below. Without it, an entry that
+	// says secure_boot is served when the files are there.
+	SecureBoot bool
+	// Shim is the shim signed by the UEFI CA that the firmware loads (served as
+	// shimx64.efi); "" means DefaultShim, Debian's shim-signed.
+	Shim string
+	// GRUB is the signed network GRUB that shim loads (served as grubx64.efi); "" means
+	// DefaultGRUB, Debian's grub-efi-amd64-signed.
+	GRUB string
+
 	// Params are site-wide bc.* parameters (gateway, pins, join key), without the "bc." prefix.
 	Params map[string]string
 }
@@ -286,6 +299,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.validateServing(); err != nil {
+		return err
+	}
+	if err := c.validateSecureBoot(); err != nil {
 		return err
 	}
 	if ttl := c.Lease.TTL; ttl < time.Second || ttl > 10*time.Minute {

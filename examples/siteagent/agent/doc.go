@@ -11,7 +11,8 @@
 //   - proxydhcp answers a machine only when it has a live boot entry ([Entries]), the lease
 //     fence is active, and the machine is the one the entry names (its arch and UUID, S3);
 //     an unknown machine goes to the discovery list.
-//   - tftpd serves the iPXE builds from Boot.TFTPRoot.
+//   - tftpd serves the iPXE builds from Boot.TFTPRoot and, where it can, the signed chain
+//     of Secure Boot machines (see Secure Boot).
 //   - ipxe renders each machine's script: the site's kernel and initrd from the image cache
 //     under the entry's boot grant (one grant per entry, revoked at clean-up), the bc.*
 //     parameters, the discovery token fetched once from the control plane, and a fresh
@@ -107,6 +108,58 @@
 // assertion bound to the requester's own address. Such a site trusts every host that can
 // reach the boot network, and should keep it to the machines being booted.
 //
+// # Secure Boot
+//
+// A machine whose entry says secure_boot (or, for x86-64 UEFI entries that do not say, with
+// Boot.SecureBoot) boots through shim, signed by the UEFI CA, Debian's signed network GRUB
+// and the site's signed kernel (DESIGN.md SB1; package grubcfg has what these binaries do).
+// That GRUB has tftp and no http, so after shim everything goes over this agent's TFTP
+// (port 69: GRUB names no port): grub/grub.cfg (grubcfg.Chain), the machine's configuration
+// boot/grub.cfg?mac=..&uuid=..&n=KEY, the kernel and initrd as cache/t/GRANT/SHA256 (the
+// image cache's own answer, under the entry's boot grant). The configuration is the boot
+// handler's answer: its GRUB loader (ipxe.Loader, at /boot/grub.cfg) gets /boot/ipxe's
+// decision (the live entry and match rule, the fence, the query's UUID, the token, the
+// grant, a fresh assertion for the address the key was delivered to) spelled by grubcfg;
+// the fenced and waiting answers are configurations (GRUB has no status to read over TFTP),
+// "no" is a missing file, after which the Chain's back-off reboots. The site's DHCP server
+// must name this agent as next server with an empty boot file (GRUB reads its server from
+// the acknowledgement only). UEFI HTTP boot gets a RAM disk instead of shim over HTTP, after
+// which the signed GRUB could fetch nothing: /sb/NONCE/boot.img, a FAT image with shim as
+// \EFI\BOOT\BOOTX64.EFI, GRUB beside it, and a configuration that runs GRUB's own DHCP and
+// then fetches over TFTP as after PXE.
+//
+// Secrets go only to the machine the agent answered (S1), by a boot key the configuration
+// request must present (n=KEY, 128 bits, for one MAC, within Boot.NonceWindow):
+//
+//   - PXE: proxy DHCP's 4011 answer (unicast to the machine) names sb/NONCE/shimx64.efi; the
+//     first address tftpd reports fetching a file under the nonce (the firmware's shim, then
+//     shim's GRUB) is where the machine is. GRUB's Chain then fetches the key file
+//     sb/key?mac=MAC: a fresh key, pending, one per MAC at a time, that becomes active only
+//     when tftpd reports its transfer completed to that address; a key sent anywhere else is
+//     dropped. (The port-67 offer names sb/shimx64.efi, without a nonce.)
+//   - HTTP boot: the answer's URL names the nonce; the first connection that GETs the RAM
+//     disk binds it, and the image it gets carries a fresh active key (HEAD mints none; a
+//     second address gets 404).
+//
+// A configuration request whose key is unknown, lapsed, for another MAC or (over HTTP)
+// delivered to another address gets no answer: counted by reason
+// (siteboot_secureboot_unbound_total), as are the keys (siteboot_secureboot_keys_total)
+// and fetches under a machine's nonce from a second address. The key, not the request's
+// address, is the proof over TFTP because tftpd opens a file without telling who asked
+// (an fs.FS), and reports the peer only when the transfer ends: so the binding is made
+// from those reports, before any secret leaves, and the secret's request is named by what
+// only the machine received. What this trusts is what the iPXE path trusts (a host on the
+// segment that spoofs the machine's MAC in DHCP, or sniffs its unicast traffic, can answer
+// for it); a requester that knows the MAC and the machine's address, from anywhere, gets
+// nothing. tftpd opens files on its reading loop, so a configuration whose answer takes
+// longer than 100 ms (a token on its way) is answered with a one-second wait configuration
+// and made meanwhile for the machine's next request.
+//
+// Without the files (and Boot.SecureBoot off) the chain is not served and such machines
+// get silence, counted (siteboot_secureboot_refused_total{reason="unavailable"}); the chain
+// is x86-64 UEFI and IPv4 only. Shim and GRUB are read at start: a package upgrade takes
+// effect at the next start.
+//
 // # Start-up and -check
 //
 // New removes the temporary files that writes interrupted by a crash left beside the boot
@@ -115,7 +168,8 @@
 // would start and serve nothing, naming the field: no address for the scripts' URLs
 // (Boot.HTTPBase, Boot.ServerIP and Boot.CacheURL all unset), a Boot.ServerIP,
 // Boot.HTTPBase or Boot.CacheURL host no machine can reach (unspecified, multicast,
-// broadcast), and a Boot.NonceWindow outside 10s..1h.
+// broadcast), a Boot.NonceWindow outside 10s..1h, and Boot.SecureBoot without proxy DHCP,
+// TFTP, or the shim and GRUB files (Boot.Shim, Boot.GRUB).
 //
 // # The control plane
 //

@@ -29,6 +29,10 @@ type Entry struct {
 	TokenRef string `json:"token_ref,omitempty"`
 	// SanbootSHA256, when set, boots this cached ISO instead of the ramdisk.
 	SanbootSHA256 string `json:"sanboot_sha256,omitempty"`
+	// SecureBoot says whether the machine boots with UEFI Secure Boot enforced, through shim
+	// and the signed GRUB (true), or through iPXE (false); nil means the site's default
+	// (BootConfig.SecureBoot) for an X86_64_EFI entry, iPXE for the others.
+	SecureBoot *bool `json:"secure_boot,omitempty"`
 }
 
 // Architectures an entry may name.
@@ -79,6 +83,14 @@ func (e Entry) Validate() error {
 	}
 	if e.SanbootSHA256 != "" && !isSHA256Hex(e.SanbootSHA256) {
 		return bad("sanboot_sha256 %q", e.SanbootSHA256)
+	}
+	if e.SecureBoot != nil && *e.SecureBoot {
+		if e.Arch != ArchX86UEFI {
+			return bad("secure_boot: the signed chain is served to %s machines only, not %s", ArchX86UEFI, e.Arch)
+		}
+		if e.SanbootSHA256 != "" {
+			return bad("secure_boot with sanboot_sha256: an ISO is booted by iPXE, which is not signed")
+		}
 	}
 	return nil
 }

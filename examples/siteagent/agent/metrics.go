@@ -141,7 +141,7 @@ var (
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight} {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
 		ch <- d
 	}
 }

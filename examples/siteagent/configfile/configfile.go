@@ -107,6 +107,9 @@ type file struct {
 		PXEListen6       string            `toml:"pxe_listen6"`
 		HTTPBase6        string            `toml:"http_base6"`
 		NonceWindow      string            `toml:"nonce_window"`
+		SecureBoot       bool              `toml:"secure_boot"`
+		Shim             string            `toml:"shim"`
+		GRUB             string            `toml:"grub"`
 		Params           map[string]string `toml:"params"`
 	} `toml:"boot"`
 	Lease struct {
@@ -153,6 +156,7 @@ var keys = map[string]string{
 	"BMC.MaxConcurrent": "bmc.max_concurrent", "BMC.Timeout": "bmc.timeout", "BMC.CacheURL": "bmc.cache_url",
 	"Boot.ServerIP6": "boot.server_ip6", "Boot.DHCPv6": "boot.dhcpv6", "Boot.DHCPv6Listen": "boot.dhcpv6_listen",
 	"Boot.PXEListen6": "boot.pxe_listen6", "Boot.HTTPBase6": "boot.http_base6",
+	"Boot.SecureBoot": "boot.secure_boot", "Boot.Shim": "boot.shim", "Boot.GRUB": "boot.grub",
 }
 
 // Parse is Load on the file's text.
@@ -269,6 +273,7 @@ func (f *file) toConfig() (*File, error) {
 		b.Relays = append(b.Relays, ip)
 	}
 	b.DHCPv6, b.HTTPBase6 = fb.DHCPv6, fb.HTTPBase6
+	b.SecureBoot, b.Shim, b.GRUB = fb.SecureBoot, fb.Shim, fb.GRUB
 	if fb.ServerIP6 != "" {
 		ip, err := netip.ParseAddr(fb.ServerIP6)
 		if err != nil {

@@ -1,0 +1,193 @@
+package agent
+
+import (
+	cryptorand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bettercompute/siteboot/hwid"
+)
+
+// MaxKeysPerMAC bounds the boot keys one MAC holds; the oldest give way first.
+const MaxKeysPerMAC = 4
+
+// pendingKeyTimeout is how long a key file's transfer may run before its key is given up
+// (tftpd ends a transfer whose client went silent within seconds; this only keeps a lost
+// report from holding the MAC's one key in flight).
+const pendingKeyTimeout = 30 * time.Second
+
+// errKeyInFlight: the MAC's key file is being sent; a second request waits for its end.
+var errKeyInFlight = errors.New("agent: a boot key for this MAC is in flight")
+
+// bootKeys are the keys the signed GRUB presents for its machine's configuration (n=KEY):
+// 128 random bits each, bound to a MAC and to the address they were delivered to, valid
+// for the nonce window. A key reaches the machine either in the RAM disk an HTTP boot
+// fetched (delivered over that TCP connection: active at once) or in the key file GRUB
+// fetches over TFTP (active only once tftpd reports the transfer completed to the address
+// that fetched shim under the MAC's nonce: pending until then, one per MAC at a time).
+type bootKeys struct {
+	now    func() time.Time
+	rand   io.Reader
+	window time.Duration
+
+	mu      sync.Mutex
+	m       map[string]*bootKey
+	byMAC   map[hwid.MAC][]string // oldest first
+	pending map[hwid.MAC]string   // the key whose file is in flight
+
+	issued, activated, dropped, busy atomic.Uint64
+}
+
+type bootKey struct {
+	mac    hwid.MAC
+	ip     netip.Addr // where it was delivered; invalid while pending
+	issued time.Time
+	active bool
+}
+
+func newBootKeys(now func() time.Time, rand io.Reader, window time.Duration) *bootKeys {
+	if window == 0 {
+		window = DefaultNonceWindow
+	}
+	if rand == nil {
+		rand = cryptorand.Reader
+	}
+	return &bootKeys{now: now, rand: rand, window: window, m: map[string]*bootKey{},
+		byMAC: map[hwid.MAC][]string{}, pending: map[hwid.MAC]string{}}
+}
+
+// issue mints a key for mac: active and delivered to ip when ip is valid, else pending.
+func (s *bootKeys) issue(mac hwid.MAC, ip netip.Addr) (string, error) {
+	var b [16]byte
+	if _, err := io.ReadFull(s.rand, b[:]); err != nil {
+		return "", fmt.Errorf("agent: boot key: %w", err)
+	}
+	k := hex.EncodeToString(b[:])
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ip.IsValid() {
+		if p, ok := s.pending[mac]; ok {
+			if now.Sub(s.m[p].issued) < pendingKeyTimeout {
+				s.busy.Add(1)
+				return "", errKeyInFlight
+			}
+			s.drop(p, mac)
+		}
+		s.pending[mac] = k
+	}
+	if len(s.m) >= MaxNonces {
+		s.evict(now)
+	}
+	for len(s.byMAC[mac]) >= MaxKeysPerMAC {
+		s.drop(s.byMAC[mac][0], mac)
+	}
+	s.m[k] = &bootKey{mac: mac, ip: ip, issued: now, active: ip.IsValid()}
+	s.byMAC[mac] = append(s.byMAC[mac], k)
+	s.issued.Add(1)
+	if ip.IsValid() {
+		s.activated.Add(1)
+	}
+	return k, nil
+}
+
+// resolve ends the transfer of mac's pending key file: the key becomes active, delivered
+// to peer, when the transfer completed and peer is where the machine is; otherwise it is
+// dropped. It reports whether a key was pending, and whether it became active.
+func (s *bootKeys) resolve(mac hwid.MAC, peer netip.Addr, delivered bool) (pending, active bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.pending[mac]
+	if !ok {
+		return false, false
+	}
+	delete(s.pending, mac)
+	if !delivered {
+		s.drop(k, mac)
+		return true, false
+	}
+	b := s.m[k]
+	b.ip, b.active = peer, true
+	s.activated.Add(1)
+	return true, true
+}
+
+// claim decides whether a configuration request for mac presenting key from the address
+// from is the machine's: the key is active, was handed to mac within the window, and was
+// delivered to from.
+func (s *bootKeys) claim(key string, mac hwid.MAC, from netip.Addr) unbound {
+	if key == "" {
+		return unboundNoNonce
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.m[key]
+	switch {
+	case !ok || !b.active:
+		return unboundUnknown
+	case now.Sub(b.issued) >= s.window:
+		s.drop(key, b.mac)
+		return unboundLapsed
+	case b.mac != mac:
+		return unboundOtherMAC
+	case b.ip != from:
+		return unboundOtherOwner
+	}
+	return bound
+}
+
+// addr is where an active key was delivered; invalid for any other key.
+func (s *bootKeys) addr(key string) netip.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.m[key]; ok && b.active {
+		return b.ip
+	}
+	return netip.Addr{}
+}
+
+// evict drops every lapsed key and, when none had lapsed, the oldest. s.mu is held.
+func (s *bootKeys) evict(now time.Time) {
+	var oldest string
+	var oldestAt time.Time
+	for k, b := range s.m {
+		if now.Sub(b.issued) >= s.window {
+			s.drop(k, b.mac)
+			continue
+		}
+		if oldest == "" || b.issued.Before(oldestAt) {
+			oldest, oldestAt = k, b.issued
+		}
+	}
+	if len(s.m) >= MaxNonces && oldest != "" {
+		s.drop(oldest, s.m[oldest].mac)
+	}
+}
+
+// drop forgets key k of mac. s.mu is held.
+func (s *bootKeys) drop(k string, mac hwid.MAC) {
+	delete(s.m, k)
+	if s.pending[mac] == k {
+		delete(s.pending, mac)
+	}
+	list := s.byMAC[mac]
+	for i, x := range list {
+		if x == k {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(s.byMAC, mac)
+	} else {
+		s.byMAC[mac] = list
+	}
+	s.dropped.Add(1)
+}

@@ -10,9 +10,10 @@
 // Root (network namespaces, tap devices), qemu-system-x86_64 (qemu-system-x86), OVMF
 // (ovmf), QEMU's iPXE ROMs (ipxe-qemu), Debian's iPXE builds (ipxe), dnsmasq, tcpdump,
 // busybox-static, a kernel in /boot (linux-image-amd64; Debian's is signed) and the go
-// command (the tests build the agent); the Secure Boot scenarios also shim-signed and
-// grub-efi-amd64-signed (and OVMF's Secure Boot build, in ovmf). Without one of them the tests skip, and fail instead when
-// SITEBOOT_REQUIRE_PEERS=1.
+// command (the tests build the agent); the Secure Boot scenarios also need shim-signed and
+// grub-efi-amd64-signed (and OVMF's Secure Boot build, in ovmf), the BMC scenarios
+// openipmi and sushy-emulator's sources (internal/testpeer installs them). Without one of
+// them the tests skip, and fail instead when SITEBOOT_REQUIRE_PEERS=1.
 //
 // # Scenarios
 //

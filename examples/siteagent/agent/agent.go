@@ -224,6 +224,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			Dir:          c.Boot.TFTPRoot,
 			MaxTransfers: c.Boot.TFTPMaxTransfers,
 			MaxPerSource: c.Boot.TFTPMaxPerSource,
+			MaxWindow:    c.Boot.TFTPMaxWindow,
+			FirstRetries: c.Boot.TFTPFirstRetries,
+			EvictAfter:   c.Boot.TFTPEvictAfter,
 			Logger:       log.With("component", "tftpd"),
 			OnTransfer:   a.onTransfer,
 		}

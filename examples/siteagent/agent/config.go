@@ -40,7 +40,18 @@ type BootConfig struct {
 	// Zero: tftpd's defaults (64 and 4).
 	TFTPMaxTransfers int
 	TFTPMaxPerSource int
-	HTTPListen       netip.AddrPort // DefaultConfig: 0.0.0.0:80
+	// TFTPMaxWindow is the largest RFC 7440 windowsize granted (OVMF asks 4): 1 to 65535,
+	// 1 turns windows off. Zero: tftpd's default (64).
+	TFTPMaxWindow int
+	// TFTPFirstRetries is how often the first datagram of a transfer is sent again to an
+	// address that never acknowledged one (a spoofed request gets at most this many more),
+	// 1 to 16. Zero: tftpd's default (2).
+	TFTPFirstRetries int
+	// TFTPEvictAfter is how long a transfer's first datagram must go unacknowledged before
+	// a new request may take its slot when every slot is taken, 10 ms to 5 s. Zero: tftpd's
+	// default (50 ms).
+	TFTPEvictAfter time.Duration
+	HTTPListen     netip.AddrPort // DefaultConfig: 0.0.0.0:80
 	// HTTPBase is the base URL machines use for /boot/ and /cache/: http(s)://HOST[:PORT].
 	// "" means http://ServerIP[:port], the port the HTTP listener got (HTTPListen's, or
 	// that of the listener the host handed in). A port of 0 is replaced by that port.
@@ -242,6 +253,15 @@ func (c *Config) Validate() error {
 	}
 	if b.TFTPMaxPerSource < 0 || b.TFTPMaxPerSource > 4096 {
 		return bad("Boot.TFTPMaxPerSource", "want 0 (default) to 4096, got %d", b.TFTPMaxPerSource)
+	}
+	if b.TFTPMaxWindow < 0 || b.TFTPMaxWindow > 65535 {
+		return bad("Boot.TFTPMaxWindow", "want 0 (default) to 65535, got %d", b.TFTPMaxWindow)
+	}
+	if b.TFTPFirstRetries < 0 || b.TFTPFirstRetries > 16 {
+		return bad("Boot.TFTPFirstRetries", "want 0 (default) to 16, got %d", b.TFTPFirstRetries)
+	}
+	if b.TFTPEvictAfter != 0 && (b.TFTPEvictAfter < 10*time.Millisecond || b.TFTPEvictAfter > 5*time.Second) {
+		return bad("Boot.TFTPEvictAfter", "want 0 (default) or 10ms to 5s, got %v", b.TFTPEvictAfter)
 	}
 	if b.HTTPBase != "" {
 		u, err := url.Parse(b.HTTPBase)

@@ -91,6 +91,9 @@ type file struct {
 		TFTPRoot         string            `toml:"tftp_root"`
 		TFTPMaxTransfers int               `toml:"tftp_max_transfers"`
 		TFTPMaxPerSource int               `toml:"tftp_max_per_source"`
+		TFTPMaxWindow    int               `toml:"tftp_max_window"`
+		TFTPFirstRetries int               `toml:"tftp_first_retries"`
+		TFTPEvictAfter   string            `toml:"tftp_evict_after"`
 		HTTPListen       string            `toml:"http_listen"`
 		HTTPBase         string            `toml:"http_base"`
 		Kernel           image             `toml:"kernel"`
@@ -147,7 +150,9 @@ var keys = map[string]string{
 	"Boot.TFTPListen": "boot.tftp_listen", "Boot.HTTPListen": "boot.http_listen",
 	"Boot.ServerIP": "boot.server_ip", "Boot.TFTPRoot": "boot.tftp_root",
 	"Boot.TFTPMaxTransfers": "boot.tftp_max_transfers", "Boot.TFTPMaxPerSource": "boot.tftp_max_per_source",
-	"Boot.HTTPBase": "boot.http_base", "Boot.Kernel": "boot.kernel", "Boot.Initrd": "boot.initrd",
+	"Boot.TFTPMaxWindow": "boot.tftp_max_window", "Boot.TFTPFirstRetries": "boot.tftp_first_retries",
+	"Boot.TFTPEvictAfter": "boot.tftp_evict_after", "Boot.HTTPBase": "boot.http_base",
+	"Boot.Kernel": "boot.kernel", "Boot.Initrd": "boot.initrd",
 	"Boot.Cmdline": "boot.cmdline", "Boot.CacheURL": "boot.cache_url", "Boot.CacheMaxBytes": "boot.cache_max_bytes",
 	"Lease.TTL": "lease.ttl", "Control.URL": "control.url", "Control.Heartbeat": "control.heartbeat",
 	"Control.Timeout": "control.timeout", "Metrics.Listen": "metrics.listen",
@@ -235,6 +240,7 @@ func (f *file) toConfig() (*File, error) {
 	b, fb := &c.Boot, &f.Boot
 	b.ProxyDHCP, b.Interface, b.TFTP, b.TFTPRoot = fb.ProxyDHCP, fb.Interface, fb.TFTP, fb.TFTPRoot
 	b.TFTPMaxTransfers, b.TFTPMaxPerSource = fb.TFTPMaxTransfers, fb.TFTPMaxPerSource
+	b.TFTPMaxWindow, b.TFTPFirstRetries = fb.TFTPMaxWindow, fb.TFTPFirstRetries
 	b.HTTPBase, b.Cmdline, b.CacheURL, b.CacheMaxBytes, b.Params = fb.HTTPBase, fb.Cmdline, fb.CacheURL, fb.CacheMaxBytes, fb.Params
 	b.Kernel = agent.Image{URL: fb.Kernel.URL, SHA256: fb.Kernel.SHA256, Format: fb.Kernel.Format}
 	b.Initrd = agent.Image{URL: fb.Initrd.URL, SHA256: fb.Initrd.SHA256, Format: fb.Initrd.Format}
@@ -296,6 +302,7 @@ func (f *file) toConfig() (*File, error) {
 		{"lease.ttl", f.Lease.TTL, &c.Lease.TTL}, {"control.heartbeat", f.Control.Heartbeat, &c.Control.Heartbeat},
 		{"control.timeout", f.Control.Timeout, &c.Control.Timeout},
 		{"boot.nonce_window", fb.NonceWindow, &b.NonceWindow},
+		{"boot.tftp_evict_after", fb.TFTPEvictAfter, &b.TFTPEvictAfter},
 	} {
 		if d.in == "" {
 			continue

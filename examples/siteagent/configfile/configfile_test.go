@@ -99,6 +99,10 @@ func TestConfigErrors(t *testing.T) {
 		{`server_ip   = "192.0.2.2"`, `server_ip   = "not-an-ip"`, "boot.server_ip"},
 		{`tftp_root   = "/var/lib/siteagent/ipxe"`, ``, "boot.tftp_root"},
 		{`# tftp_max_transfers  = 64`, `tftp_max_transfers = -1`, "boot.tftp_max_transfers"},
+		{`# tftp_max_window     = 64`, `tftp_max_window = 70000`, "boot.tftp_max_window"},
+		{`# tftp_first_retries  = 2`, `tftp_first_retries = 17`, "boot.tftp_first_retries"},
+		{`# tftp_evict_after    = "50ms"`, `tftp_evict_after = "1ms"`, "boot.tftp_evict_after"},
+		{`# tftp_evict_after    = "50ms"`, `tftp_evict_after = "fast"`, "boot.tftp_evict_after"},
 		{`http_listen = "0.0.0.0:80"`, `http_listen = "80"`, "boot.http_listen"},
 		{`sha256 = "5fac891e7346c6a6820ab4ff0de1954eb4ba76de1f034545d8bcaf128bdbe80f"`, `sha256 = "5fac"`, "boot.kernel"},
 		{`url    = "https://images.example.net/ramdisk/initrd.img"`, `url    = "ftp://images.example.net/initrd"`, "boot.initrd"},
@@ -187,5 +191,27 @@ func TestLinkKeys(t *testing.T) {
 	}
 	if !f.Agent.Control.Insecure {
 		t.Error("insecure = true did not reach Control.Insecure")
+	}
+}
+
+// TestTFTPKeys: the TFTP server's window, first-retry and eviction settings are keys of
+// [boot], typed.
+func TestTFTPKeys(t *testing.T) {
+	base, err := os.ReadFile("../testdata/example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.NewReplacer(
+		`# tftp_max_window     = 64`, `tftp_max_window = 4`,
+		`# tftp_first_retries  = 2`, `tftp_first_retries = 3`,
+		`# tftp_evict_after    = "50ms"`, `tftp_evict_after = "120ms"`,
+	).Replace(string(base))
+	f, err := configfile.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := f.Agent.Boot
+	if b.TFTPMaxWindow != 4 || b.TFTPFirstRetries != 3 || b.TFTPEvictAfter != 120*time.Millisecond {
+		t.Errorf("tftp_max_window, tftp_first_retries, tftp_evict_after = %d, %d, %v; want 4, 3, 120ms", b.TFTPMaxWindow, b.TFTPFirstRetries, b.TFTPEvictAfter)
 	}
 }

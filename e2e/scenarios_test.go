@@ -165,43 +165,8 @@ func TestE2E_TwoAgentsFailover(t *testing.T) {
 	m2.watchRestarts()
 	a.p.Kill()
 	killed := time.Now()
-	// The controller may renew the dead holder's lease until its session times out: the
-	// lease ends at the last expiry it wrote for agent-a.
-	expires := first.Expires
-	expiryBound := sessionTimeout + tickInterval + leaseTTL
-	activeBound := 2*tickInterval + heartbeat + controlTimeout
-	var promoted time.Time
-	if !waitFor(2*(expiryBound+activeBound), func() bool {
-		rec, _ := l.plane.LeaseRecord(ctx, siteID)
-		if rec.Holder == a.name && rec.Expires.After(expires) {
-			expires = rec.Expires
-		}
-		if rec.Holder == b.name {
-			promoted = time.Now()
-			return true
-		}
-		return false
-	}) {
-		t.Fatalf("the lease never moved to %s in %v after %s was killed", b.name, 2*(expiryBound+activeBound), a.name)
-	}
-	var active time.Time
-	if !waitFor(2*activeBound, func() bool {
-		active = time.Now()
-		return b.active()
-	}) {
-		t.Fatalf("%s holds the lease but its fence never became active", b.name)
-	}
-	t.Logf("agent-a killed %v after power-on; its lease expired %v after the kill (bound sessionTimeout+tick+TTL = %v, margin %v); "+
-		"agent-b promoted %v and active %v after the expiry (bound 2 ticks+heartbeat+control timeout = %v, margin %v)",
-		killed.Sub(m2.start).Round(time.Millisecond),
-		expires.Sub(killed).Round(time.Millisecond), expiryBound, (expiryBound - expires.Sub(killed)).Round(time.Millisecond),
-		promoted.Sub(expires).Round(time.Millisecond), active.Sub(expires).Round(time.Millisecond), activeBound, (activeBound - active.Sub(expires)).Round(time.Millisecond))
-	if d := expires.Sub(killed); d > expiryBound {
-		t.Errorf("the dead holder's lease expired %v after the kill, want within sessionTimeout+tick+TTL = %v", d, expiryBound)
-	}
-	if d := active.Sub(expires); d > activeBound {
-		t.Errorf("%s active %v after the expiry, want within 2 ticks+heartbeat+control timeout = %v", b.name, d, activeBound)
-	}
+	t.Logf("%s killed %v after power-on", a.name, killed.Sub(m2.start).Round(time.Millisecond))
+	expires, active := l.waitTakeover(a, b, first.Expires, killed)
 
 	words = m2.waitCmdline(t)
 	as := l.checkBooted(m2, words, b)
@@ -230,4 +195,54 @@ func TestE2E_TwoAgentsFailover(t *testing.T) {
 	if n := startsToKernel - startsBefore; n > 1 {
 		t.Errorf("the machine's firmware started %d times between %s becoming active and the kernel, want at most once (the try under way, or the next one boots)", n, b.name)
 	}
+}
+
+// waitTakeover waits, after the holder a was killed at killed, for the lease to move to b
+// and for b's fence to become active, and checks both against bounds that follow from the
+// lab's settings: the controller renews the dead holder's lease until its session times
+// out, so the lease ends at most sessionTimeout + a tick + leaseTTL after the kill (at the
+// last expiry it wrote for a, from lastExpiry on); b is promoted no earlier than that and
+// active within two ticks, a heartbeat and its answer. It returns when a's lease expired and
+// when b was active.
+func (l *lab) waitTakeover(a, b *labAgent, lastExpiry, killed time.Time) (expires, active time.Time) {
+	t := l.t
+	t.Helper()
+	ctx := context.Background()
+	expires = lastExpiry
+	expiryBound := sessionTimeout + tickInterval + leaseTTL
+	activeBound := 2*tickInterval + heartbeat + controlTimeout
+	var promoted time.Time
+	if !waitFor(2*(expiryBound+activeBound), func() bool {
+		rec, _ := l.plane.LeaseRecord(ctx, siteID)
+		if rec.Holder == a.name && rec.Expires.After(expires) {
+			expires = rec.Expires
+		}
+		if rec.Holder == b.name {
+			promoted = time.Now()
+			return true
+		}
+		return false
+	}) {
+		t.Fatalf("the lease never moved to %s in %v after %s was killed", b.name, 2*(expiryBound+activeBound), a.name)
+	}
+	if !waitFor(2*activeBound, func() bool {
+		active = time.Now()
+		return b.active()
+	}) {
+		t.Fatalf("%s holds the lease but its fence never became active", b.name)
+	}
+	t.Logf("%s's lease expired %v after the kill (bound sessionTimeout+tick+TTL = %v, margin %v); "+
+		"%s promoted %v and active %v after the expiry (bound 2 ticks+heartbeat+control timeout = %v, margin %v)",
+		a.name, expires.Sub(killed).Round(time.Millisecond), expiryBound, (expiryBound - expires.Sub(killed)).Round(time.Millisecond),
+		b.name, promoted.Sub(expires).Round(time.Millisecond), active.Sub(expires).Round(time.Millisecond), activeBound, (activeBound - active.Sub(expires)).Round(time.Millisecond))
+	if d := expires.Sub(killed); d > expiryBound {
+		t.Errorf("the dead holder's lease expired %v after the kill, want within sessionTimeout+tick+TTL = %v", d, expiryBound)
+	}
+	if promoted.Before(expires) {
+		t.Errorf("%s promoted at %v, before %s's lease expired at %v", b.name, promoted.Format(time.StampMilli), a.name, expires.Format(time.StampMilli))
+	}
+	if d := active.Sub(expires); d > activeBound {
+		t.Errorf("%s active %v after the expiry, want within 2 ticks+heartbeat+control timeout = %v", b.name, d, activeBound)
+	}
+	return expires, active
 }

@@ -2,7 +2,6 @@ package agent
 
 import (
 	cryptorand "crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/netip"
@@ -67,23 +66,20 @@ func (u unbound) String() string {
 // bound to the MAC it answered and, from the first script request that presents it, to
 // that request's address. Bounded (MaxNonces, MaxNoncesPerMAC), on the agent's clock.
 type bootNonces struct {
-	now    func() time.Time
-	rand   io.Reader
-	window time.Duration
+	now  func() time.Time
+	rand io.Reader
 
-	mu    sync.Mutex
-	m     map[string]*bootNonce
-	byMAC map[hwid.MAC][]string // oldest first
+	mu sync.Mutex
+	t  macTokens[nonceState]
 
 	issued  atomic.Uint64
 	refused [numUnbound]atomic.Uint64
 }
 
-type bootNonce struct {
-	mac    hwid.MAC
-	kind   nonceKind
-	issued time.Time
-	owner  netip.Addr // the first address that presented it; invalid until then
+// nonceState is what the store keeps of a nonce beside its MAC and age.
+type nonceState struct {
+	kind  nonceKind
+	owner netip.Addr // the first address that presented it; invalid until then
 }
 
 // nonceKind says which answer a boot nonce was named in, and so where it may be presented.
@@ -102,73 +98,34 @@ func newBootNonces(now func() time.Time, rand io.Reader, window time.Duration) *
 	if rand == nil {
 		rand = cryptorand.Reader
 	}
-	return &bootNonces{now: now, rand: rand, window: window, m: map[string]*bootNonce{}, byMAC: map[hwid.MAC][]string{}}
+	return &bootNonces{now: now, rand: rand, t: newMACTokens[nonceState](window)}
 }
 
 // issue mints a nonce of a kind for a DHCP answer to mac: 128 random bits, in hex.
 func (s *bootNonces) issue(mac hwid.MAC, kind nonceKind) (string, error) {
-	var b [16]byte
-	if _, err := io.ReadFull(s.rand, b[:]); err != nil {
+	n, err := mintToken(s.rand)
+	if err != nil {
 		return "", fmt.Errorf("agent: boot nonce: %w", err)
 	}
-	n := hex.EncodeToString(b[:])
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.m) >= MaxNonces {
-		s.evict(now)
-	}
-	for len(s.byMAC[mac]) >= MaxNoncesPerMAC {
+	for len(s.t.byMAC[mac]) >= MaxNoncesPerMAC {
 		// The oldest one nobody presented yet gives way first, so a burst of DHCP answers
 		// for the MAC does not end a boot in progress; else the oldest.
-		list := s.byMAC[mac]
+		list := s.t.byMAC[mac]
 		victim := list[0]
 		for _, x := range list {
-			if !s.m[x].owner.IsValid() {
+			if !s.t.m[x].state.owner.IsValid() {
 				victim = x
 				break
 			}
 		}
-		s.drop(victim, mac)
+		s.t.drop(victim)
 	}
-	s.m[n] = &bootNonce{mac: mac, kind: kind, issued: now}
-	s.byMAC[mac] = append(s.byMAC[mac], n)
+	s.t.add(n, mac, now, nonceState{kind: kind})
 	s.issued.Add(1)
 	return n, nil
-}
-
-// evict drops every lapsed nonce and, when none had lapsed, the oldest one. s.mu is held.
-func (s *bootNonces) evict(now time.Time) {
-	var oldest string
-	var oldestAt time.Time
-	for n, b := range s.m {
-		if now.Sub(b.issued) >= s.window {
-			s.drop(n, b.mac)
-			continue
-		}
-		if oldest == "" || b.issued.Before(oldestAt) {
-			oldest, oldestAt = n, b.issued
-		}
-	}
-	if len(s.m) >= MaxNonces && oldest != "" {
-		s.drop(oldest, s.m[oldest].mac)
-	}
-}
-
-func (s *bootNonces) drop(n string, mac hwid.MAC) {
-	delete(s.m, n)
-	list := s.byMAC[mac]
-	for i, x := range list {
-		if x == n {
-			list = append(list[:i:i], list[i+1:]...)
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(s.byMAC, mac)
-	} else {
-		s.byMAC[mac] = list
-	}
 }
 
 // claim decides whether a script request for mac, presenting nonce from the address from,
@@ -188,19 +145,19 @@ func (s *bootNonces) decide(nonce string, mac hwid.MAC, from netip.Addr) unbound
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.m[nonce]
+	b, ok := s.t.m[nonce]
 	switch {
-	case !ok || b.kind != nonceIPXE:
+	case !ok || b.state.kind != nonceIPXE:
 		return unboundUnknown
-	case now.Sub(b.issued) >= s.window:
-		s.drop(nonce, b.mac)
+	case s.t.lapsed(b, now):
+		s.t.drop(nonce)
 		return unboundLapsed
 	case b.mac != mac:
 		return unboundOtherMAC
-	case !b.owner.IsValid():
-		b.owner = from
+	case !b.state.owner.IsValid():
+		b.state.owner = from
 		return bound
-	case b.owner != from:
+	case b.state.owner != from:
 		return unboundOtherOwner
 	}
 	return bound
@@ -213,16 +170,16 @@ func (s *bootNonces) fetched(nonce string, kind nonceKind, from netip.Addr) (hwi
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.m[nonce]
+	b, ok := s.t.m[nonce]
 	switch {
-	case !ok || b.kind != kind:
+	case !ok || b.state.kind != kind:
 		return hwid.MAC{}, unboundUnknown
-	case now.Sub(b.issued) >= s.window:
-		s.drop(nonce, b.mac)
+	case s.t.lapsed(b, now):
+		s.t.drop(nonce)
 		return hwid.MAC{}, unboundLapsed
-	case !b.owner.IsValid():
-		b.owner = from
-	case b.owner != from:
+	case !b.state.owner.IsValid():
+		b.state.owner = from
+	case b.state.owner != from:
 		return b.mac, unboundOtherOwner
 	}
 	return b.mac, bound
@@ -233,8 +190,8 @@ func (s *bootNonces) live(nonce string, kind nonceKind) bool {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.m[nonce]
-	return ok && b.kind == kind && now.Sub(b.issued) < s.window
+	b, ok := s.t.m[nonce]
+	return ok && b.state.kind == kind && !s.t.lapsed(b, now)
 }
 
 // fetchedAny reports whether someone fetched under a nonce of kind handed to mac within the
@@ -243,8 +200,8 @@ func (s *bootNonces) fetchedAny(mac hwid.MAC, kind nonceKind) bool {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, n := range s.byMAC[mac] {
-		if b := s.m[n]; b.kind == kind && b.owner.IsValid() && now.Sub(b.issued) < s.window {
+	for _, n := range s.t.byMAC[mac] {
+		if b := s.t.m[n]; b.state.kind == kind && b.state.owner.IsValid() && !s.t.lapsed(b, now) {
 			return true
 		}
 	}
@@ -257,8 +214,8 @@ func (s *bootNonces) owns(mac hwid.MAC, kind nonceKind, from netip.Addr) bool {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, n := range s.byMAC[mac] {
-		if b := s.m[n]; b.kind == kind && b.owner == from && now.Sub(b.issued) < s.window {
+	for _, n := range s.t.byMAC[mac] {
+		if b := s.t.m[n]; b.state.kind == kind && b.state.owner == from && !s.t.lapsed(b, now) {
 			return true
 		}
 	}

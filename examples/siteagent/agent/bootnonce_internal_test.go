@@ -73,8 +73,8 @@ func TestBootNoncesBounded(t *testing.T) {
 		}
 		first = append(first, n)
 	}
-	if len(s.m) != MaxNoncesPerMAC {
-		t.Errorf("one MAC holds %d nonces, want %d", len(s.m), MaxNoncesPerMAC)
+	if len(s.t.m) != MaxNoncesPerMAC {
+		t.Errorf("one MAC holds %d nonces, want %d", len(s.t.m), MaxNoncesPerMAC)
 	}
 	if got := s.claim(first[0], mac, netip.MustParseAddr("192.0.2.1")); got != unboundUnknown {
 		t.Errorf("the oldest nonce of a MAC over its bound: %s, want unknown-nonce", got)
@@ -99,14 +99,14 @@ func TestBootNoncesBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(s.m) > MaxNonces || len(s.byMAC) > MaxNonces {
-		t.Errorf("store holds %d nonces for %d MACs, bound %d", len(s.m), len(s.byMAC), MaxNonces)
+	if len(s.t.m) > MaxNonces || len(s.t.byMAC) > MaxNonces {
+		t.Errorf("store holds %d nonces for %d MACs, bound %d", len(s.t.m), len(s.t.byMAC), MaxNonces)
 	}
 	total := 0
-	for _, l := range s.byMAC {
+	for _, l := range s.t.byMAC {
 		total += len(l)
 	}
-	if total != len(s.m) {
-		t.Errorf("the per-MAC lists hold %d nonces, the store %d", total, len(s.m))
+	if total != len(s.t.m) {
+		t.Errorf("the per-MAC lists hold %d nonces, the store %d", total, len(s.t.m))
 	}
 }

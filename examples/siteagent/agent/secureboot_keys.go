@@ -2,7 +2,6 @@ package agent
 
 import (
 	cryptorand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -32,22 +31,19 @@ var errKeyInFlight = errors.New("agent: a boot key for this MAC is in flight")
 // fetches over TFTP (active only once tftpd reports the transfer completed to the address
 // that fetched shim under the MAC's nonce: pending until then, one per MAC at a time).
 type bootKeys struct {
-	now    func() time.Time
-	rand   io.Reader
-	window time.Duration
+	now  func() time.Time
+	rand io.Reader
 
 	mu      sync.Mutex
-	m       map[string]*bootKey
-	byMAC   map[hwid.MAC][]string // oldest first
-	pending map[hwid.MAC]string   // the key whose file is in flight
+	t       macTokens[keyState]
+	pending map[hwid.MAC]string // the key whose file is in flight
 
 	issued, activated, dropped, busy atomic.Uint64
 }
 
-type bootKey struct {
-	mac    hwid.MAC
+// keyState is what the store keeps of a key beside its MAC and age.
+type keyState struct {
 	ip     netip.Addr // where it was delivered; invalid while pending
-	issued time.Time
 	active bool
 }
 
@@ -58,38 +54,39 @@ func newBootKeys(now func() time.Time, rand io.Reader, window time.Duration) *bo
 	if rand == nil {
 		rand = cryptorand.Reader
 	}
-	return &bootKeys{now: now, rand: rand, window: window, m: map[string]*bootKey{},
-		byMAC: map[hwid.MAC][]string{}, pending: map[hwid.MAC]string{}}
+	s := &bootKeys{now: now, rand: rand, t: newMACTokens[keyState](window), pending: map[hwid.MAC]string{}}
+	s.t.onDrop = func(k string, mac hwid.MAC) {
+		if s.pending[mac] == k {
+			delete(s.pending, mac)
+		}
+		s.dropped.Add(1)
+	}
+	return s
 }
 
 // issue mints a key for mac: active and delivered to ip when ip is valid, else pending.
 func (s *bootKeys) issue(mac hwid.MAC, ip netip.Addr) (string, error) {
-	var b [16]byte
-	if _, err := io.ReadFull(s.rand, b[:]); err != nil {
+	k, err := mintToken(s.rand)
+	if err != nil {
 		return "", fmt.Errorf("agent: boot key: %w", err)
 	}
-	k := hex.EncodeToString(b[:])
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !ip.IsValid() {
 		if p, ok := s.pending[mac]; ok {
-			if now.Sub(s.m[p].issued) < pendingKeyTimeout {
+			if now.Sub(s.t.m[p].issued) < pendingKeyTimeout {
 				s.busy.Add(1)
 				return "", errKeyInFlight
 			}
-			s.drop(p, mac)
+			s.t.drop(p)
 		}
 		s.pending[mac] = k
 	}
-	if len(s.m) >= MaxNonces {
-		s.evict(now)
+	for len(s.t.byMAC[mac]) >= MaxKeysPerMAC {
+		s.t.drop(s.t.byMAC[mac][0])
 	}
-	for len(s.byMAC[mac]) >= MaxKeysPerMAC {
-		s.drop(s.byMAC[mac][0], mac)
-	}
-	s.m[k] = &bootKey{mac: mac, ip: ip, issued: now, active: ip.IsValid()}
-	s.byMAC[mac] = append(s.byMAC[mac], k)
+	s.t.add(k, mac, now, keyState{ip: ip, active: ip.IsValid()})
 	s.issued.Add(1)
 	if ip.IsValid() {
 		s.activated.Add(1)
@@ -109,11 +106,11 @@ func (s *bootKeys) resolve(mac hwid.MAC, peer netip.Addr, delivered bool) (pendi
 	}
 	delete(s.pending, mac)
 	if !delivered {
-		s.drop(k, mac)
+		s.t.drop(k)
 		return true, false
 	}
-	b := s.m[k]
-	b.ip, b.active = peer, true
+	b := s.t.m[k]
+	b.state.ip, b.state.active = peer, true
 	s.activated.Add(1)
 	return true, true
 }
@@ -128,16 +125,16 @@ func (s *bootKeys) claim(key string, mac hwid.MAC, from netip.Addr) unbound {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.m[key]
+	b, ok := s.t.m[key]
 	switch {
-	case !ok || !b.active:
+	case !ok || !b.state.active:
 		return unboundUnknown
-	case now.Sub(b.issued) >= s.window:
-		s.drop(key, b.mac)
+	case s.t.lapsed(b, now):
+		s.t.drop(key)
 		return unboundLapsed
 	case b.mac != mac:
 		return unboundOtherMAC
-	case b.ip != from:
+	case b.state.ip != from:
 		return unboundOtherOwner
 	}
 	return bound
@@ -147,47 +144,8 @@ func (s *bootKeys) claim(key string, mac hwid.MAC, from netip.Addr) unbound {
 func (s *bootKeys) addr(key string) netip.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if b, ok := s.m[key]; ok && b.active {
-		return b.ip
+	if b, ok := s.t.m[key]; ok && b.state.active {
+		return b.state.ip
 	}
 	return netip.Addr{}
-}
-
-// evict drops every lapsed key and, when none had lapsed, the oldest. s.mu is held.
-func (s *bootKeys) evict(now time.Time) {
-	var oldest string
-	var oldestAt time.Time
-	for k, b := range s.m {
-		if now.Sub(b.issued) >= s.window {
-			s.drop(k, b.mac)
-			continue
-		}
-		if oldest == "" || b.issued.Before(oldestAt) {
-			oldest, oldestAt = k, b.issued
-		}
-	}
-	if len(s.m) >= MaxNonces && oldest != "" {
-		s.drop(oldest, s.m[oldest].mac)
-	}
-}
-
-// drop forgets key k of mac. s.mu is held.
-func (s *bootKeys) drop(k string, mac hwid.MAC) {
-	delete(s.m, k)
-	if s.pending[mac] == k {
-		delete(s.pending, mac)
-	}
-	list := s.byMAC[mac]
-	for i, x := range list {
-		if x == k {
-			list = append(list[:i:i], list[i+1:]...)
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(s.byMAC, mac)
-	} else {
-		s.byMAC[mac] = list
-	}
-	s.dropped.Add(1)
 }

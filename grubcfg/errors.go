@@ -3,6 +3,8 @@ package grubcfg
 import (
 	"errors"
 	"fmt"
+
+	"github.com/bettercompute/siteboot/internal/bootparam"
 )
 
 // Sentinel errors; a [ValueError] unwraps to one of them.
@@ -39,4 +41,15 @@ func unsafeErr(field, reason string) error {
 
 func invalidErr(field, reason string) error {
 	return &ValueError{Field: field, Reason: reason, Err: ErrInvalid}
+}
+
+// problemErr is a [bootparam.Problem] as this package's [*ValueError]; nil for none.
+func problemErr(p *bootparam.Problem) error {
+	switch {
+	case p == nil:
+		return nil
+	case p.Unsafe:
+		return unsafeErr(p.Field, p.Reason)
+	}
+	return invalidErr(p.Field, p.Reason)
 }

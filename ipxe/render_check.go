@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/bettercompute/siteboot/internal/bootparam"
 )
 
 // Limits on what the renderer accepts.
@@ -11,15 +13,15 @@ const (
 	// MaxURLLen is the longest URL the renderer accepts.
 	MaxURLLen = 2048
 	// MaxValueLen is the longest kernel parameter value or command-line token.
-	MaxValueLen = 1024
+	MaxValueLen = bootparam.MaxValueLen
 	// MaxNameLen is the longest kernel parameter name.
-	MaxNameLen = 64
+	MaxNameLen = bootparam.MaxNameLen
 	// DefaultMaxCmdline is the longest kernel command line rendered when [Boot.MaxCmdline]
 	// is zero: COMMAND_LINE_SIZE of Linux on x86 and arm64.
-	DefaultMaxCmdline = 2048
+	DefaultMaxCmdline = bootparam.DefaultMaxCmdline
 	// ReservedPrefix starts the names of the boot parameters ([Boot.Params]); a site's own
 	// command-line tokens ([Boot.Cmdline]) may not use it, so they can never override one.
-	ReservedPrefix = "bc."
+	ReservedPrefix = bootparam.ReservedPrefix
 )
 
 // byteReason says why b cannot appear in a kernel command-line word, or "" when it can.
@@ -83,24 +85,7 @@ func checkToken(field, s string) error {
 
 // checkName checks a kernel parameter name: [A-Za-z0-9][A-Za-z0-9._-]*.
 func checkName(field, s string) error {
-	if s == "" {
-		return invalidErr(field, "empty name")
-	}
-	if len(s) > MaxNameLen {
-		return unsafeErr(field, fmt.Sprintf("name longer than %d bytes", MaxNameLen))
-	}
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		alnum := b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
-		if alnum || i > 0 && (b == '.' || b == '_' || b == '-') {
-			continue
-		}
-		if r := byteReason(b); r != "" {
-			return unsafeErr(field, "name: "+r)
-		}
-		return unsafeErr(field, fmt.Sprintf("name: character %q", b))
-	}
-	return nil
+	return problemErr(bootparam.CheckName(field, s, byteReason))
 }
 
 // urlByteOK reports whether b may appear in a URL the renderer writes: the characters RFC

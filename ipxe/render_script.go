@@ -1,23 +1,24 @@
 package ipxe
 
 import (
-	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/bettercompute/siteboot/internal/bootparam"
 )
 
 // Defaults used when the corresponding field is zero.
 const (
 	// DefaultAttempts is how many times a script tries its fetch ([Retry.Attempts]).
-	DefaultAttempts = 4
+	DefaultAttempts = bootparam.DefaultAttempts
 	// MaxAttempts bounds [Retry.Attempts].
-	MaxAttempts = 16
+	MaxAttempts = bootparam.MaxAttempts
 	// DefaultDelay is the first back-off ([Retry.Delay]); each further one doubles.
-	DefaultDelay = 2 * time.Second
+	DefaultDelay = bootparam.DefaultDelay
 	// DefaultMaxDelay caps the back-off ([Retry.MaxDelay]).
-	DefaultMaxDelay = 30 * time.Second
+	DefaultMaxDelay = bootparam.DefaultMaxDelay
 	// MaxSleep bounds every sleep a script holds.
-	MaxSleep = time.Hour
+	MaxSleep = bootparam.MaxSleep
 	// DefaultFencedDelay is how long the fenced script waits before it reboots.
 	DefaultFencedDelay = 10 * time.Second
 	// DefaultWaitDelay is how long the wait-and-retry script sleeps.
@@ -52,44 +53,14 @@ type Retry struct {
 
 // sleeps returns the back-off after each failed attempt but the last, in seconds.
 func (r Retry) sleeps() ([]int, error) {
-	n := r.Attempts
-	if n == 0 {
-		n = DefaultAttempts
-	}
-	if n < 1 || n > MaxAttempts {
-		return nil, invalidErr("retry.attempts", fmt.Sprintf("must be 1..%d", MaxAttempts))
-	}
-	d, err := seconds("retry.delay", r.Delay, DefaultDelay)
-	if err != nil {
-		return nil, err
-	}
-	m, err := seconds("retry.max_delay", r.MaxDelay, max(DefaultMaxDelay, time.Duration(d)*time.Second))
-	if err != nil {
-		return nil, err
-	}
-	if m < d {
-		return nil, invalidErr("retry.max_delay", "shorter than retry.delay")
-	}
-	out := make([]int, n-1)
-	for i := range out {
-		out[i] = d
-		d = min(2*d, m)
-	}
-	return out, nil
+	s, p := bootparam.Sleeps(r.Attempts, r.Delay, r.MaxDelay, "iPXE")
+	return s, problemErr(p)
 }
 
 // seconds converts a sleep to whole seconds, 1 s to MaxSleep; zero means def.
 func seconds(field string, d, def time.Duration) (int, error) {
-	if d == 0 {
-		d = def
-	}
-	if d < time.Second || d > MaxSleep {
-		return 0, invalidErr(field, fmt.Sprintf("must be 1s..%s", MaxSleep))
-	}
-	if d%time.Second != 0 {
-		return 0, invalidErr(field, "must be whole seconds (iPXE sleeps in seconds)")
-	}
-	return int(d / time.Second), nil
+	n, p := bootparam.Seconds(field, d, def, "iPXE")
+	return n, problemErr(p)
 }
 
 // script accumulates the lines of one script.

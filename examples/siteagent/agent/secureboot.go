@@ -135,6 +135,7 @@ type sbCounters struct {
 	answersPXE, answersHTTP atomic.Uint64
 	refused                 [numSBRefused]atomic.Uint64
 	otherAddress            atomic.Uint64 // a second address fetched under a machine's nonce
+	nonceFetches            atomic.Uint64 // fetches over TFTP under a machine's nonce by its owner
 	images                  atomic.Uint64 // RAM disks served, each with a key
 	configWaits             atomic.Uint64 // configurations not made within renderWait
 	unbound                 [numUnbound]atomic.Uint64
@@ -394,7 +395,10 @@ func (s *secureBoot) tftpTransfer(t tftpd.Transfer) {
 	if !ok {
 		return
 	}
-	if mac, u := s.a.nonces.fetched(dir, nonceShim, peer); u == unboundOtherOwner {
+	switch mac, u := s.a.nonces.fetched(dir, nonceShim, peer); u {
+	case bound:
+		s.n().nonceFetches.Add(1)
+	case unboundOtherOwner:
 		s.n().otherAddress.Add(1)
 		s.a.log.Warn("secure boot: a second address fetched under a machine's nonce", "mac", mac.String(), "peer", peer.String())
 	}
@@ -672,6 +676,7 @@ func (a *Agent) sbStats(m map[string]uint64) {
 		m["sb_refused_"+sbRefusedNames[r]] = n.refused[r].Load()
 	}
 	m["sb_fetch_other_address"], m["sb_images"], m["sb_config_waits"] = n.otherAddress.Load(), n.images.Load(), n.configWaits.Load()
+	m["sb_nonce_fetches"] = n.nonceFetches.Load()
 	for u := unboundNoNonce; u < numUnbound; u++ {
 		m["sb_unbound_"+u.String()] = n.unbound[u].Load()
 	}

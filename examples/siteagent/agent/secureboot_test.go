@@ -175,7 +175,13 @@ func TestSecureBootPXE(t *testing.T) {
 	if _, err := tftpGet(t, a, "127.0.0.1", "sb/key?mac="+mac); !errors.Is(err, errTFTPNotFound) {
 		t.Errorf("key file before shim was fetched: %v", err)
 	}
-	for name, want := range map[string][]byte{file: shim, "sb/grubx64.efi": grub, "sb/shimx64.efi": shim} {
+	// tftpd reports a transfer once its last ACK is in, after the client has all of it: the
+	// nonce is bound to its fetcher from then on.
+	if got, err := tftpGet(t, a, "127.0.0.1", file); err != nil || !bytes.Equal(got, shim) {
+		t.Fatalf("%s: %d bytes, %v; want the signed shim as Debian ships it", file, len(got), err)
+	}
+	waitFor(t, "the nonce bound to its fetcher", func() bool { return a.Stats()["sb_nonce_fetches"] == 1 })
+	for name, want := range map[string][]byte{"sb/grubx64.efi": grub, "sb/shimx64.efi": shim} {
 		got, err := tftpGet(t, a, "127.0.0.1", name)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s: %d bytes, %v; want the signed file as Debian ships it", name, len(got), err)

@@ -3,8 +3,12 @@ package proxydhcp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -271,8 +275,11 @@ func TestOverload(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	// Drained: the socket's receive queue is empty and every datagram read was answered.
+	// (Equal counts alone are not enough: between two reads of a slow worker they are equal
+	// while datagrams still wait in the queue.)
 	quiet := waitFor(func(st proxydhcp.PortStats) bool {
-		return st.Silent[proxydhcp.ReasonFenced] == st.Received && st.Received > 1
+		return rxQueue(t, addr) == 0 && st.Silent[proxydhcp.ReasonFenced] == st.Received && st.Received > 1
 	})
 	client.WriteTo(pkt, addr)
 	st := waitFor(func(st proxydhcp.PortStats) bool {
@@ -399,4 +406,29 @@ func TestServeWrappedConn(t *testing.T) {
 	if got := []string{m.MessageType().String(), m.ServerIdentifier().String(), m.BootFileName}; !cmp.Equal(got, []string{"ACK", "127.0.0.1", "ipxe.efi"}) {
 		t.Errorf("reply %v", got)
 	}
+}
+
+// rxQueue is the bytes waiting in the receive queue of the IPv4 UDP socket bound to addr, as
+// Linux's /proc/net/udp reports it.
+func rxQueue(t *testing.T, addr *net.UDPAddr) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/udp")
+	if err != nil {
+		t.Fatalf("the socket's receive queue: %v", err)
+	}
+	local := fmt.Sprintf(":%04X", addr.Port)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 || !strings.HasSuffix(f[1], local) {
+			continue
+		}
+		_, rx, _ := strings.Cut(f[4], ":") // tx_queue:rx_queue, in hex
+		n, err := strconv.ParseInt(rx, 16, 64)
+		if err != nil {
+			t.Fatalf("/proc/net/udp: %q: %v", line, err)
+		}
+		return n
+	}
+	t.Fatalf("no socket on port %d in /proc/net/udp", addr.Port)
+	return 0
 }

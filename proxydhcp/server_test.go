@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -409,10 +410,13 @@ func TestServeWrappedConn(t *testing.T) {
 }
 
 // rxQueue is the bytes waiting in the receive queue of the IPv4 UDP socket bound to addr, as
-// Linux's /proc/net/udp reports it.
+// Linux's /proc/net/udp reports it. It reads this thread's view: other tests of the package
+// run threads in namespaces of their own, and /proc/net is the main thread's.
 func rxQueue(t *testing.T, addr *net.UDPAddr) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/net/udp")
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b, err := os.ReadFile("/proc/thread-self/net/udp")
 	if err != nil {
 		t.Fatalf("the socket's receive queue: %v", err)
 	}

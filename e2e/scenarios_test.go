@@ -168,33 +168,11 @@ func TestE2E_TwoAgentsFailover(t *testing.T) {
 	t.Logf("%s killed %v after power-on", a.name, killed.Sub(m2.start).Round(time.Millisecond))
 	expires, active := l.waitTakeover(a, b, first.Expires, killed)
 
-	words = m2.waitCmdline(t)
-	as := l.checkBooted(m2, words, b)
-	if as.Epoch <= first.Epoch {
-		t.Errorf("epoch %d after the failover, want more than %d", as.Epoch, first.Epoch)
-	}
-	offer, ok := l.firstPacket("udp and src host " + b.host.IP.String() + " and (src port 67 or src port 4011)")
-	switch {
-	case !ok:
-		t.Errorf("no proxy DHCP reply of %s on the wire", b.name)
-	case offer.Before(expires):
-		t.Errorf("%s answered at %v, before agent-a's lease expired at %v", b.name, offer.Format(time.StampMilli), expires.Format(time.StampMilli))
-	}
-	if m2.kernel.IsZero() {
-		t.Fatalf("the machine's kernel never started")
-	}
-	// Once the standby is active, the firmware's try under way boots, or the next one: the
-	// bound is counted in firmware starts (from the serial log), not in seconds, because a
-	// loaded machine stretches the firmware's own retry period (29 s seen against 9 s).
-	_, startsBefore := m2.retryPeriod(active)
-	_, startsToKernel := m2.retryPeriod(m2.kernel)
+	offer, startsBefore, startsAfter := l.bootedAfterTakeover(m2, b, first.Epoch, expires, active)
 	t.Logf("failover: %s answered %v after the expiry; kernel started %v after the expiry, %v after %s was active; "+
 		"%d firmware starts before that, %d from then to the kernel (bound 1); %v after power-on",
 		b.name, offer.Sub(expires).Round(time.Millisecond), m2.kernel.Sub(expires).Round(time.Millisecond), m2.kernel.Sub(active).Round(time.Millisecond), b.name,
-		startsBefore, startsToKernel-startsBefore, m2.kernel.Sub(m2.start).Round(100*time.Millisecond))
-	if n := startsToKernel - startsBefore; n > 1 {
-		t.Errorf("the machine's firmware started %d times between %s becoming active and the kernel, want at most once (the try under way, or the next one boots)", n, b.name)
-	}
+		startsBefore, startsAfter, m2.kernel.Sub(m2.start).Round(100*time.Millisecond))
 }
 
 // waitTakeover waits, after the holder a was killed at killed, for the lease to move to b
@@ -245,4 +223,37 @@ func (l *lab) waitTakeover(a, b *labAgent, lastExpiry, killed time.Time) (expire
 		t.Errorf("%s active %v after the expiry, want within 2 ticks+heartbeat+control timeout = %v", b.name, d, activeBound)
 	}
 	return expires, active
+}
+
+// bootedAfterTakeover checks that m, retrying, booted from b after b took over from a dead
+// holder whose lease (at firstEpoch) expired at expires and b was active at active: the
+// assertion is b's at a higher epoch, b's first proxy DHCP reply came after the expiry, and
+// the firmware started at most once from b becoming active to the kernel (the try under
+// way boots, or the next one: counted in firmware starts from the serial log, not in
+// seconds, because a loaded machine stretches the firmware's retry period, 29 s seen against
+// 9 s). It returns b's first reply and the firmware starts before and after active.
+func (l *lab) bootedAfterTakeover(m *machine, b *labAgent, firstEpoch uint64, expires, active time.Time) (offer time.Time, before, after int) {
+	t := l.t
+	t.Helper()
+	words := m.waitCmdline(t)
+	as := l.checkBooted(m, words, b)
+	if as.Epoch <= firstEpoch {
+		t.Errorf("epoch %d after the failover, want more than %d", as.Epoch, firstEpoch)
+	}
+	offer, ok := l.firstPacket("udp and src host " + b.host.IP.String() + " and (src port 67 or src port 4011)")
+	switch {
+	case !ok:
+		t.Errorf("no proxy DHCP reply of %s on the wire", b.name)
+	case offer.Before(expires):
+		t.Errorf("%s answered at %v, before the dead holder's lease expired at %v", b.name, offer.Format(time.StampMilli), expires.Format(time.StampMilli))
+	}
+	if m.kernel.IsZero() {
+		t.Fatalf("the machine's kernel never started")
+	}
+	_, before = m.retryPeriod(active)
+	_, toKernel := m.retryPeriod(m.kernel)
+	if n := toKernel - before; n > 1 {
+		t.Errorf("the machine's firmware started %d times between %s becoming active and the kernel, want at most once (the try under way, or the next one boots)", n, b.name)
+	}
+	return offer, before, toKernel - before
 }

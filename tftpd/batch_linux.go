@@ -25,7 +25,7 @@ const (
 // GSO (a datagram over the route's MTU, a device without checksum offload) turns it off
 // for the transfer.
 type batcher struct {
-	rc    syscall.RawConn
+	rc    fdWriter
 	name  unsafe.Pointer // the peer's raw sockaddr
 	nlen  uint32
 	sa4   unix.RawSockaddrInet4
@@ -45,6 +45,12 @@ type batcher struct {
 	gsoFn, mmsgFn func(fd uintptr) bool
 }
 
+// fdWriter runs a send on a socket's descriptor, again while it returns false (the socket
+// was not ready): a syscall.RawConn's Write, or a blocking socket's.
+type fdWriter interface {
+	Write(f func(fd uintptr) bool) error
+}
+
 // newBatcher prepares the batched sends of a transfer's socket to peer, for windows of up
 // to n datagrams. It returns nil when the socket cannot be used so (the sender then sends
 // one datagram per call).
@@ -59,6 +65,11 @@ func newBatcher(conn *net.UDPConn, peer netip.AddrPort, n int) *batcher {
 			domain = d
 		}
 	})
+	return newFDBatcher(rc, domain, peer, n)
+}
+
+// newFDBatcher is newBatcher for a socket of domain (AF_INET, AF_INET6) written through rc.
+func newFDBatcher(rc fdWriter, domain int, peer netip.AddrPort, n int) *batcher {
 	b := &batcher{rc: rc, gso: true, hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, n),
 		cmsg: make([]byte, unix.CmsgSpace(2))}
 	ip := peer.Addr()

@@ -20,8 +20,18 @@ import (
 
 // TestRealClients fetches whole files with curl, atftp (also at windowsize 4 and 16, RFC
 // 7440), tftp-hpa's tftp and pin/tftp's client at each block size, and checks them byte for
-// byte and against the hook's report.
+// byte and against the hook's report: once as transfers that run alone (each waits on a
+// thread of its own, on Linux) and once with every transfer in the network poller (as when
+// many run at once).
 func TestRealClients(t *testing.T) {
+	for _, poller := range []bool{false, true} {
+		t.Run(map[bool]string{false: "alone", true: "poller"}[poller], func(t *testing.T) {
+			testRealClients(t, poller)
+		})
+	}
+}
+
+func testRealClients(t *testing.T, poller bool) {
 	dir := t.TempDir()
 	files := map[string][]byte{
 		"odd.bin":      payload(1_000_003, 1),
@@ -36,6 +46,9 @@ func TestRealClients(t *testing.T) {
 	writeFiles(t, dir, files)
 	rec := newRecorder()
 	srv := &tftpd.Server{Dir: dir, OnTransfer: rec.hook}
+	if poller {
+		tftpd.PollerOnly(srv)
+	}
 	addr := serve(t, srv, "127.0.0.1")
 	port := strconv.Itoa(addr.Port)
 

@@ -34,8 +34,22 @@
 // picked; and its stop-and-wait loop parks and wakes a goroutine per block, which cost 1.3 to
 // 3.2 times tftpd-hpa's CPU per byte. The sender runs one goroutine per transfer, sends each
 // window of blocks from pooled buffers and waits for its acknowledgement on the same
-// goroutine. Blocks of 8 KiB and more are read from the file straight into their datagram;
-// smaller ones through a pooled 128 KiB buffered reader.
+// goroutine; while the acknowledgement is on its way it reads the block after the window
+// into a spare buffer, so an acknowledgement that came meanwhile is read without a wait.
+// The file is read straight into the datagrams, the blocks a window needs with one
+// preadv(2) (Linux, a file of Dir), or at offsets (an FS whose files are io.ReaderAt, as
+// embed.FS and fstest.MapFS are): a transfer holds no buffer but its window's. Other
+// files are read in sequence, small blocks through a pooled 128 KiB buffered reader.
+//
+// How a transfer waits depends on how many run. A transfer that starts while at most half
+// the scheduler's Ps (GOMAXPROCS/2, at least one) transfers run gets, on Linux, a socket
+// outside Go's network poller and waits for its client in recvfrom(2) on its own thread, as
+// tftpd-hpa's process waits in select(2): a socket in the poller wakes the poller's thread
+// at every acknowledgement and every time the client's kernel frees a datagram, on top of
+// the transfer's own wake-up, which for blocks of 64 KiB cost about a fifth more CPU per
+// byte. The other transfers wait in the poller, which serves many of them from one thread
+// for less than a thread each would cost. Either way a transfer can be evicted and aborted
+// as described below.
 //
 // # What is served
 //
@@ -64,12 +78,20 @@
 // Stats. When MaxTransfers are running, the oldest transfer whose client has not acknowledged
 // anything yet, if it has waited EvictAfter (50 ms) since its first datagram, gives its slot
 // to the new request: it is evicted (its socket closed, nothing more sent, reported as
-// OutcomeEvicted and counted). Otherwise the request is dropped; firmware retransmits its
-// request, and the retry is served once a slot is free. A client evicted after it saw its
-// first datagram is lost (it sends its acknowledgement again, not its request), which is why
-// a transfer gets EvictAfter, many round trips of a boot segment, before it can be evicted.
+// OutcomeEvicted and counted). Otherwise the request waits in a queue (of at most MaxQueued,
+// 1,024, across the sockets; its source's queued requests count against MaxPerSource) and
+// is served as soon as a slot frees up, oldest first, without a socket or an open file
+// until then (a held request takes only a free slot: it evicts nothing). In a boot storm
+// firmware is so served within a round trip of a free slot instead of after its
+// retransmission time-out (EDK2 waits 4 s, six times, before it gives up). A
+// request sent again while it waits keeps its place (the same datagram from the same
+// address and port); one not sent again within QueueWait (5 s) is dropped, as is one that
+// finds the queue full. A client evicted after it saw its first datagram is lost (it sends
+// its acknowledgement again, not its request), which is why a transfer gets EvictAfter, many
+// round trips of a boot segment, before it can be evicted.
 //
-// So requests with spoofed sources, which are never acknowledged, cannot hold the table: at
+// So requests with spoofed sources, which are never acknowledged, cannot hold the table
+// (they fill the queue, but a new request evicts as if the queue were not there): at
 // 1,000 of them a second each lives about 64 ms before the next takes its slot (64 slots
 // turn over at up to 1,280 a second at 50 ms), and a real client, which acknowledges within
 // a round trip, keeps the slot it got (a test floods 1,000 requests a second from 200
@@ -83,8 +105,8 @@
 //
 // Refusals are answered from the listening socket and open no socket: write requests, other
 // modes and bad names before the limits are looked at; a missing or refused file after a slot
-// was taken for the lookup (and given back), so that when every slot is busy such a request is
-// dropped like any other.
+// was taken for the lookup (and given back), so that when every slot is busy such a request
+// waits (or is dropped) like any other.
 //
 // A transfer whose client goes silent ends after Timeout*(Retries+1), 6 s by default (3 s
 // before its first acknowledgement from a source never seen to acknowledge), and holds its
@@ -121,6 +143,6 @@
 // OnTransfer receives a Transfer for every request that got an answer: file, peer, size,
 // bytes sent, block size, window, start, duration, an Outcome and the detailed error. Stats
 // returns totals a host exports (requests, transfers, completions, failures, bytes, refusals
-// by kind, drops by limit, evictions, windowed transfers, malformed datagrams, transfers
-// running). Time comes from Now, so tests set it.
+// by kind, drops by limit, evictions, windowed transfers, requests queued, malformed
+// datagrams, transfers running and requests waiting). Time comes from Now, so tests set it.
 package tftpd

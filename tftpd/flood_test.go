@@ -257,10 +257,12 @@ func TestFirstRetriesKnownSource(t *testing.T) {
 }
 
 // TestEvictAfter: an unacknowledged transfer younger than EvictAfter keeps its slot (the
-// request is dropped); once it has waited EvictAfter, a new request takes it.
+// request is dropped, with the queue off); once it has waited EvictAfter, a new request
+// takes it.
 func TestEvictAfter(t *testing.T) {
 	const after = 300 * time.Millisecond
-	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: payload(2000, 35)}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 2 * time.Second, EvictAfter: after}
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: payload(2000, 35)}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 2 * time.Second, EvictAfter: after,
+		MaxQueued: -1} // dropped, not held, so that the second request shows what the slot did
 	addr := serve(t, srv, "127.0.0.1")
 	a, b := newRawClient(t, "127.0.0.60"), newRawClient(t, "127.0.0.61")
 	a.send(addr, rrq("f", "octet"))

@@ -5,9 +5,9 @@ import (
 	"encoding/binary"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -89,7 +89,7 @@ func (r *recordConn) WriteTo(b []byte, _ net.Addr) (int, error) {
 }
 
 // FuzzAdmit feeds any datagram to the admission of the listening socket. It never panics;
-// what it hands on is an octet RRQ for a transfer id with only blksize, tsize and windowsize, within
+// what it admits is a transfer with only blksize, tsize and windowsize granted, within
 // bounds; what it answers is one ERROR packet with one of the generic messages.
 func FuzzAdmit(f *testing.F) {
 	addSeeds(f)
@@ -103,9 +103,10 @@ func FuzzAdmit(f *testing.F) {
 		}
 		s.mu.Unlock()
 		rc := &recordConn{}
-		l := &listener{PacketConn: rc, srv: s}
-		out, id := s.admit(l, b, &net.UDPAddr{IP: net.IPv4(192, 0, 2, 10), Port: 1234})
-		if out == nil {
+		var admitted []uint64
+		l := &listener{PacketConn: rc, srv: s, admitted: func(id uint64) { admitted = append(admitted, id) }}
+		s.admit(l, b, &net.UDPAddr{IP: net.IPv4(192, 0, 2, 10), Port: 1234}, netip.Addr{})
+		if len(admitted) == 0 {
 			for _, w := range rc.writes {
 				if len(w) < 5 || binary.BigEndian.Uint16(w) != opERROR || w[len(w)-1] != 0 || !generic[string(w[4:len(w)-1])] {
 					t.Fatalf("answer %q is not an ERROR with a generic message", w)
@@ -116,21 +117,23 @@ func FuzzAdmit(f *testing.F) {
 			}
 			return
 		}
-		if len(rc.writes) != 0 {
-			t.Fatalf("an admitted request was also answered: %q", rc.writes)
+		if len(rc.writes) != 0 || len(admitted) != 1 {
+			t.Fatalf("an admitted request was also answered (%q), or admitted %d times", rc.writes, len(admitted))
 		}
-		r, err := parseRequest(out)
-		if err != nil || r.Op != opRRQ || r.Mode != "octet" || r.Filename != strconv.FormatUint(id, 10) || len(out) > 516 {
-			t.Fatalf("handed on %q (%v)", out, err)
+		s.mu.Lock()
+		tr := s.pending[admitted[0]]
+		s.mu.Unlock()
+		if tr == nil || tr.blksize < 512 || tr.blksize > 8192 || tr.window < 1 || tr.window > DefaultMaxWindow {
+			t.Fatalf("admitted %+v", tr)
 		}
-		for _, o := range r.Options {
+		for _, o := range tr.options {
 			n, ok := parseDecimal(o.Value)
 			switch {
 			case o.Name == "blksize" && ok && n >= 512 && n <= 8192:
 			case o.Name == "tsize" && ok && n <= 1:
 			case o.Name == "windowsize" && ok && n >= 1 && n <= DefaultMaxWindow:
 			default:
-				t.Fatalf("handed on option %+v", o)
+				t.Fatalf("granted option %+v", o)
 			}
 		}
 		if c := s.Stats(); c.Active != 1 {

@@ -250,10 +250,11 @@ func TestListenerFailure(t *testing.T) {
 	}
 }
 
-// TestLimitsAcrossSockets: one Server on two sockets keeps one transfer limit.
+// TestLimitsAcrossSockets: one Server on two sockets keeps one transfer limit (the queue
+// off: the request beyond it is dropped).
 func TestLimitsAcrossSockets(t *testing.T) {
 	data := payload(600, 8)
-	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 30 * time.Second}
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 30 * time.Second, MaxQueued: -1}
 	a1 := serve(t, srv, "127.0.0.1")
 	a2 := serve(t, srv, "127.0.0.1")
 	c1 := newRawClient(t, "127.0.0.5")

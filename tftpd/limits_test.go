@@ -22,6 +22,12 @@ func holdAll(t *testing.T, addr *net.UDPAddr, clients []*rawClient, wait time.Du
 	for _, c := range clients {
 		c.send(addr, rrq("f", "octet"))
 	}
+	return awaitAll(t, clients, wait)
+}
+
+// awaitAll is holdAll for requests sent before: it sends nothing but acknowledgements.
+func awaitAll(t *testing.T, clients []*rawClient, wait time.Duration) (served []bool, tids []*net.UDPAddr, first [][]byte) {
+	t.Helper()
 	served = make([]bool, len(clients))
 	tids = make([]*net.UDPAddr, len(clients))
 	first = make([][]byte, len(clients))
@@ -73,13 +79,13 @@ func finish(t *testing.T, clients []*rawClient, served []bool, tids []*net.UDPAd
 }
 
 // TestLimitGlobal: 100 requests from 100 source addresses at once, each client acknowledging
-// its first block at once. 64 are served, 36 are dropped without an answer and without a
-// socket (or evicted an unacknowledged transfer that the test's client then acknowledged too
-// late: counted, the client then dropped), and each of those is served when it asks again
-// after slots free up. No descriptor is left behind.
+// its first block at once, with the queue off. 64 are served, 36 are dropped without an
+// answer and without a socket (or evicted an unacknowledged transfer that the test's client
+// then acknowledged too late: counted, the client then dropped), and each of those is
+// served when it asks again after slots free up. No descriptor is left behind.
 func TestLimitGlobal(t *testing.T) {
 	data := payload(600, 5)
-	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, Timeout: 30 * time.Second}
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, Timeout: 30 * time.Second, MaxQueued: -1}
 	addr := serve(t, srv, "127.0.0.1")
 	clients := make([]*rawClient, 100)
 	for i := range clients {
@@ -158,10 +164,11 @@ func TestLimitPerSource(t *testing.T) {
 	}
 }
 
-// TestLimitsSettable: MaxTransfers 3 and MaxPerSource 2 over three sources of two requests.
+// TestLimitsSettable: MaxTransfers 3 and MaxPerSource 2 over three sources of two requests
+// (the queue off).
 func TestLimitsSettable(t *testing.T) {
 	data := payload(600, 7)
-	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 3, MaxPerSource: 2, Timeout: 30 * time.Second}
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 3, MaxPerSource: 2, Timeout: 30 * time.Second, MaxQueued: -1}
 	addr := serve(t, srv, "127.0.0.1")
 	var clients []*rawClient
 	for _, ip := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.2", "127.0.0.3"} {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,8 @@ const (
 	DefaultFirstRetries = 2
 	DefaultMaxWindow    = 64 // RFC 7440 windowsize
 	DefaultEvictAfter   = 50 * time.Millisecond
+	DefaultMaxQueued    = 1024
+	DefaultQueueWait    = 5 * time.Second
 	DefaultAddr         = ":69"
 )
 
@@ -80,6 +83,16 @@ type Server struct {
 	// MaxWindow is the largest windowsize (RFC 7440) granted, 1 to 65535; the window is also
 	// bounded by MaxWindowBytes. Zero means DefaultMaxWindow (64).
 	MaxWindow int
+	// MaxQueued bounds the read requests held, across all sockets, while every slot is
+	// taken and none can be evicted: such a request waits for the next slot to free up
+	// instead of being dropped, so that firmware is served at once rather than after its
+	// retransmission time-out (4 s for EDK2). Zero means DefaultMaxQueued (1024); a negative
+	// value holds none (every such request is dropped).
+	MaxQueued int
+	// QueueWait is how long a held request waits for a slot after it was last received (a
+	// client that sends it again keeps its place and waits on); then it is dropped. Zero
+	// means DefaultQueueWait (5 s, longer than EDK2's retransmission time-out).
+	QueueWait time.Duration
 
 	// Logger receives the detail of refusals and failures. Nil discards.
 	Logger *slog.Logger
@@ -109,6 +122,8 @@ type Server struct {
 	abortOnce sync.Once
 	doneOnce  sync.Once
 
+	pollerOnly bool // every transfer socket in the network poller (tests of that path)
+
 	c counters
 }
 
@@ -116,7 +131,8 @@ type counters struct {
 	requests, transfers, completed, failed, bytes atomic.Uint64
 	notFound, denied, refusedWrite, refusedMode   atomic.Uint64
 	droppedBusy, droppedSource, droppedMalformed  atomic.Uint64
-	evicted, windowed                             atomic.Uint64
+	evicted, windowed, queued                     atomic.Uint64
+	waiting                                       atomic.Int64 // held in the queues now
 }
 
 // Stats is a snapshot of what a Server did since it was made, for a host to export.
@@ -130,12 +146,14 @@ type Stats struct {
 	Denied           uint64 // requests answered "access violation" (name, file type, root)
 	RefusedWrite     uint64 // write requests refused
 	RefusedMode      uint64 // netascii and mail requests refused
-	DroppedBusy      uint64 // requests dropped unanswered: MaxTransfers running, all acknowledged
+	DroppedBusy      uint64 // requests dropped unanswered: MaxTransfers running, none evictable, and the queue full or QueueWait passed
 	DroppedSource    uint64 // requests dropped unanswered: MaxPerSource running for the source
 	DroppedMalformed uint64 // datagrams that were not a well-formed request, dropped
 	Evicted          uint64 // transfers ended before their first acknowledgement to make room
 	Windowed         uint64 // transfers granted a windowsize above 1
+	Queued           uint64 // requests that waited in the queue for a slot
 	Active           int    // transfers running now
+	Waiting          int    // requests in the queue now
 }
 
 // Stats returns a snapshot of the server's counters.
@@ -158,7 +176,9 @@ func (s *Server) Stats() Stats {
 		DroppedMalformed: s.c.droppedMalformed.Load(),
 		Evicted:          s.c.evicted.Load(),
 		Windowed:         s.c.windowed.Load(),
+		Queued:           s.c.queued.Load(),
 		Active:           active,
+		Waiting:          int(s.c.waiting.Load()),
 	}
 }
 
@@ -189,6 +209,8 @@ func (s *Server) Validate() error {
 		return fmt.Errorf("%w: EvictAfter %v is negative", ErrConfig, s.EvictAfter)
 	case s.MaxWindow < 0 || s.MaxWindow > 65535:
 		return fmt.Errorf("%w: MaxWindow %d is not within 1..65535", ErrConfig, s.MaxWindow)
+	case s.QueueWait < 0:
+		return fmt.Errorf("%w: QueueWait %v is negative", ErrConfig, s.QueueWait)
 	}
 	return nil
 }
@@ -210,6 +232,10 @@ func (s *Server) firstRetries() int {
 	return min(orDefault(s.FirstRetries, DefaultFirstRetries), s.retries())
 }
 func (s *Server) maxWindow() int { return orDefault(s.MaxWindow, DefaultMaxWindow) }
+func (s *Server) maxQueued() int { return orDefault(s.MaxQueued, DefaultMaxQueued) }
+func (s *Server) queueWait() time.Duration {
+	return orDefault(s.QueueWait, DefaultQueueWait)
+}
 func (s *Server) evictAfter() time.Duration {
 	return orDefault(s.EvictAfter, DefaultEvictAfter)
 }
@@ -384,23 +410,24 @@ func (s *Server) finish() {
 	})
 }
 
-// reserve takes a slot for a transfer from ip, or reports which limit refused it. When every
-// slot is taken, the oldest transfer that has not seen an acknowledgement, if it has waited
-// EvictAfter, gives its slot up (it is evicted: its socket is closed and it ends without
-// another datagram); otherwise the request is refused.
-func (s *Server) reserve(ip netip.Addr) (ok bool, busy bool) {
+// reserve takes a slot for a transfer from ip, or reports which limit refused it; held is
+// how many other requests of ip wait in the queue (they count against MaxPerSource). When
+// every slot is taken and evict is set, the oldest transfer that has not seen an
+// acknowledgement, if it has waited EvictAfter, gives its slot up (it is evicted: its socket
+// is closed and it ends without another datagram); otherwise the request is refused.
+func (s *Server) reserve(ip netip.Addr, held int, evict bool) (ok bool, busy bool) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return false, true
 	}
-	if s.perSource[ip] >= s.maxPerSource() {
+	if s.perSource[ip]+held >= s.maxPerSource() {
 		s.mu.Unlock()
 		return false, false
 	}
 	var victim *transfer
 	if s.active >= s.maxTransfers() {
-		if len(s.unacked) == 0 || time.Since(s.unacked[0].running) < s.evictAfter() {
+		if !evict || len(s.unacked) == 0 || time.Since(s.unacked[0].running) < s.evictAfter() {
 			s.mu.Unlock()
 			return false, true
 		}
@@ -414,7 +441,7 @@ func (s *Server) reserve(ip netip.Addr) (ok bool, busy bool) {
 	s.mu.Unlock()
 	if victim != nil {
 		s.c.evicted.Add(1)
-		victim.conn.Close()
+		victim.conn.evict()
 	}
 	return true, false
 }
@@ -423,6 +450,7 @@ func (s *Server) release(ip netip.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.releaseIP(ip)
+	s.wakeLocked()
 }
 
 // releaseLocked gives back the slot of a running transfer, once; s.mu is held.
@@ -445,7 +473,7 @@ func (s *Server) releaseIP(ip netip.Addr) {
 
 // runningTransfer records a transfer whose socket is open: until its first acknowledgement it may
 // be evicted.
-func (s *Server) runningTransfer(t *transfer, conn *net.UDPConn) {
+func (s *Server) runningTransfer(t *transfer, conn tconn) {
 	s.mu.Lock()
 	t.conn, t.running = conn, time.Now()
 	s.unacked = append(s.unacked, t)
@@ -490,7 +518,21 @@ func (s *Server) ended(t *transfer) (evicted bool) {
 	defer s.mu.Unlock()
 	s.dropUnacked(t)
 	s.releaseLocked(t)
+	s.wakeLocked()
 	return t.evicted
+}
+
+// wakeLocked makes every listener that holds requests look at its queue now: a slot may
+// have freed up; s.mu is held.
+func (s *Server) wakeLocked() {
+	if s.c.waiting.Load() == 0 {
+		return
+	}
+	for l := range s.servers {
+		if l.nqueued.Load() > 0 {
+			l.PacketConn.SetReadDeadline(time.Unix(1, 0))
+		}
+	}
 }
 
 func (s *Server) dropUnacked(t *transfer) {
@@ -535,6 +577,16 @@ type listener struct {
 	fixed   netip.Addr
 	pktinfo bool
 	oob     []byte
+
+	// The requests held for a slot, oldest first, by key, and how many from each source;
+	// only the listener's goroutine touches them. nqueued is len(queue), for wakeLocked.
+	queue    []*waiting
+	queued   map[string]*waiting
+	bySource map[netip.Addr]int
+	nqueued  atomic.Int32
+	polling  bool // a read deadline is set, to look at the queue again
+
+	admitted func(id uint64) // tests: called instead of begin, the transfer left pending
 
 	transfers sync.WaitGroup // the transfers this listener started
 	closeOnce sync.Once
@@ -587,6 +639,7 @@ func (l *listener) read() ([]byte, *net.UDPAddr, netip.Addr, error) {
 // serve is the reading loop; it returns nil when the listener was closed, else the error
 // reading failed with.
 func (l *listener) serve() error {
+	defer l.clearQueue()
 	for {
 		b, ua, local, err := l.read()
 		if err != nil {
@@ -594,16 +647,110 @@ func (l *listener) serve() error {
 			case <-l.closed:
 				return nil
 			default:
-				return err
 			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Woken (a slot freed up) or time to look again. The deadline is cleared
+				// first: a wake that comes later sets it again, one that came before is
+				// seen by dequeue.
+				l.PacketConn.SetReadDeadline(time.Time{})
+				l.polling = false
+				l.dequeue()
+				continue
+			}
+			return err
 		}
 		if ua == nil {
 			l.srv.c.droppedMalformed.Add(1)
 			continue
 		}
-		if out, id := l.srv.admit(l, b, ua); out != nil {
-			l.begin(id, local)
+		l.srv.admit(l, b, ua, local)
+		if len(l.queue) > 0 {
+			l.dequeue()
 		}
+	}
+}
+
+// waitingFrom is how many requests of ip the queue holds.
+func (l *listener) waitingFrom(ip netip.Addr) int { return l.bySource[ip] }
+
+// enqueue holds w, read as b, for a slot, unless the queues are full.
+func (l *listener) enqueue(w *waiting, b []byte) bool {
+	s := l.srv
+	if max := s.maxQueued(); max <= 0 || s.c.waiting.Add(1) > int64(max) {
+		if max > 0 {
+			s.c.waiting.Add(-1)
+		}
+		return false
+	}
+	if l.queued == nil {
+		l.queued, l.bySource = make(map[string]*waiting), make(map[netip.Addr]int)
+	}
+	if w.key == "" {
+		w.key = queueKey(w.peer, b)
+	}
+	l.queue = append(l.queue, w)
+	l.queued[w.key] = w
+	l.bySource[w.peer.Addr()]++
+	l.nqueued.Store(int32(len(l.queue)))
+	return true
+}
+
+// unqueue forgets the i-th held request.
+func (l *listener) unqueue(i int) {
+	w := l.queue[i]
+	l.queue = slices.Delete(l.queue, i, i+1)
+	delete(l.queued, w.key)
+	if n := l.bySource[w.peer.Addr()] - 1; n > 0 {
+		l.bySource[w.peer.Addr()] = n
+	} else {
+		delete(l.bySource, w.peer.Addr())
+	}
+	l.nqueued.Store(int32(len(l.queue)))
+	l.srv.c.waiting.Add(-1)
+}
+
+// dequeue starts the held requests that get a free slot now, oldest first, and drops those
+// that waited QueueWait since they were last received. A held request evicts no transfer:
+// under a flood of spoofed requests the queue fills with them, and a real client's new
+// request, which may evict, must not wait behind them. While some are left it looks again
+// every EvictAfter, for those that expired.
+func (l *listener) dequeue() {
+	s := l.srv
+	now := time.Now()
+	for i := 0; i < len(l.queue); {
+		w := l.queue[i]
+		if now.Sub(w.last) > s.queueWait() {
+			l.unqueue(i)
+			s.c.droppedBusy.Add(1)
+			s.logger().Debug("tftpd: request dropped: no slot within QueueWait", "peer", w.peer, "file", w.name)
+			continue
+		}
+		ok, busy := s.reserve(w.peer.Addr(), l.bySource[w.peer.Addr()]-1, false)
+		if ok {
+			l.unqueue(i)
+			s.startRequest(l, w)
+			continue
+		}
+		if busy {
+			break
+		}
+		i++ // its source has MaxPerSource running: the next may go
+	}
+	switch {
+	case len(l.queue) > 0:
+		l.PacketConn.SetReadDeadline(now.Add(s.evictAfter()))
+		l.polling = true
+	case l.polling:
+		l.PacketConn.SetReadDeadline(time.Time{})
+		l.polling = false
+	}
+}
+
+// clearQueue drops what the queue holds when the listener ends.
+func (l *listener) clearQueue() {
+	for len(l.queue) > 0 {
+		l.unqueue(len(l.queue) - 1)
 	}
 }
 
@@ -615,11 +762,12 @@ func (l *listener) begin(id uint64, local netip.Addr) {
 	s.mu.Lock()
 	t := s.pending[id]
 	delete(s.pending, id)
+	few := !s.pollerOnly && s.active <= fewTransfers()
 	s.mu.Unlock()
 	if t == nil {
 		return
 	}
-	conn, err := listenTransfer(local, t.peer.Addr())
+	conn, err := listenTransfer(local, t.peer, t.window, few)
 	if err != nil {
 		s.reclaim(t, err)
 		return
@@ -637,8 +785,30 @@ func (l *listener) begin(id uint64, local netip.Addr) {
 
 // listenTransfer opens a transfer's socket on port 0 of local, the address the request came
 // to, so that the client hears from the address it asked; on the wildcard address when that
-// is unknown.
-func listenTransfer(local, peer netip.Addr) (*net.UDPConn, error) {
+// is unknown. window is the most datagrams it sends at once, to peer. few says that no more
+// transfers run than fewTransfers: the transfer then waits for its client on a thread of its
+// own where it can (Linux), which costs less CPU per block than the network poller, as
+// long as such transfers do not outnumber the scheduler's Ps.
+func listenTransfer(local netip.Addr, peer netip.AddrPort, window int, few bool) (tconn, error) {
+	if few {
+		if c, ok, err := listenRaw(local, peer, window); ok {
+			return c, err
+		}
+	}
+	c, err := listenUDP(local, peer.Addr())
+	if err != nil {
+		return nil, err
+	}
+	return newNetConn(c, peer, window), nil
+}
+
+// fewTransfers is how many transfers may run at once with the newest on a thread of its
+// own: half the Ps, at least one. Such a transfer keeps its P through its short waits (a
+// system call); the poller's transfers and the listening loops run on the rest.
+func fewTransfers() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
+// listenUDP opens the socket of listenTransfer in the net package.
+func listenUDP(local, peer netip.Addr) (*net.UDPConn, error) {
 	if !local.IsValid() {
 		return net.ListenUDP("udp", nil)
 	}

@@ -1,11 +1,9 @@
 package tftpd
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"net/netip"
@@ -58,7 +56,7 @@ type transfer struct {
 	options   []option // granted, for the OACK; none: no OACK
 
 	// Guarded by Server.mu once the transfer runs.
-	conn     *net.UDPConn
+	conn     tconn
 	running  time.Time // when its socket opened, just before its first datagram
 	evicted  bool      // gave its slot to a new request
 	released bool      // its slot was given back
@@ -83,10 +81,10 @@ const (
 // TFTP error code 5 (RFC 1350).
 const codeUnknownTID = 5
 
-// admit decides what to do with one datagram read on a listening socket. It answers
-// refusals itself and returns the request to serve, rewritten (filename a transfer id, only
-// the options granted), or nil.
-func (s *Server) admit(l *listener, b []byte, from *net.UDPAddr) (out []byte, id uint64) {
+// admit decides what to do with one datagram read on a listening socket, on the listener's
+// goroutine. It answers refusals itself, starts a transfer for a request within the limits,
+// and holds one beyond MaxTransfers in the listener's queue (or drops it when that is full).
+func (s *Server) admit(l *listener, b []byte, from *net.UDPAddr, local netip.Addr) {
 	s.c.requests.Add(1)
 	peer := unmapped(from)
 	log := s.logger()
@@ -94,93 +92,130 @@ func (s *Server) admit(l *listener, b []byte, from *net.UDPAddr) (out []byte, id
 		if r := recover(); r != nil {
 			s.c.droppedMalformed.Add(1)
 			log.Error("tftpd: request handling panicked", "peer", peer, "panic", fmt.Sprint(r))
-			out, id = nil, 0
 		}
 	}()
 	req, err := parseRequest(b)
 	if err != nil {
 		s.c.droppedMalformed.Add(1)
 		log.Debug("tftpd: datagram dropped", "peer", peer, "err", err)
-		return nil, 0
+		return
 	}
-	start := s.now()
-	refuse := func(code uint16, msg string, outcome Outcome, name string, err error) {
-		l.reply(from, code, msg)
-		log.Info("tftpd: request refused", "peer", peer, "file", req.Filename, "outcome", string(outcome), "err", err)
-		s.report(Transfer{Requested: req.Filename, File: name, Peer: peer, Size: -1, Start: start, Outcome: outcome, Err: err})
-	}
+	w := &waiting{from: from, peer: peer, local: local, req: req, start: s.now()}
+	w.last = w.start
 	if req.Op == opWRQ {
 		s.c.refusedWrite.Add(1)
-		refuse(codeAccess, msgReadOnly, OutcomeRefused, "", ErrWriteRefused)
-		return nil, 0
+		s.refuse(l, w, codeAccess, msgReadOnly, OutcomeRefused, "", ErrWriteRefused)
+		return
 	}
 	if req.Mode != "octet" {
 		s.c.refusedMode.Add(1)
-		refuse(codeUndefined, msgOctetOnly, OutcomeRefused, "", fmt.Errorf("%w: mode %q", ErrMode, req.Mode))
-		return nil, 0
+		s.refuse(l, w, codeUndefined, msgOctetOnly, OutcomeRefused, "", fmt.Errorf("%w: mode %q", ErrMode, req.Mode))
+		return
 	}
-	name, err := cleanName(req.Filename, s.maxNameLen())
-	if err != nil {
+	if w.name, err = cleanName(req.Filename, s.maxNameLen()); err != nil {
 		s.c.denied.Add(1)
-		refuse(codeAccess, msgAccess, OutcomeDenied, "", err)
-		return nil, 0
+		s.refuse(l, w, codeAccess, msgAccess, OutcomeDenied, "", err)
+		return
 	}
-
-	ip := peer.Addr()
-	if ok, busy := s.reserve(ip); !ok {
-		if busy {
-			s.c.droppedBusy.Add(1)
-			log.Debug("tftpd: request dropped: transfer limit", "peer", peer, "file", name)
-		} else {
-			s.c.droppedSource.Add(1)
-			log.Debug("tftpd: request dropped: per-source limit", "peer", peer, "file", name)
+	// A request sent again while it waits for a slot keeps its place.
+	if len(l.queue) > 0 {
+		w.key = queueKey(peer, b)
+		if q, ok := l.queued[w.key]; ok {
+			q.last = time.Now()
+			return
 		}
-		return nil, 0
 	}
+	ok, busy := s.reserve(peer.Addr(), l.waitingFrom(peer.Addr()), true)
+	switch {
+	case ok:
+		s.startRequest(l, w)
+	case busy && l.enqueue(w, b):
+		s.c.queued.Add(1)
+		log.Debug("tftpd: request waits for a slot", "peer", peer, "file", w.name)
+	case busy:
+		s.c.droppedBusy.Add(1)
+		log.Debug("tftpd: request dropped: transfer limit", "peer", peer, "file", w.name)
+	default:
+		s.c.droppedSource.Add(1)
+		log.Debug("tftpd: request dropped: per-source limit", "peer", peer, "file", w.name)
+	}
+}
+
+// waiting is a read request between its arrival and its transfer: admitted at once, or
+// held in a listener's queue until a slot is free.
+type waiting struct {
+	from  *net.UDPAddr
+	peer  netip.AddrPort
+	local netip.Addr // the address it came to; invalid when unknown
+	req   request
+	name  string    // req.Filename, cleaned
+	key   string    // the peer and the datagram: a request sent again has the same
+	start time.Time // when it was first read (Server.Now)
+	last  time.Time // when it was last read (time.Now): it expires QueueWait after
+}
+
+// queueKey is what makes two datagrams the same request: the source and the bytes.
+func queueKey(peer netip.AddrPort, b []byte) string {
+	return peer.String() + "\x00" + string(b)
+}
+
+func (s *Server) refuse(l *listener, w *waiting, code uint16, msg string, outcome Outcome, name string, err error) {
+	l.reply(w.from, code, msg)
+	s.logger().Info("tftpd: request refused", "peer", w.peer, "file", w.req.Filename, "outcome", string(outcome), "err", err)
+	s.report(Transfer{Requested: w.req.Filename, File: name, Peer: w.peer, Size: -1, Start: w.start, Outcome: outcome, Err: err})
+}
+
+// startRequest serves a request that holds a slot (reserve): it opens the file, grants the options
+// and starts the transfer, or answers the refusal and gives the slot back. It runs on the
+// listener's goroutine.
+func (s *Server) startRequest(l *listener, w *waiting) {
+	req, name, peer := w.req, w.name, w.peer
 	f, size, err := s.open(name)
 	if err != nil {
-		s.release(ip)
+		s.release(peer.Addr())
 		if errors.Is(err, ErrNotFound) {
 			s.c.notFound.Add(1)
-			refuse(codeNotFound, msgNotFound, OutcomeNotFound, name, err)
+			s.refuse(l, w, codeNotFound, msgNotFound, OutcomeNotFound, name, err)
 		} else {
 			s.c.denied.Add(1)
-			refuse(codeAccess, msgAccess, OutcomeDenied, name, err)
+			s.refuse(l, w, codeAccess, msgAccess, OutcomeDenied, name, err)
 		}
-		return nil, 0
+		return
 	}
-
-	fwd := request{Op: opRRQ, Mode: "octet"}
+	var opts []option
 	blksize := 512
 	if v, ok := req.option("blksize"); ok {
 		if n, ok := parseDecimal(v); ok && n >= 512 {
 			blksize = int(min(n, int64(s.maxBlockSize())))
-			fwd.Options = append(fwd.Options, option{"blksize", strconv.Itoa(blksize)})
+			opts = append(opts, option{"blksize", strconv.Itoa(blksize)})
 		}
 	}
 	if v, ok := req.option("tsize"); ok {
 		if _, ok := parseDecimal(v); ok {
-			fwd.Options = append(fwd.Options, option{"tsize", strconv.FormatInt(size, 10)})
+			opts = append(opts, option{"tsize", strconv.FormatInt(size, 10)})
 		}
 	}
 	window := 1
 	if v, ok := req.option("windowsize"); ok {
 		if n, ok := parseDecimal(v); ok && n >= 1 && n <= 65535 {
 			window = int(min(n, int64(s.maxWindow()), int64(max(1, MaxWindowBytes/blksize))))
-			fwd.Options = append(fwd.Options, option{"windowsize", strconv.Itoa(window)})
+			opts = append(opts, option{"windowsize", strconv.Itoa(window)})
 			if window > 1 {
 				s.c.windowed.Add(1)
 			}
 		}
 	}
-	t := &transfer{requested: req.Filename, name: name, peer: peer, file: f, size: size, blksize: blksize, window: window, start: start, options: fwd.Options}
+	t := &transfer{requested: req.Filename, name: name, peer: peer, file: f, size: size, blksize: blksize, window: window, start: w.start, options: opts}
 	s.mu.Lock()
 	s.nextID++
-	id = s.nextID
+	id := s.nextID
 	s.pending[id] = t
 	s.mu.Unlock()
-	fwd.Filename = strconv.FormatUint(id, 10)
-	return fwd.marshal(), id
+	if l.admitted != nil {
+		l.admitted(id)
+		return
+	}
+	l.begin(id, w.local)
 }
 
 // open opens name under the root and checks that it is a regular file.
@@ -203,10 +238,6 @@ func (s *Server) open(name string) (fs.File, int64, error) {
 	}
 	return f, st.Size(), nil
 }
-
-// readers pools the buffered readers transfers read their file through, so that a transfer
-// of small blocks reads the file in large pieces.
-var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 128<<10) }}
 
 // packets pools the datagram buffers of transfers, by size class: a buffer holds one DATA
 // packet of the negotiated block size.
@@ -255,46 +286,58 @@ var errEvicted = errors.New("evicted before the first acknowledgement")
 type sender struct {
 	s       *Server
 	t       *transfer
-	conn    *net.UDPConn
+	conn    tconn
 	peer    netip.AddrPort
 	timeout time.Duration
 	retries int // resends of a datagram once the client acknowledged one
 	first   int // resends before that
 	acked   bool
-	batch   *batcher // nil: one system call per datagram
 	rbuf    [516]byte
+
+	// The file side, for run and readAhead.
+	src     blockSource
+	bufs    [][]byte // the buffers of one read
+	w       *window
+	blksize int
+	next    uint16 // the block number of the next block read
+	read    int64  // file bytes read into blocks
+	spare   int    // the blocks read ahead at most
+	eof     bool   // the last block was read
+	readErr error
+	ahead   func() // readAhead, made once
 }
 
 // exchange sends the window pkts, the datagrams of blocks base, base+1, ... (one datagram:
 // the OACK as block 0, or one DATA block), and waits for an acknowledgement of one of them,
 // sending the window again when none comes within the timeout. It returns how many of the
 // window's datagrams the acknowledgement covers (1 to len(pkts)): the caller goes on from
-// the block after it, as RFC 7440 has a sender do after a short acknowledgement.
+// the block after it, as RFC 7440 has a sender do after a short acknowledgement. ahead, when
+// set, runs once after the first send, before the wait.
 // Acknowledgements of blocks outside the window (duplicates of earlier ones) are ignored; a
 // datagram from another port gets error 5 and is ignored otherwise.
-func (x *sender) exchange(pkts [][]byte, base uint16) (int, error) {
+func (x *sender) exchange(pkts [][]byte, base uint16, ahead func()) (int, error) {
 	retries := x.retries
 	if !x.acked {
 		retries = x.first
 	}
-	for range retries + 1 {
+	for i := range retries + 1 {
 		if err := x.send(pkts); err != nil {
 			return 0, err
 		}
-		if err := x.conn.SetReadDeadline(time.Now().Add(x.timeout)); err != nil {
-			return 0, err
+		if i == 0 && ahead != nil {
+			ahead()
 		}
+		deadline := time.Now().Add(x.timeout)
 		for {
-			n, from, err := x.conn.ReadFromUDPAddrPort(x.rbuf[:])
+			n, from, err := x.conn.recv(x.rbuf[:], deadline)
+			if err == errWait {
+				break
+			}
 			if err != nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					break
-				}
 				return 0, err
 			}
 			if from.Port() != x.peer.Port() || from.Addr().Unmap() != x.peer.Addr() {
-				x.conn.WriteToUDPAddrPort(errorPacket(codeUnknownTID, msgUnknownTID), from)
+				x.conn.sendTo(errorPacket(codeUnknownTID, msgUnknownTID), from)
 				continue
 			}
 			switch op, num, msg := parseReply(x.rbuf[:n]); op {
@@ -317,17 +360,12 @@ func (x *sender) exchange(pkts [][]byte, base uint16) (int, error) {
 }
 
 // send hands a window to the kernel: one datagram with one system call, more in as few as
-// the batcher manages.
+// the socket manages.
 func (x *sender) send(pkts [][]byte) error {
-	if len(pkts) > 1 && x.batch != nil {
-		return x.batch.send(pkts)
+	if len(pkts) == 1 {
+		return x.conn.sendTo(pkts[0], x.peer)
 	}
-	for _, p := range pkts {
-		if _, err := x.conn.WriteToUDPAddrPort(p, x.peer); err != nil {
-			return err
-		}
-	}
-	return nil
+	return x.conn.sendWindow(pkts)
 }
 
 // parseReply reads what a client sends on a transfer's socket: an ACK (op opACK, num the
@@ -353,31 +391,21 @@ func parseReply(b []byte) (op, num uint16, msg string) {
 
 // fail tells the client why its transfer stops.
 func (x *sender) fail(code uint16, msg string) {
-	x.conn.WriteToUDPAddrPort(errorPacket(code, msg), x.peer)
+	x.conn.sendTo(errorPacket(code, msg), x.peer)
 }
-
-// directRead is the block size from which a transfer reads its file straight into its
-// datagrams: a buffered reader would copy every block once more.
-const directRead = 8192
 
 // serveTransfer runs an admitted transfer on its socket conn: the OACK when options were
 // granted, then the file a window at a time, each window sent until acknowledged.
-func (s *Server) serveTransfer(t *transfer, conn *net.UDPConn) {
+func (s *Server) serveTransfer(t *transfer, conn tconn) {
 	x := &sender{s: s, t: t, conn: conn, peer: t.peer, timeout: s.timeout(), retries: s.retries(), first: s.firstRetries()}
 	if s.isKnown(t.peer.Addr()) {
 		x.first = x.retries
 	}
-	if t.window > 1 {
-		x.batch = newBatcher(conn, t.peer, t.window)
-	}
-	var r io.Reader = t.file
-	var br *bufio.Reader
-	if t.blksize < directRead {
-		br = readers.Get().(*bufio.Reader)
-		br.Reset(t.file)
-		r = br
-	}
-	w := newWindow(t.window, 4+t.blksize)
+	src := newBlockSource(t.file, t.blksize)
+	// Buffers beyond the window for the blocks read ahead while the window is on its way.
+	x.spare = spareBlocks(t.window, t.blksize)
+	w := newWindow(t.window+x.spare, 4+t.blksize)
+	x.ahead = x.readAhead
 	var (
 		n        int64
 		err      error
@@ -390,13 +418,10 @@ func (s *Server) serveTransfer(t *transfer, conn *net.UDPConn) {
 				err = fmt.Errorf("%w: %v", errRecovered, r)
 			}
 		}()
-		n, outcome, readFail, err = x.run(t, r, w)
+		n, outcome, readFail, err = x.run(t, src, w)
 	}()
-	conn.Close()
-	if br != nil {
-		br.Reset(nil)
-		readers.Put(br)
-	}
+	conn.close()
+	src.release()
 	w.free()
 	t.file.Close()
 	evicted := s.ended(t)
@@ -468,7 +493,10 @@ func (w *window) free() {
 }
 
 // next returns the buffer for the block after the held ones.
-func (w *window) next() []byte { return *w.bufs[(w.start+w.held)%len(w.bufs)] }
+func (w *window) next() []byte { return w.slot(w.held) }
+
+// slot returns the buffer of the i-th block from the oldest held one.
+func (w *window) slot(i int) []byte { return *w.bufs[(w.start+i)%len(w.bufs)] }
 
 // push counts the block written into next, of n bytes with its header.
 func (w *window) push(n int) {
@@ -482,9 +510,10 @@ func (w *window) drop(n int) {
 	w.held -= n
 }
 
-func (w *window) datagrams() [][]byte {
+// datagrams returns the first n held datagrams (all when fewer are held), in order.
+func (w *window) datagrams(n int) [][]byte {
 	w.out = w.out[:0]
-	for i := range w.held {
+	for i := range min(w.held, n) {
 		j := (w.start + i) % len(w.bufs)
 		w.out = append(w.out, (*w.bufs[j])[:w.lens[j]])
 	}
@@ -494,7 +523,7 @@ func (w *window) datagrams() [][]byte {
 // run is the transfer proper. It returns the file bytes sent and, when it did not complete,
 // the error, with OutcomeShutdown when the server aborted it and the file's error when
 // reading failed.
-func (x *sender) run(t *transfer, r io.Reader, w *window) (sent int64, outcome Outcome, readFail, err error) {
+func (x *sender) run(t *transfer, src blockSource, w *window) (sent int64, outcome Outcome, readFail, err error) {
 	abort := x.s.abort
 	// The OACK, built in the first block's buffer: tsize is left out for an empty file, as
 	// curl refuses a tsize of 0; no OACK when nothing is left.
@@ -508,43 +537,94 @@ func (x *sender) run(t *transfer, r io.Reader, w *window) (sent int64, outcome O
 		oack = append(append(oack, o.Value...), 0)
 	}
 	if len(oack) > 2 {
-		if _, err := x.exchange([][]byte{oack}, 0); err != nil {
+		if _, err := x.exchange([][]byte{oack}, 0, nil); err != nil {
 			return 0, "", nil, x.stopped(err)
 		}
 	}
-	base, next := uint16(1), uint16(1) // the oldest block held, the next block to read
-	eof := false
+	x.src, x.w, x.blksize, x.next = src, w, t.blksize, 1
+	base := uint16(1) // the oldest block held
 	for {
 		select {
 		case <-abort:
 			x.fail(codeNotFound, msgShutdown)
-			return sent, OutcomeShutdown, nil, ErrShutdown
+			return x.sentBytes(), OutcomeShutdown, nil, ErrShutdown
 		default:
 		}
-		for w.held < len(w.bufs) && !eof {
-			pkt := w.next()[:4+t.blksize]
-			m, rerr := io.ReadFull(r, pkt[4:])
-			if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
-				x.fail(codeUndefined, msgReadError)
-				return sent, "", rerr, rerr
-			}
-			sent += int64(m)
-			binary.BigEndian.PutUint16(pkt, opDATA)
-			binary.BigEndian.PutUint16(pkt[2:], next)
-			next++
-			w.push(4 + m)
-			eof = m < t.blksize
+		if w.held < t.window && !x.eof && x.readErr == nil {
+			x.readBlocks(t.window - w.held)
 		}
-		n, err := x.exchange(w.datagrams(), base)
+		if x.readErr != nil {
+			x.fail(codeUndefined, msgReadError)
+			return x.sentBytes(), "", x.readErr, x.readErr
+		}
+		n, err := x.exchange(w.datagrams(t.window), base, x.ahead)
 		if err != nil {
-			return sent, "", nil, x.stopped(err)
+			return x.sentBytes(), "", nil, x.stopped(err)
 		}
 		w.drop(n)
 		base += uint16(n)
-		if eof && w.held == 0 {
-			return sent, OutcomeOK, nil, nil
+		if x.eof && w.held == 0 {
+			return x.read, OutcomeOK, nil, nil
 		}
 	}
+}
+
+// sentBytes is the file bytes handed to the network: those read, but for the blocks read
+// ahead of the window.
+func (x *sender) sentBytes() int64 {
+	n := x.read
+	for i := x.t.window; i < x.w.held; i++ {
+		n -= int64(x.w.lens[(x.w.start+i)%len(x.w.bufs)] - 4)
+	}
+	return n
+}
+
+// readBlocks reads up to k blocks after the held ones into the window, in one read of the
+// source; fewer when the file ends.
+func (x *sender) readBlocks(k int) {
+	w := x.w
+	x.bufs = x.bufs[:0]
+	for i := range k {
+		x.bufs = append(x.bufs, w.slot(w.held + i)[4:4+x.blksize])
+	}
+	n, err := x.src.read(x.bufs)
+	if err != nil {
+		x.readErr = err
+		return
+	}
+	for range k {
+		m := min(n, x.blksize)
+		n -= m
+		pkt := w.next()
+		binary.BigEndian.PutUint16(pkt, opDATA)
+		binary.BigEndian.PutUint16(pkt[2:], x.next)
+		x.next++
+		w.push(4 + m)
+		x.read += int64(m)
+		if m < x.blksize {
+			x.eof = true
+			return
+		}
+	}
+}
+
+// readAhead reads the blocks after the window being sent into the window's spare buffers
+// while its acknowledgement is on its way: the read overlaps the round trip, an
+// acknowledgement that arrives meanwhile is read without waiting for it, and the next
+// window is read with one call.
+func (x *sender) readAhead() {
+	if free := len(x.w.bufs) - x.w.held; free > 0 && !x.eof && x.readErr == nil {
+		x.readBlocks(min(free, x.spare))
+	}
+}
+
+// aheadBytes bounds the file bytes a transfer reads ahead of its window.
+const aheadBytes = 16 << 10
+
+// spareBlocks is how many blocks a transfer reads ahead: a whole window while that is
+// within aheadBytes, else as many blocks as fit, at least one.
+func spareBlocks(window, blksize int) int {
+	return max(1, min(window, aheadBytes/blksize))
 }
 
 // stopped tells a client that stopped acknowledging that its transfer is over.

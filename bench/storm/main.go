@@ -31,6 +31,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"log"
@@ -44,6 +45,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -77,6 +79,9 @@ type file struct {
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crcHex is the file's CRC-32C as simmachine's Fetched.Sum gives it.
+func (f file) crcHex() string { return fmt.Sprintf("%08x", f.crc) }
 
 func genFile(name string, size int, seed uint64) file {
 	r := mrand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 's', 't', 'o', 'r', 'm'})
@@ -119,6 +124,8 @@ func run() int {
 		planeAddr  = flag.String("plane", "127.0.0.1:0", "target agent: where the control plane and the image origin listen")
 		inproc     = flag.Bool("inproc", false, "target agent: run the agent in this process")
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the storm (with -inproc: the agent's)")
+		memprofile = flag.String("memprofile", "", "write a heap profile of this process (with -inproc: the agent's) -memprofile-at into the storm")
+		memAt      = flag.Duration("memprofile-at", 8*time.Second, "when -memprofile is taken, from the first power-on")
 		work       = flag.String("work", "", "working directory (default a temporary one)")
 		gen        = flag.String("gen", "", "write the peer's files (tftp/, www/) under this directory and exit")
 		peerPIDs   = flag.String("peer-pids", "", "target peer: comma-separated PIDs of the server processes (their children count too)")
@@ -209,8 +216,25 @@ func run() int {
 		pprof.StartCPUProfile(f)
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
+	if *memprofile != "" {
+		t := time.AfterFunc(*memAt, func() {
+			f, err := os.Create(*memprofile)
+			if err != nil {
+				log.Print(err)
+				return
+			}
+			defer f.Close()
+			runtime.GC() // the profile's in-use figures are as of the last GC
+			pprof.WriteHeapProfile(f)
+		})
+		defer t.Stop()
+	}
 	procs := expand(pids)
 	before, selfBefore := cpuOf(procs), cpuOf([]int{os.Getpid()})
+	beforeEach := map[int]float64{}
+	for _, p := range procs {
+		beforeEach[p] = cpuOf([]int{p})
+	}
 	sctx, scancel := context.WithTimeout(ctx, *limit)
 	defer scancel()
 	t0 := time.Now()
@@ -219,6 +243,24 @@ func run() int {
 	after := cpuOf(expand(pids)) // nginx workers and dnsmasq's TFTP children may come and go
 	self := cpuOf([]int{os.Getpid()}) - selfBefore
 	report(os.Stdout, *target, *n, *spread, fs, outs, elapsed, after-before, procs, pids)
+	for _, p := range procs {
+		fmt.Printf("  pid %d (%s): CPU %.2f s, peak RSS %.1f MiB; at the end %s\n", p, procField(p, "Name:"), cpuOf([]int{p})-beforeEach[p], peakRSS([]int{p}), rssNow(p))
+	}
+	if inprocStats != nil {
+		var keys []string
+		st := inprocStats()
+		for k := range st {
+			if strings.HasPrefix(k, "tftp_") {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		fmt.Print("agent      ")
+		for _, k := range keys {
+			fmt.Printf(" %s %d", k, st[k])
+		}
+		fmt.Println()
+	}
 	if *noDHCP {
 		fmt.Println("(no DHCP: -no-dhcp told each machine its boot file and chain URL; the dhcp and ipxe stages took no time)")
 	}
@@ -237,6 +279,10 @@ func run() int {
 	}
 	return 0
 }
+
+// inprocStats is the in-process agent's counters (nil otherwise): the storm prints its TFTP
+// ones, which say why a machine's TFTP read had no answer.
+var inprocStats func() map[string]uint64
 
 // writePeerFiles writes what dnsmasq and nginx serve: the iPXE build in tftp/, and in www/
 // the chain script, the boot script (static: no assertion, no token), the kernel, initrd and
@@ -427,6 +473,7 @@ listen = "off"
 		done := make(chan error, 1)
 		go func() { done <- a.Run(actx) }()
 		stops = append(stops, func() { acancel(); <-done })
+		inprocStats = a.Stats
 	} else {
 		if s.clientPort != 68 {
 			return fail(errors.New("the siteagent binary answers port 68: -client-port 68, or -inproc"))
@@ -598,6 +645,9 @@ func (st *storm) machine(ctx context.Context, i int) outcome {
 		// ask what OVMF asks (simmachine's defaults: tsize, blksize 1468, windowsize 4).
 		TFTPTimeout: simmachine.EDK2TFTPTimeout, TFTPRetries: simmachine.EDK2TFTPRetries,
 		Offer: st.offer,
+		// CRC-32C of every file, not SHA-256: the thousand machines share the host's two
+		// cores with the servers measured (the sums are as strict for the purpose).
+		Digest: func() hash.Hash { return crc32.New(castagnoli) },
 	}
 	if st.verbose {
 		m.OnEvent = func(m *simmachine.Machine, msg string) { log.Printf("%s: %s", m.Name, msg) }
@@ -614,11 +664,11 @@ func (st *storm) machine(ctx context.Context, i int) outcome {
 		return o
 	}
 	switch {
-	case res.Build.SHA256 != st.files.build.sha:
+	case res.Build.Sum != st.files.build.crcHex() || res.Build.Bytes != int64(st.files.build.size):
 		o.err = errors.New("iPXE build digest mismatch")
-	case res.Kernel.SHA256 != st.files.kernel.sha:
+	case res.Kernel.Sum != st.files.kernel.crcHex() || res.Kernel.Bytes != int64(st.files.kernel.size):
 		o.err = errors.New("kernel digest mismatch")
-	case len(res.Initrds) != 1 || res.Initrds[0].SHA256 != st.files.initrd.sha:
+	case len(res.Initrds) != 1 || res.Initrds[0].Sum != st.files.initrd.crcHex() || res.Initrds[0].Bytes != int64(st.files.initrd.size):
 		o.err = errors.New("initrd digest mismatch")
 	case res.Param("bc.cache") == "":
 		o.err = errors.New("no bc.cache in the script")
@@ -724,6 +774,23 @@ func peakRSS(pids []int) float64 {
 		}
 	}
 	return kb / 1024
+}
+
+// procField is a field of /proc/PID/status, trimmed.
+func procField(pid int, name string) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, name); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+// rssNow says what the resident memory of pid is made of now: anonymous (heap, stacks),
+// file-backed (the binary's pages and mapped files) and shared memory.
+func rssNow(pid int) string {
+	return fmt.Sprintf("RssAnon %s, RssFile %s, RssShmem %s, %s threads", procField(pid, "RssAnon:"), procField(pid, "RssFile:"), procField(pid, "RssShmem:"), procField(pid, "Threads:"))
 }
 
 var addrRE = regexp.MustCompile(`[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(:[0-9]+)?`)

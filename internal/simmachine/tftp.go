@@ -2,7 +2,6 @@ package simmachine
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -52,13 +51,17 @@ type tftpClient struct {
 	window  int
 	buf     []byte
 	stale   netip.AddrPort // the aborted size request's transfer: what it still sends is ignored
+	set     time.Time      // the socket's read deadline
 }
+
+// deadlineSlack is how much earlier than asked a wait may end: the socket's deadline is
+// moved only when it is that much short of the one asked, not at every datagram.
+const deadlineSlack = 50 * time.Millisecond
 
 // tftpResult is what a read gave.
 type tftpResult struct {
 	size    int64 // from the size request's tsize; -1 when the server gave none
 	bytes   int64
-	sha256  string
 	blksize int // negotiated
 	window  int // negotiated
 }
@@ -78,22 +81,25 @@ func (m *Machine) tftpGet(ctx context.Context, server netip.Addr, file string) (
 	c := &tftpClient{
 		conn: conn, server: addr, timeout: m.TFTPTimeout, retries: m.TFTPRetries,
 		blksize: orInt(m.TFTPBlockSize, EDK2TFTPBlockSize), window: orInt(m.TFTPWindow, EDK2TFTPWindow),
-		buf: make([]byte, 65536),
 	}
+	// Room for a block of the size asked and a byte more (a longer datagram breaks the
+	// digest), not for any datagram: a storm holds a thousand of these.
+	c.buf = make([]byte, max(c.blksize+5, 2048))
 	if c.timeout == 0 {
 		c.timeout = time.Second
 	}
 	if c.retries == 0 {
 		c.retries = 5
 	}
-	res, err := c.get(ctx, file, func(format string, args ...any) { m.event(format, args...) })
+	h := m.newDigest()
+	res, err := c.get(ctx, file, h, func(format string, args ...any) { m.event(format, args...) })
 	if err != nil {
 		return Fetched{}, fmt.Errorf("simmachine: tftp %s: %w", file, err)
 	}
 	if res.size >= 0 && res.size != res.bytes {
 		return Fetched{}, fmt.Errorf("simmachine: tftp %s: tsize said %d bytes, the read gave %d", file, res.size, res.bytes)
 	}
-	return Fetched{URL: "tftp://" + server.String() + "/" + file, SHA256: res.sha256, Bytes: res.bytes}, nil
+	return m.fetched("tftp://"+server.String()+"/"+file, h, res.bytes), nil
 }
 
 func orInt(v, d int) int {
@@ -122,8 +128,8 @@ func errorPacket(code uint16, msg string) []byte {
 	return append(append(b, msg...), 0)
 }
 
-// get runs both requests.
-func (c *tftpClient) get(ctx context.Context, file string, event func(string, ...any)) (tftpResult, error) {
+// get runs both requests, summing the file in h.
+func (c *tftpClient) get(ctx context.Context, file string, h hash.Hash, event func(string, ...any)) (tftpResult, error) {
 	res := tftpResult{size: -1}
 	bs, ws := strconv.Itoa(c.blksize), strconv.Itoa(c.window)
 
@@ -185,15 +191,15 @@ func (c *tftpClient) get(ctx context.Context, file string, event func(string, ..
 	case tftpDATA:
 		first = pkt
 	}
-	h := sha256.New()
 	n, err := c.receive(ctx, first, from, res.blksize, res.window, h, event)
 	res.bytes = n
-	res.sha256 = fmt.Sprintf("%x", h.Sum(nil))
 	return res, err
 }
 
-// ask sends pkt to to until a datagram comes back from the server's address, sending it
-// again after each timeout, and returns the datagram and its sender.
+// ask sends pkt to to until a datagram comes back from the server's address (from to
+// itself when to is a transfer's port rather than the listening one: EDK2 hears only the
+// port it acknowledges), sending it again after each timeout, and returns the datagram
+// and its sender.
 func (c *tftpClient) ask(ctx context.Context, pkt []byte, to netip.AddrPort, event func(string, ...any)) ([]byte, netip.AddrPort, error) {
 	for try := 0; try <= c.retries; try++ {
 		if try > 0 {
@@ -202,7 +208,11 @@ func (c *tftpClient) ask(ctx context.Context, pkt []byte, to netip.AddrPort, eve
 		if _, err := c.conn.WriteToUDPAddrPort(pkt, to); err != nil {
 			return nil, netip.AddrPort{}, err
 		}
-		b, from, err := c.recv(ctx, time.Now().Add(c.timeout))
+		var only netip.AddrPort
+		if to != c.server {
+			only = to
+		}
+		b, from, err := c.recv(ctx, time.Now().Add(c.timeout), only)
 		if err == nil {
 			return b, from, nil
 		}
@@ -213,14 +223,17 @@ func (c *tftpClient) ask(ctx context.Context, pkt []byte, to netip.AddrPort, eve
 	return nil, netip.AddrPort{}, errTFTPTimeout
 }
 
-// recv returns the next datagram of at least 4 bytes from the server's address, or
-// errTFTPTimeout at deadline.
-func (c *tftpClient) recv(ctx context.Context, deadline time.Time) ([]byte, netip.AddrPort, error) {
+// recv returns the next datagram of at least 4 bytes from the server's address (from only,
+// when that is valid), or errTFTPTimeout at deadline.
+func (c *tftpClient) recv(ctx context.Context, deadline time.Time, only netip.AddrPort) ([]byte, netip.AddrPort, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, netip.AddrPort{}, err
 		}
-		c.conn.SetReadDeadline(deadline)
+		if deadline.Before(c.set) || deadline.Sub(c.set) > deadlineSlack {
+			c.conn.SetReadDeadline(deadline)
+			c.set = deadline
+		}
 		n, from, err := c.conn.ReadFromUDPAddrPort(c.buf)
 		if err != nil {
 			var ne net.Error
@@ -229,7 +242,7 @@ func (c *tftpClient) recv(ctx context.Context, deadline time.Time) ([]byte, neti
 			}
 			return nil, netip.AddrPort{}, err
 		}
-		if from.Addr().Unmap() != c.server.Addr().Unmap() || from == c.stale || n < 4 {
+		if from.Addr().Unmap() != c.server.Addr().Unmap() || from == c.stale || n < 4 || (only.IsValid() && from != only) {
 			continue
 		}
 		return c.buf[:n], from, nil
@@ -275,7 +288,7 @@ func (c *tftpClient) receive(ctx context.Context, first []byte, tid netip.AddrPo
 				}
 			}
 		}
-		b, from, err := c.recv(ctx, time.Now().Add(c.timeout))
+		b, _, err := c.recv(ctx, time.Now().Add(c.timeout), tid)
 		switch {
 		case errors.Is(err, errTFTPTimeout):
 			if tries++; tries > c.retries {
@@ -287,8 +300,6 @@ func (c *tftpClient) receive(ctx context.Context, first []byte, tid netip.AddrPo
 			pkt = nil
 		case err != nil:
 			return total, err
-		case from != tid:
-			pkt = nil
 		default:
 			pkt = b
 		}

@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"hash"
+	"hash/crc32"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -50,15 +52,25 @@ func TestTFTPAgainstServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("%x", sha256.Sum256(data)); got.SHA256 != want || got.Bytes != int64(len(data)) {
-		t.Errorf("got %d bytes %s, want %d bytes %s", got.Bytes, got.SHA256, len(data), want)
+	if want := fmt.Sprintf("%x", sha256.Sum256(data)); got.SHA256 != want || got.Sum != "" || got.Bytes != int64(len(data)) {
+		t.Errorf("got %d bytes %s (sum %q), want %d bytes %s", got.Bytes, got.SHA256, got.Sum, len(data), want)
+	}
+	// With a Digest of its own the machine sums the file with it, and only with it.
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	m.Digest = func() hash.Hash { return crc32.New(castagnoli) }
+	got, err = m.tftpGet(context.Background(), addr.Addr(), "ipxe.efi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%08x", crc32.Checksum(data, castagnoli)); got.Sum != want || got.SHA256 != "" || got.Bytes != int64(len(data)) {
+		t.Errorf("with Digest: got %d bytes, sum %q, SHA256 %q; want %d bytes, sum %s and no SHA256", got.Bytes, got.Sum, got.SHA256, len(data), want)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mu.Lock()
 		n := len(reps)
 		mu.Unlock()
-		if n >= 2 || time.Now().After(deadline) {
+		if n >= 4 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -75,7 +87,8 @@ func TestTFTPAgainstServer(t *testing.T) {
 	for _, r := range reps {
 		have = append(have, rep{r.Outcome, r.BlockSize, r.Window, r.Peer.Addr().String()})
 	}
-	want := []rep{{tftpd.OutcomeAborted, 1468, 4, "127.0.0.7"}, {tftpd.OutcomeOK, 1468, 4, "127.0.0.7"}}
+	want := []rep{{tftpd.OutcomeAborted, 1468, 4, "127.0.0.7"}, {tftpd.OutcomeOK, 1468, 4, "127.0.0.7"},
+		{tftpd.OutcomeAborted, 1468, 4, "127.0.0.7"}, {tftpd.OutcomeOK, 1468, 4, "127.0.0.7"}}
 	if fmt.Sprint(have) != fmt.Sprint(want) {
 		t.Errorf("transfers %v, want %v", have, want)
 	}
@@ -166,6 +179,14 @@ func TestTFTPLikeEDK2(t *testing.T) {
 	if a, _, _ := read(tid); !bytes.Equal(a, ackOf(0)) {
 		t.Fatalf("after the OACK: %q, want ACK 0", a)
 	}
+	// An error from another port of the server (another transfer's socket, answering a
+	// stray datagram with error 5) is not the read's: the client waits on for block 1.
+	stranger, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	stranger.WriteToUDPAddrPort(append(binary.BigEndian.AppendUint16(nil, tftpERROR), 0, 5, 'u', 0), client)
 	for n := 1; n <= 3; n++ {
 		tid.WriteToUDPAddrPort(block(n), client)
 	}

@@ -1,0 +1,79 @@
+package tftpd
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// tconn is a transfer's socket: the transfer identifier of RFC 1350 and its client.
+type tconn interface {
+	// recv reads one datagram into b, waiting until deadline; errWait when none came.
+	recv(b []byte, deadline time.Time) (int, netip.AddrPort, error)
+	// sendTo sends one datagram.
+	sendTo(b []byte, to netip.AddrPort) error
+	// sendWindow sends datagrams to the client, in order, in as few system calls as it can.
+	sendWindow(pkts [][]byte) error
+	// evict, from any goroutine, makes a recv under way (and every later one) return at
+	// once with an error; the transfer then ends without sending anything more.
+	evict()
+	// close releases the socket; only the transfer's goroutine calls it, once.
+	close()
+}
+
+// errWait: no datagram came before the deadline.
+var errWait = errors.New("no datagram before the deadline")
+
+// netConn is a transfer socket of the net package: Go's network poller waits for it.
+type netConn struct {
+	c        *net.UDPConn
+	peer     netip.AddrPort
+	batch    *batcher // nil: one system call per datagram
+	deadline time.Time
+}
+
+func newNetConn(c *net.UDPConn, peer netip.AddrPort, window int) *netConn {
+	x := &netConn{c: c, peer: peer}
+	if window > 1 {
+		x.batch = newBatcher(c, peer, window)
+	}
+	return x
+}
+
+func (x *netConn) recv(b []byte, deadline time.Time) (int, netip.AddrPort, error) {
+	if !deadline.Equal(x.deadline) {
+		if err := x.c.SetReadDeadline(deadline); err != nil {
+			return 0, netip.AddrPort{}, err
+		}
+		x.deadline = deadline
+	}
+	n, from, err := x.c.ReadFromUDPAddrPort(b)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return 0, from, errWait
+		}
+	}
+	return n, from, err
+}
+
+func (x *netConn) sendTo(b []byte, to netip.AddrPort) error {
+	_, err := x.c.WriteToUDPAddrPort(b, to)
+	return err
+}
+
+func (x *netConn) sendWindow(pkts [][]byte) error {
+	if x.batch != nil {
+		return x.batch.send(pkts)
+	}
+	for _, p := range pkts {
+		if err := x.sendTo(p, x.peer); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *netConn) evict() { x.c.Close() }
+func (x *netConn) close() { x.c.Close() }

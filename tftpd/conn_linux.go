@@ -1,0 +1,245 @@
+package tftpd
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// rawConn is a transfer socket outside Go's network poller: a blocking socket whose
+// transfer waits for its client in recvfrom(2) on its own thread, as a C server waits in
+// select(2). A socket in the poller wakes the poller's thread on every change of its state
+// (each acknowledgement, and each datagram the client's kernel frees makes it writable), on
+// top of the transfer's own wake-up: for a stream of large blocks, one more thread woken
+// per block. A thread per transfer costs more than the poller once transfers outnumber the
+// Ps, so only a transfer that starts among few gets one (see listenTransfer).
+type rawConn struct {
+	mu      sync.Mutex // guards fd against evict racing close
+	fd      int
+	peer    netip.AddrPort
+	sa      unix.RawSockaddrInet6 // the peer's sockaddr (a RawSockaddrInet4 for AF_INET)
+	salen   uint32
+	domain  int
+	batch   *batcher
+	evicted atomic.Bool
+
+	yielded  time.Time
+	rcvtimeo time.Duration // the socket's SO_RCVTIMEO; 0: none set
+	from     unix.RawSockaddrAny
+	flen     uint32
+}
+
+// rcvSlack is how much later than asked a rawConn's wait may end.
+const rcvSlack = time.Millisecond
+
+// yieldEvery is how often a transfer on a rawConn yields its P to the scheduler.
+const yieldEvery = 5 * time.Millisecond
+
+// errEvictedConn: the transfer's socket was evicted under a recv.
+var errEvictedConn = errors.New("transfer socket evicted")
+
+// listenRaw opens a rawConn on port 0 of local for peer when both are of one family and
+// local is known; ok is false when it does not apply (the caller opens a socket of the net
+// package then).
+func listenRaw(local netip.Addr, peer netip.AddrPort, window int) (tconn, bool, error) {
+	if !local.IsValid() {
+		return nil, false, nil
+	}
+	local = local.Unmap()
+	p := peer.Addr().Unmap()
+	x := &rawConn{peer: peer}
+	var bind unix.Sockaddr
+	switch {
+	case local.Is4() && p.Is4():
+		x.domain = unix.AF_INET
+		bind = &unix.SockaddrInet4{Addr: local.As4()}
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&x.sa))
+		*sa = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: p.As4()}
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], peer.Port())
+		x.salen = unix.SizeofSockaddrInet4
+	case local.Is6() && p.Is6():
+		x.domain = unix.AF_INET6
+		b6 := &unix.SockaddrInet6{Addr: local.As16()}
+		if z := local.Zone(); z != "" {
+			ifi, err := net.InterfaceByName(z)
+			if err != nil {
+				return nil, false, nil
+			}
+			b6.ZoneId = uint32(ifi.Index)
+		}
+		bind = b6
+		x.sa = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: p.As16()}
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&x.sa.Port))[:], peer.Port())
+		if z := peer.Addr().Zone(); z != "" {
+			ifi, err := net.InterfaceByName(z)
+			if err != nil {
+				return nil, false, nil
+			}
+			x.sa.Scope_id = uint32(ifi.Index)
+		}
+		x.salen = unix.SizeofSockaddrInet6
+	default:
+		return nil, false, nil
+	}
+	fd, err := unix.Socket(x.domain, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, true, os.NewSyscallError("socket", err)
+	}
+	if x.domain == unix.AF_INET6 {
+		unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+	}
+	if err := unix.Bind(fd, bind); err != nil {
+		unix.Close(fd)
+		return nil, true, os.NewSyscallError("bind", err)
+	}
+	x.fd = fd
+	if window > 1 {
+		x.batch = newFDBatcher(blockingFD(fd), x.domain, peer, window)
+	}
+	return x, true, nil
+}
+
+// blockingFD writes on a blocking socket: a send waits in the kernel for buffer space.
+type blockingFD int
+
+func (f blockingFD) Write(fn func(fd uintptr) bool) error {
+	for !fn(uintptr(f)) {
+	}
+	return nil
+}
+
+func (x *rawConn) recv(b []byte, deadline time.Time) (int, netip.AddrPort, error) {
+	now := time.Now()
+	// A goroutine that never parks is preempted by the runtime after 10 ms, its P taken
+	// from it in the middle of a system call; yielding first is cheaper.
+	if now.Sub(x.yielded) > yieldEvery {
+		x.yielded = now
+		runtime.Gosched()
+	}
+	for {
+		if x.evicted.Load() {
+			return 0, netip.AddrPort{}, errEvictedConn
+		}
+		// The wait is the socket's receive time-out, set only when the one it has would
+		// end more than rcvSlack after deadline or at all before it: a transfer's waits
+		// are all Timeout long, so once per transfer.
+		flags := uintptr(0)
+		d := deadline.Sub(now)
+		switch {
+		case d <= 0:
+			flags = unix.MSG_DONTWAIT
+		case d < x.rcvtimeo-rcvSlack || d > x.rcvtimeo:
+			tv := unix.NsecToTimeval(int64(d + time.Microsecond - 1))
+			if err := unix.SetsockoptTimeval(x.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+				return 0, netip.AddrPort{}, os.NewSyscallError("setsockopt", err)
+			}
+			x.rcvtimeo = time.Duration(tv.Nano())
+		}
+		x.flen = unix.SizeofSockaddrAny
+		n, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(x.fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)),
+			flags, uintptr(unsafe.Pointer(&x.from)), uintptr(unsafe.Pointer(&x.flen)))
+		switch e {
+		case 0:
+			if n == 0 && x.evicted.Load() {
+				return 0, netip.AddrPort{}, errEvictedConn
+			}
+			return int(n), sockaddrPort(&x.from), nil
+		case unix.EAGAIN, unix.EINTR:
+			if d <= 0 {
+				return 0, netip.AddrPort{}, errWait
+			}
+		default:
+			return 0, netip.AddrPort{}, os.NewSyscallError("recvfrom", e)
+		}
+		now = time.Now()
+	}
+}
+
+// sockaddrPort reads an AF_INET or AF_INET6 sockaddr.
+func sockaddrPort(sa *unix.RawSockaddrAny) netip.AddrPort {
+	switch sa.Addr.Family {
+	case unix.AF_INET:
+		s := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom4(s.Addr), binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&s.Port))[:]))
+	case unix.AF_INET6:
+		s := (*unix.RawSockaddrInet6)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom16(s.Addr).Unmap(), binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&s.Port))[:]))
+	}
+	return netip.AddrPort{}
+}
+
+func (x *rawConn) sendTo(b []byte, to netip.AddrPort) error {
+	if x.evicted.Load() {
+		return errEvictedConn
+	}
+	sa, salen := unsafe.Pointer(&x.sa), x.salen
+	if to != x.peer {
+		var other unix.RawSockaddrInet6
+		a := to.Addr()
+		if x.domain == unix.AF_INET {
+			if !a.Unmap().Is4() {
+				return unix.EAFNOSUPPORT
+			}
+			s := (*unix.RawSockaddrInet4)(unsafe.Pointer(&other))
+			*s = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: a.Unmap().As4()}
+			binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&s.Port))[:], to.Port())
+		} else {
+			other = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: a.As16(), Scope_id: x.sa.Scope_id}
+			binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&other.Port))[:], to.Port())
+		}
+		sa = unsafe.Pointer(&other)
+	}
+	for {
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(x.fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), 0, uintptr(sa), uintptr(salen))
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return os.NewSyscallError("sendto", e)
+		}
+		return nil
+	}
+}
+
+func (x *rawConn) sendWindow(pkts [][]byte) error {
+	if x.evicted.Load() {
+		return errEvictedConn
+	}
+	if x.batch != nil {
+		return x.batch.send(pkts)
+	}
+	for _, p := range pkts {
+		if err := x.sendTo(p, x.peer); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// evict marks the socket and shuts its receiving side down, which wakes a ppoll under way.
+func (x *rawConn) evict() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.fd < 0 || x.evicted.Swap(true) {
+		return
+	}
+	unix.Shutdown(x.fd, unix.SHUT_RD)
+}
+
+func (x *rawConn) close() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.fd >= 0 {
+		unix.Close(x.fd)
+		x.fd = -1
+	}
+}

@@ -227,6 +227,8 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			MaxWindow:    c.Boot.TFTPMaxWindow,
 			FirstRetries: c.Boot.TFTPFirstRetries,
 			EvictAfter:   c.Boot.TFTPEvictAfter,
+			MaxQueued:    c.Boot.TFTPMaxQueued,
+			QueueWait:    c.Boot.TFTPQueueWait,
 			Logger:       log.With("component", "tftpd"),
 			OnTransfer:   a.onTransfer,
 		}

@@ -36,8 +36,9 @@ type BootConfig struct {
 	TFTPListen netip.AddrPort // DefaultConfig: 0.0.0.0:69
 	TFTPRoot   string         // directory of iPXE builds (undionly.kpxe, ipxe.efi, ...); required with TFTP
 	// TFTPMaxTransfers and TFTPMaxPerSource bound the transfers at once, in all and per
-	// machine; a request beyond either is dropped unanswered and the firmware retries.
-	// Zero: tftpd's defaults (64 and 4).
+	// machine. A request beyond TFTPMaxTransfers waits in a queue (TFTPMaxQueued); one
+	// beyond TFTPMaxPerSource is dropped unanswered and the firmware retries. Zero: tftpd's
+	// defaults (64 and 4).
 	TFTPMaxTransfers int
 	TFTPMaxPerSource int
 	// TFTPMaxWindow is the largest RFC 7440 windowsize granted (OVMF asks 4): 1 to 65535,
@@ -51,7 +52,15 @@ type BootConfig struct {
 	// a new request may take its slot when every slot is taken, 10 ms to 5 s. Zero: tftpd's
 	// default (50 ms).
 	TFTPEvictAfter time.Duration
-	HTTPListen     netip.AddrPort // DefaultConfig: 0.0.0.0:80
+	// TFTPMaxQueued bounds the requests that wait for a slot while every one is taken, so
+	// that firmware is served as soon as one frees up rather than after its retransmission
+	// time-out (4 s for EDK2), 0 to 65536; -1 holds none (each is dropped). Zero: tftpd's
+	// default (1024).
+	TFTPMaxQueued int
+	// TFTPQueueWait is how long a held request waits after the firmware last sent it,
+	// 100 ms to 1 min. Zero: tftpd's default (5 s).
+	TFTPQueueWait time.Duration
+	HTTPListen    netip.AddrPort // DefaultConfig: 0.0.0.0:80
 	// HTTPBase is the base URL machines use for /boot/ and /cache/: http(s)://HOST[:PORT].
 	// "" means http://ServerIP[:port], the port the HTTP listener got (HTTPListen's, or
 	// that of the listener the host handed in). A port of 0 is replaced by that port.
@@ -262,6 +271,12 @@ func (c *Config) Validate() error {
 	}
 	if b.TFTPEvictAfter != 0 && (b.TFTPEvictAfter < 10*time.Millisecond || b.TFTPEvictAfter > 5*time.Second) {
 		return bad("Boot.TFTPEvictAfter", "want 0 (default) or 10ms to 5s, got %v", b.TFTPEvictAfter)
+	}
+	if b.TFTPMaxQueued < -1 || b.TFTPMaxQueued > 65536 {
+		return bad("Boot.TFTPMaxQueued", "want -1 (none), 0 (default) or up to 65536, got %d", b.TFTPMaxQueued)
+	}
+	if b.TFTPQueueWait != 0 && (b.TFTPQueueWait < 100*time.Millisecond || b.TFTPQueueWait > time.Minute) {
+		return bad("Boot.TFTPQueueWait", "want 0 (default) or 100ms to 1m, got %v", b.TFTPQueueWait)
 	}
 	if b.HTTPBase != "" {
 		u, err := url.Parse(b.HTTPBase)

@@ -32,6 +32,16 @@ const (
 	fatMaxClusters = 65524
 )
 
+// file is the contents of the file at path, size bytes, where they lie in the image (a
+// file's clusters are contiguous); nil when there is no such file.
+func (m *fatImage) file(path string, size int) []byte {
+	off, ok := m.offsets[path]
+	if !ok || off+size > len(m.data) {
+		return nil
+	}
+	return m.data[off : off+size : off+size]
+}
+
 type fatNode struct {
 	name     string // upper case 8.3
 	dir      bool

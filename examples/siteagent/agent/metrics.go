@@ -58,6 +58,7 @@ func (a *Agent) Stats() map[string]uint64 {
 		c := a.tftp.Stats()
 		m["tftp_transfers"], m["tftp_completed"], m["tftp_bytes"] = c.Transfers, c.Completed, c.Bytes
 		m["tftp_dropped_busy"], m["tftp_dropped_source"] = c.DroppedBusy, c.DroppedSource
+		m["tftp_evicted"], m["tftp_queued"], m["tftp_waiting"] = c.Evicted, c.Queued, uint64(c.Waiting)
 	}
 	cs := a.cache.Stats()
 	m["cache_served"], m["cache_grants_issued"] = uint64(cs.Served), uint64(cs.GrantsIssued)
@@ -114,6 +115,9 @@ var (
 	descTFTP         = prometheus.NewDesc("siteboot_tftp_transfers_total", "TFTP transfers by outcome.", []string{"outcome"}, nil)
 	descTFTPBytes    = prometheus.NewDesc("siteboot_tftp_bytes_total", "File bytes sent over TFTP.", nil, nil)
 	descTFTPDropped  = prometheus.NewDesc("siteboot_tftp_dropped_total", "TFTP requests dropped unanswered, by limit.", []string{"limit"}, nil)
+	descTFTPEvicted  = prometheus.NewDesc("siteboot_tftp_evicted_total", "TFTP transfers ended before their first acknowledgement to make room for a request.", nil, nil)
+	descTFTPQueued   = prometheus.NewDesc("siteboot_tftp_queued_total", "TFTP requests that waited for a slot while every one was taken.", nil, nil)
+	descTFTPWaiting  = prometheus.NewDesc("siteboot_tftp_waiting", "TFTP requests waiting for a slot now.", nil, nil)
 	descCacheServed  = prometheus.NewDesc("siteboot_cache_served_total", "Cache requests answered with an image.", nil, nil)
 	descCacheBytes   = prometheus.NewDesc("siteboot_cache_served_bytes_total", "Body bytes served from the cache.", nil, nil)
 	descCacheRefused = prometheus.NewDesc("siteboot_cache_refused_total", "Cache requests refused, by reason.", []string{"reason"}, nil)
@@ -141,7 +145,7 @@ var (
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
 		ch <- d
 	}
 }
@@ -176,6 +180,9 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		tc := a.tftp.Stats()
 		counter(descTFTPDropped, float64(tc.DroppedBusy), "busy")
 		counter(descTFTPDropped, float64(tc.DroppedSource), "per-source")
+		counter(descTFTPEvicted, float64(tc.Evicted))
+		counter(descTFTPQueued, float64(tc.Queued))
+		gauge(descTFTPWaiting, float64(tc.Waiting))
 	}
 	cs := a.cache.Stats()
 	counter(descCacheServed, float64(cs.Served))

@@ -147,12 +147,11 @@ type sbCounters struct {
 type secureBoot struct {
 	a                    *Agent
 	shimName, loaderName string // shimx64.efi, grubx64.efi
-	shim, grub           []byte
 	chain                []byte // grub/grub.cfg
-	image                *fatImage
-	cfgOffset            int
 	keys                 *bootKeys
-	root                 fs.FS // Boot.TFTPRoot
+	filesMu              sync.Mutex
+	built                *sbFiles // nil until the first machine that boots the chain asks
+	root                 fs.FS    // Boot.TFTPRoot
 	rootClose            func() error
 
 	ctx    context.Context
@@ -180,11 +179,7 @@ func (a *Agent) setupSecureBoot() error {
 		return nil
 	}
 	s := &secureBoot{a: a, renders: map[string]*render{}}
-	var err error
-	if s.shim, err = os.ReadFile(b.shimPath()); err == nil {
-		s.grub, err = os.ReadFile(b.grubPath())
-	}
-	if err != nil {
+	if err := chainFilesThere(b); err != nil {
 		if b.SecureBoot {
 			return fmt.Errorf("agent: secure boot: %w", err)
 		}
@@ -196,20 +191,17 @@ func (a *Agent) setupSecureBoot() error {
 		return errors.New("agent: secure boot: no file names for x86-64 UEFI")
 	}
 	ip := b.ServerIP.String()
+	var err error
 	if s.chain, err = (grubcfg.Chain{URL: "tftp://" + ip + PathGRUBConfig, KeyURL: "tftp://" + ip + "/" + sbDir + "/key"}).Render(); err != nil {
 		return fmt.Errorf("agent: secure boot: %w", err)
 	}
-	efi, _ := hwid.ArchX86_64EFI.EFIName()
-	placeholder := bytes.Repeat([]byte("\n"), sbConfigSize)
-	if s.image, err = buildFAT([]fatFile{
-		{"EFI/BOOT/BOOT" + strings.ToUpper(efi) + ".EFI", s.shim},
-		{"EFI/BOOT/" + strings.ToUpper(s.loaderName), s.grub},
-		// grubnetx64's built-in prefix is /grub: on the RAM disk, (hd0)/grub/grub.cfg.
-		{"GRUB/GRUB.CFG", placeholder},
-	}); err != nil {
-		return fmt.Errorf("agent: secure boot: %w", err)
+	if b.SecureBoot {
+		// The site boots through the chain: a file GRUB or shim cannot be read from fails
+		// the start rather than the first machine.
+		if _, err := s.files(); err != nil {
+			return err
+		}
 	}
-	s.cfgOffset = s.image.offsets["GRUB/GRUB.CFG"]
 	s.keys = newBootKeys(a.clock.Now, a.opt.Rand, b.NonceWindow)
 	root, err := os.OpenRoot(b.TFTPRoot)
 	if err != nil {
@@ -219,6 +211,68 @@ func (a *Agent) setupSecureBoot() error {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	a.sb = s
 	return nil
+}
+
+// sbFiles is the signed chain's bytes: the RAM disk of UEFI HTTP boot, and shim and GRUB,
+// served over TFTP from where they lie whole inside it.
+type sbFiles struct {
+	shim, grub []byte
+	image      *fatImage
+	cfgOffset  int // where the RAM disk's GRUB configuration begins
+}
+
+// chainFilesThere checks that shim and GRUB are regular files, without reading them.
+func chainFilesThere(b *BootConfig) error {
+	for _, path := range []string{b.shimPath(), b.grubPath()} {
+		st, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", path)
+		}
+	}
+	return nil
+}
+
+// files reads shim and GRUB and builds the RAM disk, on the first call that succeeds; the
+// result is kept. Built at start, it held 9.5 MB (Debian's shim and GRUB read, then copied
+// into the RAM disk) for the life of an agent whose machines may never boot the chain, and
+// twice that in its resident size under the garbage collector's target.
+func (s *secureBoot) files() (*sbFiles, error) {
+	s.filesMu.Lock()
+	defer s.filesMu.Unlock()
+	if s.built != nil {
+		return s.built, nil
+	}
+	b := &s.a.cfg.Boot
+	shim, err := os.ReadFile(b.shimPath())
+	if err != nil {
+		return nil, fmt.Errorf("agent: secure boot: %w", err)
+	}
+	grub, err := os.ReadFile(b.grubPath())
+	if err != nil {
+		return nil, fmt.Errorf("agent: secure boot: %w", err)
+	}
+	efi, _ := hwid.ArchX86_64EFI.EFIName()
+	shimPath := "EFI/BOOT/BOOT" + strings.ToUpper(efi) + ".EFI"
+	grubPath := "EFI/BOOT/" + strings.ToUpper(s.loaderName)
+	img, err := buildFAT([]fatFile{
+		{shimPath, shim},
+		{grubPath, grub},
+		// grubnetx64's built-in prefix is /grub: on the RAM disk, (hd0)/grub/grub.cfg.
+		{"GRUB/GRUB.CFG", bytes.Repeat([]byte("\n"), sbConfigSize)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: secure boot: %w", err)
+	}
+	s.built = &sbFiles{
+		shim:      img.file(shimPath, len(shim)),
+		grub:      img.file(grubPath, len(grub)),
+		image:     img,
+		cfgOffset: img.offsets["GRUB/GRUB.CFG"],
+	}
+	return s.built, nil
 }
 
 // close stops the answers being made and closes the TFTP root.
@@ -326,13 +380,18 @@ func (s *secureBoot) openSB(name string) (fs.File, error) {
 		}
 		file = f
 	}
-	switch file {
-	case s.shimName:
-		return memFile(name, s.shim), nil
-	case s.loaderName:
-		return memFile(name, s.grub), nil
+	if file != s.shimName && file != s.loaderName {
+		return nil, errNotServed // shim's optional files (revocations, certificates), and anything else
 	}
-	return nil, errNotServed // shim's optional files (revocations, certificates), and anything else
+	f, err := s.files()
+	if err != nil {
+		s.a.log.Error("secure boot: the signed chain cannot be served", "err", err)
+		return nil, err
+	}
+	if file == s.shimName {
+		return memFile(name, f.shim), nil
+	}
+	return memFile(name, f.grub), nil // shim's optional files (revocations, certificates), and anything else
 }
 
 // openKey answers the key file sb/key?mac=MAC: a fresh key, pending until tftpd reports
@@ -597,10 +656,16 @@ func (s *secureBoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	files, err := s.files()
+	if err != nil {
+		s.a.log.Error("secure boot: no RAM disk", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
 	hd := w.Header()
 	hd.Set("Content-Type", "application/vnd.efi-img")
 	hd.Set("Cache-Control", "no-store")
-	hd.Set("Content-Length", strconv.Itoa(len(s.image.data)))
+	hd.Set("Content-Length", strconv.Itoa(len(files.image.data)))
 	switch r.Method {
 	case http.MethodHead:
 		return
@@ -638,9 +703,9 @@ func (s *secureBoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.n().images.Add(1)
 	pad := bytes.Repeat([]byte("\n"), sbConfigSize-len(cfg))
-	img := s.image.data
-	io.Copy(w, io.MultiReader(bytes.NewReader(img[:s.cfgOffset]), bytes.NewReader(cfg), bytes.NewReader(pad),
-		bytes.NewReader(img[s.cfgOffset+sbConfigSize:])))
+	img, at := files.image.data, files.cfgOffset
+	io.Copy(w, io.MultiReader(bytes.NewReader(img[:at]), bytes.NewReader(cfg), bytes.NewReader(pad),
+		bytes.NewReader(img[at+sbConfigSize:])))
 }
 
 // bindGRUB is the GRUB loader's S1 rule, after the entry matched: the request presents a

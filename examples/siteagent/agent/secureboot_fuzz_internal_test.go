@@ -39,7 +39,7 @@ func FuzzSecureBootNames(f *testing.F) {
 	f.Cleanup(func() { cache.Close() })
 	a := &Agent{nonces: newBootNonces(clock, nil, 0), cache: cache, log: slog.New(slog.DiscardHandler)}
 	s := &secureBoot{
-		a: a, shimName: "shimx64.efi", loaderName: "grubx64.efi", shim: []byte("MZshim"), grub: []byte("MZgrub"),
+		a: a, shimName: "shimx64.efi", loaderName: "grubx64.efi", built: &sbFiles{shim: []byte("MZshim"), grub: []byte("MZgrub")},
 		chain: []byte("# chain\n"), keys: newBootKeys(clock, nil, 0), renders: map[string]*render{},
 		root: fstest.MapFS{"ipxe.efi": {Data: []byte("MZipxe")}},
 	}

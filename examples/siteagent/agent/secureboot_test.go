@@ -310,6 +310,50 @@ func TestSecureBootHTTP(t *testing.T) {
 	}
 }
 
+// TestSecureBootChainOnFirstUse: an agent that can serve the signed chain, but whose site
+// does not boot through it by default, reads shim and GRUB (and builds the RAM disk they go
+// into) when a machine first asks, not at start; then it keeps what it read. Built at start,
+// the chain held 9.5 MB of a storm's agent that no Secure Boot machine ever asked.
+func TestSecureBootChainOnFirstUse(t *testing.T) {
+	shim, grub := requireChain(t)
+	dir := t.TempDir()
+	h := newHarness(t)
+	cfg := h.config(t.TempDir())
+	cfg.Boot.Shim, cfg.Boot.GRUB = filepath.Join(dir, "shimx64.efi.signed"), filepath.Join(dir, "grubnetx64.efi.signed")
+	for path, b := range map[string][]byte{cfg.Boot.Shim: shim, cfg.Boot.GRUB: grub} {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := h.start(t, cfg, h.plane.Link())
+	yes := true
+	e := entry(38, h.clk.Now().Add(time.Hour))
+	e.SecureBoot = &yes
+	h.prepare(t, a, e)
+
+	// What the files hold from now on is what the first machine gets.
+	later := append(append([]byte{}, shim...), "after the start"...)
+	if err := os.WriteFile(cfg.Boot.Shim, later, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := firmwareDHCP(t, a, e.MAC, edk2PXE, iana.EFI_X86_64)
+	if !strings.HasPrefix(file, "sb/") {
+		t.Fatalf("4011 answer names %q, want sb/NONCE/shimx64.efi", file)
+	}
+	if got, err := tftpGet(t, a, "127.0.0.1", file); err != nil || !bytes.Equal(got, later) {
+		t.Fatalf("%s: %d bytes, %v; want the %d bytes the file held when the machine asked", file, len(got), err, len(later))
+	}
+	if err := os.WriteFile(cfg.Boot.Shim, shim, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tftpGet(t, a, "127.0.0.1", "sb/shimx64.efi"); err != nil || !bytes.Equal(got, later) {
+		t.Errorf("a second fetch: %d bytes, %v; want the %d bytes read for the first", len(got), err, len(later))
+	}
+	if got, err := tftpGet(t, a, "127.0.0.1", "sb/grubx64.efi"); err != nil || !bytes.Equal(got, grub) {
+		t.Errorf("sb/grubx64.efi: %d bytes, %v; want the signed GRUB", len(got), err)
+	}
+}
+
 // TestSecureBootChoice: the entry's secure_boot overrides the site's default; an agent that
 // cannot serve the chain (its files missing) is silent to a machine that asks for it,
 // counted, rather than naming the unsigned iPXE.

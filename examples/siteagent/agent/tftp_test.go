@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -60,4 +62,84 @@ func oackWindow(t *testing.T, server netip.AddrPort, name, ask string) string {
 		}
 	}
 	return ""
+}
+
+// TestTFTPQueueSettings: boot.tftp_max_queued reaches the agent's TFTP server. With its one
+// slot taken by a transfer under way (acknowledged, so not evictable), a second request
+// waits, seen in tftp_waiting and tftp_queued, and is served as soon as the slot frees up;
+// with tftp_max_queued = -1 it is dropped unanswered (tftp_dropped_busy).
+func TestTFTPQueueSettings(t *testing.T) {
+	for _, tc := range []struct {
+		maxQueued int
+		queued    bool
+	}{{0, true}, {-1, false}} {
+		h := newHarness(t)
+		cfg := h.config(t.TempDir())
+		cfg.Boot.TFTPMaxTransfers, cfg.Boot.TFTPMaxPerSource = 1, 1
+		cfg.Boot.TFTPMaxQueued = tc.maxQueued
+		cfg.Boot.TFTPQueueWait = 10 * time.Second
+		a, stop := h.start(t, cfg, h.plane.Link())
+		server := netip.MustParseAddrPort(a.Addrs()["tftp"])
+		rrq := []byte("\x00\x01ipxe.efi\x00octet\x00")
+		abort := []byte("\x00\x05\x00\x00done\x00")
+		client := func(ip string) *net.UDPConn {
+			c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(ip), 0)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		buf := make([]byte, 600)
+		read := func(c *net.UDPConn, what string) netip.AddrPort {
+			t.Helper()
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil || n < 4 || buf[1] != 3 {
+				t.Fatalf("maxQueued %d: %s: %d bytes (opcode %d), %v", tc.maxQueued, what, n, buf[1], err)
+			}
+			return from
+		}
+
+		metrics := func(want ...string) {
+			t.Helper()
+			_, body := get(t, "http://"+a.Addrs()["metrics"]+"/metrics")
+			for _, w := range want {
+				if !slices.Contains(strings.Split(body, "\n"), w) {
+					t.Errorf("maxQueued %d: no %q in the metrics", tc.maxQueued, w)
+				}
+			}
+		}
+		// Two machines: one slot, one per source.
+		first := client("127.0.0.2")
+		first.WriteToUDPAddrPort(rrq, server)
+		tid := read(first, "the first transfer's block 1")
+		first.WriteToUDPAddrPort([]byte{0, 4, 0, 1}, tid)
+		read(first, "the first transfer's block 2") // acknowledged: it keeps its slot
+
+		second := client("127.0.0.3")
+		second.WriteToUDPAddrPort(rrq, server)
+		if !tc.queued {
+			waitFor(t, "the second request dropped", func() bool { return a.Stats()["tftp_dropped_busy"] == 1 })
+			if st := a.Stats(); st["tftp_queued"] != 0 || st["tftp_waiting"] != 0 {
+				t.Errorf("tftp_max_queued -1: queued %d, waiting %d", st["tftp_queued"], st["tftp_waiting"])
+			}
+			metrics(`siteboot_tftp_dropped_total{limit="busy"} 1`, `siteboot_tftp_queued_total 0`)
+			first.WriteToUDPAddrPort(abort, tid)
+			stop()
+			continue
+		}
+		waitFor(t, "the second request held", func() bool {
+			st := a.Stats()
+			return st["tftp_waiting"] == 1 && st["tftp_queued"] == 1
+		})
+		metrics(`siteboot_tftp_waiting 1`, `siteboot_tftp_queued_total 1`, `siteboot_tftp_evicted_total 0`)
+		first.WriteToUDPAddrPort(abort, tid) // the first client gives up
+		tid2 := read(second, "the held request's block 1")
+		if st := a.Stats(); st["tftp_waiting"] != 0 || st["tftp_dropped_busy"] != 0 {
+			t.Errorf("after the slot freed up: waiting %d, dropped %d", st["tftp_waiting"], st["tftp_dropped_busy"])
+		}
+		second.WriteToUDPAddrPort(abort, tid2)
+		stop()
+	}
 }

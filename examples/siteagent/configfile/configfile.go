@@ -94,6 +94,8 @@ type file struct {
 		TFTPMaxWindow    int               `toml:"tftp_max_window"`
 		TFTPFirstRetries int               `toml:"tftp_first_retries"`
 		TFTPEvictAfter   string            `toml:"tftp_evict_after"`
+		TFTPMaxQueued    int               `toml:"tftp_max_queued"`
+		TFTPQueueWait    string            `toml:"tftp_queue_wait"`
 		HTTPListen       string            `toml:"http_listen"`
 		HTTPBase         string            `toml:"http_base"`
 		Kernel           image             `toml:"kernel"`
@@ -152,6 +154,7 @@ var keys = map[string]string{
 	"Boot.TFTPMaxTransfers": "boot.tftp_max_transfers", "Boot.TFTPMaxPerSource": "boot.tftp_max_per_source",
 	"Boot.TFTPMaxWindow": "boot.tftp_max_window", "Boot.TFTPFirstRetries": "boot.tftp_first_retries",
 	"Boot.TFTPEvictAfter": "boot.tftp_evict_after", "Boot.HTTPBase": "boot.http_base",
+	"Boot.TFTPMaxQueued": "boot.tftp_max_queued", "Boot.TFTPQueueWait": "boot.tftp_queue_wait",
 	"Boot.Kernel": "boot.kernel", "Boot.Initrd": "boot.initrd",
 	"Boot.Cmdline": "boot.cmdline", "Boot.CacheURL": "boot.cache_url", "Boot.CacheMaxBytes": "boot.cache_max_bytes",
 	"Lease.TTL": "lease.ttl", "Control.URL": "control.url", "Control.Heartbeat": "control.heartbeat",
@@ -240,7 +243,7 @@ func (f *file) toConfig() (*File, error) {
 	b, fb := &c.Boot, &f.Boot
 	b.ProxyDHCP, b.Interface, b.TFTP, b.TFTPRoot = fb.ProxyDHCP, fb.Interface, fb.TFTP, fb.TFTPRoot
 	b.TFTPMaxTransfers, b.TFTPMaxPerSource = fb.TFTPMaxTransfers, fb.TFTPMaxPerSource
-	b.TFTPMaxWindow, b.TFTPFirstRetries = fb.TFTPMaxWindow, fb.TFTPFirstRetries
+	b.TFTPMaxWindow, b.TFTPFirstRetries, b.TFTPMaxQueued = fb.TFTPMaxWindow, fb.TFTPFirstRetries, fb.TFTPMaxQueued
 	b.HTTPBase, b.Cmdline, b.CacheURL, b.CacheMaxBytes, b.Params = fb.HTTPBase, fb.Cmdline, fb.CacheURL, fb.CacheMaxBytes, fb.Params
 	b.Kernel = agent.Image{URL: fb.Kernel.URL, SHA256: fb.Kernel.SHA256, Format: fb.Kernel.Format}
 	b.Initrd = agent.Image{URL: fb.Initrd.URL, SHA256: fb.Initrd.SHA256, Format: fb.Initrd.Format}
@@ -303,6 +306,7 @@ func (f *file) toConfig() (*File, error) {
 		{"control.timeout", f.Control.Timeout, &c.Control.Timeout},
 		{"boot.nonce_window", fb.NonceWindow, &b.NonceWindow},
 		{"boot.tftp_evict_after", fb.TFTPEvictAfter, &b.TFTPEvictAfter},
+		{"boot.tftp_queue_wait", fb.TFTPQueueWait, &b.TFTPQueueWait},
 	} {
 		if d.in == "" {
 			continue

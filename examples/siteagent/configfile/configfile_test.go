@@ -103,6 +103,9 @@ func TestConfigErrors(t *testing.T) {
 		{`# tftp_first_retries  = 2`, `tftp_first_retries = 17`, "boot.tftp_first_retries"},
 		{`# tftp_evict_after    = "50ms"`, `tftp_evict_after = "1ms"`, "boot.tftp_evict_after"},
 		{`# tftp_evict_after    = "50ms"`, `tftp_evict_after = "fast"`, "boot.tftp_evict_after"},
+		{`# tftp_max_queued     = 1024`, `tftp_max_queued = -2`, "boot.tftp_max_queued"},
+		{`# tftp_queue_wait     = "5s"`, `tftp_queue_wait = "10ms"`, "boot.tftp_queue_wait"},
+		{`# tftp_queue_wait     = "5s"`, `tftp_queue_wait = "soon"`, "boot.tftp_queue_wait"},
 		{`http_listen = "0.0.0.0:80"`, `http_listen = "80"`, "boot.http_listen"},
 		{`sha256 = "5fac891e7346c6a6820ab4ff0de1954eb4ba76de1f034545d8bcaf128bdbe80f"`, `sha256 = "5fac"`, "boot.kernel"},
 		{`url    = "https://images.example.net/ramdisk/initrd.img"`, `url    = "ftp://images.example.net/initrd"`, "boot.initrd"},
@@ -194,8 +197,8 @@ func TestLinkKeys(t *testing.T) {
 	}
 }
 
-// TestTFTPKeys: the TFTP server's window, first-retry and eviction settings are keys of
-// [boot], typed.
+// TestTFTPKeys: the TFTP server's window, first-retry, eviction and queue settings are keys
+// of [boot], typed.
 func TestTFTPKeys(t *testing.T) {
 	base, err := os.ReadFile("../testdata/example.toml")
 	if err != nil {
@@ -205,6 +208,8 @@ func TestTFTPKeys(t *testing.T) {
 		`# tftp_max_window     = 64`, `tftp_max_window = 4`,
 		`# tftp_first_retries  = 2`, `tftp_first_retries = 3`,
 		`# tftp_evict_after    = "50ms"`, `tftp_evict_after = "120ms"`,
+		`# tftp_max_queued     = 1024`, `tftp_max_queued = -1`,
+		`# tftp_queue_wait     = "5s"`, `tftp_queue_wait = "2s"`,
 	).Replace(string(base))
 	f, err := configfile.Parse(text)
 	if err != nil {
@@ -213,5 +218,8 @@ func TestTFTPKeys(t *testing.T) {
 	b := f.Agent.Boot
 	if b.TFTPMaxWindow != 4 || b.TFTPFirstRetries != 3 || b.TFTPEvictAfter != 120*time.Millisecond {
 		t.Errorf("tftp_max_window, tftp_first_retries, tftp_evict_after = %d, %d, %v; want 4, 3, 120ms", b.TFTPMaxWindow, b.TFTPFirstRetries, b.TFTPEvictAfter)
+	}
+	if b.TFTPMaxQueued != -1 || b.TFTPQueueWait != 2*time.Second {
+		t.Errorf("tftp_max_queued, tftp_queue_wait = %d, %v; want -1, 2s", b.TFTPMaxQueued, b.TFTPQueueWait)
 	}
 }

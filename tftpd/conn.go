@@ -41,21 +41,34 @@ func newNetConn(c *net.UDPConn, peer netip.AddrPort, window int) *netConn {
 	return x
 }
 
+// deadlineSlack is how much earlier than asked a netConn's read deadline may be set.
+const deadlineSlack = 50 * time.Millisecond
+
 func (x *netConn) recv(b []byte, deadline time.Time) (int, netip.AddrPort, error) {
-	if !deadline.Equal(x.deadline) {
-		if err := x.c.SetReadDeadline(deadline); err != nil {
-			return 0, netip.AddrPort{}, err
+	for {
+		// The socket's deadline moves only when it would end after the one asked or more
+		// than deadlineSlack before it; one that ends early is moved then. A transfer's
+		// waits are each Timeout from its last send, so the poller's timer is reset about
+		// once per deadlineSlack rather than once per window.
+		if x.deadline.After(deadline) || deadline.Sub(x.deadline) > deadlineSlack {
+			if err := x.c.SetReadDeadline(deadline); err != nil {
+				return 0, netip.AddrPort{}, err
+			}
+			x.deadline = deadline
 		}
-		x.deadline = deadline
-	}
-	n, from, err := x.c.ReadFromUDPAddrPort(b)
-	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return 0, from, errWait
+		n, from, err := x.c.ReadFromUDPAddrPort(b)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				if !x.deadline.Before(deadline) {
+					return 0, from, errWait
+				}
+				x.deadline = time.Time{} // ended early: set the one asked
+				continue
+			}
 		}
+		return n, from, err
 	}
-	return n, from, err
 }
 
 func (x *netConn) sendTo(b []byte, to netip.AddrPort) error {

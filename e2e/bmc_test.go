@@ -459,6 +459,79 @@ func TestE2E_BMCFailoverReusesPowerCycle(t *testing.T) {
 	}
 }
 
+// TestE2E_BMCClaimedNeverReportedIsUnknown: the holder is killed the moment the control
+// plane grants its claim of the power cycle, before the grant reaches it, so it never sends
+// the cycle and never reports. Once its session has timed out the command ends "unknown"
+// from its claim record (the plane cannot know whether the BMC got it): EnsureRamdisk
+// returns that as the power step's error, the standby, promoted after the lease expired,
+// sends no claim and no BMC operation, and the BMC never changed the machine's power.
+func TestE2E_BMCClaimedNeverReportedIsUnknown(t *testing.T) {
+	t.Parallel()
+	testpeer.LookPath(t, "ipmi_sim", "openipmi")
+	l := newLab(t, 4)
+	a := l.startAgent("agent-a", 1)
+	l.waitActive(a)
+	b := l.startAgent("agent-b", 2)
+	l.waitReady(a.name)
+	l.waitReady(b.name)
+	m := newMachine("bmc-unknown", fwBIOS, 0x32)
+	bm := l.addBMC(3, m, bootOpts{retry: true})
+	bm.pressPower()
+
+	var (
+		kill   sync.Once
+		killed time.Time
+	)
+	l.plane.OnBMCClaim = func(node string, c agent.Command) {
+		if node != a.name || c.Kind != agent.CommandBMCPower {
+			return
+		}
+		kill.Do(func() {
+			a.p.Kill()
+			killed = time.Now()
+		})
+	}
+	ctx := context.Background()
+	first, _ := l.plane.LeaseRecord(ctx, siteID)
+	ectx, cancel := context.WithTimeout(ctx, ensureLimit)
+	defer cancel()
+	steps, err := l.plane.EnsureRamdisk(ectx, siteID, controlplane.RamdiskMachine{Entries: []agent.Entry{m.entry(agent.ArchBIOS)}, BMC: bm.target()})
+	ended := time.Now()
+	if killed.IsZero() {
+		t.Fatalf("the holder's power cycle was never claimed: %+v, %v\nchassis log:\n%s", steps, err, bm.chassisLog())
+	}
+	var se *controlplane.StepError
+	if !errors.As(err, &se) || se.Step != "bmc.power cycle" || se.Result.Status != string(bmc.StatusUnknown) || !se.Result.Replayed {
+		t.Fatalf("EnsureRamdisk: %+v, %v; want the power step unknown, from its claim record", steps, err)
+	}
+	if steps.Boot.Status != "ok" || steps.PowerReused {
+		t.Errorf("steps %+v; want the boot override ok and the power cycle not reused", steps)
+	}
+	rec, _, err := l.plane.Claims().Store.Get(ctx, steps.PowerID)
+	if err != nil || rec.State != bmc.ClaimGranted || rec.Node != a.name {
+		t.Errorf("the power cycle's claim: %+v, %v; want granted to %s and never reported", rec, err, a.name)
+	}
+	routeBound := sessionTimeout + heartbeat + controlTimeout
+	t.Logf("EnsureRamdisk ended %v after agent-a was killed with its claim granted: %s (bound sessionTimeout+heartbeat+control timeout = %v)",
+		ended.Sub(killed).Round(time.Millisecond), se.Result.Message, routeBound)
+	if d := ended.Sub(killed); d > routeBound {
+		t.Errorf("EnsureRamdisk ended %v after the kill, want within %v", d, routeBound)
+	}
+
+	// agent-b takes the lease over and sends nothing to the BMC; the machine's power was
+	// never changed by it (the override alone was set).
+	l.waitTakeover(a, b, first.Expires, killed)
+	if mb := b.metrics(); mb.sum("siteboot_bmc_claims_total") != 0 || mb.sum("siteboot_bmc_operations_total") != 0 {
+		t.Errorf("agent-b's BMC counters: %s; want no claim and no operation", bmcCounters(mb))
+	}
+	if sets := ipmitest.SetCalls(bm.chassis.Calls()); !slices.Equal(sets, []string{"set boot pxe"}) {
+		t.Errorf("the BMC's chassis calls that change the machine: %q, want only the boot override", sets)
+	}
+	if ons := bm.powerOns(); len(ons) != 1 {
+		t.Errorf("power-ons %+v, want only the machine's own button", ons)
+	}
+}
+
 // sushyGet reads a resource of sushy-emulator from inside ns, with basic auth.
 func sushyGet(t *testing.T, ns *testpeer.Netns, url, user, pass string, v any) {
 	t.Helper()

@@ -69,6 +69,10 @@
 //     with the result never sent): the control plane reuses the recorded outcome, the
 //     standby never sends the power cycle again, is promoted only after the lease expired
 //     and boots the machine; the chassis log shows one power-on.
+//   - TestE2E_BMCClaimedNeverReportedIsUnknown: the holder killed as the control plane
+//     grants its claim of the power cycle, before it hears the grant: the command ends
+//     "unknown" from its claim record once the holder's session timed out, the standby
+//     sends nothing to the BMC, and the BMC never changed the machine's power.
 //   - TestE2E_BMCRedfishSushy: the same flow against sushy-emulator's fake Redfish driver
 //     (no VM: no machine boots): a bmc.query's inspection makes the entry; the one-time PXE
 //     boot lands but fails (sushy keeps every override Continuous) and no power cycle is

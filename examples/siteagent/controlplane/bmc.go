@@ -368,7 +368,21 @@ func (p *Plane) claim(ctx context.Context, node string, req bmc.ClaimRequest) (b
 	if !p.enrolled(node) {
 		return bmc.Grant{}, errUnknownAgent
 	}
-	return p.Claims().Claim(ctx, node, req)
+	g, err := p.Claims().Claim(ctx, node, req)
+	if err == nil && g.Granted {
+		b := &p.bmcs
+		b.mu.Lock()
+		h := p.OnBMCClaim
+		var c agent.Command
+		if x := b.cmds[req.ID]; x != nil {
+			c = x.cmd
+		}
+		b.mu.Unlock()
+		if h != nil {
+			h(node, c)
+		}
+	}
+	return g, err
 }
 
 func (p *Plane) reportClaim(ctx context.Context, node string, req bmc.ClaimRequest, o bmc.Outcome) error {

@@ -66,6 +66,10 @@ type Plane struct {
 	// OnBMCReport, when set, is called after an agent's claim report was recorded, with
 	// the command it reports on (a host's metrics; the demo's failover).
 	OnBMCReport func(node string, c agent.Command, o bmc.Outcome)
+	// OnBMCClaim, when set, is called after a claim was granted to an agent and recorded,
+	// before the agent hears the answer, with the command claimed (a test that stops the
+	// agent between its claim and its operation).
+	OnBMCClaim func(node string, c agent.Command)
 
 	mu       sync.Mutex
 	agents   map[string]*agentState   // by node id

@@ -157,8 +157,9 @@
 //
 // Without the files (and Boot.SecureBoot off) the chain is not served and such machines
 // get silence, counted (siteboot_secureboot_refused_total{reason="unavailable"}); the chain
-// is x86-64 UEFI and IPv4 only. Shim and GRUB are read at start: a package upgrade takes
-// effect at the next start.
+// is x86-64 UEFI and IPv4 only. Shim and GRUB are read, and the RAM disk built, when the
+// first machine that boots the chain asks (at start with Boot.SecureBoot on, so that a bad
+// file fails the start), then kept: a package upgrade takes effect at the next start.
 //
 // # Start-up and -check
 //

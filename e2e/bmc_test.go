@@ -336,6 +336,24 @@ func TestE2E_BMCIPMIEnsureRamdisk(t *testing.T) {
 	}
 }
 
+// bmcFailoverLab is the start of the BMC failover tests: two agents on the segment (agent-a
+// active, agent-b its standby, both ready) and a machine behind ipmi_sim on host 3, which
+// its own button has powered on.
+func bmcFailoverLab(t *testing.T, name string, mac byte) (l *lab, a, b *labAgent, m *machine, bm *bmcMachine) {
+	t.Helper()
+	testpeer.LookPath(t, "ipmi_sim", "openipmi")
+	l = newLab(t, 4)
+	a = l.startAgent("agent-a", 1)
+	l.waitActive(a)
+	b = l.startAgent("agent-b", 2)
+	l.waitReady(a.name)
+	l.waitReady(b.name)
+	m = newMachine(name, fwBIOS, mac)
+	bm = l.addBMC(3, m, bootOpts{retry: true})
+	bm.pressPower()
+	return l, a, b, m, bm
+}
+
 // TestE2E_BMCFailoverReusesPowerCycle: as TestE2E_BMCIPMIEnsureRamdisk with two agents,
 // and the holder is killed right after it power-cycled the machine: its claim report
 // recorded, the heartbeat that would carry the result never sent. The control plane
@@ -352,16 +370,7 @@ func TestE2E_BMCIPMIEnsureRamdisk(t *testing.T) {
 // firmware start in between, counted from the serial log in this run).
 func TestE2E_BMCFailoverReusesPowerCycle(t *testing.T) {
 	t.Parallel()
-	testpeer.LookPath(t, "ipmi_sim", "openipmi")
-	l := newLab(t, 4)
-	a := l.startAgent("agent-a", 1)
-	l.waitActive(a)
-	b := l.startAgent("agent-b", 2)
-	l.waitReady(a.name)
-	l.waitReady(b.name)
-	m := newMachine("bmc-failover", fwBIOS, 0x31)
-	bm := l.addBMC(3, m, bootOpts{retry: true})
-	bm.pressPower()
+	l, a, b, m, bm := bmcFailoverLab(t, "bmc-failover", 0x31)
 
 	// The holder dies the moment its claim report of the power cycle is recorded.
 	var (
@@ -467,16 +476,7 @@ func TestE2E_BMCFailoverReusesPowerCycle(t *testing.T) {
 // sends no claim and no BMC operation, and the BMC never changed the machine's power.
 func TestE2E_BMCClaimedNeverReportedIsUnknown(t *testing.T) {
 	t.Parallel()
-	testpeer.LookPath(t, "ipmi_sim", "openipmi")
-	l := newLab(t, 4)
-	a := l.startAgent("agent-a", 1)
-	l.waitActive(a)
-	b := l.startAgent("agent-b", 2)
-	l.waitReady(a.name)
-	l.waitReady(b.name)
-	m := newMachine("bmc-unknown", fwBIOS, 0x32)
-	bm := l.addBMC(3, m, bootOpts{retry: true})
-	bm.pressPower()
+	l, a, b, m, bm := bmcFailoverLab(t, "bmc-unknown", 0x32)
 
 	var (
 		kill   sync.Once

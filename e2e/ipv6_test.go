@@ -1,12 +1,10 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
-	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/internal/testpeer"
 )
 
@@ -53,25 +50,8 @@ func newLab6(t *testing.T, hosts int) *lab { return newLabIPv6(t, hosts, false) 
 // so the segment is dual-stack.
 func newLabIPv6(t *testing.T, hosts int, dual bool) *lab {
 	t.Helper()
-	requirePeers(t)
-	kernel, initrd := testpeer.Ramdisk(t)
-	siteagentBinary(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-
-	l := &lab{t: t, dir: t.TempDir(), seg: testpeer.NewSegment(t, hosts), kernel: sha256Hex(kernel), initrd: sha256Hex(initrd)}
+	l := startLab(t, hosts, "ipxe.efi")
 	l.bootExtra = "server_ip6 = \"2001:db8::1{i}\"\ndhcpv6     = true\n"
-	l.tftpRoot = filepath.Join(l.dir, "tftp")
-	if err := os.MkdirAll(l.tftpRoot, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(ipxeRoot, "ipxe.efi")) // follows the link
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(l.tftpRoot, "ipxe.efi"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	for i, h := range l.seg.Hosts {
 		addr := site6
 		if i > 0 {
@@ -79,37 +59,6 @@ func newLabIPv6(t *testing.T, hosts int, dual bool) *lab {
 		}
 		h.Run(t, "ip", "-6", "addr", "add", addr.String()+"/64", "dev", h.Iface, "nodad")
 	}
-
-	l.capture = filepath.Join(l.dir, "segment.pcap")
-	l.tcpdump = testpeer.Start(t, testpeer.Cmd{
-		Path: "tcpdump", Args: []string{"-i", "br0", "-n", "-U", "-Z", "root", "-s", "600", "-w", l.capture},
-		Netns: l.seg.Bridge, ReadyLog: "listening on",
-	})
-	t.Cleanup(l.diagnose)
-
-	mux := http.NewServeMux()
-	for name, data := range map[string][]byte{"vmlinuz": kernel, "initrd.cpio": initrd} {
-		mux.HandleFunc("GET /images/"+name, func(w http.ResponseWriter, r *http.Request) {
-			http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(data))
-		})
-	}
-	l.serve(ctx, originPort, mux)
-	l.plane = controlplane.New(nil)
-	l.plane.TTL = leaseTTL
-	l.plane.Interval = tickInterval
-	l.plane.SessionTimeout = sessionTimeout
-	l.serveControlTLS() // as newLab: the control link is mutual TLS
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		l.plane.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	l.keys = assertion.StaticKeys{}
-	l.verifier = &assertion.Verifier{Keys: l.keys, Leases: l.plane.LeaseChecker(), Replay: &assertion.MemoryReplayCache{}}
 
 	h := l.seg.Hosts[0]
 	chain := "http://[" + agent6(1).String() + "]/boot/chain.ipxe"

@@ -191,6 +191,36 @@ type labAgent struct {
 // newLab builds a segment with hosts hosts (host 0 runs dnsmasq, with dnsmasqArgs added).
 func newLab(t *testing.T, hosts int, dnsmasqArgs ...string) *lab {
 	t.Helper()
+	l := startLab(t, hosts, "undionly.kpxe", "ipxe.efi")
+
+	// The site's DHCP server: addresses only, and router advertisements so iPXE does not
+	// wait for IPv6. It also leases addresses on the second segment, to requests a relay
+	// there forwards (addRelay); dnsmasq stays in the foreground (--no-daemon), so it dies
+	// with the test binary.
+	h := l.seg.Hosts[0]
+	h.Run(t, "ip", "-6", "addr", "add", "2001:db8::10/64", "dev", h.Iface, "nodad")
+	l.dnsmasq = testpeer.Start(t, testpeer.Cmd{
+		Path: "dnsmasq",
+		Args: append([]string{
+			"--no-daemon", "--conf-file=/dev/null", "--port=0", "--user=root", "--group=root",
+			"--interface=" + h.Iface, "--bind-interfaces", "--no-ping", "--log-dhcp", "--log-facility=-",
+			"--dhcp-range=192.0.2.100,192.0.2.199,255.255.255.0,10m",
+			"--dhcp-range=set:routed,198.51.100.100,198.51.100.199,255.255.255.0,10m",
+			"--dhcp-option=tag:routed,option:router," + testpeer.RouterIP.String(),
+			"--enable-ra", "--dhcp-range=::,constructor:" + h.Iface + ",ra-only",
+			"--dhcp-leasefile=" + filepath.Join(l.dir, "dnsmasq.leases"),
+			"--pid-file=" + filepath.Join(l.dir, "dnsmasq.pid"),
+		}, dnsmasqArgs...),
+		Netns: h.Netns, ReadyLog: `DHCP, IP range`,
+	})
+	return l
+}
+
+// startLab is what newLab and newLab6 share: the segment of hosts hosts, the TFTP root with
+// the iPXE builds named, the capture on the bridge, the image origin and the control plane
+// (mutual TLS), all running until the test ends.
+func startLab(t *testing.T, hosts int, builds ...string) *lab {
+	t.Helper()
 	requirePeers(t)
 	kernel, initrd := testpeer.Ramdisk(t)
 	siteagentBinary(t)
@@ -198,12 +228,11 @@ func newLab(t *testing.T, hosts int, dnsmasqArgs ...string) *lab {
 	t.Cleanup(cancel)
 
 	l := &lab{t: t, dir: t.TempDir(), seg: testpeer.NewSegment(t, hosts), kernel: sha256Hex(kernel), initrd: sha256Hex(initrd)}
-	br := l.seg.Bridge
 	l.tftpRoot = filepath.Join(l.dir, "tftp")
 	if err := os.MkdirAll(l.tftpRoot, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"undionly.kpxe", "ipxe.efi"} {
+	for _, name := range builds {
 		b, err := os.ReadFile(filepath.Join(ipxeRoot, name)) // follows the link
 		if err != nil {
 			t.Fatal(err)
@@ -217,7 +246,7 @@ func newLab(t *testing.T, hosts int, dnsmasqArgs ...string) *lab {
 	l.capture = filepath.Join(l.dir, "segment.pcap")
 	l.tcpdump = testpeer.Start(t, testpeer.Cmd{
 		Path: "tcpdump", Args: []string{"-i", "br0", "-n", "-U", "-Z", "root", "-s", "600", "-w", l.capture},
-		Netns: br, ReadyLog: "listening on",
+		Netns: l.seg.Bridge, ReadyLog: "listening on",
 	})
 	t.Cleanup(l.diagnose)
 
@@ -247,27 +276,6 @@ func newLab(t *testing.T, hosts int, dnsmasqArgs ...string) *lab {
 	})
 	l.keys = assertion.StaticKeys{}
 	l.verifier = &assertion.Verifier{Keys: l.keys, Leases: l.plane.LeaseChecker(), Replay: &assertion.MemoryReplayCache{}}
-
-	// The site's DHCP server: addresses only, and router advertisements so iPXE does not
-	// wait for IPv6. It also leases addresses on the second segment, to requests a relay
-	// there forwards (addRelay); dnsmasq stays in the foreground (--no-daemon), so it dies
-	// with the test binary.
-	h := l.seg.Hosts[0]
-	h.Run(t, "ip", "-6", "addr", "add", "2001:db8::10/64", "dev", h.Iface, "nodad")
-	l.dnsmasq = testpeer.Start(t, testpeer.Cmd{
-		Path: "dnsmasq",
-		Args: append([]string{
-			"--no-daemon", "--conf-file=/dev/null", "--port=0", "--user=root", "--group=root",
-			"--interface=" + h.Iface, "--bind-interfaces", "--no-ping", "--log-dhcp", "--log-facility=-",
-			"--dhcp-range=192.0.2.100,192.0.2.199,255.255.255.0,10m",
-			"--dhcp-range=set:routed,198.51.100.100,198.51.100.199,255.255.255.0,10m",
-			"--dhcp-option=tag:routed,option:router," + testpeer.RouterIP.String(),
-			"--enable-ra", "--dhcp-range=::,constructor:" + h.Iface + ",ra-only",
-			"--dhcp-leasefile=" + filepath.Join(l.dir, "dnsmasq.leases"),
-			"--pid-file=" + filepath.Join(l.dir, "dnsmasq.pid"),
-		}, dnsmasqArgs...),
-		Netns: h.Netns, ReadyLog: `DHCP, IP range`,
-	})
 	return l
 }
 

@@ -80,8 +80,13 @@ func (x *netConn) sendWindow(pkts [][]byte) error {
 	if x.batch != nil {
 		return x.batch.send(pkts)
 	}
+	return sendEach(x, x.peer, pkts)
+}
+
+// sendEach sends a window one datagram per system call, where a socket has no batcher.
+func sendEach(c tconn, peer netip.AddrPort, pkts [][]byte) error {
 	for _, p := range pkts {
-		if err := x.sendTo(p, x.peer); err != nil {
+		if err := c.sendTo(p, peer); err != nil {
 			return err
 		}
 	}

@@ -217,12 +217,7 @@ func (x *rawConn) sendWindow(pkts [][]byte) error {
 	if x.batch != nil {
 		return x.batch.send(pkts)
 	}
-	for _, p := range pkts {
-		if err := x.sendTo(p, x.peer); err != nil {
-			return err
-		}
-	}
-	return nil
+	return sendEach(x, x.peer, pkts)
 }
 
 // evict marks the socket and shuts its receiving side down, which wakes a ppoll under way.

@@ -60,7 +60,9 @@
 // a control character, more than MaxNameLen bytes) is refused with error 2, and so is a file
 // that is not a regular file or that the root refuses (a symbolic link leading out of Dir).
 // A missing file is answered with error 1. The messages on the wire are generic ("file not
-// found", "access violation"); the detail goes to the Logger and to the OnTransfer hook.
+// found", "access violation"); the detail goes to the Logger and to the OnTransfer hook. An
+// FS that is a PeerFS is opened with OpenFrom and the request's source, so a host can serve
+// a file only to the machine it belongs to.
 //
 // Options: blksize is granted up to MaxBlockSize (values under 512 are ignored, so the
 // transfer uses 512); tsize is answered with the file's size; windowsize (1 to 65535) is

@@ -50,7 +50,8 @@ type Server struct {
 	Dir string
 	// FS is the file system served instead of Dir (an embed.FS, a fstest.MapFS, an
 	// os.Root's FS). Open must refuse names outside it as fs.FS requires; os.DirFS does not
-	// confine symbolic links, (*os.Root).FS does.
+	// confine symbolic links, (*os.Root).FS does. An FS that is also a PeerFS is opened
+	// with OpenFrom, told who asked.
 	FS fs.FS
 
 	// MaxTransfers bounds the transfers running at once; a request beyond it is dropped
@@ -125,6 +126,15 @@ type Server struct {
 	pollerOnly bool // every transfer socket in the network poller (tests of that path)
 
 	c counters
+}
+
+// PeerFS is an fs.FS whose answer may depend on who asks: a host that serves a machine's
+// own file only to the address it was handed to. Server opens the file of each read request
+// with OpenFrom, given the request's source (its address unmapped); the file is served
+// from another socket as usual, to that source only.
+type PeerFS interface {
+	fs.FS
+	OpenFrom(name string, peer netip.AddrPort) (fs.File, error)
 }
 
 type counters struct {

@@ -170,7 +170,7 @@ func (s *Server) refuse(l *listener, w *waiting, code uint16, msg string, outcom
 // listener's goroutine.
 func (s *Server) startRequest(l *listener, w *waiting) {
 	req, name, peer := w.req, w.name, w.peer
-	f, size, err := s.open(name)
+	f, size, err := s.open(name, peer)
 	if err != nil {
 		s.release(peer.Addr())
 		if errors.Is(err, ErrNotFound) {
@@ -219,8 +219,14 @@ func (s *Server) startRequest(l *listener, w *waiting) {
 }
 
 // open opens name under the root and checks that it is a regular file.
-func (s *Server) open(name string) (fs.File, int64, error) {
-	f, err := s.fsys.Open(name)
+func (s *Server) open(name string, peer netip.AddrPort) (fs.File, int64, error) {
+	var f fs.File
+	var err error
+	if pf, ok := s.fsys.(PeerFS); ok {
+		f, err = pf.OpenFrom(name, peer)
+	} else {
+		f, err = s.fsys.Open(name)
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, 0, &OpError{Op: "open", Name: name, Err: fmt.Errorf("%w: %w", ErrNotFound, err)}

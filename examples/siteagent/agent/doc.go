@@ -141,14 +141,14 @@
 //     disk binds it, and the image it gets carries a fresh active key (HEAD mints none; a
 //     second address gets 404).
 //
-// A configuration request whose key is unknown, lapsed, for another MAC or (over HTTP)
-// delivered to another address gets no answer: counted by reason
+// A configuration request whose key is unknown, lapsed, for another MAC or delivered to
+// another address than the request's (over TFTP as over HTTP: tftpd opens the agent's files
+// with tftpd.PeerFS's OpenFrom, told who asks) gets no answer: counted by reason
 // (siteboot_secureboot_unbound_total), as are the keys (siteboot_secureboot_keys_total)
-// and fetches under a machine's nonce from a second address. The key, not the request's
-// address, is the proof over TFTP because tftpd opens a file without telling who asked
-// (an fs.FS), and reports the peer only when the transfer ends: so the binding is made
-// from those reports, before any secret leaves, and the secret's request is named by what
-// only the machine received. What this trusts is what the iPXE path trusts (a host on the
+// and fetches under a machine's nonce from a second address. tftpd reports a transfer's
+// peer only when it ends, so the binding of nonce and key to an address is made from those
+// reports, before any secret leaves, and the secret's request is named by what only the
+// machine received and comes from where it was received. What this trusts is what the iPXE path trusts (a host on the
 // segment that spoofs the machine's MAC in DHCP, or sniffs its unicast traffic, can answer
 // for it); a requester that knows the MAC and the machine's address, from anywhere, gets
 // nothing. tftpd opens files on its reading loop, so a configuration whose answer takes

@@ -341,14 +341,21 @@ func (a *Agent) answerSecureBoot(req *proxydhcp.Request) proxydhcp.Decision {
 	return proxydhcp.AnswerFile("http://" + host + "/" + sbDir + "/" + n + "/" + sbImageName)
 }
 
+var _ tftpd.PeerFS = (*secureBoot)(nil)
+
 // sbCounters live beside the agent's other counters.
 func (s *secureBoot) n() *sbCounters { return &s.a.sbN }
 
 // Open is the TFTP root when the signed chain is served (tftpd.Server.FS): grub/grub.cfg
 // (the Chain), sb/ (shim, GRUB, the key file), boot/grub.cfg?... (the machine's
 // configuration, /boot/ipxe's decision), cache/t/GRANT/SHA256 (the image cache under a
-// grant), and Boot.TFTPRoot for every other name.
-func (s *secureBoot) Open(name string) (fs.File, error) {
+// grant), and Boot.TFTPRoot for every other name. tftpd opens with OpenFrom; Open, which
+// does not know who asks, answers no configuration.
+func (s *secureBoot) Open(name string) (fs.File, error) { return s.OpenFrom(name, netip.AddrPort{}) }
+
+// OpenFrom is Open told the request's source (tftpd.PeerFS): a machine's configuration goes
+// only to the address its boot key was delivered to, as over HTTP.
+func (s *secureBoot) OpenFrom(name string, peer netip.AddrPort) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
@@ -358,7 +365,7 @@ func (s *secureBoot) Open(name string) (fs.File, error) {
 	case strings.HasPrefix(name, sbDir+"/"):
 		return s.openSB(name)
 	case strings.HasPrefix(name, strings.TrimPrefix(PathGRUBConfig, "/")+"?"):
-		return s.openConfig(name)
+		return s.openConfig(name, peer.Addr())
 	case strings.HasPrefix(name, "cache/t/"):
 		return s.openCache(name)
 	}
@@ -469,15 +476,16 @@ func (s *secureBoot) tftpTransfer(t tftpd.Transfer) {
 // discovery token on its way from the control plane), the machine gets a configuration that
 // waits renderRetry and asks the same name again, which then gets the answer made meanwhile.
 //
-// Only a request presenting an active key for its MAC gets that far (and counts as the
+// Only a request from the address a key was delivered to, presenting that active key for its
+// MAC, gets that far (and counts as the
 // handler counts it); any other is refused here, counted by reason, so that names nobody
 // was given start no work.
-func (s *secureBoot) openConfig(name string) (fs.File, error) {
+func (s *secureBoot) openConfig(name string, from netip.Addr) (fs.File, error) {
 	q, err := ipxe.ParseQuery(strings.TrimPrefix(name, strings.TrimPrefix(PathGRUBConfig, "/")+"?"))
 	if err != nil {
 		return nil, errNotServed
 	}
-	if u := s.keys.claim(q.Nonce, q.MAC, s.keys.addr(q.Nonce)); u != bound {
+	if u := s.keys.claim(q.Nonce, q.MAC, from); u != bound {
 		s.n().unbound[u].Add(1)
 		return nil, errNotServed
 	}

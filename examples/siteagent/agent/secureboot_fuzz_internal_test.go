@@ -48,7 +48,7 @@ func FuzzSecureBootNames(f *testing.F) {
 	a.sb = s
 	outcomes := []tftpd.Outcome{tftpd.OutcomeOK, tftpd.OutcomeNotFound, tftpd.OutcomeAborted, tftpd.OutcomeTimeout}
 	f.Fuzz(func(t *testing.T, name string, o uint8) {
-		if file, err := s.Open(name); err == nil {
+		if file, err := s.OpenFrom(name, netip.MustParseAddrPort("127.0.0.1:1024")); err == nil {
 			if st, err := file.Stat(); err != nil {
 				t.Errorf("%q: stat: %v", name, err)
 			} else if _, err := io.Copy(io.Discard, file); err != nil && !st.IsDir() {

@@ -26,10 +26,7 @@ const (
 // for the transfer.
 type batcher struct {
 	rc    fdWriter
-	name  unsafe.Pointer // the peer's raw sockaddr
-	nlen  uint32
-	sa4   unix.RawSockaddrInet4
-	sa6   unix.RawSockaddrInet6
+	peer  rawSockaddr
 	gso   bool
 	hdrs  []unix.Mmsghdr
 	iovs  []unix.Iovec
@@ -72,24 +69,8 @@ func newBatcher(conn *net.UDPConn, peer netip.AddrPort, n int) *batcher {
 func newFDBatcher(rc fdWriter, domain int, peer netip.AddrPort, n int) *batcher {
 	b := &batcher{rc: rc, gso: true, hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, n),
 		cmsg: make([]byte, unix.CmsgSpace(2))}
-	ip := peer.Addr()
-	switch {
-	case domain == unix.AF_INET && ip.Unmap().Is4():
-		b.sa4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: ip.Unmap().As4()}
-		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&b.sa4.Port))[:], peer.Port())
-		b.name, b.nlen = unsafe.Pointer(&b.sa4), unix.SizeofSockaddrInet4
-	case domain == unix.AF_INET6:
-		b.sa6 = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: ip.As16()}
-		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&b.sa6.Port))[:], peer.Port())
-		if z := ip.Zone(); z != "" {
-			ifi, err := net.InterfaceByName(z)
-			if err != nil {
-				return nil
-			}
-			b.sa6.Scope_id = uint32(ifi.Index)
-		}
-		b.name, b.nlen = unsafe.Pointer(&b.sa6), unix.SizeofSockaddrInet6
-	default:
+	var ok bool
+	if b.peer, ok = makeSockaddr(domain, peer); !ok {
 		return nil
 	}
 	h := (*unix.Cmsghdr)(unsafe.Pointer(&b.cmsg[0]))
@@ -164,7 +145,7 @@ func (b *batcher) sendGSO(pkts [][]byte) error {
 		b.iovs[i].SetLen(len(p))
 	}
 	binary.NativeEndian.PutUint16(b.cmsg[unix.CmsgLen(0):], uint16(len(pkts[0])))
-	b.msg = unix.Msghdr{Name: (*byte)(b.name), Namelen: b.nlen, Iov: &b.iovs[0], Control: &b.cmsg[0]}
+	b.msg = unix.Msghdr{Name: (*byte)(b.peer.ptr()), Namelen: b.peer.len, Iov: &b.iovs[0], Control: &b.cmsg[0]}
 	b.msg.SetIovlen(len(pkts))
 	b.msg.SetControllen(len(b.cmsg))
 	if err := b.rc.Write(b.gsoFn); err != nil {
@@ -182,7 +163,7 @@ func (b *batcher) sendmmsg(pkts [][]byte) (int, error) {
 	for i, p := range pkts {
 		b.iovs[i] = unix.Iovec{Base: unsafe.SliceData(p)}
 		b.iovs[i].SetLen(len(p))
-		b.hdrs[i] = unix.Mmsghdr{Hdr: unix.Msghdr{Name: (*byte)(b.name), Namelen: b.nlen, Iov: &b.iovs[i]}}
+		b.hdrs[i] = unix.Mmsghdr{Hdr: unix.Msghdr{Name: (*byte)(b.peer.ptr()), Namelen: b.peer.len, Iov: &b.iovs[i]}}
 		b.hdrs[i].Hdr.SetIovlen(1)
 	}
 	b.count = len(pkts)

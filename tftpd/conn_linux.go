@@ -26,8 +26,7 @@ type rawConn struct {
 	mu      sync.Mutex // guards fd against evict racing close
 	fd      int
 	peer    netip.AddrPort
-	sa      unix.RawSockaddrInet6 // the peer's sockaddr (a RawSockaddrInet4 for AF_INET)
-	salen   uint32
+	sa      rawSockaddr // the peer's
 	domain  int
 	batch   *batcher
 	evicted atomic.Bool
@@ -62,10 +61,6 @@ func listenRaw(local netip.Addr, peer netip.AddrPort, window int) (tconn, bool, 
 	case local.Is4() && p.Is4():
 		x.domain = unix.AF_INET
 		bind = &unix.SockaddrInet4{Addr: local.As4()}
-		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&x.sa))
-		*sa = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: p.As4()}
-		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], peer.Port())
-		x.salen = unix.SizeofSockaddrInet4
 	case local.Is6() && p.Is6():
 		x.domain = unix.AF_INET6
 		b6 := &unix.SockaddrInet6{Addr: local.As16()}
@@ -77,17 +72,11 @@ func listenRaw(local netip.Addr, peer netip.AddrPort, window int) (tconn, bool, 
 			b6.ZoneId = uint32(ifi.Index)
 		}
 		bind = b6
-		x.sa = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: p.As16()}
-		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&x.sa.Port))[:], peer.Port())
-		if z := peer.Addr().Zone(); z != "" {
-			ifi, err := net.InterfaceByName(z)
-			if err != nil {
-				return nil, false, nil
-			}
-			x.sa.Scope_id = uint32(ifi.Index)
-		}
-		x.salen = unix.SizeofSockaddrInet6
 	default:
+		return nil, false, nil
+	}
+	var ok bool
+	if x.sa, ok = makeSockaddr(x.domain, peer); !ok {
 		return nil, false, nil
 	}
 	fd, err := unix.Socket(x.domain, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
@@ -181,25 +170,21 @@ func (x *rawConn) sendTo(b []byte, to netip.AddrPort) error {
 	if x.evicted.Load() {
 		return errEvictedConn
 	}
-	sa, salen := unsafe.Pointer(&x.sa), x.salen
+	sa := &x.sa
 	if to != x.peer {
-		var other unix.RawSockaddrInet6
-		a := to.Addr()
-		if x.domain == unix.AF_INET {
-			if !a.Unmap().Is4() {
-				return unix.EAFNOSUPPORT
-			}
-			s := (*unix.RawSockaddrInet4)(unsafe.Pointer(&other))
-			*s = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: a.Unmap().As4()}
-			binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&s.Port))[:], to.Port())
-		} else {
-			other = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: a.As16(), Scope_id: x.sa.Scope_id}
-			binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&other.Port))[:], to.Port())
+		// Another port of the client (error 5): the address a datagram came from, which
+		// names no zone; a link-local one is the peer's link.
+		other, ok := makeSockaddr(x.domain, to)
+		if !ok {
+			return unix.EAFNOSUPPORT
 		}
-		sa = unsafe.Pointer(&other)
+		if x.domain == unix.AF_INET6 && to.Addr().Zone() == "" {
+			other.sa.Scope_id = x.sa.sa.Scope_id
+		}
+		sa = &other
 	}
 	for {
-		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(x.fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), 0, uintptr(sa), uintptr(salen))
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(x.fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), 0, uintptr(sa.ptr()), uintptr(sa.len))
 		if e == unix.EINTR {
 			continue
 		}

@@ -82,6 +82,9 @@ type nonceState struct {
 	owner netip.Addr // the first address that presented it; invalid until then
 }
 
+// is reports whether st is a nonce of kind k.
+func (k nonceKind) is(st nonceState) bool { return st.kind == k }
+
 // nonceKind says which answer a boot nonce was named in, and so where it may be presented.
 type nonceKind uint8
 
@@ -145,19 +148,23 @@ func (s *bootNonces) decide(nonce string, mac hwid.MAC, from netip.Addr) unbound
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.t.m[nonce]
+	b, u := s.t.find(nonce, now, nonceIPXE.is)
 	switch {
-	case !ok || b.state.kind != nonceIPXE:
-		return unboundUnknown
-	case s.t.lapsed(b, now):
-		s.t.drop(nonce)
-		return unboundLapsed
+	case u != bound:
+		return u
 	case b.mac != mac:
 		return unboundOtherMAC
-	case !b.state.owner.IsValid():
-		b.state.owner = from
-		return bound
-	case b.state.owner != from:
+	}
+	return b.state.own(from)
+}
+
+// own binds the nonce to from when nobody presented it yet, and tells whether from is its
+// owner.
+func (n *nonceState) own(from netip.Addr) unbound {
+	switch {
+	case !n.owner.IsValid():
+		n.owner = from
+	case n.owner != from:
 		return unboundOtherOwner
 	}
 	return bound
@@ -170,19 +177,11 @@ func (s *bootNonces) fetched(nonce string, kind nonceKind, from netip.Addr) (hwi
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.t.m[nonce]
-	switch {
-	case !ok || b.state.kind != kind:
-		return hwid.MAC{}, unboundUnknown
-	case s.t.lapsed(b, now):
-		s.t.drop(nonce)
-		return hwid.MAC{}, unboundLapsed
-	case !b.state.owner.IsValid():
-		b.state.owner = from
-	case b.state.owner != from:
-		return b.mac, unboundOtherOwner
+	b, u := s.t.find(nonce, now, kind.is)
+	if u != bound {
+		return hwid.MAC{}, u
 	}
-	return b.mac, bound
+	return b.mac, b.state.own(from)
 }
 
 // live reports whether nonce is one of the kind handed out within the window.

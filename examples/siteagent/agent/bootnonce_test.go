@@ -23,41 +23,49 @@ import (
 // 127.0.0.1, and returns the boot file of the answer: the chain URL with its boot nonce.
 // It returns "" when no answer comes within a second (a fenced agent, an unknown MAC).
 func ipxeDHCP(a *running, mac hwid.MAC, arch iana.Arch) string {
+	f, _ := askPXE(a, mac, "PXEClient:Arch:00007:UNDI:003010", arch,
+		dhcpv4.WithGeneric(dhcpv4.OptionUserClassInformation, []byte("iPXE")))
+	return f
+}
+
+// askPXE sends a DHCPREQUEST for mac with vendor class and arch (and more) to the agent's
+// port 4011 from 127.0.0.1, and returns the answer's boot file: "" with no error when no
+// answer came within a second; an error only when the request could not be sent.
+func askPXE(a *running, mac hwid.MAC, class string, arch iana.Arch, more ...dhcpv4.Modifier) (string, error) {
 	pxe, err := netip.ParseAddrPort(a.Addrs()["pxe"])
 	if err != nil {
-		return ""
+		return "", err
 	}
 	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
 	if err != nil {
-		return ""
+		return "", err
 	}
 	defer conn.Close()
-	req, err := dhcpv4.New(
+	req, err := dhcpv4.New(append([]dhcpv4.Modifier{
 		dhcpv4.WithHwAddr(net.HardwareAddr(mac[:])),
 		dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest),
 		dhcpv4.WithClientIP(net.IPv4(127, 0, 0, 1)),
-		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00007:UNDI:003010")),
+		dhcpv4.WithOption(dhcpv4.OptClassIdentifier(class)),
 		dhcpv4.WithOption(dhcpv4.OptClientArch(arch)),
-		dhcpv4.WithGeneric(dhcpv4.OptionUserClassInformation, []byte("iPXE")),
-	)
+	}, more...)...)
 	if err != nil {
-		return ""
+		return "", err
 	}
 	if _, err := conn.WriteToUDPAddrPort(req.ToBytes(), pxe); err != nil {
-		return ""
+		return "", err
 	}
 	buf := make([]byte, 1500)
 	conn.SetReadDeadline(time.Now().Add(time.Second))
 	for {
 		n, _, err := conn.ReadFromUDPAddrPort(buf)
 		if err != nil {
-			return ""
+			return "", nil
 		}
 		if rep, err := dhcpv4.FromBytes(buf[:n]); err == nil && rep.TransactionID == req.TransactionID {
 			if f := rep.BootFileNameOption(); f != "" {
-				return f
+				return f, nil
 			}
-			return rep.BootFileName
+			return rep.BootFileName, nil
 		}
 	}
 }

@@ -41,11 +41,13 @@ type bootKeys struct {
 	issued, activated, dropped, busy atomic.Uint64
 }
 
-// keyState is what the store keeps of a key beside its MAC and age.
+// keyState is what the store keeps of a key beside its MAC and age: where it was
+// delivered, invalid while it is pending. A key is active once it has an address.
 type keyState struct {
-	ip     netip.Addr // where it was delivered; invalid while pending
-	active bool
+	ip netip.Addr
 }
+
+func (k keyState) active() bool { return k.ip.IsValid() }
 
 func newBootKeys(now func() time.Time, rand io.Reader, window time.Duration) *bootKeys {
 	if window == 0 {
@@ -86,7 +88,7 @@ func (s *bootKeys) issue(mac hwid.MAC, ip netip.Addr) (string, error) {
 	for len(s.t.byMAC[mac]) >= MaxKeysPerMAC {
 		s.t.drop(s.t.byMAC[mac][0])
 	}
-	s.t.add(k, mac, now, keyState{ip: ip, active: ip.IsValid()})
+	s.t.add(k, mac, now, keyState{ip: ip})
 	s.issued.Add(1)
 	if ip.IsValid() {
 		s.activated.Add(1)
@@ -110,7 +112,7 @@ func (s *bootKeys) resolve(mac hwid.MAC, peer netip.Addr, delivered bool) (pendi
 		return true, false
 	}
 	b := s.t.m[k]
-	b.state.ip, b.state.active = peer, true
+	b.state.ip = peer
 	s.activated.Add(1)
 	return true, true
 }
@@ -125,13 +127,10 @@ func (s *bootKeys) claim(key string, mac hwid.MAC, from netip.Addr) unbound {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.t.m[key]
+	b, u := s.t.find(key, now, keyState.active)
 	switch {
-	case !ok || !b.state.active:
-		return unboundUnknown
-	case s.t.lapsed(b, now):
-		s.t.drop(key)
-		return unboundLapsed
+	case u != bound:
+		return u
 	case b.mac != mac:
 		return unboundOtherMAC
 	case b.state.ip != from:
@@ -144,7 +143,7 @@ func (s *bootKeys) claim(key string, mac hwid.MAC, from netip.Addr) unbound {
 func (s *bootKeys) addr(key string) netip.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if b, ok := s.t.m[key]; ok && b.state.active {
+	if b, ok := s.t.m[key]; ok && b.state.active() {
 		return b.state.ip
 	}
 	return netip.Addr{}

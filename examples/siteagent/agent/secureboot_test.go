@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
 
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
@@ -41,39 +40,11 @@ func requireChain(t *testing.T) (shim, grub []byte) {
 // for mac, PXE or HTTP boot, and returns the answer's boot file ("" without an answer).
 func firmwareDHCP(t *testing.T, a *running, mac hwid.MAC, class string, arch iana.Arch) string {
 	t.Helper()
-	pxe := netip.MustParseAddrPort(a.Addrs()["pxe"])
-	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	f, err := askPXE(a, mac, class, arch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	req, err := dhcpv4.New(
-		dhcpv4.WithHwAddr(net.HardwareAddr(mac[:])),
-		dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest),
-		dhcpv4.WithClientIP(net.IPv4(127, 0, 0, 1)),
-		dhcpv4.WithOption(dhcpv4.OptClassIdentifier(class)),
-		dhcpv4.WithOption(dhcpv4.OptClientArch(arch)),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.WriteToUDPAddrPort(req.ToBytes(), pxe); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1500)
-	conn.SetReadDeadline(time.Now().Add(time.Second))
-	for {
-		n, _, err := conn.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			return ""
-		}
-		if rep, err := dhcpv4.FromBytes(buf[:n]); err == nil && rep.TransactionID == req.TransactionID {
-			if f := rep.BootFileNameOption(); f != "" {
-				return f
-			}
-			return rep.BootFileName
-		}
-	}
+	return f
 }
 
 const (

@@ -50,6 +50,20 @@ func (t *macTokens[S]) add(k string, mac hwid.MAC, now time.Time, state S) {
 	t.byMAC[mac] = append(t.byMAC[mac], k)
 }
 
+// find returns token k when the store holds it, want accepts its state and it has not
+// lapsed (a lapsed one is dropped); else why not: unboundUnknown or unboundLapsed.
+func (t *macTokens[S]) find(k string, now time.Time, want func(S) bool) (*macToken[S], unbound) {
+	tok, ok := t.m[k]
+	switch {
+	case !ok || !want(tok.state):
+		return nil, unboundUnknown
+	case t.lapsed(tok, now):
+		t.drop(k)
+		return nil, unboundLapsed
+	}
+	return tok, bound
+}
+
 // lapsed reports whether tok was issued a window or more before now.
 func (t *macTokens[S]) lapsed(tok *macToken[S], now time.Time) bool {
 	return now.Sub(tok.issued) >= t.window

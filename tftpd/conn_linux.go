@@ -141,7 +141,7 @@ func (x *rawConn) recv(b []byte, deadline time.Time) (int, netip.AddrPort, error
 			if n == 0 && x.evicted.Load() {
 				return 0, netip.AddrPort{}, errEvictedConn
 			}
-			return int(n), sockaddrPort(&x.from), nil
+			return int(n), sockaddrPort(&x.from, x.peer, x.sa.sa.Scope_id), nil
 		case unix.EAGAIN, unix.EINTR:
 			if d <= 0 {
 				return 0, netip.AddrPort{}, errWait
@@ -153,15 +153,21 @@ func (x *rawConn) recv(b []byte, deadline time.Time) (int, netip.AddrPort, error
 	}
 }
 
-// sockaddrPort reads an AF_INET or AF_INET6 sockaddr.
-func sockaddrPort(sa *unix.RawSockaddrAny) netip.AddrPort {
+// sockaddrPort reads an AF_INET or AF_INET6 sockaddr. A link-local source on the link of
+// peer (scope, its interface index) gets peer's zone back, which the kernel gives as an
+// index: the transfer compares what comes with peer.
+func sockaddrPort(sa *unix.RawSockaddrAny, peer netip.AddrPort, scope uint32) netip.AddrPort {
 	switch sa.Addr.Family {
 	case unix.AF_INET:
 		s := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
 		return netip.AddrPortFrom(netip.AddrFrom4(s.Addr), binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&s.Port))[:]))
 	case unix.AF_INET6:
 		s := (*unix.RawSockaddrInet6)(unsafe.Pointer(sa))
-		return netip.AddrPortFrom(netip.AddrFrom16(s.Addr).Unmap(), binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&s.Port))[:]))
+		a := netip.AddrFrom16(s.Addr).Unmap()
+		if s.Scope_id != 0 && s.Scope_id == scope {
+			a = a.WithZone(peer.Addr().Zone())
+		}
+		return netip.AddrPortFrom(a, binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&s.Port))[:]))
 	}
 	return netip.AddrPort{}
 }

@@ -19,6 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	serveChild()
 	// testpeer forks every peer from one goroutine locked to its thread for the life of the
 	// binary (so that a peer dies with it).
 	goleak.VerifyTestMain(m, testpeer.IgnoreForker)

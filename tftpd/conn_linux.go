@@ -153,9 +153,10 @@ func (x *rawConn) recv(b []byte, deadline time.Time) (int, netip.AddrPort, error
 	}
 }
 
-// sockaddrPort reads an AF_INET or AF_INET6 sockaddr. A link-local source on the link of
-// peer (scope, its interface index) gets peer's zone back, which the kernel gives as an
-// index: the transfer compares what comes with peer.
+// sockaddrPort reads an AF_INET or AF_INET6 sockaddr. The kernel names a link-local
+// source's link by its interface index, the transfer's peer carries its zone's name: a
+// source on the peer's link (scope, that link's index) gets the name, so that the
+// transfer knows its client.
 func sockaddrPort(sa *unix.RawSockaddrAny, peer netip.AddrPort, scope uint32) netip.AddrPort {
 	switch sa.Addr.Family {
 	case unix.AF_INET:

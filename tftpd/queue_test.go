@@ -13,16 +13,25 @@ import (
 
 // TestQueueServesWhenSlotFrees: with the one slot held by an acknowledged transfer, a
 // request waits in the queue (no answer, no socket); sent again twice it keeps its one place;
-// when the slot frees it is served at once, without sending it again.
+// when the slot frees it is served at once, without sending it again. The same with a
+// Server.Now of its own (a clock for reports, here one far in the past): how long a request
+// has waited is not read from it.
 func TestQueueServesWhenSlotFrees(t *testing.T) {
+	past := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	for _, clock := range []struct {
+		name string
+		now  func() time.Time
+	}{{"time.Now", nil}, {"own clock", func() time.Time { return past }}} {
+		t.Run(clock.name, func(t *testing.T) { queueServesWhenSlotFrees(t, clock.now) })
+	}
+}
+
+func queueServesWhenSlotFrees(t *testing.T, now func() time.Time) {
 	data := payload(1500, 41)
-	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 30 * time.Second}
-	addr := serve(t, srv, "127.0.0.1")
-	a, b := newRawClient(t, "127.0.0.70"), newRawClient(t, "127.0.0.71")
-	a.send(addr, rrq("f", "octet"))
-	first, tid := a.recvFrom(5*time.Second, 0)
-	a.send(tid, ack(1)) // acknowledged: it keeps its slot
-	second, _ := a.recvFrom(5*time.Second, tid.Port)
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 30 * time.Second, Now: now}
+	h := holdSlot(t, srv, "127.0.0.70")
+	addr, a, first, second, tid := h.addr, h.client, h.first, h.second, h.tid
+	b := newRawClient(t, "127.0.0.71")
 
 	for range 3 { // the request and two retransmissions of it
 		b.send(addr, rrq("f", "octet"))
@@ -48,18 +57,35 @@ func TestQueueServesWhenSlotFrees(t *testing.T) {
 	}
 }
 
+// heldSlot is a server whose one slot a client holds: its transfer of "f", acknowledged
+// once (so that it cannot be evicted), and its first two DATA packets.
+type heldSlot struct {
+	addr          *net.UDPAddr
+	client        *rawClient
+	first, second []byte
+	tid           *net.UDPAddr
+}
+
+// holdSlot serves srv and has a client at ip take its slot.
+func holdSlot(t *testing.T, srv *tftpd.Server, ip string) heldSlot {
+	t.Helper()
+	h := heldSlot{addr: serve(t, srv, "127.0.0.1"), client: newRawClient(t, ip)}
+	h.client.send(h.addr, rrq("f", "octet"))
+	h.first, h.tid = h.client.recvFrom(5*time.Second, 0)
+	h.client.send(h.tid, ack(1))
+	h.second, _ = h.client.recvFrom(5*time.Second, h.tid.Port)
+	return h
+}
+
 // TestQueueWaitExpires: a held request not sent again within QueueWait is dropped; the
 // slot that frees later starts nothing for it.
 func TestQueueWaitExpires(t *testing.T) {
 	const wait = 200 * time.Millisecond
 	data := payload(1500, 42)
 	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 30 * time.Second, QueueWait: wait}
-	addr := serve(t, srv, "127.0.0.1")
-	a, b := newRawClient(t, "127.0.0.72"), newRawClient(t, "127.0.0.73")
-	a.send(addr, rrq("f", "octet"))
-	first, tid := a.recvFrom(5*time.Second, 0)
-	a.send(tid, ack(1))
-	second, _ := a.recvFrom(5*time.Second, tid.Port)
+	h := holdSlot(t, srv, "127.0.0.72")
+	addr, a, first, second, tid := h.addr, h.client, h.first, h.second, h.tid
+	b := newRawClient(t, "127.0.0.73")
 	b.send(addr, rrq("f", "octet"))
 	waitFor(t, "the request to wait", func() bool { return srv.Stats().Waiting == 1 })
 	// Dropped once QueueWait has passed and the queue is looked at (every EvictAfter).
@@ -85,12 +111,7 @@ func TestQueueBounds(t *testing.T) {
 	// Timeout 1 s: the held transfer outlives the checks (6 s) and every transfer has ended
 	// by the server's shutdown.
 	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 1, MaxPerSource: 1, MaxQueued: 2, Timeout: time.Second}
-	addr := serve(t, srv, "127.0.0.1")
-	a := newRawClient(t, "127.0.0.74")
-	a.send(addr, rrq("f", "octet"))
-	_, tid := a.recvFrom(5*time.Second, 0)
-	a.send(tid, ack(1))
-	a.recvFrom(5*time.Second, tid.Port)
+	addr := holdSlot(t, srv, "127.0.0.74").addr
 	// A second request of the source that runs one: over MaxPerSource, not held.
 	a2 := newRawClient(t, "127.0.0.74")
 	a2.send(addr, rrq("f", "octet"))

@@ -54,8 +54,9 @@ type Server struct {
 	// with OpenFrom, told who asked.
 	FS fs.FS
 
-	// MaxTransfers bounds the transfers running at once; a request beyond it is dropped
-	// unanswered. Zero means DefaultMaxTransfers (64).
+	// MaxTransfers bounds the transfers running at once; a request beyond it evicts a
+	// transfer not yet acknowledged, waits for a slot (MaxQueued) or is dropped unanswered.
+	// Zero means DefaultMaxTransfers (64).
 	MaxTransfers int
 	// MaxPerSource bounds the transfers running at once for one source IP address; a
 	// request beyond it is dropped unanswered. Zero means DefaultMaxPerSource (4).
@@ -736,7 +737,7 @@ func (l *listener) dequeue() {
 			s.logger().Debug("tftpd: request dropped: no slot within QueueWait", "peer", w.peer, "file", w.name)
 			continue
 		}
-		ok, busy := s.reserve(w.peer.Addr(), l.bySource[w.peer.Addr()]-1, false)
+		ok, busy := s.reserve(w.peer.Addr(), l.waitingFrom(w.peer.Addr())-1, false)
 		if ok {
 			l.unqueue(i)
 			s.startRequest(l, w)
@@ -813,8 +814,8 @@ func listenTransfer(local netip.Addr, peer netip.AddrPort, window int, few bool)
 }
 
 // fewTransfers is how many transfers may run at once with the newest on a thread of its
-// own: half the Ps, at least one. Such a transfer keeps its P through its short waits (a
-// system call); the poller's transfers and the listening loops run on the rest.
+// own: half the Ps, at least one. Such a transfer's thread waits in recvfrom(2) between
+// windows, so these threads never outnumber the Ps that run everything else.
 func fewTransfers() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // listenUDP opens the socket of listenTransfer in the net package.

@@ -100,8 +100,7 @@ func (s *Server) admit(l *listener, b []byte, from *net.UDPAddr, local netip.Add
 		log.Debug("tftpd: datagram dropped", "peer", peer, "err", err)
 		return
 	}
-	w := &waiting{from: from, peer: peer, local: local, req: req, start: s.now()}
-	w.last = w.start
+	w := &waiting{from: from, peer: peer, local: local, req: req, start: s.now(), last: time.Now()}
 	if req.Op == opWRQ {
 		s.c.refusedWrite.Add(1)
 		s.refuse(l, w, codeAccess, msgReadOnly, OutcomeRefused, "", ErrWriteRefused)

@@ -762,16 +762,8 @@ func cpuOf(pids []int) float64 {
 func peakRSS(pids []int) float64 {
 	var kb float64
 	for _, p := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
-		if err != nil {
-			continue
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-				x, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-				kb += x
-			}
-		}
+		x, _ := strconv.ParseFloat(strings.TrimSuffix(procField(p, "VmHWM:"), " kB"), 64) // 0 when gone
+		kb += x
 	}
 	return kb / 1024
 }

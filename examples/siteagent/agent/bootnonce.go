@@ -82,9 +82,6 @@ type nonceState struct {
 	owner netip.Addr // the first address that presented it; invalid until then
 }
 
-// is reports whether st is a nonce of kind k.
-func (k nonceKind) is(st nonceState) bool { return st.kind == k }
-
 // nonceKind says which answer a boot nonce was named in, and so where it may be presented.
 type nonceKind uint8
 
@@ -93,6 +90,9 @@ const (
 	nonceShim                   // the shim's directory of a PXE answer (4011): fetched over TFTP
 	nonceImage                  // the RAM disk URL of an answer to UEFI HTTP boot: fetched over HTTP
 )
+
+// is reports whether st is a nonce of kind k.
+func (k nonceKind) is(st nonceState) bool { return st.kind == k }
 
 func newBootNonces(now func() time.Time, rand io.Reader, window time.Duration) *bootNonces {
 	if window == 0 {

@@ -148,10 +148,10 @@
 // and fetches under a machine's nonce from a second address. tftpd reports a transfer's
 // peer only when it ends, so the binding of nonce and key to an address is made from those
 // reports, before any secret leaves, and the secret's request is named by what only the
-// machine received and comes from where it was received. What this trusts is what the iPXE path trusts (a host on the
-// segment that spoofs the machine's MAC in DHCP, or sniffs its unicast traffic, can answer
-// for it); a requester that knows the MAC and the machine's address, from anywhere, gets
-// nothing. tftpd opens files on its reading loop, so a configuration whose answer takes
+// machine received and comes from where it was received. What this trusts is what the
+// iPXE path trusts (a host on the segment that spoofs the machine's MAC in DHCP, or sniffs
+// its unicast traffic, can answer for it); a requester that knows the MAC and the
+// machine's address, from anywhere, gets nothing. tftpd opens files on its reading loop, so a configuration whose answer takes
 // longer than 100 ms (a token on its way) is answered with a one-second wait configuration
 // and made meanwhile for the machine's next request.
 //

@@ -398,7 +398,7 @@ func (s *secureBoot) openSB(name string) (fs.File, error) {
 	if file == s.shimName {
 		return memFile(name, f.shim), nil
 	}
-	return memFile(name, f.grub), nil // shim's optional files (revocations, certificates), and anything else
+	return memFile(name, f.grub), nil
 }
 
 // openKey answers the key file sb/key?mac=MAC: a fresh key, pending until tftpd reports
@@ -505,7 +505,7 @@ func (s *secureBoot) openConfig(name string, from netip.Addr) (fs.File, error) {
 		r = &render{done: make(chan struct{}), started: now}
 		s.renders[name] = r
 		s.wg.Add(1)
-		go s.render(name, r)
+		go s.render(name, from, r)
 	}
 	s.mu.Unlock()
 	t := time.NewTimer(renderWait)
@@ -532,17 +532,11 @@ func (s *secureBoot) openConfig(name string, from netip.Addr) (fs.File, error) {
 }
 
 // render asks the boot handler (its GRUB loader) for /boot/grub.cfg?QUERY as the machine
-// at the key's address would over HTTP.
-func (s *secureBoot) render(name string, r *render) {
+// at from, the address its key was delivered to, would over HTTP.
+func (s *secureBoot) render(name string, from netip.Addr, r *render) {
 	defer s.wg.Done()
 	defer close(r.done)
 	raw := strings.TrimPrefix(name, strings.TrimPrefix(PathGRUBConfig, "/")+"?")
-	remote := netip.IPv4Unspecified()
-	if q, err := ipxe.ParseQuery(raw); err == nil {
-		if ip := s.keys.addr(q.Nonce); ip.IsValid() {
-			remote = ip
-		}
-	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.a.cfg.Control.Timeout+5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, PathGRUBConfig+"?"+raw, nil)
@@ -550,7 +544,7 @@ func (s *secureBoot) render(name string, r *render) {
 		r.status = http.StatusBadRequest
 		return
 	}
-	req.RemoteAddr = netip.AddrPortFrom(remote, 0).String()
+	req.RemoteAddr = netip.AddrPortFrom(from, 0).String()
 	w := &bufferWriter{header: http.Header{}}
 	s.a.boot.ServeHTTP(w, req)
 	r.status, r.body = w.status, w.body.Bytes()

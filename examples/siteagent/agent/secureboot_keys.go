@@ -138,13 +138,3 @@ func (s *bootKeys) claim(key string, mac hwid.MAC, from netip.Addr) unbound {
 	}
 	return bound
 }
-
-// addr is where an active key was delivered; invalid for any other key.
-func (s *bootKeys) addr(key string) netip.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b, ok := s.t.m[key]; ok && b.state.active() {
-		return b.state.ip
-	}
-	return netip.Addr{}
-}

@@ -172,21 +172,15 @@ func TestEvictOnlyUnacknowledged(t *testing.T) {
 			firsts[0], _ = clients[0].recvFrom(5*time.Second, tids[0].Port)
 		}
 	}
-	// 3 takes 1's slot (the oldest unacknowledged), 4 takes 2's.
+	// 3 takes 1's slot (the oldest unacknowledged), 4 takes 2's. Each eviction is awaited
+	// before the next request: an evicted transfer reports from its own goroutine.
 	for i := 3; i < 5; i++ {
 		clients[i].send(addr, rrq("f", "octet"))
 		firsts[i], tids[i] = clients[i].recvFrom(5*time.Second, 0)
-	}
-	reps := rec.waitN(t, 2)
-	var evicted []string
-	for _, r := range reps {
-		if r.Outcome != tftpd.OutcomeEvicted {
-			t.Errorf("report %+v, want evicted", r)
+		r := rec.waitN(t, i-2)[i-3]
+		if want := fmt.Sprintf("127.0.0.%d", 20+i-2); r.Outcome != tftpd.OutcomeEvicted || r.Peer.Addr().String() != want {
+			t.Errorf("request %d: report %+v, want %s evicted (the silent ones in the order they asked)", i, r, want)
 		}
-		evicted = append(evicted, r.Peer.Addr().String())
-	}
-	if fmt.Sprint(evicted) != "[127.0.0.21 127.0.0.22]" {
-		t.Errorf("evicted %v, want the two silent ones in the order they asked", evicted)
 	}
 	if st := srv.Stats(); st.Evicted != 2 || st.Active != 3 || st.DroppedBusy != 0 {
 		t.Errorf("stats %+v: want 2 evicted, 3 running", st)

@@ -67,7 +67,9 @@ func newBatcher(conn *net.UDPConn, peer netip.AddrPort, n int) *batcher {
 
 // newFDBatcher is newBatcher for a socket of domain (AF_INET, AF_INET6) written through rc.
 func newFDBatcher(rc fdWriter, domain int, peer netip.AddrPort, n int) *batcher {
-	b := &batcher{rc: rc, gso: true, hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, n),
+	n = max(n, 1)
+	// Two vectors per datagram: a block from a mapping is its header and its bytes.
+	b := &batcher{rc: rc, gso: true, hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, 2*n),
 		cmsg: make([]byte, unix.CmsgSpace(2))}
 	var ok bool
 	if b.peer, ok = makeSockaddr(domain, peer); !ok {
@@ -89,15 +91,16 @@ func newFDBatcher(rc fdWriter, domain int, peer netip.AddrPort, n int) *batcher 
 	return b
 }
 
-// send sends pkts, in order.
-func (b *batcher) send(pkts [][]byte) error {
+// send sends pkts, in order; with bodies, datagram i is pkts[i] followed by bodies[i].
+func (b *batcher) send(pkts, bodies [][]byte) error {
 	for len(pkts) > 0 {
 		if b.gso {
-			k := b.gsoRun(pkts)
+			k := b.gsoRun(pkts, bodies)
 			if k > 1 {
-				err := b.sendGSO(pkts[:k])
+				head, tail := splitBodies(bodies, k)
+				err := b.sendGSO(pkts[:k], head)
 				if err == nil {
-					pkts = pkts[k:]
+					pkts, bodies = pkts[k:], tail
 					continue
 				}
 				if !gsoRefused(err) {
@@ -106,26 +109,55 @@ func (b *batcher) send(pkts [][]byte) error {
 				b.gso = false
 			}
 		}
-		k, err := b.sendmmsg(pkts)
+		k, err := b.sendmmsg(pkts, bodies)
 		if err != nil {
 			return err
 		}
-		pkts = pkts[k:]
+		_, tail := splitBodies(bodies, k)
+		pkts, bodies = pkts[k:], tail
 	}
 	return nil
 }
 
+// splitBodies cuts bodies, which may be nil, where the datagrams are cut at k.
+func splitBodies(bodies [][]byte, k int) (head, tail [][]byte) {
+	if bodies == nil {
+		return nil, nil
+	}
+	return bodies[:k], bodies[k:]
+}
+
+// datagramLen is the length of datagram i.
+func datagramLen(pkts, bodies [][]byte, i int) int {
+	if bodies == nil {
+		return len(pkts[i])
+	}
+	return len(pkts[i]) + len(bodies[i])
+}
+
+// vectors points b.iovs[j:] at datagram i and returns how many it took.
+func (b *batcher) vectors(j int, pkts, bodies [][]byte, i int) int {
+	b.iovs[j] = unix.Iovec{Base: unsafe.SliceData(pkts[i])}
+	b.iovs[j].SetLen(len(pkts[i]))
+	if bodies == nil || len(bodies[i]) == 0 {
+		return 1
+	}
+	b.iovs[j+1] = unix.Iovec{Base: unsafe.SliceData(bodies[i])}
+	b.iovs[j+1].SetLen(len(bodies[i]))
+	return 2
+}
+
 // gsoRun returns how many datagrams from the start of pkts one GSO send can carry: of the
 // size of the first, the last of them possibly shorter.
-func (b *batcher) gsoRun(pkts [][]byte) int {
-	size := len(pkts[0])
-	limit := min(len(pkts), gsoMaxSegments, gsoMaxBytes/max(size, 1))
+func (b *batcher) gsoRun(pkts, bodies [][]byte) int {
+	first := datagramLen(pkts, bodies, 0)
+	limit := min(len(pkts), len(b.hdrs), gsoMaxSegments, gsoMaxBytes/max(first, 1))
 	k := 0
 	for k < limit {
-		n := len(pkts[k])
+		n := datagramLen(pkts, bodies, k)
 		k++
-		if n != size {
-			if n > size {
+		if n != first {
+			if n > first {
 				k--
 			}
 			break
@@ -139,14 +171,14 @@ func gsoRefused(err error) bool {
 		errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EMSGSIZE)
 }
 
-func (b *batcher) sendGSO(pkts [][]byte) error {
-	for i, p := range pkts {
-		b.iovs[i] = unix.Iovec{Base: unsafe.SliceData(p)}
-		b.iovs[i].SetLen(len(p))
+func (b *batcher) sendGSO(pkts, bodies [][]byte) error {
+	j := 0
+	for i := range pkts {
+		j += b.vectors(j, pkts, bodies, i)
 	}
-	binary.NativeEndian.PutUint16(b.cmsg[unix.CmsgLen(0):], uint16(len(pkts[0])))
+	binary.NativeEndian.PutUint16(b.cmsg[unix.CmsgLen(0):], uint16(datagramLen(pkts, bodies, 0)))
 	b.msg = unix.Msghdr{Name: (*byte)(b.peer.ptr()), Namelen: b.peer.len, Iov: &b.iovs[0], Control: &b.cmsg[0]}
-	b.msg.SetIovlen(len(pkts))
+	b.msg.SetIovlen(j)
 	b.msg.SetControllen(len(b.cmsg))
 	if err := b.rc.Write(b.gsoFn); err != nil {
 		return err
@@ -158,13 +190,14 @@ func (b *batcher) sendGSO(pkts [][]byte) error {
 }
 
 // sendmmsg sends as many of pkts as one sendmmsg takes, and reports how many.
-func (b *batcher) sendmmsg(pkts [][]byte) (int, error) {
+func (b *batcher) sendmmsg(pkts, bodies [][]byte) (int, error) {
 	pkts = pkts[:min(len(pkts), len(b.hdrs))]
-	for i, p := range pkts {
-		b.iovs[i] = unix.Iovec{Base: unsafe.SliceData(p)}
-		b.iovs[i].SetLen(len(p))
-		b.hdrs[i] = unix.Mmsghdr{Hdr: unix.Msghdr{Name: (*byte)(b.peer.ptr()), Namelen: b.peer.len, Iov: &b.iovs[i]}}
-		b.hdrs[i].Hdr.SetIovlen(1)
+	j := 0
+	for i := range pkts {
+		k := b.vectors(j, pkts, bodies, i)
+		b.hdrs[i] = unix.Mmsghdr{Hdr: unix.Msghdr{Name: (*byte)(b.peer.ptr()), Namelen: b.peer.len, Iov: &b.iovs[j]}}
+		b.hdrs[i].Hdr.SetIovlen(k)
+		j += k
 	}
 	b.count = len(pkts)
 	if err := b.rc.Write(b.mmsgFn); err != nil {

@@ -14,7 +14,8 @@ import (
 // TestBatcherCalls: a window goes out in as few system calls as the kernel allows and
 // arrives as separate datagrams, in order, byte for byte: blocks of one size with a shorter
 // last one in one GSO send while they fit 64 KiB and 64 segments, larger ones in one
-// sendmmsg.
+// sendmmsg; the same whether each datagram is one buffer or a header and a body apart (a
+// block from a mapping), an empty last body included.
 func TestBatcherCalls(t *testing.T) {
 	tests := []struct {
 		blksize, n, last int // the last datagram's block is last bytes
@@ -22,61 +23,70 @@ func TestBatcherCalls(t *testing.T) {
 	}{
 		{1468, 4, 1468, 1},
 		{1468, 4, 100, 1},
+		{1468, 3, 0, 1},
 		{512, 64, 512, 1},
 		{1468, 64, 1468, 2}, // 44 segments fit 64 KiB, then 20
 		{8192, 7, 8192, 1},
 		{65464, 4, 65464, 1}, // too large for GSO: sendmmsg
 		{65464, 3, 10, 1},
+		{1468, 1, 1468, 1},
 	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%dx%d", tt.n, tt.blksize), func(t *testing.T) {
-			rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rx.Close()
-			rx.SetReadBuffer(8 << 20)
-			tx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Close()
-			b := newBatcher(tx, rx.LocalAddr().(*net.UDPAddr).AddrPort(), tt.n)
-			if b == nil {
-				t.Fatal("no batcher for a UDP socket on Linux")
-			}
-			var pkts [][]byte
-			for i := range tt.n {
-				size := tt.blksize
-				if i == tt.n-1 {
-					size = tt.last
-				}
-				p := make([]byte, 4+size)
-				binary.BigEndian.PutUint16(p, opDATA)
-				binary.BigEndian.PutUint16(p[2:], uint16(i+1))
-				for j := 4; j < len(p); j++ {
-					p[j] = byte(i*7 + j)
-				}
-				pkts = append(pkts, p)
-			}
-			if err := b.send(pkts); err != nil {
-				t.Fatal(err)
-			}
-			if b.calls != tt.calls {
-				t.Errorf("%d system calls, want %d (gso %v)", b.calls, tt.calls, b.gso)
-			}
-			buf := make([]byte, 70000)
-			for i, want := range pkts {
-				rx.SetReadDeadline(time.Now().Add(5 * time.Second))
-				n, _, err := rx.ReadFromUDP(buf)
+	for _, split := range []bool{false, true} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%dx%d/last%d/split=%v", tt.n, tt.blksize, tt.last, split), func(t *testing.T) {
+				rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 				if err != nil {
-					t.Fatalf("datagram %d: %v", i, err)
+					t.Fatal(err)
 				}
-				if !bytes.Equal(buf[:n], want) {
-					t.Fatalf("datagram %d: %d bytes, block %d; want %d bytes of block %d", i, n, binary.BigEndian.Uint16(buf[2:]), len(want), i+1)
+				defer rx.Close()
+				rx.SetReadBuffer(8 << 20)
+				tx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				defer tx.Close()
+				b := newBatcher(tx, rx.LocalAddr().(*net.UDPAddr).AddrPort(), tt.n)
+				if b == nil {
+					t.Fatal("no batcher for a UDP socket on Linux")
+				}
+				var want, pkts, bodies [][]byte
+				for i := range tt.n {
+					size := tt.blksize
+					if i == tt.n-1 {
+						size = tt.last
+					}
+					p := make([]byte, 4+size)
+					binary.BigEndian.PutUint16(p, opDATA)
+					binary.BigEndian.PutUint16(p[2:], uint16(i+1))
+					for j := 4; j < len(p); j++ {
+						p[j] = byte(i*7 + j)
+					}
+					want = append(want, p)
+					if split {
+						pkts, bodies = append(pkts, p[:4:4]), append(bodies, p[4:])
+					} else {
+						pkts = append(pkts, p)
+					}
+				}
+				if err := b.send(pkts, bodies); err != nil {
+					t.Fatal(err)
+				}
+				if b.calls != tt.calls {
+					t.Errorf("%d system calls, want %d (gso %v)", b.calls, tt.calls, b.gso)
+				}
+				buf := make([]byte, 70000)
+				for i, want := range want {
+					rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+					n, _, err := rx.ReadFromUDP(buf)
+					if err != nil {
+						t.Fatalf("datagram %d: %v", i, err)
+					}
+					if !bytes.Equal(buf[:n], want) {
+						t.Fatalf("datagram %d: %d bytes, block %d; want %d bytes of block %d", i, n, binary.BigEndian.Uint16(buf[2:]), len(want), i+1)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -122,7 +132,7 @@ func TestBatcherMTUNetns(t *testing.T) {
 				}
 				pkts = append(pkts, p)
 			}
-			if err := b.send(pkts); err != nil {
+			if err := b.send(pkts, nil); err != nil {
 				t.Fatal(err)
 			}
 			if b.calls != tt.calls || b.gso != tt.gso {

@@ -18,7 +18,10 @@ func newBatcher(conn *net.UDPConn, peer netip.AddrPort, n int) *batcher {
 	return &batcher{conn: conn, peer: peer}
 }
 
-func (b *batcher) send(pkts [][]byte) error {
+func (b *batcher) send(pkts, bodies [][]byte) error {
+	if bodies != nil {
+		return errNoGather // no file is mapped here
+	}
 	for _, p := range pkts {
 		if _, err := b.conn.WriteToUDPAddrPort(p, b.peer); err != nil {
 			return err

@@ -36,6 +36,17 @@ func newBlockSource(f fs.File, blksize int) blockSource {
 	return &streamSource{r: f}
 }
 
+// maxMapped bounds the size of a file sent from a mapping: iPXE builds, shim and GRUB are
+// a few MiB at most. A larger file (a kernel over TFTP) is read: its pages
+// would all count in the process's resident size while mapped.
+const maxMapped = 4 << 20
+
+// noSource is the source of a transfer that reads nothing: its file lies in a mapping.
+type noSource struct{}
+
+func (noSource) read(bufs [][]byte) (int, error) { return 0, nil }
+func (noSource) release()                        {}
+
 // atSource reads at offsets.
 type atSource struct {
 	r   io.ReaderAt

@@ -53,7 +53,8 @@ func TestBlockSources(t *testing.T) {
 						if x.readErr != nil {
 							t.Fatal(x.readErr)
 						}
-						for _, d := range w.datagrams(k) {
+						pkts, _ := w.datagrams(k)
+						for _, d := range pkts {
 							got = append(got, bytes.Clone(d[4:]))
 						}
 						if x.eof {

@@ -13,8 +13,9 @@ type tconn interface {
 	recv(b []byte, deadline time.Time) (int, netip.AddrPort, error)
 	// sendTo sends one datagram.
 	sendTo(b []byte, to netip.AddrPort) error
-	// sendWindow sends datagrams to the client, in order, in as few system calls as it can.
-	sendWindow(pkts [][]byte) error
+	// sendWindow sends datagrams to the client, in order, in as few system calls as it can;
+	// with bodies (as long as pkts), each datagram is pkts[i] followed by bodies[i].
+	sendWindow(pkts, bodies [][]byte) error
 	// evict, from any goroutine, makes a recv under way (and every later one) return at
 	// once with an error; the transfer then ends without sending anything more.
 	evict()
@@ -76,15 +77,24 @@ func (x *netConn) sendTo(b []byte, to netip.AddrPort) error {
 	return err
 }
 
-func (x *netConn) sendWindow(pkts [][]byte) error {
-	if x.batch != nil {
-		return x.batch.send(pkts)
+func (x *netConn) sendWindow(pkts, bodies [][]byte) error {
+	if x.batch == nil && bodies != nil {
+		// A window of one block from a mapping: its header and bytes go in one call.
+		x.batch = newBatcher(x.c, x.peer, len(pkts))
 	}
-	return sendEach(x, x.peer, pkts)
+	if x.batch != nil {
+		return x.batch.send(pkts, bodies)
+	}
+	return sendEach(x, x.peer, pkts, bodies)
 }
 
 // sendEach sends a window one datagram per system call, where a socket has no batcher.
-func sendEach(c tconn, peer netip.AddrPort, pkts [][]byte) error {
+// Blocks with bodies lie in a mapping the process must not read (fileMaps): the transfer
+// fails; no file is mapped where sockets have no batcher.
+func sendEach(c tconn, peer netip.AddrPort, pkts, bodies [][]byte) error {
+	if bodies != nil {
+		return errNoGather
+	}
 	for _, p := range pkts {
 		if err := c.sendTo(p, peer); err != nil {
 			return err
@@ -92,6 +102,9 @@ func sendEach(c tconn, peer netip.AddrPort, pkts [][]byte) error {
 	}
 	return nil
 }
+
+// errNoGather: a socket without a batcher was asked to send blocks from a mapping.
+var errNoGather = errors.New("no gathered send for blocks of a mapped file")
 
 func (x *netConn) evict() { x.c.Close() }
 func (x *netConn) close() { x.c.Close() }

@@ -202,14 +202,18 @@ func (x *rawConn) sendTo(b []byte, to netip.AddrPort) error {
 	}
 }
 
-func (x *rawConn) sendWindow(pkts [][]byte) error {
+func (x *rawConn) sendWindow(pkts, bodies [][]byte) error {
 	if x.evicted.Load() {
 		return errEvictedConn
 	}
-	if x.batch != nil {
-		return x.batch.send(pkts)
+	if x.batch == nil && bodies != nil {
+		// A window of one block from a mapping: its header and bytes go in one call.
+		x.batch = newFDBatcher(blockingFD(x.fd), x.domain, x.peer, len(pkts))
 	}
-	return sendEach(x, x.peer, pkts)
+	if x.batch != nil {
+		return x.batch.send(pkts, bodies)
+	}
+	return sendEach(x, x.peer, pkts, bodies)
 }
 
 // evict marks the socket and shuts its receiving side down, which wakes a ppoll under way.

@@ -36,10 +36,16 @@
 // window of blocks from pooled buffers and waits for its acknowledgement on the same
 // goroutine; while the acknowledgement is on its way it reads the block after the window
 // into a spare buffer, so an acknowledgement that came meanwhile is read without a wait.
-// The file is read straight into the datagrams, the blocks a window needs with one
-// preadv(2) (Linux, a file of Dir), or at offsets (an FS whose files are io.ReaderAt, as
-// embed.FS and fstest.MapFS are): a transfer holds no buffer but its window's. Other
-// files are read in sequence, small blocks through a pooled 128 KiB buffered reader.
+// On Linux a regular file of up to 4 MiB (an iPXE build, shim, GRUB) is not read at all:
+// the transfers that send it share one read-only mapping of it, and each datagram goes to
+// the kernel as its header and a pointer into the mapping, so a window costs one
+// sendmsg(2) and no read (in a boot storm every machine fetches the same build). The
+// process never reads the mapping itself; a file cut short under it fails the transfers
+// that send it ("read file"), where a read by the process would crash it. Other files are
+// read straight into the datagrams, the blocks a window needs with one preadv(2) (Linux,
+// a file of Dir), or at offsets (an FS whose files are io.ReaderAt, as embed.FS and
+// fstest.MapFS are): a transfer holds no buffer but its window's. The rest are read in
+// sequence, small blocks through a pooled 128 KiB buffered reader.
 //
 // How a transfer waits depends on how many run. A transfer that starts while at most half
 // the scheduler's Ps (GOMAXPROCS/2, at least one) transfers run gets, on Linux, a socket

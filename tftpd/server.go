@@ -124,7 +124,8 @@ type Server struct {
 	abortOnce sync.Once
 	doneOnce  sync.Once
 
-	pollerOnly bool // every transfer socket in the network poller (tests of that path)
+	pollerOnly bool     // every transfer socket in the network poller (tests of that path)
+	maps       fileMaps // the files transfers send from a mapping
 
 	c counters
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -245,11 +246,16 @@ func (s *Server) open(name string, peer netip.AddrPort) (fs.File, int64, error) 
 }
 
 // packets pools the datagram buffers of transfers, by size class: a buffer holds one DATA
-// packet of the negotiated block size.
+// packet of the negotiated block size, or (the smallest class) an OACK or a DATA block's
+// header of a transfer that sends its blocks from a mapping (placedBuf).
 var packets = [...]struct {
 	size int
 	pool sync.Pool
-}{{size: 4 + 1468}, {size: 4 + 8192}, {size: 4 + 65464}}
+}{{size: placedBuf}, {size: 4 + 1468}, {size: 4 + 8192}, {size: 4 + 65464}}
+
+// placedBuf is the size of a window buffer of a transfer whose blocks lie in a mapping: it
+// holds the OACK (a few options of short values) or a DATA header.
+const placedBuf = 516
 
 func getPacket(n int) (*[]byte, int) {
 	for i := range packets {
@@ -301,6 +307,7 @@ type sender struct {
 
 	// The file side, for run and readAhead.
 	src     blockSource
+	placed  []byte   // the file in a shared mapping (fileMaps), its blocks sent from there; nil: read through src
 	bufs    [][]byte // the buffers of one read
 	w       *window
 	blksize int
@@ -313,20 +320,20 @@ type sender struct {
 }
 
 // exchange sends the window pkts, the datagrams of blocks base, base+1, ... (one datagram:
-// the OACK as block 0, or one DATA block), and waits for an acknowledgement of one of them,
+// the OACK as block 0, or one DATA block; with bodies, pkts are their headers), and waits for an acknowledgement of one of them,
 // sending the window again when none comes within the timeout. It returns how many of the
 // window's datagrams the acknowledgement covers (1 to len(pkts)): the caller goes on from
 // the block after it, as RFC 7440 has a sender do after a short acknowledgement. ahead, when
 // set, runs once after the first send, before the wait.
 // Acknowledgements of blocks outside the window (duplicates of earlier ones) are ignored; a
 // datagram from another port gets error 5 and is ignored otherwise.
-func (x *sender) exchange(pkts [][]byte, base uint16, ahead func()) (int, error) {
+func (x *sender) exchange(pkts, bodies [][]byte, base uint16, ahead func()) (int, error) {
 	retries := x.retries
 	if !x.acked {
 		retries = x.first
 	}
 	for i := range retries + 1 {
-		if err := x.send(pkts); err != nil {
+		if err := x.send(pkts, bodies); err != nil {
 			return 0, err
 		}
 		if i == 0 && ahead != nil {
@@ -365,12 +372,12 @@ func (x *sender) exchange(pkts [][]byte, base uint16, ahead func()) (int, error)
 }
 
 // send hands a window to the kernel: one datagram with one system call, more in as few as
-// the socket manages.
-func (x *sender) send(pkts [][]byte) error {
-	if len(pkts) == 1 {
+// the socket manages. With bodies, each datagram is pkts[i] followed by bodies[i].
+func (x *sender) send(pkts, bodies [][]byte) error {
+	if len(pkts) == 1 && bodies == nil {
 		return x.conn.sendTo(pkts[0], x.peer)
 	}
-	return x.conn.sendWindow(pkts)
+	return x.conn.sendWindow(pkts, bodies)
 }
 
 // parseReply reads what a client sends on a transfer's socket: an ACK (op opACK, num the
@@ -406,11 +413,24 @@ func (s *Server) serveTransfer(t *transfer, conn tconn) {
 	if s.isKnown(t.peer.Addr()) {
 		x.first = x.retries
 	}
-	src := newBlockSource(t.file, t.blksize)
-	// Buffers beyond the window for the blocks read ahead while the window is on its way.
-	x.spare = spareBlocks(t.window, t.blksize)
-	w := newWindow(t.window+x.spare, 4+t.blksize)
-	x.ahead = x.readAhead
+	var (
+		src    blockSource = noSource{}
+		w      *window
+		unmap  = func() {}
+		placed []byte
+	)
+	if placed, unmap = s.maps.take(t.file); placed != nil {
+		// Nothing to read: the window holds the blocks' headers, their bytes lie in the
+		// mapping.
+		x.placed = placed
+		w = newWindow(t.window, placedBuf)
+	} else {
+		src, unmap = newBlockSource(t.file, t.blksize), func() {}
+		// Buffers beyond the window for the blocks read ahead while the window is on its way.
+		x.spare = spareBlocks(t.window, t.blksize)
+		w = newWindow(t.window+x.spare, 4+t.blksize)
+		x.ahead = x.readAhead
+	}
 	var (
 		n        int64
 		err      error
@@ -427,6 +447,7 @@ func (s *Server) serveTransfer(t *transfer, conn tconn) {
 	}()
 	conn.close()
 	src.release()
+	unmap()
 	w.free()
 	t.file.Close()
 	evicted := s.ended(t)
@@ -473,14 +494,17 @@ func (s *Server) serveTransfer(t *transfer, conn tconn) {
 }
 
 // window holds the datagrams of the blocks a transfer has sent and not yet seen
-// acknowledged, in a ring of pooled buffers.
+// acknowledged, in a ring of pooled buffers; for a transfer that sends from a mapping, the
+// buffers hold the headers and bodies the blocks' bytes in it.
 type window struct {
 	bufs    []*[]byte
 	classes []int
-	lens    []int
+	lens    []int    // each datagram's length, its body's included
+	bodies  [][]byte // nil until a block with a body is pushed
 	start   int      // ring index of the oldest held block
 	held    int      // blocks held
-	out     [][]byte // the held datagrams in order, for exchange
+	out     [][]byte // the held datagrams (or headers) in order, for exchange
+	bout    [][]byte // their bodies
 }
 
 func newWindow(n, size int) *window {
@@ -509,20 +533,41 @@ func (w *window) push(n int) {
 	w.held++
 }
 
+// pushPlaced counts the block whose header was written into next and whose bytes are body.
+func (w *window) pushPlaced(body []byte) {
+	if w.bodies == nil {
+		w.bodies = make([][]byte, len(w.bufs))
+		w.bout = make([][]byte, 0, len(w.bufs))
+	}
+	i := (w.start + w.held) % len(w.bufs)
+	w.lens[i], w.bodies[i] = 4+len(body), body
+	w.held++
+}
+
 // drop forgets the n oldest blocks (they were acknowledged).
 func (w *window) drop(n int) {
 	w.start = (w.start + n) % len(w.bufs)
 	w.held -= n
 }
 
-// datagrams returns the first n held datagrams (all when fewer are held), in order.
-func (w *window) datagrams(n int) [][]byte {
+// datagrams returns the first n held datagrams (all when fewer are held), in order; for
+// blocks pushed with a body, their headers and, in the same order, the bodies (else nil).
+func (w *window) datagrams(n int) (pkts, bodies [][]byte) {
 	w.out = w.out[:0]
+	if w.bodies != nil {
+		w.bout = w.bout[:0]
+		for i := range min(w.held, n) {
+			j := (w.start + i) % len(w.bufs)
+			w.out = append(w.out, (*w.bufs[j])[:4])
+			w.bout = append(w.bout, w.bodies[j])
+		}
+		return w.out, w.bout
+	}
 	for i := range min(w.held, n) {
 		j := (w.start + i) % len(w.bufs)
 		w.out = append(w.out, (*w.bufs[j])[:w.lens[j]])
 	}
-	return w.out
+	return w.out, nil
 }
 
 // run is the transfer proper. It returns the file bytes sent and, when it did not complete,
@@ -542,7 +587,7 @@ func (x *sender) run(t *transfer, src blockSource, w *window) (sent int64, outco
 		oack = append(append(oack, o.Value...), 0)
 	}
 	if len(oack) > 2 {
-		if _, err := x.exchange([][]byte{oack}, 0, nil); err != nil {
+		if _, err := x.exchange([][]byte{oack}, nil, 0, nil); err != nil {
 			return 0, "", nil, x.stopped(err)
 		}
 	}
@@ -562,8 +607,15 @@ func (x *sender) run(t *transfer, src blockSource, w *window) (sent int64, outco
 			x.fail(codeUndefined, msgReadError)
 			return x.sentBytes(), "", x.readErr, x.readErr
 		}
-		n, err := x.exchange(w.datagrams(t.window), base, x.ahead)
+		pkts, bodies := w.datagrams(t.window)
+		n, err := x.exchange(pkts, bodies, base, x.ahead)
 		if err != nil {
+			if x.placed != nil && errors.Is(err, syscall.EFAULT) {
+				// The kernel found pages of the mapping gone: the file was cut short.
+				x.fail(codeUndefined, msgReadError)
+				err = fmt.Errorf("%w: the file was cut short while it was sent", err)
+				return x.sentBytes(), "", err, err
+			}
 			return x.sentBytes(), "", nil, x.stopped(err)
 		}
 		w.drop(n)
@@ -588,6 +640,10 @@ func (x *sender) sentBytes() int64 {
 // source; fewer when the file ends.
 func (x *sender) readBlocks(k int) {
 	w := x.w
+	if x.placed != nil {
+		x.placeBlocks(k)
+		return
+	}
 	x.bufs = x.bufs[:0]
 	for i := range k {
 		x.bufs = append(x.bufs, w.slot(w.held + i)[4:4+x.blksize])
@@ -607,6 +663,25 @@ func (x *sender) readBlocks(k int) {
 		w.push(4 + m)
 		x.read += int64(m)
 		if m < x.blksize {
+			x.eof = true
+			return
+		}
+	}
+}
+
+// placeBlocks is readBlocks for a file in a mapping: the blocks' bytes are pointed at, not
+// read, and never touched by this process (see fileMaps).
+func (x *sender) placeBlocks(k int) {
+	w := x.w
+	for range k {
+		m := min(int64(len(x.placed))-x.read, int64(x.blksize))
+		pkt := w.next()
+		binary.BigEndian.PutUint16(pkt, opDATA)
+		binary.BigEndian.PutUint16(pkt[2:], x.next)
+		x.next++
+		w.pushPlaced(x.placed[x.read : x.read+m : x.read+m])
+		x.read += m
+		if m < int64(x.blksize) {
 			x.eof = true
 			return
 		}

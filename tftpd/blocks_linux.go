@@ -67,16 +67,19 @@ type fileMap struct {
 }
 
 // take maps f, or shares the mapping of it already made, and returns its bytes and the
-// function that gives it back; nil when f is not a regular file of the operating system
-// of 1 to maxMapped bytes, or cannot be mapped.
-func (fm *fileMaps) take(f fs.File) ([]byte, func()) {
+// function that gives it back; no bytes (and a release that does nothing) when f is not a
+// regular file of the operating system of 1 to maxMapped bytes, or cannot be mapped.
+//
+// A live mapping keeps its inode allocated, so no other file can take its number: a file
+// replaced by another (renamed over, or removed and written again) is mapped anew.
+func (fm *fileMaps) take(f fs.File) (data []byte, release func()) {
 	fd := fileFD(f)
 	if fd < 0 {
-		return nil, nil
+		return nil, func() {}
 	}
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size <= 0 || st.Size > maxMapped {
-		return nil, nil
+		return nil, func() {}
 	}
 	key := mapKey{dev: st.Dev, ino: st.Ino, size: st.Size}
 	fm.mu.Lock()
@@ -87,7 +90,7 @@ func (fm *fileMaps) take(f fs.File) ([]byte, func()) {
 		// first sends.
 		data, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
 		if err != nil {
-			return nil, nil
+			return nil, func() {}
 		}
 		if fm.m == nil {
 			fm.m = make(map[mapKey]*fileMap)

@@ -10,6 +10,6 @@ func newVecSource(f fs.File) blockSource { return nil }
 // fileMaps: files are mapped only on Linux.
 type fileMaps struct{}
 
-func (fm *fileMaps) take(f fs.File) ([]byte, func()) { return nil, nil }
+func (fm *fileMaps) take(f fs.File) ([]byte, func()) { return nil, func() {} }
 
 func (fm *fileMaps) mapped() int { return 0 }

@@ -158,3 +158,36 @@ func TestMappedFileCutShort(t *testing.T) {
 	}
 	waitFor(t, "mappings given back", func() bool { return tftpd.Mapped(srv) == 0 })
 }
+
+// TestMappedFileReplaced: a file renamed over the one being sent, of the same size, is
+// mapped anew: a transfer that starts after gets the new bytes, the one under way goes on
+// with the old.
+func TestMappedFileReplaced(t *testing.T) {
+	dir := t.TempDir()
+	old, repl := payload(100_000, 6), payload(100_000, 7)
+	writeFiles(t, dir, map[string][]byte{"ipxe.efi": old, "next": repl})
+	rec := newRecorder()
+	srv := &tftpd.Server{Dir: dir, OnTransfer: rec.hook}
+	addr := serve(t, srv, "127.0.0.1")
+
+	c1 := newRawClient(t, "127.0.0.1")
+	c1.send(addr, rrq("ipxe.efi", "octet"))
+	first1, from1 := c1.recvFrom(5*time.Second, 0)
+	if err := os.Rename(filepath.Join(dir, "next"), filepath.Join(dir, "ipxe.efi")); err != nil {
+		t.Fatal(err)
+	}
+	c2 := newRawClient(t, "127.0.0.1")
+	c2.send(addr, rrq("ipxe.efi", "octet"))
+	first2, from2 := c2.recvFrom(5*time.Second, 0)
+	if n := tftpd.Mapped(srv); n != 2 {
+		t.Errorf("%d files mapped while the old and the new file are sent, want 2", n)
+	}
+	if got := c2.download(first2, from2, 512); !bytes.Equal(got, repl) {
+		t.Error("the transfer that started after the rename did not get the new file")
+	}
+	if got := c1.download(first1, from1, 512); !bytes.Equal(got, old) {
+		t.Error("the transfer under way did not go on with the old file")
+	}
+	rec.waitN(t, 2)
+	waitFor(t, "mappings given back", func() bool { return tftpd.Mapped(srv) == 0 })
+}

@@ -320,8 +320,9 @@ type sender struct {
 }
 
 // exchange sends the window pkts, the datagrams of blocks base, base+1, ... (one datagram:
-// the OACK as block 0, or one DATA block; with bodies, pkts are their headers), and waits for an acknowledgement of one of them,
-// sending the window again when none comes within the timeout. It returns how many of the
+// the OACK as block 0, or one DATA block; with bodies, pkts are the blocks' headers), and
+// waits for an acknowledgement of one of them, sending the window again when none comes
+// within the timeout. It returns how many of the
 // window's datagrams the acknowledgement covers (1 to len(pkts)): the caller goes on from
 // the block after it, as RFC 7440 has a sender do after a short acknowledgement. ahead, when
 // set, runs once after the first send, before the wait.
@@ -413,19 +414,16 @@ func (s *Server) serveTransfer(t *transfer, conn tconn) {
 	if s.isKnown(t.peer.Addr()) {
 		x.first = x.retries
 	}
-	var (
-		src    blockSource = noSource{}
-		w      *window
-		unmap  = func() {}
-		placed []byte
-	)
-	if placed, unmap = s.maps.take(t.file); placed != nil {
+	src := blockSource(noSource{})
+	var w *window
+	placed, unmap := s.maps.take(t.file)
+	if placed != nil {
 		// Nothing to read: the window holds the blocks' headers, their bytes lie in the
 		// mapping.
 		x.placed = placed
 		w = newWindow(t.window, placedBuf)
 	} else {
-		src, unmap = newBlockSource(t.file, t.blksize), func() {}
+		src = newBlockSource(t.file, t.blksize)
 		// Buffers beyond the window for the blocks read ahead while the window is on its way.
 		x.spare = spareBlocks(t.window, t.blksize)
 		w = newWindow(t.window+x.spare, 4+t.blksize)
@@ -495,7 +493,7 @@ func (s *Server) serveTransfer(t *transfer, conn tconn) {
 
 // window holds the datagrams of the blocks a transfer has sent and not yet seen
 // acknowledged, in a ring of pooled buffers; for a transfer that sends from a mapping, the
-// buffers hold the headers and bodies the blocks' bytes in it.
+// buffers hold the blocks' headers, and bodies point at their bytes in the mapping.
 type window struct {
 	bufs    []*[]byte
 	classes []int

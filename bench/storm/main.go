@@ -577,6 +577,7 @@ type outcome struct {
 	i      int
 	stages map[string]time.Duration
 	err    error
+	events []string // what the machine saw, kept for a machine that failed
 }
 
 // stageNames are the stages reported, in order: simmachine's, and the deploy image.
@@ -649,10 +650,18 @@ func (st *storm) machine(ctx context.Context, i int) outcome {
 		// cores with the servers measured (the sums are as strict for the purpose).
 		Digest: func() hash.Hash { return crc32.New(castagnoli) },
 	}
-	if st.verbose {
-		m.OnEvent = func(m *simmachine.Machine, msg string) { log.Printf("%s: %s", m.Name, msg) }
-	}
 	start := time.Now()
+	// Each machine keeps its events (retries, aborts: a few), printed for the machines
+	// that failed.
+	var evMu sync.Mutex
+	m.OnEvent = func(m *simmachine.Machine, msg string) {
+		if st.verbose {
+			log.Printf("%s: %s", m.Name, msg)
+		}
+		evMu.Lock()
+		o.events = append(o.events, fmt.Sprintf("+%.3fs %s", time.Since(start).Seconds(), msg))
+		evMu.Unlock()
+	}
 	res, err := m.Boot(ctx)
 	if res != nil {
 		for s, d := range res.Stages {
@@ -811,6 +820,14 @@ func report(w io.Writer, target string, n int, spread time.Duration, fs files, o
 	fmt.Fprintf(w, "failures    %d\n", failed)
 	for r, c := range reasons {
 		fmt.Fprintf(w, "  %4d  %s\n", c, r)
+	}
+	shown := 0
+	for _, o := range outs {
+		if o.err == nil || shown == 3 {
+			continue
+		}
+		shown++
+		fmt.Fprintf(w, "  machine %d (from power-on): %s\n", o.i, strings.Join(append(o.events, "failed: "+o.err.Error()), "; "))
 	}
 	fmt.Fprintf(w, "%-8s %9s %9s   (time from power-on to the stage's end)\n", "stage", "p50", "p99")
 	for _, s := range stageNames {

@@ -74,17 +74,7 @@ func TestBatcherCalls(t *testing.T) {
 				if b.calls != tt.calls {
 					t.Errorf("%d system calls, want %d (gso %v)", b.calls, tt.calls, b.gso)
 				}
-				buf := make([]byte, 70000)
-				for i, want := range want {
-					rx.SetReadDeadline(time.Now().Add(5 * time.Second))
-					n, _, err := rx.ReadFromUDP(buf)
-					if err != nil {
-						t.Fatalf("datagram %d: %v", i, err)
-					}
-					if !bytes.Equal(buf[:n], want) {
-						t.Fatalf("datagram %d: %d bytes, block %d; want %d bytes of block %d", i, n, binary.BigEndian.Uint16(buf[2:]), len(want), i+1)
-					}
-				}
+				expectDatagrams(t, rx, want)
 			})
 		}
 	}
@@ -138,17 +128,23 @@ func TestBatcherMTUNetns(t *testing.T) {
 			if b.calls != tt.calls || b.gso != tt.gso {
 				t.Errorf("%d calls, gso %v; want %d, %v", b.calls, b.gso, tt.calls, tt.gso)
 			}
-			buf := make([]byte, 70000)
-			for i, want := range pkts {
-				rx.SetReadDeadline(time.Now().Add(5 * time.Second))
-				n, _, err := rx.ReadFromUDP(buf)
-				if err != nil {
-					t.Fatalf("datagram %d: %v", i, err)
-				}
-				if !bytes.Equal(buf[:n], want) {
-					t.Fatalf("datagram %d: %d bytes, block %d; want %d bytes of block %d", i, n, binary.BigEndian.Uint16(buf[2:]), len(want), i+1)
-				}
-			}
+			expectDatagrams(t, rx, pkts)
 		})
+	}
+}
+
+// expectDatagrams reads the datagrams want from rx, in order, byte for byte.
+func expectDatagrams(t *testing.T, rx *net.UDPConn, want [][]byte) {
+	t.Helper()
+	buf := make([]byte, 70000)
+	for i, want := range want {
+		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, _, err := rx.ReadFromUDP(buf)
+		if err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
+		}
+		if !bytes.Equal(buf[:n], want) {
+			t.Fatalf("datagram %d: %d bytes, block %d; want %d bytes of block %d", i, n, binary.BigEndian.Uint16(buf[2:]), len(want), i+1)
+		}
 	}
 }

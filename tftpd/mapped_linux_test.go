@@ -3,8 +3,10 @@ package tftpd_test
 import (
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,17 +55,7 @@ func TestMappedFiles(t *testing.T) {
 				win  int
 			}{{"ipxe.efi", 4}, {"ipxe.efi", 1}, {"big", 1}} {
 				c := newRawClient(t, "127.0.0.1")
-				opts := []string{"blksize", "1468"}
-				if h.win > 1 {
-					opts = append(opts, "windowsize", "4")
-				}
-				c.send(addr, rrq(h.file, "octet", opts...))
-				oack, from := c.recvFrom(5*time.Second, 0)
-				if opcode(oack) != 6 {
-					t.Fatalf("%s: opcode %d, want OACK", h.file, opcode(oack))
-				}
-				c.send(from, ack(0))
-				first, _ := c.recvFrom(5*time.Second, from.Port)
+				first, from := c.openOACK(addr, h.file, h.win)
 				hs = append(hs, held{c, h.file, h.win, first, from.Port})
 			}
 			if n := tftpd.Mapped(srv); n != 1 {
@@ -84,13 +76,7 @@ func TestMappedFiles(t *testing.T) {
 			}
 			// A file of whole blocks, mapped: its last block is empty.
 			c := newRawClient(t, "127.0.0.1")
-			c.send(addr, rrq("whole", "octet", "blksize", "1468", "windowsize", "4"))
-			oack, from := c.recvFrom(5*time.Second, 0)
-			if opcode(oack) != 6 {
-				t.Fatalf("whole: opcode %d, want OACK", opcode(oack))
-			}
-			c.send(from, ack(0))
-			first, _ := c.recvFrom(5*time.Second, from.Port)
+			first, from := c.openOACK(addr, "whole", 4)
 			got, acks := c.downloadWindow(first, from, 1468, 4)
 			if !bytes.Equal(got, files["whole"]) || acks != 2 {
 				t.Errorf("whole: %d bytes in %d acknowledgements, want %d in 2 (four full blocks, then an empty one)", len(got), acks, len(files["whole"]))
@@ -119,19 +105,17 @@ func TestMappedFileCutShort(t *testing.T) {
 	addr := serve(t, srv, "127.0.0.1")
 
 	c := newRawClient(t, "127.0.0.1")
-	c.send(addr, rrq("ipxe.efi", "octet", "blksize", "1468", "windowsize", "4"))
-	oack, from := c.recvFrom(5*time.Second, 0)
-	if opcode(oack) != 6 {
-		t.Fatalf("opcode %d, want OACK", opcode(oack))
-	}
-	c.send(from, ack(0))
+	pkt, from := c.openOACK(addr, "ipxe.efi", 4)
 	var got []byte
-	for block := uint16(1); block <= 4; block++ {
-		pkt, _ := c.recvFrom(5*time.Second, from.Port)
+	for block := uint16(1); ; block++ {
 		if opcode(pkt) != 3 {
 			t.Fatalf("block %d: opcode %d, want DATA", block, opcode(pkt))
 		}
 		got = append(got, pkt[4:]...)
+		if block == 4 {
+			break
+		}
+		pkt, _ = c.recvFrom(5*time.Second, from.Port)
 	}
 	if !bytes.Equal(got, data[:len(got)]) {
 		t.Fatal("the first window is not the file's first bytes")
@@ -140,7 +124,7 @@ func TestMappedFileCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.send(from, ack(4))
-	pkt, _ := c.recvFrom(5*time.Second, from.Port)
+	pkt, _ = c.recvFrom(5*time.Second, from.Port)
 	if code, msg := errorOf(t, pkt); code != 0 || msg != "read error" {
 		t.Errorf("after the file was cut short: error %d %q, want 0 \"read error\"", code, msg)
 	}
@@ -190,4 +174,22 @@ func TestMappedFileReplaced(t *testing.T) {
 	}
 	rec.waitN(t, 2)
 	waitFor(t, "mappings given back", func() bool { return tftpd.Mapped(srv) == 0 })
+}
+
+// openOACK asks for name at blksize 1468 (and windowsize win above 1), acknowledges the
+// OACK and returns the first DATA block and the transfer's address.
+func (c *rawClient) openOACK(addr *net.UDPAddr, name string, win int) ([]byte, *net.UDPAddr) {
+	c.t.Helper()
+	opts := []string{"blksize", "1468"}
+	if win > 1 {
+		opts = append(opts, "windowsize", strconv.Itoa(win))
+	}
+	c.send(addr, rrq(name, "octet", opts...))
+	oack, from := c.recvFrom(5*time.Second, 0)
+	if opcode(oack) != 6 {
+		c.t.Fatalf("%s: opcode %d, want OACK", name, opcode(oack))
+	}
+	c.send(from, ack(0))
+	first, _ := c.recvFrom(5*time.Second, from.Port)
+	return first, from
 }

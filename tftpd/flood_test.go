@@ -216,6 +216,65 @@ func TestEvictOnlyUnacknowledged(t *testing.T) {
 	}
 }
 
+// TestEvictSparesKnownSource: EDK2's reads, as the storm showed them lost. A machine asks
+// the size (tsize 0) and aborts after the OACK, then asks for the file and acknowledges that
+// OACK late; a new request from another source meanwhile must not evict the read: the
+// source answered the first OACK, so it is there. The new request waits for the slot, and
+// both are served. A silent source's transfer is still evicted.
+func TestEvictSparesKnownSource(t *testing.T) {
+	data := payload(3000, 36)
+	rec := newRecorder()
+	srv := &tftpd.Server{FS: fstest.MapFS{"ipxe.efi": {Data: data}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 5 * time.Second,
+		EvictAfter: time.Nanosecond, OnTransfer: rec.hook}
+	addr := serve(t, srv, "127.0.0.1")
+	m := newRawClient(t, "127.0.0.70")
+	m.send(addr, rrq("ipxe.efi", "octet", "tsize", "0", "blksize", "1468"))
+	oack, tid := m.recvFrom(5*time.Second, 0)
+	if opcode(oack) != 6 {
+		t.Fatalf("size request: opcode %d, want OACK", opcode(oack))
+	}
+	m.send(tid, errPkt(8, "User aborted the transfer"))
+	if r := rec.waitN(t, 1)[0]; r.Outcome != tftpd.OutcomeAborted {
+		t.Fatalf("size request: %s, want aborted", r.Outcome)
+	}
+	m.send(addr, rrq("ipxe.efi", "octet", "blksize", "1468"))
+	oack, tid = m.recvFrom(5*time.Second, 0)
+	if opcode(oack) != 6 {
+		t.Fatalf("read: opcode %d, want OACK", opcode(oack))
+	}
+	// The read's OACK is not acknowledged yet; another source asks.
+	other := newRawClient(t, "127.0.0.71")
+	other.send(addr, rrq("ipxe.efi", "octet"))
+	if b, _, ok := other.recv(200 * time.Millisecond); ok {
+		t.Fatalf("a new request was answered (%q) while the slot holds a known source's read", b[:min(len(b), 8)])
+	}
+	if st := srv.Stats(); st.Evicted != 0 || st.Waiting != 1 {
+		t.Errorf("stats %+v: want no eviction, one request waiting", st)
+	}
+	m.send(tid, ack(0))
+	first, _ := m.recvFrom(5*time.Second, tid.Port)
+	if got := m.download(first, tid, 1468); !bytes.Equal(got, data) {
+		t.Errorf("the read: %d bytes, want the file's %d", len(got), len(data))
+	}
+	first, otid := other.recvFrom(5*time.Second, 0)
+	if got := other.download(first, otid, 512); !bytes.Equal(got, data) {
+		t.Errorf("the waiting request: %d bytes, want the file's %d", len(got), len(data))
+	}
+	// A source never heard from is evicted as before.
+	silent := newRawClient(t, "127.0.0.72")
+	silent.send(addr, rrq("ipxe.efi", "octet"))
+	silent.recvFrom(5*time.Second, 0)
+	late := newRawClient(t, "127.0.0.73")
+	late.send(addr, rrq("ipxe.efi", "octet"))
+	first, ltid := late.recvFrom(5*time.Second, 0)
+	if got := late.download(first, ltid, 512); !bytes.Equal(got, data) {
+		t.Errorf("after the silent source: %d bytes, want the file's %d", len(got), len(data))
+	}
+	if st := srv.Stats(); st.Evicted != 1 {
+		t.Errorf("stats %+v: want the silent source's transfer evicted", st)
+	}
+}
+
 // TestFirstRetriesKnownSource: the first block goes FirstRetries+1 times to a source that
 // never acknowledged anything, Retries+1 times to one that acknowledged an earlier transfer.
 func TestFirstRetriesKnownSource(t *testing.T) {

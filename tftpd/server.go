@@ -80,7 +80,8 @@ type Server struct {
 	// EvictAfter is how long a transfer's first datagram must have gone unacknowledged
 	// before a new request may take its slot when every slot is taken: a real client answers
 	// within a round trip. At 64 slots and 50 ms, 1,280 spoofed requests a second are needed
-	// to keep every slot turning over. Zero means DefaultEvictAfter (50 ms).
+	// to keep every slot turning over. A transfer whose source answered an earlier one is
+	// never evicted. Zero means DefaultEvictAfter (50 ms).
 	EvictAfter time.Duration
 	// MaxWindow is the largest windowsize (RFC 7440) granted, 1 to 65535; the window is also
 	// bounded by MaxWindowBytes. Zero means DefaultMaxWindow (64).
@@ -439,11 +440,13 @@ func (s *Server) reserve(ip netip.Addr, held int, evict bool) (ok bool, busy boo
 	}
 	var victim *transfer
 	if s.active >= s.maxTransfers() {
-		if !evict || len(s.unacked) == 0 || time.Since(s.unacked[0].running) < s.evictAfter() {
+		if evict {
+			victim = s.evictableLocked()
+		}
+		if victim == nil {
 			s.mu.Unlock()
 			return false, true
 		}
-		victim = s.unacked[0]
 		s.dropUnacked(victim)
 		victim.evicted = true
 		s.releaseLocked(victim)
@@ -492,6 +495,24 @@ func (s *Server) runningTransfer(t *transfer, conn tconn) {
 	s.mu.Unlock()
 }
 
+// evictableLocked is the transfer a new request may evict, nil when none: the oldest that
+// has waited EvictAfter for its first acknowledgement and whose source is not known. A
+// known source answered a transfer before, so a late acknowledgement of its new one is far
+// likelier than a spoofed request: EDK2 aborts its size request, then asks for the file and
+// acknowledges that OACK, late when the server is loaded; evicted then, it would send that
+// acknowledgement to a closed socket until it gave up. s.mu is held.
+func (s *Server) evictableLocked() *transfer {
+	for _, t := range s.unacked {
+		if time.Since(t.running) < s.evictAfter() {
+			return nil // the rest started later
+		}
+		if _, ok := s.known[t.peer.Addr()]; !ok {
+			return t
+		}
+	}
+	return nil
+}
+
 // acknowledged records a transfer's first acknowledgement: it can no longer be evicted, and
 // its source is known. It reports false when the transfer was evicted already.
 func (s *Server) acknowledged(t *transfer) bool {
@@ -501,7 +522,22 @@ func (s *Server) acknowledged(t *transfer) bool {
 		return false
 	}
 	s.dropUnacked(t)
-	ip := t.peer.Addr()
+	s.addKnownLocked(t.peer.Addr())
+	return true
+}
+
+// answered records that a transfer's client answered its first datagram with an error
+// (EDK2 aborts its size request so, after reading the OACK): its source is known, as by an
+// acknowledgement; a spoofed source never sees the datagram to answer it.
+func (s *Server) answered(t *transfer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addKnownLocked(t.peer.Addr())
+}
+
+// addKnownLocked adds ip to the known sources, forgetting the oldest beyond knownSources;
+// s.mu is held.
+func (s *Server) addKnownLocked(ip netip.Addr) {
 	if _, ok := s.known[ip]; !ok {
 		if len(s.knownRing) < knownSources {
 			s.knownRing = append(s.knownRing, ip)
@@ -512,10 +548,9 @@ func (s *Server) acknowledged(t *transfer) bool {
 		}
 		s.known[ip] = struct{}{}
 	}
-	return true
 }
 
-// isKnown reports whether ip acknowledged a datagram of an earlier transfer.
+// isKnown reports whether ip acknowledged (or answered) a datagram of an earlier transfer.
 func (s *Server) isKnown(ip netip.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

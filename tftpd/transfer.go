@@ -365,6 +365,9 @@ func (x *sender) exchange(pkts, bodies [][]byte, base uint16, ahead func()) (int
 					return off + 1, nil
 				}
 			case opERROR:
+				if !x.acked {
+					x.s.answered(x.t)
+				}
 				return 0, &errClient{code: num, msg: msg}
 			}
 		}

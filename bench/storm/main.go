@@ -23,6 +23,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -246,9 +247,9 @@ func run() int {
 	for _, p := range procs {
 		fmt.Printf("  pid %d (%s): CPU %.2f s, peak RSS %.1f MiB; at the end %s\n", p, procField(p, "Name:"), cpuOf([]int{p})-beforeEach[p], peakRSS([]int{p}), rssNow(p))
 	}
-	if inprocStats != nil {
+	if agentStats != nil {
 		var keys []string
-		st := inprocStats()
+		st := agentStats()
 		for k := range st {
 			if strings.HasPrefix(k, "tftp_") {
 				keys = append(keys, k)
@@ -280,9 +281,45 @@ func run() int {
 	return 0
 }
 
-// inprocStats is the in-process agent's counters (nil otherwise): the storm prints its TFTP
-// ones, which say why a machine's TFTP read had no answer.
-var inprocStats func() map[string]uint64
+// metricsPort is the agent's /metrics port, at the boot server's address.
+const metricsPort = 9464
+
+// scrapeTFTP reads the agent's TFTP counters from its /metrics, keyed as the in-process
+// agent's Stats are (tftp_transfers_ok, tftp_dropped_busy, ...); none when it cannot.
+func scrapeTFTP(url string) map[string]uint64 {
+	out := map[string]uint64{}
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "siteboot_tftp_")
+		if !ok {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		v, err := strconv.ParseFloat(val, 64)
+		if !ok || err != nil {
+			continue
+		}
+		// name{label="x"} becomes name_x.
+		base, labels, _ := strings.Cut(name, "{")
+		name = strings.TrimSuffix(base, "_total")
+		if _, l, ok := strings.Cut(strings.TrimSuffix(labels, "}"), "="); ok {
+			name += "_" + strings.Trim(l, `"`)
+		}
+		out["tftp_"+name] = uint64(v)
+	}
+	return out
+}
+
+// agentStats is the agent's counters (its Stats in process, its /metrics otherwise; nil
+// for the peer): the storm prints its TFTP ones, which say why a machine's TFTP read had no
+// answer.
+var agentStats func() map[string]uint64
 
 // writePeerFiles writes what dnsmasq and nginx serve: the iPXE build in tftp/, and in www/
 // the chain script, the boot script (static: no assertion, no token), the kernel, initrd and
@@ -444,11 +481,12 @@ heartbeat = "2s"
 timeout = "10s"
 
 [metrics]
-listen = "off"
+listen = %q
 `, siteID, nodeID, dataDir, map[bool]string{true: "info", false: "warn"}[s.verbose],
 		netip.AddrPortFrom(s.server, uint16(s.dhcpPort)).String(), srvIP+":4011", srvIP, s.tftp, tftpRoot, s.tftpMax,
 		netip.AddrPortFrom(s.server, uint16(s.httpPort)).String(), s.httpBase, s.httpBase+"/cache",
-		base+"/images/"+s.files.kernel.name, s.files.kernel.sha, base+"/images/"+s.files.initrd.name, s.files.initrd.sha, base)
+		base+"/images/"+s.files.kernel.name, s.files.kernel.sha, base+"/images/"+s.files.initrd.name, s.files.initrd.sha, base,
+		netip.AddrPortFrom(s.server, metricsPort).String())
 	cfgPath := filepath.Join(s.dir, "agent.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
 		return fail(err)
@@ -473,7 +511,7 @@ listen = "off"
 		done := make(chan error, 1)
 		go func() { done <- a.Run(actx) }()
 		stops = append(stops, func() { acancel(); <-done })
-		inprocStats = a.Stats
+		agentStats = a.Stats
 	} else {
 		if s.clientPort != 68 {
 			return fail(errors.New("the siteagent binary answers port 68: -client-port 68, or -inproc"))
@@ -488,6 +526,8 @@ listen = "off"
 			return fail(err)
 		}
 		pid = cmd.Process.Pid // ip netns exec execs the agent: the same PID
+		metricsURL := "http://" + netip.AddrPortFrom(s.server, metricsPort).String() + "/metrics"
+		agentStats = func() map[string]uint64 { return scrapeTFTP(metricsURL) }
 		stops = append(stops, func() {
 			cmd.Process.Signal(syscall.SIGTERM)
 			done := make(chan struct{})

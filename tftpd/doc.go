@@ -84,8 +84,8 @@
 // address. A read request beyond MaxPerSource is read from the listening socket and dropped
 // without an answer: no socket is opened and no file is touched for it, and it is counted in
 // Stats. When MaxTransfers are running, the oldest transfer whose client has not acknowledged
-// anything yet and whose source never answered an earlier transfer, if it has waited
-// EvictAfter (50 ms) since its first datagram, gives its slot to the new request: it is evicted (its socket closed, nothing more sent, reported as
+// anything yet, if it has waited EvictAfter (50 ms) since its first datagram, gives its slot
+// to the new request: it is evicted (its socket closed, nothing more sent, reported as
 // OutcomeEvicted and counted). Otherwise the request waits in a queue (of at most MaxQueued,
 // 1,024, across the sockets; its source's queued requests count against MaxPerSource) and
 // is served as soon as a slot frees up, oldest first, without a socket or an open file
@@ -96,10 +96,11 @@
 // address and port); one not sent again within QueueWait (5 s) is dropped, as is one that
 // finds the queue full. A client evicted after it saw its first datagram is lost (it sends
 // its acknowledgement again, not its request), which is why a transfer gets EvictAfter, many
-// round trips of a boot segment, before it can be evicted, and why a source that answered
-// an earlier transfer (an acknowledgement, or the error with which EDK2 aborts its size
-// request before it asks for the file) is never evicted: on a loaded server its
-// acknowledgement may come later than EvictAfter, and a spoofed source never answers.
+// round trips of a boot segment, before it can be evicted, and why the next transfer of a
+// source that has just answered one (acknowledged it to the end, or sent the error with
+// which EDK2 aborts its size request before it asks for the file) is spared once: on a
+// loaded server its first acknowledgement may come later than EvictAfter, and a spoofed
+// source never answers, so it cannot earn the same.
 //
 // So requests with spoofed sources, which are never acknowledged, cannot hold the table
 // (they fill the queue, but a new request evicts as if the queue were not there): at

@@ -216,12 +216,12 @@ func TestEvictOnlyUnacknowledged(t *testing.T) {
 	}
 }
 
-// TestEvictSparesKnownSource: EDK2's reads, as the storm showed them lost. A machine asks
+// TestEvictSparesAnsweredSource: EDK2's reads, as the storm showed them lost. A machine asks
 // the size (tsize 0) and aborts after the OACK, then asks for the file and acknowledges that
 // OACK late; a new request from another source meanwhile must not evict the read: the
-// source answered the first OACK, so it is there. The new request waits for the slot, and
-// both are served. A silent source's transfer is still evicted.
-func TestEvictSparesKnownSource(t *testing.T) {
+// source has just answered the first OACK, so it is there. The new request waits for the
+// slot, and both are served. A silent source's transfer is still evicted.
+func TestEvictSparesAnsweredSource(t *testing.T) {
 	data := payload(3000, 36)
 	rec := newRecorder()
 	srv := &tftpd.Server{FS: fstest.MapFS{"ipxe.efi": {Data: data}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 5 * time.Second,
@@ -246,7 +246,7 @@ func TestEvictSparesKnownSource(t *testing.T) {
 	other := newRawClient(t, "127.0.0.71")
 	other.send(addr, rrq("ipxe.efi", "octet"))
 	if b, _, ok := other.recv(200 * time.Millisecond); ok {
-		t.Fatalf("a new request was answered (%q) while the slot holds a known source's read", b[:min(len(b), 8)])
+		t.Fatalf("a new request was answered (%q) while the slot holds the read of a source that has just answered", b[:min(len(b), 8)])
 	}
 	if st := srv.Stats(); st.Evicted != 0 || st.Waiting != 1 {
 		t.Errorf("stats %+v: want no eviction, one request waiting", st)

@@ -80,8 +80,8 @@ type Server struct {
 	// EvictAfter is how long a transfer's first datagram must have gone unacknowledged
 	// before a new request may take its slot when every slot is taken: a real client answers
 	// within a round trip. At 64 slots and 50 ms, 1,280 spoofed requests a second are needed
-	// to keep every slot turning over. A transfer whose source answered an earlier one is
-	// never evicted. Zero means DefaultEvictAfter (50 ms).
+	// to keep every slot turning over. The next transfer of a source that has just answered
+	// one is spared. Zero means DefaultEvictAfter (50 ms).
 	EvictAfter time.Duration
 	// MaxWindow is the largest windowsize (RFC 7440) granted, 1 to 65535; the window is also
 	// bounded by MaxWindowBytes. Zero means DefaultMaxWindow (64).
@@ -118,7 +118,8 @@ type Server struct {
 	pending   map[uint64]*transfer
 	unacked   []*transfer // running transfers that saw no acknowledgement yet, oldest first
 	known     map[netip.Addr]struct{}
-	knownRing []netip.Addr // known in the order they were added, for eviction
+	spares    map[netip.Addr]time.Time // sources that answered a transfer, when (evictableLocked)
+	knownRing []netip.Addr             // known in the order they were added, for eviction
 	knownNext int
 	nextID    uint64
 	abort     chan struct{}
@@ -496,21 +497,59 @@ func (s *Server) runningTransfer(t *transfer, conn tconn) {
 }
 
 // evictableLocked is the transfer a new request may evict, nil when none: the oldest that
-// has waited EvictAfter for its first acknowledgement and whose source is not known. A
-// known source answered a transfer before, so a late acknowledgement of its new one is far
-// likelier than a spoofed request: EDK2 aborts its size request, then asks for the file and
-// acknowledges that OACK, late when the server is loaded; evicted then, it would send that
-// acknowledgement to a closed socket until it gave up. s.mu is held.
+// has waited EvictAfter for its first acknowledgement, but for one whose source answered a
+// transfer just before (spareNext): EDK2 aborts its size request, then asks for the file
+// and acknowledges that OACK, late when the server is loaded; evicted then, it would send
+// the acknowledgement to a closed socket until it gave up. Each answer spares one transfer,
+// the oldest of its source considered here, so that a spoofer of the address gains a slot
+// only by winning that race. s.mu is held.
 func (s *Server) evictableLocked() *transfer {
 	for _, t := range s.unacked {
 		if time.Since(t.running) < s.evictAfter() {
 			return nil // the rest started later
 		}
-		if _, ok := s.known[t.peer.Addr()]; !ok {
-			return t
+		if t.spared {
+			continue
 		}
+		if at, ok := s.spares[t.peer.Addr()]; ok {
+			delete(s.spares, t.peer.Addr())
+			if time.Since(at) < spareFor {
+				t.spared = true
+				continue
+			}
+		}
+		return t
 	}
 	return nil
+}
+
+// spareFor is how long after a source answered a transfer its next one is spared from
+// eviction: the next request may wait in the queue (QueueWait) and be sent again first.
+const spareFor = 30 * time.Second
+
+// spareNext records that ip answered a transfer (its client acknowledged it to the end, or
+// answered its first datagram with an error): its next transfer is spared from eviction
+// once. At most knownSources sources are held; expired ones go first.
+func (s *Server) spareNext(ip netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.spares == nil {
+		s.spares = make(map[netip.Addr]time.Time)
+	}
+	if len(s.spares) >= knownSources {
+		for a, at := range s.spares {
+			if time.Since(at) >= spareFor {
+				delete(s.spares, a)
+			}
+		}
+		for a := range s.spares {
+			if len(s.spares) < knownSources {
+				break
+			}
+			delete(s.spares, a)
+		}
+	}
+	s.spares[ip] = time.Now()
 }
 
 // acknowledged records a transfer's first acknowledgement: it can no longer be evicted, and
@@ -524,15 +563,6 @@ func (s *Server) acknowledged(t *transfer) bool {
 	s.dropUnacked(t)
 	s.addKnownLocked(t.peer.Addr())
 	return true
-}
-
-// answered records that a transfer's client answered its first datagram with an error
-// (EDK2 aborts its size request so, after reading the OACK): its source is known, as by an
-// acknowledgement; a spoofed source never sees the datagram to answer it.
-func (s *Server) answered(t *transfer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.addKnownLocked(t.peer.Addr())
 }
 
 // addKnownLocked adds ip to the known sources, forgetting the oldest beyond knownSources;
@@ -550,7 +580,7 @@ func (s *Server) addKnownLocked(ip netip.Addr) {
 	}
 }
 
-// isKnown reports whether ip acknowledged (or answered) a datagram of an earlier transfer.
+// isKnown reports whether ip acknowledged a datagram of an earlier transfer.
 func (s *Server) isKnown(ip netip.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

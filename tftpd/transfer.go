@@ -60,6 +60,7 @@ type transfer struct {
 	conn     tconn
 	running  time.Time // when its socket opened, just before its first datagram
 	evicted  bool      // gave its slot to a new request
+	spared   bool      // not to be evicted: its source had just answered another transfer
 	released bool      // its slot was given back
 }
 
@@ -366,7 +367,8 @@ func (x *sender) exchange(pkts, bodies [][]byte, base uint16, ahead func()) (int
 				}
 			case opERROR:
 				if !x.acked {
-					x.s.answered(x.t)
+					// It read the first datagram (EDK2 aborts its size request so).
+					x.s.spareNext(x.peer.Addr())
 				}
 				return 0, &errClient{code: num, msg: msg}
 			}
@@ -460,6 +462,7 @@ func (s *Server) serveTransfer(t *transfer, conn tconn) {
 	s.c.bytes.Add(uint64(n))
 	log := s.logger()
 	if err == nil {
+		s.spareNext(t.peer.Addr())
 		s.c.completed.Add(1)
 		log.Debug("tftpd: transfer done", "peer", t.peer, "file", t.name, "bytes", n, "blksize", t.blksize, "window", t.window, "duration", tr.Duration)
 		s.report(tr)

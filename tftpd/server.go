@@ -118,9 +118,9 @@ type Server struct {
 	pending   map[uint64]*transfer
 	unacked   []*transfer // running transfers that saw no acknowledgement yet, oldest first
 	known     map[netip.Addr]struct{}
-	spares    map[netip.Addr]time.Time // sources that answered a transfer, when (evictableLocked)
-	knownRing []netip.Addr             // known in the order they were added, for eviction
+	knownRing []netip.Addr // known in the order they were added, for eviction
 	knownNext int
+	spares    map[netip.Addr]time.Time // sources that have just answered a transfer, and when (evictableLocked)
 	nextID    uint64
 	abort     chan struct{}
 	abortOnce sync.Once

@@ -275,6 +275,51 @@ func TestEvictSparesAnsweredSource(t *testing.T) {
 	}
 }
 
+// TestEvictSpareOnce: a transfer acknowledged to the end earns its source one spare too,
+// and one only. The source completes a read, then two more of its requests hold both slots
+// unacknowledged; a new request from elsewhere evicts the newer of the two (the older has
+// the spare), not the oldest as it would without one.
+func TestEvictSpareOnce(t *testing.T) {
+	data := payload(1000, 37)
+	rec := newRecorder()
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 2, MaxPerSource: 2, Timeout: 5 * time.Second,
+		EvictAfter: time.Nanosecond, OnTransfer: rec.hook}
+	addr := serve(t, srv, "127.0.0.1")
+	m := newRawClient(t, "127.0.0.80")
+	m.send(addr, rrq("f", "octet"))
+	first, tid := m.recvFrom(5*time.Second, 0)
+	if got := m.download(first, tid, 512); !bytes.Equal(got, data) {
+		t.Fatalf("first read: %d bytes, want the file's %d", len(got), len(data))
+	}
+	if r := rec.waitN(t, 1)[0]; r.Outcome != tftpd.OutcomeOK {
+		t.Fatalf("first read: %s, want ok", r.Outcome)
+	}
+	older, newer := newRawClient(t, "127.0.0.80"), newRawClient(t, "127.0.0.80")
+	older.send(addr, rrq("f", "octet"))
+	ofirst, otid := older.recvFrom(5*time.Second, 0)
+	newer.send(addr, rrq("f", "octet"))
+	newer.recvFrom(5*time.Second, 0)
+	other := newRawClient(t, "127.0.0.81")
+	other.send(addr, rrq("f", "octet"))
+	xfirst, xtid := other.recvFrom(5*time.Second, 0)
+	r := rec.waitN(t, 2)[1]
+	if want := newer.conn.LocalAddr().(*net.UDPAddr).AddrPort(); r.Outcome != tftpd.OutcomeEvicted || r.Peer != want {
+		t.Errorf("eviction: %s of %v, want %v (the newer request) evicted", r.Outcome, r.Peer, want)
+	}
+	for _, c := range []struct {
+		c     *rawClient
+		first []byte
+		tid   *net.UDPAddr
+	}{{older, ofirst, otid}, {other, xfirst, xtid}} {
+		if got := c.c.download(c.first, c.tid, 512); !bytes.Equal(got, data) {
+			t.Errorf("%v: %d bytes, want the file's %d", c.c.conn.LocalAddr(), len(got), len(data))
+		}
+	}
+	if st := srv.Stats(); st.Evicted != 1 {
+		t.Errorf("stats %+v: want one eviction", st)
+	}
+}
+
 // TestFirstRetriesKnownSource: the first block goes FirstRetries+1 times to a source that
 // never acknowledged anything, Retries+1 times to one that acknowledged an earlier transfer.
 func TestFirstRetriesKnownSource(t *testing.T) {

@@ -561,13 +561,7 @@ func (s *Server) acknowledged(t *transfer) bool {
 		return false
 	}
 	s.dropUnacked(t)
-	s.addKnownLocked(t.peer.Addr())
-	return true
-}
-
-// addKnownLocked adds ip to the known sources, forgetting the oldest beyond knownSources;
-// s.mu is held.
-func (s *Server) addKnownLocked(ip netip.Addr) {
+	ip := t.peer.Addr()
 	if _, ok := s.known[ip]; !ok {
 		if len(s.knownRing) < knownSources {
 			s.knownRing = append(s.knownRing, ip)
@@ -578,6 +572,7 @@ func (s *Server) addKnownLocked(ip netip.Addr) {
 		}
 		s.known[ip] = struct{}{}
 	}
+	return true
 }
 
 // isKnown reports whether ip acknowledged a datagram of an earlier transfer.

@@ -453,22 +453,27 @@ func (s *Server) serveTransfer(t *transfer, conn tconn) {
 	unmap()
 	w.free()
 	t.file.Close()
+	// Counted before the slot is given back: once Stats shows a transfer no longer active,
+	// its outcome is in the counters.
+	s.c.bytes.Add(uint64(n))
+	if err == nil {
+		s.spareNext(t.peer.Addr())
+		s.c.completed.Add(1)
+	} else {
+		s.c.failed.Add(1)
+	}
 	evicted := s.ended(t)
 
 	tr := Transfer{
 		Requested: t.requested, File: t.name, Peer: t.peer, Size: t.size, Bytes: n,
 		BlockSize: t.blksize, Window: t.window, Start: t.start, Duration: s.now().Sub(t.start), Outcome: OutcomeOK,
 	}
-	s.c.bytes.Add(uint64(n))
 	log := s.logger()
 	if err == nil {
-		s.spareNext(t.peer.Addr())
-		s.c.completed.Add(1)
 		log.Debug("tftpd: transfer done", "peer", t.peer, "file", t.name, "bytes", n, "blksize", t.blksize, "window", t.window, "duration", tr.Duration)
 		s.report(tr)
 		return
 	}
-	s.c.failed.Add(1)
 	switch {
 	case evicted:
 		tr.Outcome, err = OutcomeEvicted, ErrEvicted
@@ -660,10 +665,7 @@ func (x *sender) readBlocks(k int) {
 	for range k {
 		m := min(n, x.blksize)
 		n -= m
-		pkt := w.next()
-		binary.BigEndian.PutUint16(pkt, opDATA)
-		binary.BigEndian.PutUint16(pkt[2:], x.next)
-		x.next++
+		x.header()
 		w.push(4 + m)
 		x.read += int64(m)
 		if m < x.blksize {
@@ -673,16 +675,21 @@ func (x *sender) readBlocks(k int) {
 	}
 }
 
+// header writes the DATA header of the next block into the window's next buffer.
+func (x *sender) header() {
+	pkt := x.w.next()
+	binary.BigEndian.PutUint16(pkt, opDATA)
+	binary.BigEndian.PutUint16(pkt[2:], x.next)
+	x.next++
+}
+
 // placeBlocks is readBlocks for a file in a mapping: the blocks' bytes are pointed at, not
 // read, and never touched by this process (see fileMaps).
 func (x *sender) placeBlocks(k int) {
 	w := x.w
 	for range k {
 		m := min(int64(len(x.placed))-x.read, int64(x.blksize))
-		pkt := w.next()
-		binary.BigEndian.PutUint16(pkt, opDATA)
-		binary.BigEndian.PutUint16(pkt[2:], x.next)
-		x.next++
+		x.header()
 		w.pushPlaced(x.placed[x.read : x.read+m : x.read+m])
 		x.read += m
 		if m < int64(x.blksize) {

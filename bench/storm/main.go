@@ -617,7 +617,7 @@ type outcome struct {
 	i      int
 	stages map[string]time.Duration
 	err    error
-	events []string // what the machine saw, kept for a machine that failed
+	events []string // what the machine saw (retries, aborts: a few), printed when it failed
 }
 
 // stageNames are the stages reported, in order: simmachine's, and the deploy image.
@@ -691,16 +691,12 @@ func (st *storm) machine(ctx context.Context, i int) outcome {
 		Digest: func() hash.Hash { return crc32.New(castagnoli) },
 	}
 	start := time.Now()
-	// Each machine keeps its events (retries, aborts: a few), printed for the machines
-	// that failed.
-	var evMu sync.Mutex
+	// Boot runs on this goroutine and reports its events from it.
 	m.OnEvent = func(m *simmachine.Machine, msg string) {
 		if st.verbose {
 			log.Printf("%s: %s", m.Name, msg)
 		}
-		evMu.Lock()
 		o.events = append(o.events, fmt.Sprintf("+%.3fs %s", time.Since(start).Seconds(), msg))
-		evMu.Unlock()
 	}
 	res, err := m.Boot(ctx)
 	if res != nil {

@@ -1,6 +1,7 @@
 package simmachine
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -203,7 +204,7 @@ func (c *tftpClient) get(ctx context.Context, file string, h hash.Hash, event fu
 func (c *tftpClient) ask(ctx context.Context, pkt []byte, to netip.AddrPort, event func(string, ...any)) ([]byte, netip.AddrPort, error) {
 	for try := 0; try <= c.retries; try++ {
 		if try > 0 {
-			event("tftp: no answer within %v, sending again (%d of %d)", c.timeout, try, c.retries)
+			event("tftp: no answer to %s within %v, sending it again (%d of %d)", describe(pkt), c.timeout, try, c.retries)
 		}
 		if _, err := c.conn.WriteToUDPAddrPort(pkt, to); err != nil {
 			return nil, netip.AddrPort{}, err
@@ -221,6 +222,21 @@ func (c *tftpClient) ask(ctx context.Context, pkt []byte, to netip.AddrPort, eve
 		}
 	}
 	return nil, netip.AddrPort{}, errTFTPTimeout
+}
+
+// describe names a datagram the client sends again: "the size request", "the read request"
+// or "ACK n".
+func describe(pkt []byte) string {
+	switch binary.BigEndian.Uint16(pkt) {
+	case tftpRRQ:
+		if bytes.Contains(pkt, []byte("\x00tsize\x00")) {
+			return "the size request"
+		}
+		return "the read request"
+	case tftpACK:
+		return fmt.Sprintf("ACK %d", binary.BigEndian.Uint16(pkt[2:]))
+	}
+	return fmt.Sprintf("opcode %d", binary.BigEndian.Uint16(pkt))
 }
 
 // recv returns the next datagram of at least 4 bytes from the server's address (from only,

@@ -100,6 +100,24 @@ func TestTFTPAgainstServer(t *testing.T) {
 	}
 }
 
+// TestDescribe: the events name what is sent again.
+func TestDescribe(t *testing.T) {
+	for _, tt := range []struct {
+		pkt  []byte
+		want string
+	}{
+		{rrqPacket("ipxe.efi", "tsize", "0", "blksize", "1468"), "the size request"},
+		{rrqPacket("ipxe.efi", "blksize", "1468", "windowsize", "4"), "the read request"},
+		{rrqPacket("tsize"), "the read request"}, // a file named tsize, no option
+		{ackPacket(0), "ACK 0"},
+		{ackPacket(517), "ACK 517"},
+	} {
+		if got := describe(tt.pkt); got != tt.want {
+			t.Errorf("describe(%q) = %q, want %q", tt.pkt, got, tt.want)
+		}
+	}
+}
+
 // TestTFTPLikeEDK2 plays a scripted server and checks what EDK2's client does: the exact
 // requests, both from one port; error 8 after the size request's OACK; the first request
 // sent again after TFTPTimeout when unanswered; an acknowledgement only at the end of each
@@ -118,8 +136,10 @@ func TestTFTPLikeEDK2(t *testing.T) {
 	}
 	defer tid.Close()
 	addr := srvConn.LocalAddr().(*net.UDPAddr).AddrPort()
+	var events []string // written by tftpGet's goroutine, read after done
 	m := &Machine{Name: "m", IP: netip.MustParseAddr("127.0.0.8"), TFTPTimeout: timeout, TFTPRetries: 3,
-		TFTPAddr: func(netip.Addr) netip.AddrPort { return addr }}
+		TFTPAddr: func(netip.Addr) netip.AddrPort { return addr },
+		OnEvent:  func(_ *Machine, msg string) { events = append(events, msg) }}
 	data := testData(10*1468 + 5) // 11 blocks
 	block := func(n int) []byte {
 		p := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, tftpDATA), uint16(n))
@@ -224,6 +244,9 @@ func TestTFTPLikeEDK2(t *testing.T) {
 	res := <-done
 	if res.err != nil {
 		t.Fatal(res.err)
+	}
+	if len(events) == 0 || !strings.HasPrefix(events[0], "tftp: no answer to the size request within 200ms, sending it again (1 of 3)") {
+		t.Errorf("events %q, want the size request's resend named first", events)
 	}
 	if want := fmt.Sprintf("%x", sha256.Sum256(data)); res.f.SHA256 != want {
 		t.Errorf("sha256 %s, want %s", res.f.SHA256, want)

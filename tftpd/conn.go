@@ -11,6 +11,9 @@ import (
 type tconn interface {
 	// recv reads one datagram into b, waiting until deadline; errWait when none came.
 	recv(b []byte, deadline time.Time) (int, netip.AddrPort, error)
+	// sendRecv runs send, then reads the first datagram that comes after it into b as recv
+	// does. A datagram already waiting before send may be read only by a later recv.
+	sendRecv(send func() error, b []byte, deadline time.Time) (int, netip.AddrPort, error)
 	// sendTo sends one datagram.
 	sendTo(b []byte, to netip.AddrPort) error
 	// sendWindow sends datagrams to the client, in order, in as few system calls as it can;
@@ -32,6 +35,7 @@ type netConn struct {
 	peer     netip.AddrPort
 	batch    *batcher // nil: one system call per datagram
 	deadline time.Time
+	wait     pollWait // sendRecv's state (netconn_linux.go)
 }
 
 func newNetConn(c *net.UDPConn, peer netip.AddrPort, window int) *netConn {
@@ -39,6 +43,7 @@ func newNetConn(c *net.UDPConn, peer netip.AddrPort, window int) *netConn {
 	if window > 1 {
 		x.batch = newBatcher(c, peer, window)
 	}
+	x.wait.init(x)
 	return x
 }
 
@@ -47,29 +52,39 @@ const deadlineSlack = 50 * time.Millisecond
 
 func (x *netConn) recv(b []byte, deadline time.Time) (int, netip.AddrPort, error) {
 	for {
-		// The socket's deadline moves only when it would end after the one asked or more
-		// than deadlineSlack before it; one that ends early is moved then. A transfer's
-		// waits are each Timeout from its last send, so the poller's timer is reset about
-		// once per deadlineSlack rather than once per window.
-		if x.deadline.After(deadline) || deadline.Sub(x.deadline) > deadlineSlack {
-			if err := x.c.SetReadDeadline(deadline); err != nil {
-				return 0, netip.AddrPort{}, err
-			}
-			x.deadline = deadline
+		if err := x.setDeadline(deadline); err != nil {
+			return 0, netip.AddrPort{}, err
 		}
 		n, from, err := x.c.ReadFromUDPAddrPort(b)
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				if !x.deadline.Before(deadline) {
-					return 0, from, errWait
-				}
-				x.deadline = time.Time{} // ended early: set the one asked
-				continue
+		if err != nil && x.timedOut(err) {
+			if !x.deadline.Before(deadline) {
+				return 0, from, errWait
 			}
+			x.deadline = time.Time{} // ended early: set the one asked
+			continue
 		}
 		return n, from, err
 	}
+}
+
+// setDeadline moves the socket's read deadline only when it would end after the one asked
+// or more than deadlineSlack before it; one that ends early is moved then. A transfer's
+// waits are each Timeout from its last send, so the poller's timer is reset about once per
+// deadlineSlack rather than once per window.
+func (x *netConn) setDeadline(deadline time.Time) error {
+	if x.deadline.After(deadline) || deadline.Sub(x.deadline) > deadlineSlack {
+		if err := x.c.SetReadDeadline(deadline); err != nil {
+			return err
+		}
+		x.deadline = deadline
+	}
+	return nil
+}
+
+// timedOut says that a read ended at the socket's deadline.
+func (x *netConn) timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (x *netConn) sendTo(b []byte, to netip.AddrPort) error {

@@ -234,3 +234,11 @@ func (x *rawConn) close() {
 		x.fd = -1
 	}
 }
+
+// sendRecv sends and reads: the read waits in the kernel, so nothing is lost between.
+func (x *rawConn) sendRecv(send func() error, b []byte, deadline time.Time) (int, netip.AddrPort, error) {
+	if err := send(); err != nil {
+		return 0, netip.AddrPort{}, err
+	}
+	return x.recv(b, deadline)
+}

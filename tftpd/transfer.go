@@ -318,6 +318,11 @@ type sender struct {
 	eof     bool   // the last block was read
 	readErr error
 	ahead   func() // readAhead, made once
+
+	// exchange's window for sendOnce, while sendRecv runs it.
+	pkts, bodies [][]byte
+	ahead1       func()
+	sendFirst    func() error // sendOnce, made once
 }
 
 // exchange sends the window pkts, the datagrams of blocks base, base+1, ... (one datagram:
@@ -335,18 +340,23 @@ func (x *sender) exchange(pkts, bodies [][]byte, base uint16, ahead func()) (int
 		retries = x.first
 	}
 	for i := range retries + 1 {
-		if err := x.send(pkts, bodies); err != nil {
-			return 0, err
-		}
-		if i == 0 && ahead != nil {
-			ahead()
-		}
 		deadline := time.Now().Add(x.timeout)
-		for {
-			n, from, err := x.conn.recv(x.rbuf[:], deadline)
-			if err == errWait {
-				break
+		var n int
+		var from netip.AddrPort
+		var err error
+		if i == 0 {
+			// The first send of the window, and the wait for its answer, in one step.
+			x.pkts, x.bodies, x.ahead1 = pkts, bodies, ahead
+			n, from, err = x.conn.sendRecv(x.sendFirst, x.rbuf[:], deadline)
+			x.pkts, x.bodies, x.ahead1 = nil, nil, nil
+		} else {
+			// A resend reads what came in the wait, too (an error the client sent late).
+			if err := x.send(pkts, bodies); err != nil {
+				return 0, err
 			}
+			n, from, err = x.conn.recv(x.rbuf[:], deadline)
+		}
+		for ; err != errWait; n, from, err = x.conn.recv(x.rbuf[:], deadline) {
 			if err != nil {
 				return 0, err
 			}
@@ -375,6 +385,18 @@ func (x *sender) exchange(pkts, bodies [][]byte, base uint16, ahead func()) (int
 		}
 	}
 	return 0, errTimedOut
+}
+
+// sendOnce is exchange's first send of a window (x.pkts, x.bodies), then its read-ahead;
+// made once as x.sendFirst: a closure made per window would be allocated per window.
+func (x *sender) sendOnce() error {
+	if err := x.send(x.pkts, x.bodies); err != nil {
+		return err
+	}
+	if x.ahead1 != nil {
+		x.ahead1()
+	}
+	return nil
 }
 
 // send hands a window to the kernel: one datagram with one system call, more in as few as
@@ -416,6 +438,7 @@ func (x *sender) fail(code uint16, msg string) {
 // granted, then the file a window at a time, each window sent until acknowledged.
 func (s *Server) serveTransfer(t *transfer, conn tconn) {
 	x := &sender{s: s, t: t, conn: conn, peer: t.peer, timeout: s.timeout(), retries: s.retries(), first: s.firstRetries()}
+	x.sendFirst = x.sendOnce
 	if s.isKnown(t.peer.Addr()) {
 		x.first = x.retries
 	}

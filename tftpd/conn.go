@@ -56,7 +56,7 @@ func (x *netConn) recv(b []byte, deadline time.Time) (int, netip.AddrPort, error
 			return 0, netip.AddrPort{}, err
 		}
 		n, from, err := x.c.ReadFromUDPAddrPort(b)
-		if err != nil && x.timedOut(err) {
+		if err != nil && timedOut(err) {
 			if !x.deadline.Before(deadline) {
 				return 0, from, errWait
 			}
@@ -82,7 +82,7 @@ func (x *netConn) setDeadline(deadline time.Time) error {
 }
 
 // timedOut says that a read ended at the socket's deadline.
-func (x *netConn) timedOut(err error) bool {
+func timedOut(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -95,7 +95,7 @@ func (x *netConn) sendRecv(send func() error, b []byte, deadline time.Time) (int
 	switch {
 	case w.sendErr != nil:
 		return 0, netip.AddrPort{}, w.sendErr
-	case !w.sent && err != nil && x.timedOut(err):
+	case !w.sent && err != nil && timedOut(err):
 		// The socket's deadline, set up to deadlineSlack early, has passed: set the one
 		// asked, and send.
 		x.deadline = time.Time{}
@@ -103,7 +103,7 @@ func (x *netConn) sendRecv(send func() error, b []byte, deadline time.Time) (int
 			return 0, netip.AddrPort{}, err
 		}
 		return x.recv(b, deadline)
-	case err != nil && x.timedOut(err):
+	case err != nil && timedOut(err):
 		if !x.deadline.Before(deadline) {
 			return 0, netip.AddrPort{}, errWait
 		}

@@ -54,8 +54,11 @@
 // at every acknowledgement and every time the client's kernel frees a datagram, on top of
 // the transfer's own wake-up, which for blocks of 64 KiB cost about a fifth more CPU per
 // byte. The other transfers wait in the poller, which serves many of them from one thread
-// for less than a thread each would cost. Either way a transfer can be evicted and aborted
-// as described below.
+// for less than a thread each would cost; on Linux such a transfer sends each window from
+// inside its socket's RawConn.Read and parks at once, so that the read after its wake-up
+// finds the acknowledgement (net's ReadFrom would first try a read that, right after a send,
+// all but always finds nothing). Either way a transfer can be evicted and aborted as
+// described below.
 //
 // # What is served
 //

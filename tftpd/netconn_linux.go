@@ -19,8 +19,8 @@ import (
 //
 // The send must come after RawConn.Read has cleared the readiness (before its first call
 // of the function): whatever arrives after the send then marks the socket ready again. A
-// read that parks first and sends after (or sends, then parks) loses an answer that came
-// in between.
+// send before RawConn.Read, with a function that parks at once, loses an answer that came
+// in between: the readiness it set is cleared.
 type pollWait struct {
 	rc    syscall.RawConn // nil: send, then recv
 	scope uint32          // the peer's link, for a link-local source (sockaddrPort)

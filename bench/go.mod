@@ -8,6 +8,7 @@ replace github.com/bettercompute/siteboot => ..
 
 require (
 	github.com/bettercompute/siteboot/examples v0.0.0
+	github.com/google/go-cmp v0.7.0
 	github.com/insomniacslk/dhcp v0.0.0-20260901064844-234b97448fae
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0

@@ -24,11 +24,7 @@ import (
 // thread of its own, on Linux) and once with every transfer in the network poller (as when
 // many run at once).
 func TestRealClients(t *testing.T) {
-	for _, poller := range []bool{false, true} {
-		t.Run(map[bool]string{false: "alone", true: "poller"}[poller], func(t *testing.T) {
-			testRealClients(t, poller)
-		})
-	}
+	onBothPaths(t, testRealClients)
 }
 
 func testRealClients(t *testing.T, poller bool) {

@@ -11,8 +11,8 @@ import (
 type tconn interface {
 	// recv reads one datagram into b, waiting until deadline; errWait when none came.
 	recv(b []byte, deadline time.Time) (int, netip.AddrPort, error)
-	// sendRecv runs send, then reads the first datagram that comes after it into b as recv
-	// does. A datagram already waiting before send may be read only by a later recv.
+	// sendRecv runs send, then waits for a datagram to arrive and reads the first one queued
+	// into b, as recv does. One already waiting before send does not end the wait by itself.
 	sendRecv(send func() error, b []byte, deadline time.Time) (int, netip.AddrPort, error)
 	// sendTo sends one datagram.
 	sendTo(b []byte, to netip.AddrPort) error

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -133,15 +134,13 @@ func (x *rawConn) recv(b []byte, deadline time.Time) (int, netip.AddrPort, error
 			}
 			x.rcvtimeo = time.Duration(tv.Nano())
 		}
-		x.flen = unix.SizeofSockaddrAny
-		n, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(x.fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)),
-			flags, uintptr(unsafe.Pointer(&x.from)), uintptr(unsafe.Pointer(&x.flen)))
+		n, e := recvFrom(x.fd, b, flags, &x.from, &x.flen)
 		switch e {
 		case 0:
 			if n == 0 && x.evicted.Load() {
 				return 0, netip.AddrPort{}, errEvictedConn
 			}
-			return int(n), sockaddrPort(&x.from, x.peer, x.sa.sa.Scope_id), nil
+			return n, sockaddrPort(&x.from, x.peer, x.sa.sa.Scope_id), nil
 		case unix.EAGAIN, unix.EINTR:
 			if d <= 0 {
 				return 0, netip.AddrPort{}, errWait
@@ -151,6 +150,15 @@ func (x *rawConn) recv(b []byte, deadline time.Time) (int, netip.AddrPort, error
 		}
 		now = time.Now()
 	}
+}
+
+// recvFrom is recvfrom(2) into b, the source's address into from (flen its length), without
+// the allocation of unix.Recvfrom's Sockaddr.
+func recvFrom(fd int, b []byte, flags uintptr, from *unix.RawSockaddrAny, flen *uint32) (int, syscall.Errno) {
+	*flen = unix.SizeofSockaddrAny
+	n, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)),
+		flags, uintptr(unsafe.Pointer(from)), uintptr(unsafe.Pointer(flen)))
+	return int(n), e
 }
 
 // sockaddrPort reads an AF_INET or AF_INET6 sockaddr. The kernel names a link-local

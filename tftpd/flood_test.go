@@ -306,14 +306,11 @@ func TestEvictSpareOnce(t *testing.T) {
 	if want := newer.conn.LocalAddr().(*net.UDPAddr).AddrPort(); r.Outcome != tftpd.OutcomeEvicted || r.Peer != want {
 		t.Errorf("eviction: %s of %v, want %v (the newer request) evicted", r.Outcome, r.Peer, want)
 	}
-	for _, c := range []struct {
-		c     *rawClient
-		first []byte
-		tid   *net.UDPAddr
-	}{{older, ofirst, otid}, {other, xfirst, xtid}} {
-		if got := c.c.download(c.first, c.tid, 512); !bytes.Equal(got, data) {
-			t.Errorf("%v: %d bytes, want the file's %d", c.c.conn.LocalAddr(), len(got), len(data))
-		}
+	if got := older.download(ofirst, otid, 512); !bytes.Equal(got, data) {
+		t.Errorf("the older request: %d bytes, want the file's %d", len(got), len(data))
+	}
+	if got := other.download(xfirst, xtid, 512); !bytes.Equal(got, data) {
+		t.Errorf("the request from elsewhere: %d bytes, want the file's %d", len(got), len(data))
 	}
 	if st := srv.Stats(); st.Evicted != 1 {
 		t.Errorf("stats %+v: want one eviction", st)

@@ -115,6 +115,15 @@ func serve(t testing.TB, srv *tftpd.Server, ip string) *net.UDPAddr {
 	return conn.LocalAddr().(*net.UDPAddr)
 }
 
+// onBothPaths runs f as "alone", where a transfer that runs alone waits on a thread of its
+// own (on Linux), and as "poller", where f's server is to be PollerOnly and every transfer
+// waits in the network poller, as when many run at once.
+func onBothPaths(t *testing.T, f func(t *testing.T, poller bool)) {
+	for _, poller := range []bool{false, true} {
+		t.Run(map[bool]string{false: "alone", true: "poller"}[poller], func(t *testing.T) { f(t, poller) })
+	}
+}
+
 // waitFor polls cond (a state of the server, not a time-out) until it holds.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()

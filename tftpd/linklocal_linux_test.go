@@ -19,11 +19,15 @@ import (
 // to IPv6 link-local addresses, as a machine without a routable address does. The server
 // runs inside the bridge's namespace (this test binary again, see serveChild), where the
 // kernel's interface indexes and their names agree. Its transfer socket, on a thread of
-// its own, reads the client's acknowledgements with the link given as an interface index;
-// they must be taken as its client's (they were answered with error 5, unknown transfer
-// ID, and the transfer timed out).
+// its own or in the network poller, reads the client's acknowledgements with the link
+// given as an interface index; they must be taken as its client's (they were answered with
+// error 5, unknown transfer ID, and the transfer timed out).
 func TestLinkLocalClient(t *testing.T) {
 	testpeer.LookPath(t, "curl", "curl")
+	onBothPaths(t, testLinkLocalClient)
+}
+
+func testLinkLocalClient(t *testing.T, poller bool) {
 	seg := testpeer.NewSegment(t, 1)
 	host := seg.Hosts[0]
 	seg.Bridge.Run(t, "ip", "addr", "add", "fe80::5b:1/64", "dev", "br0", "nodad")
@@ -34,7 +38,7 @@ func TestLinkLocalClient(t *testing.T) {
 	writeFiles(t, dir, map[string][]byte{"ipxe.efi": data})
 	p := testpeer.Start(t, testpeer.Cmd{
 		Path: os.Args[0], Args: []string{"-test.run=^$"}, Netns: seg.Bridge,
-		Env:      []string{childDir + "=" + dir, childAddr + "=[fe80::5b:1%br0]:0"},
+		Env:      []string{childDir + "=" + dir, childAddr + "=[fe80::5b:1%br0]:0", childPoller + "=" + strconv.FormatBool(poller)},
 		ReadyLog: `listening on port \d+`,
 	})
 	port := regexp.MustCompile(`listening on port (\d+)`).FindStringSubmatch(p.Output())[1]
@@ -59,6 +63,8 @@ func TestLinkLocalClient(t *testing.T) {
 const (
 	childDir  = "SITEBOOT_TFTPD_TEST_SERVE_DIR"
 	childAddr = "SITEBOOT_TFTPD_TEST_SERVE_ADDR"
+	// "true": every transfer in the network poller (PollerOnly).
+	childPoller = "SITEBOOT_TFTPD_TEST_SERVE_POLLER"
 )
 
 // serveChild, when the environment asks, serves its directory on its address until killed,
@@ -76,6 +82,9 @@ func serveChild() {
 	srv := &tftpd.Server{Dir: dir, OnTransfer: func(tr tftpd.Transfer) {
 		fmt.Printf("transfer %s from %s, %d bytes, err %v\n", tr.Outcome, tr.Peer.Addr(), tr.Bytes, tr.Err)
 	}}
+	if os.Getenv(childPoller) == "true" {
+		tftpd.PollerOnly(srv)
+	}
 	fmt.Println("listening on port " + strconv.Itoa(conn.LocalAddr().(*net.UDPAddr).Port))
 	fmt.Println(srv.Serve(conn))
 	os.Exit(1)

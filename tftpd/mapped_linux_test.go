@@ -20,77 +20,71 @@ import (
 // windows, a file of whole blocks ending with an empty one, on the poller's path and on a
 // thread of its own.
 func TestMappedFiles(t *testing.T) {
-	for _, poller := range []bool{false, true} {
-		name := "own-thread"
-		if poller {
-			name = "poller"
+	onBothPaths(t, func(t *testing.T, poller bool) {
+		dir := t.TempDir()
+		files := map[string][]byte{
+			"ipxe.efi": payload(300_000, 1),
+			"whole":    payload(4*1468, 2),
+			"big":      payload(tftpd.MaxMapped+1, 3),
 		}
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			files := map[string][]byte{
-				"ipxe.efi": payload(300_000, 1),
-				"whole":    payload(4*1468, 2),
-				"big":      payload(tftpd.MaxMapped+1, 3),
-			}
-			writeFiles(t, dir, files)
-			rec := newRecorder()
-			srv := &tftpd.Server{Dir: dir, OnTransfer: rec.hook}
-			if poller {
-				tftpd.PollerOnly(srv)
-			}
-			addr := serve(t, srv, "127.0.0.1")
+		writeFiles(t, dir, files)
+		rec := newRecorder()
+		srv := &tftpd.Server{Dir: dir, OnTransfer: rec.hook}
+		if poller {
+			tftpd.PollerOnly(srv)
+		}
+		addr := serve(t, srv, "127.0.0.1")
 
-			// Three transfers held after their first block: two of one file share its
-			// mapping, the large file has none.
-			type held struct {
-				c     *rawClient
-				file  string
-				win   int
-				first []byte
-				tid   int
-			}
-			var hs []held
-			for _, h := range []struct {
-				file string
-				win  int
-			}{{"ipxe.efi", 4}, {"ipxe.efi", 1}, {"big", 1}} {
-				c := newRawClient(t, "127.0.0.1")
-				first, from := c.openOACK(addr, h.file, h.win)
-				hs = append(hs, held{c, h.file, h.win, first, from.Port})
-			}
-			if n := tftpd.Mapped(srv); n != 1 {
-				t.Errorf("%d files mapped while two transfers of one small file and one of a large file run, want 1", n)
-			}
-			for _, h := range hs {
-				tid := *addr
-				tid.Port = h.tid
-				var got []byte
-				if h.win > 1 {
-					got, _ = h.c.downloadWindow(h.first, &tid, 1468, h.win)
-				} else {
-					got = h.c.download(h.first, &tid, 1468)
-				}
-				if !bytes.Equal(got, files[h.file]) {
-					t.Errorf("%s at windowsize %d: %d bytes, want the file's %d", h.file, h.win, len(got), len(files[h.file]))
-				}
-			}
-			// A file of whole blocks, mapped: its last block is empty.
+		// Three transfers held after their first block: two of one file share its
+		// mapping, the large file has none.
+		type held struct {
+			c     *rawClient
+			file  string
+			win   int
+			first []byte
+			tid   int
+		}
+		var hs []held
+		for _, h := range []struct {
+			file string
+			win  int
+		}{{"ipxe.efi", 4}, {"ipxe.efi", 1}, {"big", 1}} {
 			c := newRawClient(t, "127.0.0.1")
-			first, from := c.openOACK(addr, "whole", 4)
-			got, acks := c.downloadWindow(first, from, 1468, 4)
-			if !bytes.Equal(got, files["whole"]) || acks != 2 {
-				t.Errorf("whole: %d bytes in %d acknowledgements, want %d in 2 (four full blocks, then an empty one)", len(got), acks, len(files["whole"]))
+			first, from := c.openOACK(addr, h.file, h.win)
+			hs = append(hs, held{c, h.file, h.win, first, from.Port})
+		}
+		if n := tftpd.Mapped(srv); n != 1 {
+			t.Errorf("%d files mapped while two transfers of one small file and one of a large file run, want 1", n)
+		}
+		for _, h := range hs {
+			tid := *addr
+			tid.Port = h.tid
+			var got []byte
+			if h.win > 1 {
+				got, _ = h.c.downloadWindow(h.first, &tid, 1468, h.win)
+			} else {
+				got = h.c.download(h.first, &tid, 1468)
 			}
-			for _, r := range rec.waitN(t, 4) {
-				if r.Outcome != tftpd.OutcomeOK || r.Bytes != int64(len(files[r.File])) {
-					t.Errorf("report %s: %s, %d bytes (%v), want ok, %d", r.File, r.Outcome, r.Bytes, r.Err, len(files[r.File]))
-				}
+			if !bytes.Equal(got, files[h.file]) {
+				t.Errorf("%s at windowsize %d: %d bytes, want the file's %d", h.file, h.win, len(got), len(files[h.file]))
 			}
-			if n := tftpd.Mapped(srv); n != 0 {
-				t.Errorf("%d files mapped after every transfer ended, want 0", n)
+		}
+		// A file of whole blocks, mapped: its last block is empty.
+		c := newRawClient(t, "127.0.0.1")
+		first, from := c.openOACK(addr, "whole", 4)
+		got, acks := c.downloadWindow(first, from, 1468, 4)
+		if !bytes.Equal(got, files["whole"]) || acks != 2 {
+			t.Errorf("whole: %d bytes in %d acknowledgements, want %d in 2 (four full blocks, then an empty one)", len(got), acks, len(files["whole"]))
+		}
+		for _, r := range rec.waitN(t, 4) {
+			if r.Outcome != tftpd.OutcomeOK || r.Bytes != int64(len(files[r.File])) {
+				t.Errorf("report %s: %s, %d bytes (%v), want ok, %d", r.File, r.Outcome, r.Bytes, r.Err, len(files[r.File]))
 			}
-		})
-	}
+		}
+		if n := tftpd.Mapped(srv); n != 0 {
+			t.Errorf("%d files mapped after every transfer ended, want 0", n)
+		}
+	})
 }
 
 // TestMappedFileCutShort: a file cut short while a transfer sends it from its mapping ends

@@ -1,12 +1,10 @@
 package tftpd
 
 import (
-	"net"
 	"net/netip"
 	"os"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -44,14 +42,11 @@ func (w *pollWait) init(x *netConn) {
 	if err != nil {
 		return
 	}
-	if z := x.peer.Addr().Zone(); z != "" {
-		ifi, err := net.InterfaceByName(z)
-		if err != nil {
-			return
-		}
-		w.scope = uint32(ifi.Index)
+	sa, ok := makeSockaddr(unix.AF_INET6, x.peer) // takes either family; resolves the zone
+	if !ok {
+		return
 	}
-	w.rc = rc
+	w.rc, w.scope = rc, sa.sa.Scope_id
 	w.fn = w.call
 }
 
@@ -63,9 +58,7 @@ func (w *pollWait) call(fd uintptr) bool {
 		return w.sendErr != nil // nothing sent yet can have been answered: wait
 	}
 	for {
-		w.flen = unix.SizeofSockaddrAny
-		n, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(unsafe.SliceData(w.b))), uintptr(len(w.b)),
-			0, uintptr(unsafe.Pointer(&w.from)), uintptr(unsafe.Pointer(&w.flen)))
+		n, e := recvFrom(int(fd), w.b, 0, &w.from, &w.flen)
 		switch e {
 		case unix.EINTR:
 			continue
@@ -73,7 +66,7 @@ func (w *pollWait) call(fd uintptr) bool {
 			w.empty++
 			return false
 		}
-		w.n, w.errno = int(n), e
+		w.n, w.errno = n, e
 		return true
 	}
 }

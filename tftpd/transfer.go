@@ -319,10 +319,12 @@ type sender struct {
 	readErr error
 	ahead   func() // readAhead, made once
 
-	// exchange's window for sendOnce, while sendRecv runs it.
-	pkts, bodies [][]byte
-	ahead1       func()
-	sendFirst    func() error // sendOnce, made once
+	// The window exchange sends first, and its read-ahead, for sendOnce while sendRecv runs it.
+	firstSend struct {
+		pkts, bodies [][]byte
+		ahead        func()
+	}
+	sendFirst func() error // sendOnce, made once
 }
 
 // exchange sends the window pkts, the datagrams of blocks base, base+1, ... (one datagram:
@@ -346,9 +348,9 @@ func (x *sender) exchange(pkts, bodies [][]byte, base uint16, ahead func()) (int
 		var err error
 		if i == 0 {
 			// The first send of the window, and the wait for its answer, in one step.
-			x.pkts, x.bodies, x.ahead1 = pkts, bodies, ahead
+			x.firstSend.pkts, x.firstSend.bodies, x.firstSend.ahead = pkts, bodies, ahead
 			n, from, err = x.conn.sendRecv(x.sendFirst, x.rbuf[:], deadline)
-			x.pkts, x.bodies, x.ahead1 = nil, nil, nil
+			x.firstSend.pkts, x.firstSend.bodies, x.firstSend.ahead = nil, nil, nil
 		} else {
 			// A resend reads what came in the wait, too (an error the client sent late).
 			if err := x.send(pkts, bodies); err != nil {
@@ -387,14 +389,14 @@ func (x *sender) exchange(pkts, bodies [][]byte, base uint16, ahead func()) (int
 	return 0, errTimedOut
 }
 
-// sendOnce is exchange's first send of a window (x.pkts, x.bodies), then its read-ahead;
-// made once as x.sendFirst: a closure made per window would be allocated per window.
+// sendOnce is exchange's first send of a window (x.firstSend), then its read-ahead; made once
+// as x.sendFirst: a closure made per window would be allocated per window.
 func (x *sender) sendOnce() error {
-	if err := x.send(x.pkts, x.bodies); err != nil {
+	if err := x.send(x.firstSend.pkts, x.firstSend.bodies); err != nil {
 		return err
 	}
-	if x.ahead1 != nil {
-		x.ahead1()
+	if x.firstSend.ahead != nil {
+		x.firstSend.ahead()
 	}
 	return nil
 }

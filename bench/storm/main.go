@@ -284,8 +284,10 @@ func run() int {
 // metricsPort is the agent's /metrics port, at the boot server's address.
 const metricsPort = 9464
 
-// scrapeTFTP reads the agent's TFTP counters from its /metrics, keyed as the in-process
-// agent's Stats are (tftp_transfers_ok, tftp_dropped_busy, ...); none when it cannot.
+// scrapeTFTP reads the agent's TFTP counters from its /metrics, each keyed by its metric's
+// name and label value: siteboot_tftp_transfers_total{outcome="ok"} is tftp_transfers_ok
+// (the in-process agent's Stats name some of them otherwise: tftp_completed). None when
+// the scrape fails.
 func scrapeTFTP(url string) map[string]uint64 {
 	out := map[string]uint64{}
 	c := &http.Client{Timeout: 5 * time.Second}

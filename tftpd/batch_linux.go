@@ -26,6 +26,7 @@ const (
 // for the transfer.
 type batcher struct {
 	rc    fdWriter
+	raw   bool // rc's socket does not block: its sends need not tell the scheduler (see sysNoWait)
 	peer  rawSockaddr
 	gso   bool
 	hdrs  []unix.Mmsghdr
@@ -62,7 +63,11 @@ func newBatcher(conn *net.UDPConn, peer netip.AddrPort, n int) *batcher {
 			domain = d
 		}
 	})
-	return newFDBatcher(rc, domain, peer, n)
+	b := newFDBatcher(rc, domain, peer, n)
+	if b != nil {
+		b.raw = true // a net.UDPConn's socket is non-blocking
+	}
+	return b
 }
 
 // newFDBatcher is newBatcher for a socket of domain (AF_INET, AF_INET6) written through rc.
@@ -80,12 +85,12 @@ func newFDBatcher(rc fdWriter, domain int, peer netip.AddrPort, n int) *batcher 
 	h.SetLen(unix.CmsgLen(2))
 	b.gsoFn = func(fd uintptr) bool {
 		b.calls++
-		_, _, b.errno = unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&b.msg)), 0)
+		_, _, b.errno = sysMaybeWait(b.raw, unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&b.msg)), 0, 0, 0, 0)
 		return b.errno != unix.EAGAIN
 	}
 	b.mmsgFn = func(fd uintptr) bool {
 		b.calls++
-		b.sent, _, b.errno = unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(b.count), 0, 0, 0)
+		b.sent, _, b.errno = sysMaybeWait(b.raw, unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(b.count), 0, 0, 0)
 		return b.errno != unix.EAGAIN
 	}
 	return b

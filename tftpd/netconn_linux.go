@@ -58,7 +58,7 @@ func (w *pollWait) call(fd uintptr) bool {
 		return w.sendErr != nil // nothing sent yet can have been answered: wait
 	}
 	for {
-		n, e := recvFrom(int(fd), w.b, 0, &w.from, &w.flen)
+		n, e := recvFrom(int(fd), w.b, 0, &w.from, &w.flen, true)
 		switch e {
 		case unix.EINTR:
 			continue

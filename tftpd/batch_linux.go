@@ -26,7 +26,7 @@ const (
 // for the transfer.
 type batcher struct {
 	rc    fdWriter
-	raw   bool // rc's socket does not block: its sends need not tell the scheduler (see sysNoWait)
+	raw   bool // rc's socket does not block: its sends need not tell the scheduler (sysMaybeWait)
 	peer  rawSockaddr
 	gso   bool
 	hdrs  []unix.Mmsghdr

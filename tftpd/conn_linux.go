@@ -164,13 +164,15 @@ func recvFrom(fd int, b []byte, flags uintptr, from *unix.RawSockaddrAny, flen *
 
 // sysMaybeWait makes a system call on a socket; noWait says that the socket does not block
 // (O_NONBLOCK: a transfer's socket in Go's network poller), so the call returns without
-// sleeping and goes straight to the kernel. A call that may wait (an own-thread transfer's
-// blocking socket) tells the scheduler, as unix.Syscall does, so that its P runs other
-// goroutines meanwhile. Telling it costs more than the bookkeeping: the first such call
-// after the process was idle wakes Go's sysmon thread, which then polls every 20 µs for a
-// while. With the window's send and read made raw, a machine's transfer in the poller no
-// longer wakes it: over a 30 s spread of 1,000 machines, sysmon's wake-ups by a system call
-// fell from 25,278 to 9,566 and its sleeps from 121,106 to 81,275 (BENCHMARKS.md).
+// waiting for the network and goes straight to the kernel. A call that may wait (an
+// own-thread transfer's blocking socket) tells the scheduler, as unix.Syscall does, so that
+// its P runs other goroutines meanwhile. Telling it is not free: the first such call after
+// the process was idle wakes Go's sysmon thread, which then polls every 20 µs for a while,
+// and on a lightly loaded server that is nearly every window. Made raw, a poller transfer's
+// send and read no longer wake it: over a 30 s spread of 1,000 machines, sysmon's wake-ups
+// by a system call fell from 25,278 to 9,566 and its sleeps from 121,106 to 81,275
+// (BENCHMARKS.md). A send from a mapping may still fault the file's pages in from disk
+// while it holds its P, as any read of mapped memory may.
 func sysMaybeWait(noWait bool, trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr, syscall.Errno) {
 	if noWait {
 		return unix.RawSyscall6(trap, a1, a2, a3, a4, a5, a6)

@@ -63,18 +63,15 @@ func newBatcher(conn *net.UDPConn, peer netip.AddrPort, n int) *batcher {
 			domain = d
 		}
 	})
-	b := newFDBatcher(rc, domain, peer, n)
-	if b != nil {
-		b.raw = true // a net.UDPConn's socket is non-blocking
-	}
-	return b
+	return newFDBatcher(rc, domain, peer, n)
 }
 
 // newFDBatcher is newBatcher for a socket of domain (AF_INET, AF_INET6) written through rc.
 func newFDBatcher(rc fdWriter, domain int, peer netip.AddrPort, n int) *batcher {
 	n = max(n, 1)
 	// Two vectors per datagram: a block from a mapping is its header and its bytes.
-	b := &batcher{rc: rc, gso: true, hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, 2*n),
+	_, blocking := rc.(blockingFD) // else a net.UDPConn's, which does not block
+	b := &batcher{rc: rc, raw: !blocking, gso: true, hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, 2*n),
 		cmsg: make([]byte, unix.CmsgSpace(2))}
 	var ok bool
 	if b.peer, ok = makeSockaddr(domain, peer); !ok {

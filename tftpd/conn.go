@@ -87,6 +87,15 @@ func timedOut(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// sendThenRecv is sendRecv for a socket whose read may simply follow the send: one that
+// waits in the kernel (an own-thread transfer's), or where net's read is the only one.
+func sendThenRecv(c tconn, send func() error, b []byte, deadline time.Time) (int, netip.AddrPort, error) {
+	if err := send(); err != nil {
+		return 0, netip.AddrPort{}, err
+	}
+	return c.recv(b, deadline)
+}
+
 func (x *netConn) sendTo(b []byte, to netip.AddrPort) error {
 	_, err := x.c.WriteToUDPAddrPort(b, to)
 	return err

@@ -170,7 +170,7 @@ func recvFrom(fd int, b []byte, flags uintptr, from *unix.RawSockaddrAny, flen *
 // the process was idle wakes Go's sysmon thread, which then polls every 20 µs for a while,
 // and on a lightly loaded server that is nearly every window. Made raw, a poller transfer's
 // send and read no longer wake it: over a 30 s spread of 1,000 machines, sysmon's wake-ups
-// by a system call fell from 25,278 to 9,566 and its sleeps from 121,106 to 81,275
+// by a system call fell from 26,004 to 7,376 and its sleeps from 127,280 to 87,275
 // (BENCHMARKS.md). A send from a mapping may still fault the file's pages in from disk
 // while it holds its P, as any read of mapped memory may.
 func sysMaybeWait(noWait bool, trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr, syscall.Errno) {
@@ -264,8 +264,5 @@ func (x *rawConn) close() {
 
 // sendRecv sends and reads: the read waits in the kernel, so nothing is lost between.
 func (x *rawConn) sendRecv(send func() error, b []byte, deadline time.Time) (int, netip.AddrPort, error) {
-	if err := send(); err != nil {
-		return 0, netip.AddrPort{}, err
-	}
-	return x.recv(b, deadline)
+	return sendThenRecv(x, send, b, deadline)
 }

@@ -74,10 +74,7 @@ func (w *pollWait) call(fd uintptr) bool {
 func (x *netConn) sendRecv(send func() error, b []byte, deadline time.Time) (int, netip.AddrPort, error) {
 	w := &x.wait
 	if w.rc == nil {
-		if err := send(); err != nil {
-			return 0, netip.AddrPort{}, err
-		}
-		return x.recv(b, deadline)
+		return sendThenRecv(x, send, b, deadline)
 	}
 	if err := x.setDeadline(deadline); err != nil {
 		return 0, netip.AddrPort{}, err
@@ -92,10 +89,7 @@ func (x *netConn) sendRecv(send func() error, b []byte, deadline time.Time) (int
 		// The socket's deadline, set up to deadlineSlack early, has passed: set the one
 		// asked, and send.
 		x.deadline = time.Time{}
-		if err := send(); err != nil {
-			return 0, netip.AddrPort{}, err
-		}
-		return x.recv(b, deadline)
+		return sendThenRecv(x, send, b, deadline)
 	case err != nil && timedOut(err):
 		if !x.deadline.Before(deadline) {
 			return 0, netip.AddrPort{}, errWait

@@ -148,8 +148,12 @@ func TestNetConnSendRecvErrors(t *testing.T) {
 	b := make([]byte, 16)
 	boom := errors.New("boom")
 	start := time.Now()
-	if _, _, err := x.sendRecv(func() error { return boom }, b, time.Now().Add(30*time.Second)); err != boom {
+	if _, _, err := x.sendRecv(func() error { return boom }, b, start.Add(30*time.Second)); err != boom {
 		t.Fatalf("failed send: %v, want its error", err)
+	}
+	// A call that waited after its failed send would end only at its deadline, 30 s on.
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("failed send: the call took %v, as if it had waited", d)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -166,5 +170,4 @@ func TestNetConnSendRecvErrors(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("wait still under way 10 s after evict (its deadline is 30 s away)")
 	}
-	t.Logf("both ended %v after the first began", time.Since(start))
 }

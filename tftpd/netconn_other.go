@@ -13,8 +13,5 @@ type pollWait struct{}
 func (w *pollWait) init(x *netConn) {}
 
 func (x *netConn) sendRecv(send func() error, b []byte, deadline time.Time) (int, netip.AddrPort, error) {
-	if err := send(); err != nil {
-		return 0, netip.AddrPort{}, err
-	}
-	return x.recv(b, deadline)
+	return sendThenRecv(x, send, b, deadline)
 }

@@ -159,7 +159,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if lc := l.admit(c); lc != nil {
 			return lc, nil
 		}
-		if tc, ok := c.(*net.TCPConn); ok {
+		if tc, ok := c.(interface{ SetLinger(int) error }); ok { // a *net.TCPConn, or a wrapper of one
 			tc.SetLinger(0) // reset: no FIN_WAIT or TIME_WAIT kept for a refused peer
 		}
 		c.Close()

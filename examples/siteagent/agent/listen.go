@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bettercompute/siteboot/connlimit"
+	"github.com/bettercompute/siteboot/internal/sendfile"
 	"github.com/bettercompute/siteboot/tftpd"
 )
 
@@ -63,7 +64,8 @@ func (a *Agent) limitListeners() error {
 	if err != nil {
 		return fmt.Errorf("agent: descriptor limit %d: %w", soft, err)
 	}
-	if a.httpLimit, err = connlimit.New(a.httpLn, connlimit.Limits{Total: total, PerSource: min(connlimit.DefaultPerSource, total)}); err != nil {
+	// Images go out by sendfile(2) without the scheduler's bookkeeping (internal/sendfile).
+	if a.httpLimit, err = connlimit.New(sendfile.Listener(a.httpLn), connlimit.Limits{Total: total, PerSource: min(connlimit.DefaultPerSource, total)}); err != nil {
 		return err
 	}
 	a.httpLn = a.httpLimit

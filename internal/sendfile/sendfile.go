@@ -4,7 +4,15 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 )
+
+// The sendfile(2) calls made, by how: raw (the range was cached) or told to the scheduler.
+var rawCalls, schedCalls atomic.Int64
+
+// Calls returns how many sendfile(2) calls this package's connections have made, raw and
+// through the scheduler, since the process started.
+func Calls() (raw, scheduled int64) { return rawCalls.Load(), schedCalls.Load() }
 
 // Listener returns ln with each accepted *net.TCPConn wrapped so that its ReadFrom sends
 // files as the package doc says; other connections are returned as they are.

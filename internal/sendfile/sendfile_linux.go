@@ -18,9 +18,6 @@ const maxChunk = 4 << 20
 // under a seccomp filter): every call then goes through the scheduler.
 var noCachestat atomic.Bool
 
-// Calls made, by how: raw (the range was cached) or told to the scheduler. Read by tests.
-var rawCalls, schedCalls atomic.Int64
-
 // sendFile sends up to remain bytes of f (all to its end when remain < 0) from its offset,
 // which it then moves past them. handled is false when nothing was sent and net's ReadFrom
 // should try (sendfile(2) refused the file).

@@ -26,9 +26,11 @@
 // the 8 KiB header cap, read-header, read and idle timeouts ([ipxe.NewServer]), and behind
 // connlimit's per-source and total connection caps, derived from the soft RLIMIT_NOFILE less
 // what proxy DHCP, TFTP's transfers and the agent's files need, so that a flood of held HTTP
-// connections never takes TFTP's or proxy DHCP's descriptors (S4). Every rule
-// that depends on time reads the one [Clock] in Options: entries' not-after, the fence,
-// discovery's forgetting and throttle, cache grants, assertions and the heartbeat.
+// connections never takes TFTP's or proxy DHCP's descriptors (S4). The boot HTTP server's
+// connections send images by sendfile(2) as internal/sendfile does: a call whose pages are
+// cached does not tell the scheduler, so it does not hand its P to another thread. Every
+// rule that depends on time reads the one [Clock] in Options: entries' not-after, the
+// fence, discovery's forgetting and throttle, cache grants, assertions and the heartbeat.
 //
 // # The walk of one MAC
 //

@@ -33,22 +33,7 @@ func benchServe(b *testing.B, wrap func(net.Listener) net.Listener) {
 	if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, err := os.Open(p)
-		if err != nil {
-			http.Error(w, err.Error(), 500)
-			return
-		}
-		defer f.Close()
-		http.ServeContent(w, r, "", time.Time{}, f)
-	})}
-	go srv.Serve(wrap(ln))
-	defer srv.Close()
-	url := "http://" + ln.Addr().String() + "/"
+	url := serve(b, p, wrap)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 	get := func() {
 		res, err := client.Get(url)

@@ -46,9 +46,9 @@ func cachedPages(t *testing.T, f *os.File) (n uint64, ok bool) {
 	return st.Cache, true
 }
 
-// serve starts an HTTP server on a wrapped loopback listener that serves path with
-// http.ServeContent, as the image cache does.
-func serve(t *testing.T, path string) string {
+// serve starts an HTTP server on a loopback listener, wrapped by wrap, that serves path
+// with http.ServeContent, as the image cache does.
+func serve(t testing.TB, path string, wrap func(net.Listener) net.Listener) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -63,7 +63,7 @@ func serve(t *testing.T, path string) string {
 		defer f.Close()
 		http.ServeContent(w, r, "", time.Time{}, f)
 	})}
-	go srv.Serve(Listener(ln))
+	go srv.Serve(wrap(ln))
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String() + "/"
 }
@@ -94,7 +94,7 @@ func TestServeContentCachedIsRaw(t *testing.T) {
 		t.Skip("the kernel has no cachestat(2) (Linux 6.5): every call goes through the scheduler")
 	}
 	f.Close()
-	url := serve(t, p)
+	url := serve(t, p, Listener)
 	raw0, sched0 := rawCalls.Load(), schedCalls.Load()
 	if got := get(t, url, ""); !bytes.Equal(got, want) {
 		t.Fatalf("whole file: %d bytes, not the %d written", len(got), len(want))
@@ -130,7 +130,7 @@ func TestUncachedGoesThroughScheduler(t *testing.T) {
 	if n == uint64(len(want))/uint64(os.Getpagesize()) {
 		t.Skipf("the file system of %s keeps the file's pages cached (tmpfs?)", p)
 	}
-	url := serve(t, p)
+	url := serve(t, p, Listener)
 	sched0 := schedCalls.Load()
 	if got := get(t, url, ""); !bytes.Equal(got, want) {
 		t.Fatalf("%d bytes, not the %d written", len(got), len(want))

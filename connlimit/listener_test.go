@@ -343,3 +343,68 @@ func TestBudget(t *testing.T) {
 		})
 	}
 }
+
+// wrapped is a listener whose connections embed the *net.TCPConn, as a wrapper that
+// replaces one method does (internal/sendfile's).
+type wrapped struct{ net.Listener }
+
+type wrappedConn struct{ *net.TCPConn }
+
+func (l wrapped) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return wrappedConn{c.(*net.TCPConn)}, nil
+}
+
+// TestRefusedIsReset: a connection beyond a cap is reset (no FIN_WAIT or TIME_WAIT kept for
+// it), also when the inner listener wraps its TCP connections.
+func TestRefusedIsReset(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		wrap func(net.Listener) net.Listener
+	}{
+		{"net's connections", func(l net.Listener) net.Listener { return l }},
+		{"wrapped connections", func(l net.Listener) net.Listener { return wrapped{l} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			inner, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := connlimit.New(tt.wrap(inner), connlimit.Limits{PerSource: 1, Total: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					defer c.Close() // held until the listener closes
+				}
+			}()
+			first, err := dialFrom("127.0.0.2", l.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer first.Close()
+			second, err := dialFrom("127.0.0.2", l.Addr().String())
+			if errors.Is(err, syscall.ECONNRESET) {
+				return // reset while dialling
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer second.Close()
+			second.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err = second.Read(make([]byte, 1))
+			if !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("the refused connection's read: %v, want a reset (ECONNRESET)", err)
+			}
+		})
+	}
+}

@@ -57,12 +57,12 @@
 // for less than a thread each would cost; on Linux such a transfer sends each window from
 // inside its socket's RawConn.Read and parks at once, so that the read after its wake-up
 // finds the acknowledgement (net's ReadFrom would first try a read that, right after a send,
-// all but always finds nothing). Its socket does not block, so its window's send (where
-// it goes in one gathered call: a window of several blocks, or a block from a mapping) and
-// the read are raw system calls that do not tell the scheduler: the first call that did
-// after the process was idle would wake Go's sysmon thread, which then polls for a while,
-// at nearly every window of a lightly loaded server. Either way a transfer can be evicted and aborted as
-// described below.
+// all but always finds nothing). Its socket does not block, so its window's send (where it
+// goes in one gathered call: a window of several blocks, or a block from a mapping) and the
+// read are raw system calls that do not tell the scheduler: the first call that did after
+// the process was idle would wake Go's sysmon thread, which then polls for a while, at
+// nearly every window of a lightly loaded server. Either way a transfer can be evicted and
+// aborted as described below.
 //
 // # What is served
 //

@@ -9,8 +9,8 @@
 // for hundreds of microseconds; Go's sysmon sees the P in a system call for longer than its
 // 20 µs tick, hands it to another thread and keeps polling at that tick, and the thread that
 // made the call then parks, since its P is gone. In the agent's boot storm that was some
-// 3,000 Ps handed over, twice the futex(2) calls and 30-50% more of sysmon's wake-ups than
-// without (BENCHMARKS.md). A call that cannot block needs none of it: the socket does not
+// 3,000 Ps handed over, twice the futex(2) calls and 30-50% more of sysmon's sleeps than
+// without (BENCHMARKS.md, "Images sent without the scheduler's bookkeeping"). A call that cannot block needs none of it: the socket does not
 // block (it is in Go's network poller), and a read from the page cache does not wait for a
 // disk. So each call first asks cachestat(2) (Linux 6.5) whether every page of the range it
 // is about to send is cached, and if so makes the call with syscall.RawSyscall6; otherwise,
@@ -21,7 +21,7 @@
 //
 // The connection is the *net.TCPConn with ReadFrom replaced: its deadlines, Close and
 // everything else are net's. The file's offset moves past what was sent, as with net's
-// ReadFrom. A reader that is not a file, a file that sendfile(2) refuses before it sent
-// anything (a pipe, a file system without it), and other systems than Linux take net's
-// ReadFrom.
+// ReadFrom. A reader that is not a file, a file without an offset (a pipe), one that
+// sendfile(2) refuses before it sent anything (a file system without it), and other
+// systems than Linux take net's ReadFrom.
 package sendfile

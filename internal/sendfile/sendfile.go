@@ -23,19 +23,19 @@ type listener struct{ net.Listener }
 func (l listener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if tc, ok := c.(*net.TCPConn); ok && err == nil {
-		return &Conn{tc}, nil
+		return &conn{tc}, nil
 	}
 	return c, err
 }
 
-// Conn is an accepted TCP connection whose ReadFrom sends a file as the package doc says.
-type Conn struct {
+// conn is an accepted TCP connection whose ReadFrom sends a file as the package doc says.
+type conn struct {
 	*net.TCPConn
 }
 
 // ReadFrom copies r into the connection: with sendfile(2) when r is a file or a limited
 // reader of one, else as net's ReadFrom does.
-func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
 	remain := int64(-1) // to the end of the file
 	src := r
 	if lr, ok := r.(*io.LimitedReader); ok {
@@ -57,6 +57,3 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	}
 	return n, err
 }
-
-// NetConn returns the wrapped connection.
-func (c *Conn) NetConn() net.Conn { return c.TCPConn }

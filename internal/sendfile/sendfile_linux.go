@@ -21,7 +21,7 @@ var noCachestat atomic.Bool
 // sendFile sends up to remain bytes of f (all to its end when remain < 0) from its offset,
 // which it then moves past them. handled is false when nothing was sent and net's ReadFrom
 // should try (sendfile(2) refused the file).
-func (c *Conn) sendFile(f *os.File, remain int64) (written int64, err error, handled bool) {
+func (c *conn) sendFile(f *os.File, remain int64) (written int64, err error, handled bool) {
 	sc, err := f.SyscallConn()
 	if err != nil {
 		return 0, nil, false

@@ -107,7 +107,9 @@ func call(dst, src uintptr, pos *int64, n int64, raw bool) (int, syscall.Errno) 
 	return int(k), errno
 }
 
-// cached says whether every page of n bytes of src at pos is in the page cache.
+// cached says whether every page of n bytes of src at pos is in the page cache. It asks
+// cachestat(2) raw, not through unix.Cachestat: the call does not block, and one that told
+// the scheduler would cost the bookkeeping the raw sendfile(2) saves.
 func cached(src uintptr, pos, n int64) bool {
 	if noCachestat.Load() {
 		return false

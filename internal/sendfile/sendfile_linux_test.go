@@ -13,7 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,14 +33,13 @@ func writeFile(t *testing.T, n int) ([]byte, string) {
 // the kernel has no cachestat.
 func cachedPages(t *testing.T, f *os.File) (n uint64, ok bool) {
 	t.Helper()
-	rng := unix.CachestatRange{}
 	var st unix.Cachestat_t
-	_, _, errno := unix.Syscall6(unix.SYS_CACHESTAT, f.Fd(), uintptr(unsafe.Pointer(&rng)), uintptr(unsafe.Pointer(&st)), 0, 0, 0)
-	if errno == unix.ENOSYS {
+	err := unix.Cachestat(uint(f.Fd()), &unix.CachestatRange{}, &st, 0)
+	if errors.Is(err, unix.ENOSYS) {
 		return 0, false
 	}
-	if errno != 0 {
-		t.Fatalf("cachestat: %v", errno)
+	if err != nil {
+		t.Fatalf("cachestat: %v", err)
 	}
 	return st.Cache, true
 }

@@ -6,59 +6,44 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bettercompute/siteboot/internal/bootparam"
+	"github.com/bettercompute/siteboot/internal/bootscript"
 )
 
 // Defaults used when the corresponding field is zero.
 const (
 	// DefaultAttempts is how many times a configuration tries its fetch ([Retry.Attempts]).
-	DefaultAttempts = bootparam.DefaultAttempts
+	DefaultAttempts = bootscript.DefaultAttempts
 	// MaxAttempts bounds [Retry.Attempts].
-	MaxAttempts = bootparam.MaxAttempts
+	MaxAttempts = bootscript.MaxAttempts
 	// DefaultDelay is the first back-off ([Retry.Delay]); each further one doubles.
-	DefaultDelay = bootparam.DefaultDelay
+	DefaultDelay = bootscript.DefaultDelay
 	// DefaultMaxDelay caps the back-off ([Retry.MaxDelay]).
-	DefaultMaxDelay = bootparam.DefaultMaxDelay
+	DefaultMaxDelay = bootscript.DefaultMaxDelay
 	// MaxSleep bounds every sleep a configuration holds.
-	MaxSleep = bootparam.MaxSleep
+	MaxSleep = bootscript.MaxSleep
 	// DefaultFencedDelay is how long the fenced configuration waits before it reboots.
-	DefaultFencedDelay = 10 * time.Second
+	DefaultFencedDelay = bootscript.DefaultFencedDelay
 	// DefaultWaitDelay is how long the wait-and-retry configuration sleeps.
-	DefaultWaitDelay = 30 * time.Second
-	// rebootDelay is the pause before a configuration that has given up reboots.
-	rebootDelay = 10
+	DefaultWaitDelay = bootscript.DefaultWaitDelay
 )
 
 // Param is one kernel command-line parameter, rendered as Name=Value. Name is
 // [A-Za-z0-9][A-Za-z0-9._-]*; Value is printable ASCII without space, quotes, backslash or
-// '$' (it may be empty).
-type Param struct {
-	Name  string
-	Value string
-}
+// '$' (it may be empty). It is the type package ipxe renders too, so one entry's parameters
+// serve both.
+type Param = bootscript.Param
 
-// Retry is the bounded back-off of a configuration's fetch: Attempts tries, sleeping Delay
-// after the first failure, doubling up to MaxDelay.
-type Retry struct {
-	Attempts int           // 1..MaxAttempts; 0 means DefaultAttempts
-	Delay    time.Duration // whole seconds; 0 means DefaultDelay
-	MaxDelay time.Duration // whole seconds, >= Delay; 0 means DefaultMaxDelay (or Delay if larger)
-}
+// Retry is the bounded back-off of a configuration's fetch: Attempts tries (1..MaxAttempts;
+// 0 means DefaultAttempts), sleeping Delay (whole seconds; 0 means DefaultDelay) after the
+// first failure, doubling up to MaxDelay (whole seconds, >= Delay; 0 means DefaultMaxDelay,
+// or Delay if larger). It is the type package ipxe takes too.
+type Retry = bootscript.Retry
 
-// sleeps returns the back-off after each failed attempt but the last, in seconds.
-func (r Retry) sleeps() ([]int, error) {
-	s, p := bootparam.Sleeps(r.Attempts, r.Delay, r.MaxDelay, "GRUB")
-	return s, problemErr(p)
-}
-
-// seconds converts a sleep to whole seconds, 1 s to MaxSleep; zero means def.
-func seconds(field string, d, def time.Duration) (int, error) {
-	n, p := bootparam.Seconds(field, d, def, "GRUB")
-	return n, problemErr(p)
-}
-
-// config accumulates the lines of one configuration.
+// config accumulates the lines of one configuration; it writes the core's plans
+// ([bootscript.Writer]).
 type config struct{ b strings.Builder }
+
+var _ bootscript.Writer = (*config)(nil)
 
 func newConfig(comment string) *config {
 	c := &config{}
@@ -78,34 +63,20 @@ func (c *config) line(indent int, words ...string) {
 // quote single-quotes a value the caller has checked holds no single quote.
 func quote(s string) string { return "'" + s + "'" }
 
-func (c *config) echo(words ...string) {
-	c.line(0, "echo", quote("siteboot: "+strings.Join(words, " ")))
-}
+// Label writes nothing: a failed GRUB command falls through to the next line.
+func (c *config) Label(string) {}
 
-// attempts writes the retry sequence: body(indent) writes one attempt's commands, nested so
-// that the configuration moves on only when they fail; between attempts it echoes and
-// sleeps; after the last it loads again (when set) or waits and reboots.
-func (c *config) attempts(sleeps []int, again string, body func()) {
-	n := len(sleeps) + 1
-	for i := 1; i <= n; i++ {
-		body()
-		if i < n {
-			d := strconv.Itoa(sleeps[i-1])
-			c.echo("attempt", strconv.Itoa(i), "of", strconv.Itoa(n), "failed, retrying in", d, "s")
-			c.line(0, "sleep", d)
-		}
-	}
-	c.echo("giving up after", strconv.Itoa(n), "attempts")
-	if again != "" {
-		c.line(0, "configfile", quote(again))
-	}
-	c.reboot()
-}
+// Echo writes echo 'siteboot: MSG'.
+func (c *config) Echo(msg string) { c.line(0, "echo", quote("siteboot: "+msg)) }
 
-func (c *config) reboot() {
-	c.line(0, "sleep", strconv.Itoa(rebootDelay))
-	c.line(0, "reboot")
-}
+// Sleep writes "sleep N".
+func (c *config) Sleep(seconds int) { c.line(0, "sleep", strconv.Itoa(seconds)) }
+
+// Again loads the configuration target; when that fails GRUB goes on with the next line.
+func (c *config) Again(target string) { c.line(0, "configfile", quote(target)) }
+
+// Reboot writes "reboot".
+func (c *config) Reboot() { c.line(0, "reboot") }
 
 func (c *config) bytes() []byte { return []byte(c.b.String()) }
 
@@ -133,8 +104,8 @@ func (b Boot) Render() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(b.Initrds) > 16 {
-		return nil, invalidErr("initrds", "more than 16 initrds")
+	if err := lang.CheckInitrds(len(b.Initrds)); err != nil {
+		return nil, err
 	}
 	initrds := make([]string, len(b.Initrds))
 	for i, u := range b.Initrds {
@@ -142,46 +113,9 @@ func (b Boot) Render() ([]byte, error) {
 			return nil, err
 		}
 	}
-	args := make([]string, 0, len(b.Params)+len(b.Cmdline))
-	seen := make(map[string]bool, len(b.Params))
-	for i, p := range b.Params {
-		if err := checkName(fmt.Sprintf("params[%d]", i), p.Name); err != nil {
-			return nil, err
-		}
-		field := "params[" + p.Name + "]" // the name is safe to show from here on
-		if seen[p.Name] {
-			return nil, invalidErr(field, "parameter given twice")
-		}
-		seen[p.Name] = true
-		if err := checkWord(field, p.Value); err != nil {
-			return nil, err
-		}
-		args = append(args, p.Name+"="+p.Value)
-	}
-	for i, t := range b.Cmdline {
-		field := fmt.Sprintf("cmdline[%d]", i)
-		if t == "" {
-			return nil, invalidErr(field, "empty")
-		}
-		if err := checkWord(field, t); err != nil {
-			return nil, err
-		}
-		name, _, _ := strings.Cut(t, "=")
-		if strings.HasPrefix(name, ReservedPrefix) || seen[name] {
-			return nil, invalidErr(field, "sets a boot parameter ("+ReservedPrefix+"*) reserved for Params")
-		}
-		args = append(args, t)
-	}
-	limit := b.MaxCmdline
-	if limit == 0 {
-		limit = DefaultMaxCmdline
-	}
-	n := 0
-	for _, a := range args {
-		n += len(a) + 1
-	}
-	if n > limit {
-		return nil, invalidErr("cmdline", fmt.Sprintf("kernel command line is %d bytes, over %d", n, limit))
+	args, err := lang.Cmdline(nil, b.Params, b.Cmdline, b.MaxCmdline)
+	if err != nil {
+		return nil, err
 	}
 	again := ""
 	if b.Again != "" {
@@ -189,7 +123,7 @@ func (b Boot) Render() ([]byte, error) {
 			return nil, err
 		}
 	}
-	sleeps, err := b.Retry.sleeps()
+	sleeps, err := lang.Sleeps(b.Retry)
 	if err != nil {
 		return nil, err
 	}
@@ -202,8 +136,8 @@ func (b Boot) Render() ([]byte, error) {
 	linux = append(linux, "then")
 
 	c := newConfig("boot the ramdisk")
-	c.attempts(sleeps, again, func() {
-		c.echo("loading the kernel")
+	bootscript.Attempts(c, sleeps, again, func(string) {
+		c.Echo("loading the kernel")
 		c.line(0, linux...)
 		depth := 1
 		if len(initrds) > 0 {
@@ -313,7 +247,7 @@ func (c Chain) Render() ([]byte, error) {
 		}
 		mac, key = c.MAC, c.Key
 	}
-	sleeps, err := c.Retry.sleeps()
+	sleeps, err := lang.Sleeps(c.Retry)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +260,7 @@ func (c Chain) Render() ([]byte, error) {
 		cfg.line(0, "net_bootp")
 	}
 	cfg.line(0, "smbios", "--type", "1", "--get-uuid", "8", "--set", uuidVar)
-	cfg.attempts(sleeps, "", func() {
+	bootscript.Attempts(cfg, sleeps, "", func(string) {
 		if keyFile != "" {
 			cfg.line(0, "unset", keyVar)
 			cfg.line(0, "source", `"`+keyFile+`?mac=${net_default_mac}"`)
@@ -369,15 +303,12 @@ type Fenced struct {
 
 // Render returns the configuration, or a [*ValueError] for a bad Delay.
 func (f Fenced) Render() ([]byte, error) {
-	d, err := seconds("delay", f.Delay, DefaultFencedDelay)
+	d, err := lang.Seconds("delay", f.Delay, DefaultFencedDelay)
 	if err != nil {
 		return nil, err
 	}
-	ds := strconv.Itoa(d)
 	c := newConfig("this boot server is not the active one")
-	c.echo("boot server fenced, rebooting in", ds, "s")
-	c.line(0, "sleep", ds)
-	c.line(0, "reboot")
+	bootscript.Fenced(c, d)
 	return c.bytes(), nil
 }
 
@@ -390,7 +321,7 @@ type Wait struct {
 
 // Render returns the configuration, or a [*ValueError] when a value is refused.
 func (w Wait) Render() ([]byte, error) {
-	d, err := seconds("delay", w.Delay, DefaultWaitDelay)
+	d, err := lang.Seconds("delay", w.Delay, DefaultWaitDelay)
 	if err != nil {
 		return nil, err
 	}
@@ -398,11 +329,7 @@ func (w Wait) Render() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds := strconv.Itoa(d)
-	c := newConfig("not ready yet; asking again in " + ds + " s")
-	c.echo("not ready, asking again in", ds, "s")
-	c.line(0, "sleep", ds)
-	c.line(0, "configfile", quote(p))
-	c.reboot()
+	c := newConfig("not ready yet; asking again in " + strconv.Itoa(d) + " s")
+	bootscript.Wait(c, d, p)
 	return c.bytes(), nil
 }

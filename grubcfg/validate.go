@@ -5,64 +5,40 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/bettercompute/siteboot/internal/bootparam"
+	"github.com/bettercompute/siteboot/internal/bootscript"
 )
 
 // Limits on what the renderer accepts.
 const (
 	// MaxURLLen is the longest URL the renderer accepts.
-	MaxURLLen = 2048
+	MaxURLLen = bootscript.MaxURLLen
 	// MaxValueLen is the longest kernel parameter value or command-line token.
-	MaxValueLen = bootparam.MaxValueLen
+	MaxValueLen = bootscript.MaxValueLen
 	// MaxNameLen is the longest kernel parameter name.
-	MaxNameLen = bootparam.MaxNameLen
+	MaxNameLen = bootscript.MaxNameLen
 	// DefaultMaxCmdline bounds the kernel command line when [Boot.MaxCmdline] is zero:
 	// COMMAND_LINE_SIZE of Linux on x86 and arm64.
-	DefaultMaxCmdline = bootparam.DefaultMaxCmdline
+	DefaultMaxCmdline = bootscript.DefaultMaxCmdline
 	// ReservedPrefix starts the boot parameters' names ([Boot.Params]); the site's own
 	// command-line tokens may not use it, so they can never override one.
-	ReservedPrefix = bootparam.ReservedPrefix
+	ReservedPrefix = bootscript.ReservedPrefix
 )
 
-// wordReason says why b cannot appear in a kernel command-line word, or "" when it can.
-// Inside GRUB's single quotes only the quote itself is special; Linux then splits the line
-// at its isspace() (0xa0 included) and reads '"' as a quote. Backslash and '$' are refused
-// as package ipxe refuses them, so one entry renders the same command line on both paths.
-func wordReason(b byte) string {
-	switch {
-	case b == ' ':
-		return "white space"
-	case b < 0x20 || b == 0x7f:
-		return fmt.Sprintf("control character 0x%02x", b)
-	case b >= 0x80:
-		return "non-ASCII byte (Linux splits the command line at 0xa0)"
-	case b == '\'':
-		return "single quote (GRUB quoting)"
-	case b == '"':
-		return "double quote (Linux command-line quoting)"
-	case b == '\\':
-		return "backslash"
-	case b == '$':
-		return "'$' (variable expansion)"
-	}
-	return ""
-}
-
-func checkWord(field, s string) error {
-	if len(s) > MaxValueLen {
-		return unsafeErr(field, fmt.Sprintf("longer than %d bytes", MaxValueLen))
-	}
-	for i := 0; i < len(s); i++ {
-		if r := wordReason(s[i]); r != "" {
-			return unsafeErr(field, r)
+// lang is GRUB as the renderer core knows it. Inside GRUB's single quotes only the quote
+// itself is special, so that is the one byte it adds to the core's rules for a word (Linux
+// splits the line at its isspace(), 0xa0 included, and reads '"' as a quote; backslash and
+// '$' are refused as package ipxe refuses them, so one entry renders the same command line
+// on both paths).
+var lang = &bootscript.Lang{
+	Name:       "GRUB",
+	ErrUnsafe:  ErrUnsafe,
+	ErrInvalid: ErrInvalid,
+	Syntax: func(b byte) string {
+		if b == '\'' {
+			return "single quote (GRUB quoting)"
 		}
-	}
-	return nil
-}
-
-// checkName checks a kernel parameter name: [A-Za-z0-9][A-Za-z0-9._-]*.
-func checkName(field, s string) error {
-	return problemErr(bootparam.CheckName(field, s, wordReason))
+		return ""
+	},
 }
 
 // pathByteOK reports whether b may appear in the path and query of a URL GRUB fetches: RFC
@@ -87,7 +63,7 @@ func grubPath(field, s string) (string, error) {
 		return "", unsafeErr(field, fmt.Sprintf("URL longer than %d bytes", MaxURLLen))
 	}
 	for i := 0; i < len(s); i++ {
-		if r := wordReason(s[i]); r != "" {
+		if r := lang.ByteReason(s[i]); r != "" {
 			return "", unsafeErr(field, r)
 		}
 	}

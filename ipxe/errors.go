@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/bettercompute/siteboot/internal/bootparam"
+	"github.com/bettercompute/siteboot/internal/bootscript"
 )
 
 // Sentinel errors. A [ValueError] or [QueryError] unwraps to one of them, so callers choose
@@ -14,11 +14,11 @@ var (
 	// (white space, a line end, "${", a quote, a backslash, a non-ASCII byte, ...), so it
 	// cannot be placed in a script without changing what the script does. It is refused,
 	// never escaped or trimmed.
-	ErrUnsafe = errors.New("ipxe: value cannot be expressed safely in a script")
+	ErrUnsafe = bootscript.NewSentinel("ipxe", "value cannot be expressed safely in a script")
 
 	// ErrInvalid means a value is well-formed text but not a valid setting (an unsupported
 	// URL scheme, a duration that is not whole seconds, a count out of range).
-	ErrInvalid = errors.New("ipxe: invalid value")
+	ErrInvalid = bootscript.NewSentinel("ipxe", "invalid value")
 
 	// ErrBadQuery means a /boot/ipxe query string was refused.
 	ErrBadQuery = errors.New("ipxe: bad query")
@@ -44,21 +44,9 @@ var (
 
 // ValueError is a value the renderer refused. Field names the value ("kernel",
 // "initrds[1]", "params[bc.token]", "cmdline[2]", "retry.attempts"); Reason says what is
-// wrong with it without echoing it.
-type ValueError struct {
-	Field  string
-	Reason string
-	Err    error // ErrUnsafe or ErrInvalid
-}
-
-var _ error = (*ValueError)(nil)
-
-func (e *ValueError) Error() string {
-	return fmt.Sprintf("ipxe: %s: %s", e.Field, e.Reason)
-}
-
-// Unwrap returns ErrUnsafe or ErrInvalid.
-func (e *ValueError) Unwrap() error { return e.Err }
+// wrong with it without echoing it; Err is ErrUnsafe or ErrInvalid, which it unwraps to. Its
+// text is "ipxe: FIELD: REASON". It is the type package grubcfg refuses with too.
+type ValueError = bootscript.ValueError
 
 // QueryError is a /boot/ipxe query the handler refused. Field is "mac", "uuid", "ip" or
 // "query" (the query as a whole: too long, malformed, a key repeated).
@@ -76,21 +64,6 @@ func (e *QueryError) Error() string {
 // Unwrap returns ErrBadQuery and the cause.
 func (e *QueryError) Unwrap() []error { return []error{ErrBadQuery, e.Err} }
 
-func unsafeErr(field, reason string) error {
-	return &ValueError{Field: field, Reason: reason, Err: ErrUnsafe}
-}
+func unsafeErr(field, reason string) error { return lang.Unsafe(field, reason) }
 
-func invalidErr(field, reason string) error {
-	return &ValueError{Field: field, Reason: reason, Err: ErrInvalid}
-}
-
-// problemErr is a [bootparam.Problem] as this package's [*ValueError]; nil for none.
-func problemErr(p *bootparam.Problem) error {
-	switch {
-	case p == nil:
-		return nil
-	case p.Unsafe:
-		return unsafeErr(p.Field, p.Reason)
-	}
-	return invalidErr(p.Field, p.Reason)
-}
+func invalidErr(field, reason string) error { return lang.Invalid(field, reason) }

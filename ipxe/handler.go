@@ -216,12 +216,12 @@ func (h *Handler) again(nonce string) string {
 func (h *Handler) bootScript(token, assertion, cache, again string) ([]byte, error) {
 	params := make([]Param, 0, len(h.cfg.Params)+3)
 	params = append(params, h.cfg.Params...)
-	params = append(params, Param{ParamToken, token}, Param{ParamAssertion, assertion})
+	params = append(params, Param{Name: ParamToken, Value: token}, Param{Name: ParamAssertion, Value: assertion})
 	if cache != "" {
 		if _, err := checkURL(ParamCache, cache, false); err != nil {
 			return nil, err
 		}
-		params = append(params, Param{ParamCache, cache})
+		params = append(params, Param{Name: ParamCache, Value: cache})
 	}
 	kernel, err := resolveImage("kernel", h.cfg.Kernel, cache)
 	if err != nil {

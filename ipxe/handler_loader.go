@@ -152,12 +152,12 @@ func (h *Handler) loaderFor(path string) *Loader {
 func (h *Handler) bootAnswer(q Query, token, assertion, cache string) (Answer, error) {
 	params := make([]Param, 0, len(h.cfg.Params)+3)
 	params = append(params, h.cfg.Params...)
-	params = append(params, Param{ParamToken, token}, Param{ParamAssertion, assertion})
+	params = append(params, Param{Name: ParamToken, Value: token}, Param{Name: ParamAssertion, Value: assertion})
 	if cache != "" {
 		if _, err := checkURL(ParamCache, cache, false); err != nil {
 			return Answer{}, err
 		}
-		params = append(params, Param{ParamCache, cache})
+		params = append(params, Param{Name: ParamCache, Value: cache})
 	}
 	for _, p := range params {
 		if err := checkWord("params["+p.Name+"]", p.Value); err != nil {

@@ -3,7 +3,8 @@ package ipxe
 import (
 	"fmt"
 	"strconv"
-	"strings"
+
+	"github.com/bettercompute/siteboot/internal/bootscript"
 )
 
 // Boot is the machine's ramdisk boot script: fetch the kernel and its initrds, then boot,
@@ -31,71 +32,38 @@ func (b Boot) Render() ([]byte, error) {
 	if _, err := checkURL("kernel", b.Kernel, true); err != nil {
 		return nil, err
 	}
-	if len(b.Initrds) > 16 {
-		return nil, invalidErr("initrds", "more than 16 initrds")
+	if err := lang.CheckInitrds(len(b.Initrds)); err != nil {
+		return nil, err
 	}
-	args := make([]string, 0, len(b.Initrds)+len(b.Params)+len(b.Cmdline))
+	lead := make([]string, len(b.Initrds))
 	names := make([]string, len(b.Initrds))
 	for i, u := range b.Initrds {
 		if _, err := checkURL(fmt.Sprintf("initrds[%d]", i), u, true); err != nil {
 			return nil, err
 		}
 		names[i] = "initrd" + strconv.Itoa(i)
-		args = append(args, "initrd="+names[i])
+		lead[i] = "initrd=" + names[i]
 	}
-	seen := make(map[string]bool, len(b.Params))
-	for i, p := range b.Params {
-		if err := checkName(fmt.Sprintf("params[%d]", i), p.Name); err != nil {
-			return nil, err
-		}
-		field := "params[" + p.Name + "]" // the name is safe to show from here on
-		if seen[p.Name] {
-			return nil, invalidErr(field, "parameter given twice")
-		}
-		seen[p.Name] = true
-		if err := checkWord(field, p.Value); err != nil {
-			return nil, err
-		}
-		args = append(args, p.Name+"="+p.Value)
-	}
-	for i, t := range b.Cmdline {
-		field := fmt.Sprintf("cmdline[%d]", i)
-		if err := checkToken(field, t); err != nil {
-			return nil, err
-		}
-		name, _, _ := strings.Cut(t, "=")
-		if strings.HasPrefix(name, ReservedPrefix) || seen[name] {
-			return nil, invalidErr(field, "sets a boot parameter ("+ReservedPrefix+"*) reserved for Params")
-		}
-		args = append(args, t)
-	}
-	limit := b.MaxCmdline
-	if limit == 0 {
-		limit = DefaultMaxCmdline
-	}
-	n := 0
-	for _, a := range args {
-		n += len(a) + 1
-	}
-	if n > limit {
-		return nil, invalidErr("cmdline", fmt.Sprintf("kernel command line is %d bytes, over %d", n, limit))
+	args, err := lang.Cmdline(lead, b.Params, b.Cmdline, b.MaxCmdline)
+	if err != nil {
+		return nil, err
 	}
 	if b.Again != "" {
 		if _, err := checkURL("again", b.Again, true); err != nil {
 			return nil, err
 		}
 	}
-	sleeps, err := b.Retry.sleeps()
+	sleeps, err := lang.Sleeps(b.Retry)
 	if err != nil {
 		return nil, err
 	}
 
-	per := n + len(b.Kernel) + 160 // imgfree, kernel, boot, echo and sleep lines
+	per := bootscript.Length(args) + len(b.Kernel) + 160 // imgfree, kernel, boot, echo and sleep lines
 	for _, u := range b.Initrds {
 		per += len(u) + 48
 	}
 	s := newScript("boot the ramdisk", (len(sleeps)+1)*per)
-	s.attempts(sleeps, b.Again, func(onFail string) {
+	bootscript.Attempts(s, sleeps, b.Again, func(onFail string) {
 		s.line("imgfree")
 		kernel := make([]string, 0, len(args)+5)
 		kernel = append(kernel, "kernel", b.Kernel)
@@ -131,12 +99,12 @@ func (b Sanboot) Render() ([]byte, error) {
 			return nil, err
 		}
 	}
-	sleeps, err := b.Retry.sleeps()
+	sleeps, err := lang.Sleeps(b.Retry)
 	if err != nil {
 		return nil, err
 	}
 	s := newScript("boot the ISO from the site cache", (len(sleeps)+1)*(len(b.URL)+120))
-	s.attempts(sleeps, b.Again, func(onFail string) {
+	bootscript.Attempts(s, sleeps, b.Again, func(onFail string) {
 		s.line("sanboot", "--no-describe", b.URL, "||", "goto", onFail)
 	})
 	return s.bytes(), nil

@@ -3,6 +3,8 @@ package ipxe
 import (
 	"strconv"
 	"strings"
+
+	"github.com/bettercompute/siteboot/internal/bootscript"
 )
 
 // Chain is the script iPXE runs first: it chains to the boot script URL with what iPXE itself
@@ -61,7 +63,7 @@ func (c Chain) Render() ([]byte, error) {
 	if c.Nonce != "" && !validNonce(c.Nonce) {
 		return nil, unsafeErr("nonce", "a boot nonce is 1 to 64 of [A-Za-z0-9_-]")
 	}
-	sleeps, err := c.Retry.sleeps()
+	sleeps, err := lang.Sleeps(c.Retry)
 	if err != nil {
 		return nil, err
 	}
@@ -85,9 +87,9 @@ func (c Chain) Render() ([]byte, error) {
 
 	s := newScript("chain to this machine's boot script", (len(sleeps)+1)*(len(target)+140))
 	if c.VLAN != 0 {
-		s.line("isset", "${"+ipdev+"/mac}", "||", "vcreate", "--tag", strconv.Itoa(c.VLAN), dev, "||", "goto", "failed")
+		s.line("isset", "${"+ipdev+"/mac}", "||", "vcreate", "--tag", strconv.Itoa(c.VLAN), dev, "||", "goto", bootscript.LabelFailed)
 	}
-	s.attempts(sleeps, "", func(onFail string) {
+	bootscript.Attempts(s, sleeps, "", func(onFail string) {
 		if c.VLAN != 0 {
 			s.line("isset", "${"+ipdev+"/ip}", "||", "dhcp", ipdev, "||", "goto", onFail)
 		}

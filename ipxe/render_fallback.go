@@ -3,6 +3,8 @@ package ipxe
 import (
 	"strconv"
 	"time"
+
+	"github.com/bettercompute/siteboot/internal/bootscript"
 )
 
 // Exit is the script for a machine without a boot entry: exit iPXE with a failure status so
@@ -24,15 +26,12 @@ type Fenced struct {
 
 // Render returns the script, or a [*ValueError] for a bad Delay.
 func (f Fenced) Render() ([]byte, error) {
-	d, err := seconds("delay", f.Delay, DefaultFencedDelay)
+	d, err := lang.Seconds("delay", f.Delay, DefaultFencedDelay)
 	if err != nil {
 		return nil, err
 	}
-	ds := strconv.Itoa(d)
 	s := newScript("this boot server is not the active one", 0)
-	s.line("echo", "siteboot:", "boot", "server", "fenced,", "rebooting", "in", ds, "s")
-	s.line("sleep", ds)
-	s.line("reboot")
+	bootscript.Fenced(s, d)
 	return s.bytes(), nil
 }
 
@@ -45,18 +44,14 @@ type Wait struct {
 
 // Render returns the script, or a [*ValueError] when a value is refused.
 func (w Wait) Render() ([]byte, error) {
-	d, err := seconds("delay", w.Delay, DefaultWaitDelay)
+	d, err := lang.Seconds("delay", w.Delay, DefaultWaitDelay)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := checkURL("url", w.URL, true); err != nil {
 		return nil, err
 	}
-	ds := strconv.Itoa(d)
-	s := newScript("not ready yet; asking again in "+ds+" s", len(w.URL))
-	s.line("echo", "siteboot:", "not", "ready,", "asking", "again", "in", ds, "s")
-	s.line("sleep", ds)
-	s.line("chain", "--replace", "--autofree", w.URL, "||", "goto", "reboot")
-	s.reboot()
+	s := newScript("not ready yet; asking again in "+strconv.Itoa(d)+" s", len(w.URL))
+	bootscript.Wait(s, d, w.URL)
 	return s.bytes(), nil
 }

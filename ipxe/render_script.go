@@ -2,69 +2,88 @@ package ipxe
 
 import (
 	"strconv"
-	"time"
 
-	"github.com/bettercompute/siteboot/internal/bootparam"
+	"github.com/bettercompute/siteboot/internal/bootscript"
 )
 
 // Defaults used when the corresponding field is zero.
 const (
 	// DefaultAttempts is how many times a script tries its fetch ([Retry.Attempts]).
-	DefaultAttempts = bootparam.DefaultAttempts
+	DefaultAttempts = bootscript.DefaultAttempts
 	// MaxAttempts bounds [Retry.Attempts].
-	MaxAttempts = bootparam.MaxAttempts
+	MaxAttempts = bootscript.MaxAttempts
 	// DefaultDelay is the first back-off ([Retry.Delay]); each further one doubles.
-	DefaultDelay = bootparam.DefaultDelay
+	DefaultDelay = bootscript.DefaultDelay
 	// DefaultMaxDelay caps the back-off ([Retry.MaxDelay]).
-	DefaultMaxDelay = bootparam.DefaultMaxDelay
+	DefaultMaxDelay = bootscript.DefaultMaxDelay
 	// MaxSleep bounds every sleep a script holds.
-	MaxSleep = bootparam.MaxSleep
+	MaxSleep = bootscript.MaxSleep
 	// DefaultFencedDelay is how long the fenced script waits before it reboots.
-	DefaultFencedDelay = 10 * time.Second
+	DefaultFencedDelay = bootscript.DefaultFencedDelay
 	// DefaultWaitDelay is how long the wait-and-retry script sleeps.
-	DefaultWaitDelay = 30 * time.Second
+	DefaultWaitDelay = bootscript.DefaultWaitDelay
 	// DefaultInterface is the iPXE network device whose MAC and IP the chain script sends:
 	// iPXE's "netX", the device it opened last, which is the one it booted from (iPXE's
 	// find_netdev and its "netX" settings block, src/net/netdevice.c and
 	// src/net/netdev_settings.c). A machine with several NICs thus reports the NIC that got
 	// the proxy offer, not its first one.
 	DefaultInterface = "netX"
-	// rebootDelay is the pause before a script that has given up reboots.
-	rebootDelay = 10
 )
 
 // Param is one kernel command-line parameter, rendered as Name=Value. Name is
 // [A-Za-z0-9][A-Za-z0-9._-]*; Value is printable ASCII without space, '"', backslash or '$' (it
-// may be empty).
-type Param struct {
-	Name  string
-	Value string
+// may be empty). It is the type package grubcfg renders too.
+type Param = bootscript.Param
+
+// Retry is the bounded back-off of a script's fetch: Attempts tries (1..MaxAttempts; 0 means
+// DefaultAttempts), sleeping Delay (whole seconds; 0 means DefaultDelay) after the first
+// failure, doubling up to MaxDelay (whole seconds, >= Delay; 0 means DefaultMaxDelay, or
+// Delay if larger). When every attempt has failed the script chains to its fallback URL, or
+// waits 10 s and reboots (so the firmware asks proxy DHCP again and finds whichever agent is
+// active now). It is the type package grubcfg takes too.
+type Retry = bootscript.Retry
+
+// lang is iPXE as the renderer core knows it: its sentinels, and what its syntax makes of a
+// byte in a word and of a whole token.
+//
+// The grammar behind it: iPXE splits a script into lines at '\n', joins a line ending in a
+// backslash with the next, strips a trailing '\r', splits a line into tokens at isspace(),
+// ends a command at a token "||", "&&" or ";", starts a comment at a token beginning with
+// '#', and expands "${name}" inside every token (again and again, so a value holding "${"
+// would expand the next time round). It has no quoting at all. Linux then splits the kernel
+// command line at its own isspace() (which includes byte 0xA0) and treats '"' as a quote that
+// can join words. A word is therefore printable ASCII other than space, '"', backslash and
+// '$' (the core's rules, with iPXE's reasons for the last two); a leading '#', "||", "&&" and
+// ";" are refused where a value stands as a whole token.
+var lang = &bootscript.Lang{
+	Name:       "iPXE",
+	ErrUnsafe:  ErrUnsafe,
+	ErrInvalid: ErrInvalid,
+	Syntax: func(b byte) string {
+		switch b {
+		case '\\':
+			return `backslash (iPXE line continuation)`
+		case '$':
+			return `'$' (iPXE setting expansion)`
+		}
+		return ""
+	},
+	Token: func(s string) string {
+		switch {
+		case s[0] == '#':
+			return "'#' starts an iPXE comment"
+		case s == "||" || s == "&&" || s == ";":
+			return "an iPXE command separator"
+		}
+		return ""
+	},
 }
 
-// Retry is the bounded back-off of a script's fetch: Attempts tries, sleeping Delay after the
-// first failure, doubling up to MaxDelay. When every attempt has failed the script chains to
-// its fallback URL, or waits 10 s and reboots (so the firmware asks proxy DHCP again and
-// finds whichever agent is active now).
-type Retry struct {
-	Attempts int           // 1..MaxAttempts; 0 means DefaultAttempts
-	Delay    time.Duration // whole seconds; 0 means DefaultDelay
-	MaxDelay time.Duration // whole seconds, >= Delay; 0 means DefaultMaxDelay (or Delay if larger)
-}
-
-// sleeps returns the back-off after each failed attempt but the last, in seconds.
-func (r Retry) sleeps() ([]int, error) {
-	s, p := bootparam.Sleeps(r.Attempts, r.Delay, r.MaxDelay, "iPXE")
-	return s, problemErr(p)
-}
-
-// seconds converts a sleep to whole seconds, 1 s to MaxSleep; zero means def.
-func seconds(field string, d, def time.Duration) (int, error) {
-	n, p := bootparam.Seconds(field, d, def, "iPXE")
-	return n, problemErr(p)
-}
-
-// script accumulates the lines of one script.
+// script accumulates the lines of one script; it writes the core's plans
+// ([bootscript.Writer]).
 type script struct{ b []byte }
+
+var _ bootscript.Writer = (*script)(nil)
 
 func newScript(comment string, size int) *script {
 	s := &script{b: make([]byte, 0, size+len(comment)+256)}
@@ -87,34 +106,19 @@ func (s *script) line(tokens ...string) {
 
 func (s *script) bytes() []byte { return s.b }
 
-// attempts writes the retry loop: body(i, onFail) writes attempt i's commands, each ending in
-// "|| goto onFail"; between attempts the script echoes and sleeps; after the last one it
-// chains to again (when set) or waits and reboots.
-func (s *script) attempts(sleeps []int, again string, body func(onFail string)) {
-	n := len(sleeps) + 1
-	for i := 1; i <= n; i++ {
-		onFail := "failed"
-		if i < n {
-			onFail = "retry" + strconv.Itoa(i)
-		}
-		body(onFail)
-		if i < n {
-			d := strconv.Itoa(sleeps[i-1])
-			s.line(":" + onFail)
-			s.line("echo", "siteboot:", "attempt", strconv.Itoa(i), "of", strconv.Itoa(n), "failed,", "retrying", "in", d, "s")
-			s.line("sleep", d)
-		}
-	}
-	s.line(":failed")
-	s.line("echo", "siteboot:", "giving", "up", "after", strconv.Itoa(n), "attempts")
-	if again != "" {
-		s.line("chain", "--replace", "--autofree", again, "||", "goto", "reboot")
-	}
-	s.reboot()
+// Label writes ":name", where a "goto name" goes on.
+func (s *script) Label(name string) { s.line(":" + name) }
+
+// Echo writes "echo siteboot: MSG"; msg's words are tokens of their own.
+func (s *script) Echo(msg string) { s.line("echo", "siteboot:", msg) }
+
+// Sleep writes "sleep N".
+func (s *script) Sleep(seconds int) { s.line("sleep", strconv.Itoa(seconds)) }
+
+// Again chains to target in place of this script, or goes on at the reboot label.
+func (s *script) Again(target string) {
+	s.line("chain", "--replace", "--autofree", target, "||", "goto", bootscript.LabelReboot)
 }
 
-func (s *script) reboot() {
-	s.line(":reboot")
-	s.line("sleep", strconv.Itoa(rebootDelay))
-	s.line("reboot")
-}
+// Reboot writes "reboot".
+func (s *script) Reboot() { s.line("reboot") }

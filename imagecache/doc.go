@@ -1,7 +1,8 @@
 // Package imagecache implements a content-addressed image cache for a network-boot site
 // agent: images named by their SHA-256 are pulled in the background and become visible only
 // once their bytes match, trimmed least-recently-used first under a byte budget that never
-// evicts a pinned or in-use image, and served over HTTP only under unguessable grants.
+// evicts a pinned or in-use image, and served over HTTP or TFTP only under unguessable
+// grants.
 //
 // # Wiring
 //
@@ -155,6 +156,21 @@
 // conditional requests work as in net/http, with ETag set to the quoted digest, and full
 // bodies and single ranges go out through sendfile.
 //
+// # Serving over TFTP (or anything else)
+//
+// OpenGranted opens an image for the holder of a grant under the same rules, in the same
+// code as ServeHTTP: a File (an fs.File, io.ReadSeeker and io.ReaderAt of a known size) that
+// keeps the image from being trimmed until it is closed, or a *GrantError whose Refusal says
+// why not (malformed, unknown-grant, expired, other-digest, not-cached, fenced), counted in
+// Stats as ServeHTTP's refusals are. GrantFS is the same as an fs.FS of the names
+// t/GRANT/SHA256, the paths ServeHTTP serves below "/cache/": give it to tftpd.Server's FS
+// (or route a prefix to it from the host's own fs.FS) and the machine fetches
+// tftp://SERVER/t/GRANT/SHA256 under the grant its script carries, with no HTTP request
+// made up on the way. A refusal reads as fs.ErrNotExist ("file not found" on the wire), or
+// as fs.ErrPermission while fenced ("access violation"); tftpd's Transfer report carries the
+// GrantError. A File hands its descriptor to a sender that asks for it (SyscallConn), so
+// tftpd sends it with preadv(2) or from a shared mapping, as it does files of a directory.
+//
 // # Security notes
 //
 // A grant token is a bearer secret: it appears in iPXE scripts and kernel command lines of
@@ -164,7 +180,9 @@
 // Config.MaxGrants live grants and refuses more with ErrGrantLimit, so a host minting a
 // grant per request lets any client that can fetch a script exhaust it. A boot grant answers 503
 // while fenced, which tells its holder that the grant itself is good; every other refusal is
-// the same 404.
+// the same 404 (over TFTP: "file not found", fenced "access violation"). A GrantError never
+// holds the token, but an fs.PathError from GrantFS names the file asked for, token
+// included, as fs.FS requires: a host logs it only where it would log the request itself.
 //
 // Bytes are trusted only by digest: neither the cache's sources nor the cache itself can
 // substitute an image for a Fetcher. The Fetcher's destination must be a regular file path

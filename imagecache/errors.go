@@ -3,6 +3,7 @@ package imagecache
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -176,3 +177,50 @@ func Reason(err error) string {
 	}
 	return "network"
 }
+
+// Refusals of an image under a grant ([GrantError]).
+var (
+	// ErrNotGranted: the image is not served under this grant (any [Refusal]).
+	ErrNotGranted = errors.New("imagecache: image not served under this grant")
+	// ErrFenced: a boot grant while this agent is not the active boot server (ServeHTTP's
+	// 503); wrapped by a GrantError with RefusedFenced, besides ErrNotGranted.
+	ErrFenced = errors.New("imagecache: boot server inactive")
+)
+
+// Refusal says why an image was refused under a grant, in a word a host can count.
+type Refusal string
+
+// Refusals. All but RefusedFenced are ServeHTTP's 404.
+const (
+	RefusedMalformed    Refusal = "malformed"     // not TOKEN and SHA256 in lower-case hex (HTTP: not GET/HEAD /cache/t/TOKEN/SHA256)
+	RefusedUnknownGrant Refusal = "unknown-grant" // no live grant has this token
+	RefusedExpired      Refusal = "expired"       // the grant's not-after has passed
+	RefusedOtherDigest  Refusal = "other-digest"  // the grant serves another image
+	RefusedNotCached    Refusal = "not-cached"    // the image is not in the cache
+	RefusedFenced       Refusal = "fenced"        // a boot grant while the Fence is inactive
+)
+
+// GrantError is an image refused under a grant. It never holds the token.
+type GrantError struct {
+	Reason Refusal
+	Digest Digest // the image asked for; zero when the request was malformed
+}
+
+func (e *GrantError) Error() string {
+	if e.Digest.IsZero() {
+		return "imagecache: image refused: " + string(e.Reason)
+	}
+	return "imagecache: image " + e.Digest.String() + " refused: " + string(e.Reason)
+}
+
+// Unwrap returns ErrNotGranted and fs.ErrNotExist, or for RefusedFenced ErrNotGranted,
+// ErrFenced and fs.ErrPermission: a file server (tftpd) tells the client "file not found"
+// or "access violation" from them.
+func (e *GrantError) Unwrap() []error {
+	if e.Reason == RefusedFenced {
+		return []error{ErrNotGranted, ErrFenced, fs.ErrPermission}
+	}
+	return []error{ErrNotGranted, fs.ErrNotExist}
+}
+
+var _ error = &GrantError{}

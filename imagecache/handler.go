@@ -3,18 +3,26 @@ package imagecache
 import (
 	"errors"
 	"io"
-	"io/fs"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 )
 
-const pathPrefix = "/cache/t/"
+// mount is where ServeHTTP is mounted; below it are the names GrantFS opens.
+const mount = "/cache/"
 
 // parsePath splits /cache/t/TOKEN/SHA256 (lower-case hex only, nothing else).
 func parsePath(p string) (tok [TokenLen / 2]byte, d Digest, ok bool) {
-	rest, found := strings.CutPrefix(p, pathPrefix)
+	rest, found := strings.CutPrefix(p, mount)
+	if !found {
+		return tok, d, false
+	}
+	return parseName(rest)
+}
+
+// parseName splits t/TOKEN/SHA256 (lower-case hex only, nothing else).
+func parseName(name string) (tok [TokenLen / 2]byte, d Digest, ok bool) {
+	rest, found := strings.CutPrefix(name, "t/")
 	if !found || len(rest) != TokenLen+1+64 || rest[TokenLen] != '/' {
 		return tok, d, false
 	}
@@ -42,76 +50,23 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.refuse(w, &c.stats.refusedPath)
 		return
 	}
-	switch c.checkGrant(&tok, d) {
-	case verdictUnknown:
-		c.refuse(w, &c.stats.refusedGrant)
-		return
-	case verdictExpired:
-		c.refuse(w, &c.stats.refusedExpired)
-		return
-	case verdictOtherDigest:
-		c.refuse(w, &c.stats.refusedDigest)
-		return
-	case verdictFenced:
-		c.stats.refusedFenced.Add(1)
+	f, err := c.openGranted(&tok, d)
+	if errors.Is(err, ErrFenced) {
 		w.Header().Set("Retry-After", "10")
 		http.Error(w, "503 boot server inactive", http.StatusServiceUnavailable)
 		return
 	}
-
-	now := c.now()
-	c.mu.Lock()
-	e := c.entries[d]
-	if e == nil {
-		c.mu.Unlock()
-		c.refuse(w, &c.stats.refusedMissing)
-		return
-	}
-	e.inUse++
-	e.lastUsed = now
-	persist := now.Sub(e.persisted) >= persistEvery
-	if persist {
-		e.persisted = now
-	}
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		e.inUse--
-		c.mu.Unlock()
-	}()
-
-	path := c.path(d)
-	f, err := os.Open(path)
 	if err != nil {
-		c.log.Warn("imagecache: a cached image cannot be opened", "sha256", d.String(), "err", err)
-		if errors.Is(err, fs.ErrNotExist) {
-			// Removed behind the cache's back: forget it, so that a pin pulls it again.
-			c.mu.Lock()
-			if c.entries[d] == e {
-				c.forgetLocked(d)
-			}
-			c.mu.Unlock()
-		}
-		c.refuse(w, &c.stats.refusedMissing)
+		http.NotFound(w, nil)
 		return
 	}
 	defer f.Close()
-	if persist {
-		// The new mtime changes the file's identity: its stamp follows (a crash between
-		// the two costs one hash of the image at the next start).
-		if err := os.Chtimes(path, time.Time{}, now); err == nil {
-			if err := c.writeStamp(d); err != nil {
-				c.log.Warn("imagecache: stamp not written", "sha256", d.String(), "err", err)
-			}
-		}
-	}
-	c.stats.served.Add(1)
 	h := w.Header()
 	h.Set("ETag", `"`+d.String()+`"`)
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Cache-Control", "private")
 	cw := &countingWriter{ResponseWriter: w, n: &c.stats.servedBytes}
-	http.ServeContent(cw, r, "", time.Time{}, f)
+	http.ServeContent(cw, r, "", time.Time{}, f.f) // the *os.File itself, for sendfile
 }
 
 func (c *Cache) refuse(w http.ResponseWriter, counter interface{ Add(int64) int64 }) {

@@ -20,11 +20,12 @@ type Stats struct {
 	Yields              int64 // attempts that gave their slot, after a rate window, to a pull of equal priority
 	SourceRefused       int64 // pulls refused by the source policy
 	GrantsIssued        int64
-	Served              int64 // requests answered with an image (200, 206, 304, HEAD)
-	ServedBytes         int64 // body bytes of those answers
+	Served              int64 // requests answered with an image (200, 206, 304, HEAD), and images opened by OpenGranted
+	ServedBytes         int64 // body bytes of the HTTP answers (what is sent from a File, its sender counts: tftpd.Transfer.Bytes)
 
-	// Requests refused, by reason. All but RefusedFenced answer the same 404.
-	RefusedPath    int64 // not GET/HEAD /cache/t/GRANT/SHA256
+	// Requests refused, by reason, over HTTP and by OpenGranted alike. All but RefusedFenced
+	// answer the same 404.
+	RefusedPath    int64 // not GET/HEAD /cache/t/GRANT/SHA256 (OpenGranted, GrantFS: a malformed grant or name)
 	RefusedGrant   int64 // unknown grant
 	RefusedExpired int64 // expired grant
 	RefusedDigest  int64 // a grant for another digest

@@ -302,15 +302,7 @@ type Fenced struct {
 }
 
 // Render returns the configuration, or a [*ValueError] for a bad Delay.
-func (f Fenced) Render() ([]byte, error) {
-	d, err := lang.Seconds("delay", f.Delay, DefaultFencedDelay)
-	if err != nil {
-		return nil, err
-	}
-	c := newConfig("this boot server is not the active one")
-	bootscript.Fenced(c, d)
-	return c.bytes(), nil
-}
+func (f Fenced) Render() ([]byte, error) { return render(lang.Fenced(f.Delay)) }
 
 // Wait is the wait-and-retry configuration: sleep, then load URL again (normally the
 // machine's own configuration); if that fails, wait 10 s and reboot.
@@ -321,15 +313,19 @@ type Wait struct {
 
 // Render returns the configuration, or a [*ValueError] when a value is refused.
 func (w Wait) Render() ([]byte, error) {
-	d, err := lang.Seconds("delay", w.Delay, DefaultWaitDelay)
-	if err != nil {
-		return nil, err
-	}
 	p, err := grubPath("url", w.URL)
 	if err != nil {
 		return nil, err
 	}
-	c := newConfig("not ready yet; asking again in " + strconv.Itoa(d) + " s")
-	bootscript.Wait(c, d, p)
+	return render(lang.Wait(w.Delay, p))
+}
+
+// render writes a configuration the core planned.
+func render(sc bootscript.Script, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	c := newConfig(sc.Comment)
+	sc.Steps(c)
 	return c.bytes(), nil
 }

@@ -1,7 +1,6 @@
 package ipxe
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/bettercompute/siteboot/internal/bootscript"
@@ -25,15 +24,7 @@ type Fenced struct {
 }
 
 // Render returns the script, or a [*ValueError] for a bad Delay.
-func (f Fenced) Render() ([]byte, error) {
-	d, err := lang.Seconds("delay", f.Delay, DefaultFencedDelay)
-	if err != nil {
-		return nil, err
-	}
-	s := newScript("this boot server is not the active one", 0)
-	bootscript.Fenced(s, d)
-	return s.bytes(), nil
-}
+func (f Fenced) Render() ([]byte, error) { return render(lang.Fenced(f.Delay)) }
 
 // Wait is the wait-and-retry script: sleep, then chain to URL again (normally
 // /boot/chain.ipxe); if that fetch fails, wait 10 s and reboot.
@@ -44,14 +35,18 @@ type Wait struct {
 
 // Render returns the script, or a [*ValueError] when a value is refused.
 func (w Wait) Render() ([]byte, error) {
-	d, err := lang.Seconds("delay", w.Delay, DefaultWaitDelay)
-	if err != nil {
-		return nil, err
-	}
 	if _, err := checkURL("url", w.URL, true); err != nil {
 		return nil, err
 	}
-	s := newScript("not ready yet; asking again in "+strconv.Itoa(d)+" s", len(w.URL))
-	bootscript.Wait(s, d, w.URL)
+	return render(lang.Wait(w.Delay, w.URL))
+}
+
+// render writes a script the core planned.
+func render(sc bootscript.Script, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	s := newScript(sc.Comment, sc.Size)
+	sc.Steps(s)
 	return s.bytes(), nil
 }

@@ -289,15 +289,34 @@ func TestPlans(t *testing.T) {
 		t.Errorf("one attempt, no again (-want +got):\n%s", diff)
 	}
 
+	fenced, err := testLang.Fenced(7 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got = nil
-	bootscript.Fenced(&got, 7)
+	fenced.Steps(&got)
 	if diff := cmp.Diff(steps{"echo boot server fenced, rebooting in 7 s", "sleep 7", "reboot"}, got); diff != "" {
 		t.Errorf("Fenced (-want +got):\n%s", diff)
 	}
+	if fenced.Comment != "this boot server is not the active one" {
+		t.Errorf("Fenced comment %q", fenced.Comment)
+	}
 
+	wait, err := testLang.Wait(0, "/chain")
+	if err != nil {
+		t.Fatal(err)
+	}
 	got = nil
-	bootscript.Wait(&got, 30, "/chain")
+	wait.Steps(&got)
 	if diff := cmp.Diff(steps{"echo not ready, asking again in 30 s", "sleep 30", "again /chain", ":reboot", "sleep 10", "reboot"}, got); diff != "" {
 		t.Errorf("Wait (-want +got):\n%s", diff)
 	}
+	if wait.Comment != "not ready yet; asking again in 30 s" {
+		t.Errorf("Wait comment %q", wait.Comment)
+	}
+
+	_, err = testLang.Fenced(1500 * time.Millisecond)
+	refused(t, err, "delay", errInvalid)
+	_, err = testLang.Wait(2*time.Hour, "/chain")
+	refused(t, err, "delay", errInvalid)
 }

@@ -3,6 +3,7 @@ package bootscript
 import (
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Labels the plans name: where the last failed attempt goes, and where a failed [Writer.Again]
@@ -56,20 +57,42 @@ func Attempts(w Writer, sleeps []int, again string, body func(onFail string)) {
 	rebootLater(w)
 }
 
-// Fenced writes the fenced script's steps: say so, wait seconds, reboot.
-func Fenced(w Writer, seconds int) {
-	w.Echo(fmt.Sprintf("boot server fenced, rebooting in %d s", seconds))
-	w.Sleep(seconds)
-	w.Reboot()
+// Script is a whole script the core plans: the comment its header carries, about how many
+// bytes its steps take, and the steps.
+type Script struct {
+	Comment string
+	Size    int
+	Steps   func(Writer)
 }
 
-// Wait writes the wait-and-retry script's steps: say so, sleep seconds, load target; when
-// that fails, wait RebootDelay and reboot.
-func Wait(w Writer, seconds int, target string) {
-	w.Echo(fmt.Sprintf("not ready, asking again in %d s", seconds))
-	w.Sleep(seconds)
-	w.Again(target)
-	rebootLater(w)
+// Fenced is the fenced script: say so, wait delay (whole seconds; 0 means
+// DefaultFencedDelay), reboot.
+func (l *Lang) Fenced(delay time.Duration) (Script, error) {
+	d, err := l.Seconds("delay", delay, DefaultFencedDelay)
+	if err != nil {
+		return Script{}, err
+	}
+	return Script{Comment: "this boot server is not the active one", Steps: func(w Writer) {
+		w.Echo(fmt.Sprintf("boot server fenced, rebooting in %d s", d))
+		w.Sleep(d)
+		w.Reboot()
+	}}, nil
+}
+
+// Wait is the wait-and-retry script: say so, sleep delay (whole seconds; 0 means
+// DefaultWaitDelay), load target (checked by the renderer); when that fails, wait
+// RebootDelay and reboot.
+func (l *Lang) Wait(delay time.Duration, target string) (Script, error) {
+	d, err := l.Seconds("delay", delay, DefaultWaitDelay)
+	if err != nil {
+		return Script{}, err
+	}
+	return Script{Comment: fmt.Sprintf("not ready yet; asking again in %d s", d), Size: len(target), Steps: func(w Writer) {
+		w.Echo(fmt.Sprintf("not ready, asking again in %d s", d))
+		w.Sleep(d)
+		w.Again(target)
+		rebootLater(w)
+	}}, nil
 }
 
 func rebootLater(w Writer) {

@@ -1,6 +1,9 @@
 // Package grubcfg renders GRUB 2 configuration files for machines that boot with UEFI Secure
 // Boot enforced, through shim and a signed network GRUB, the way package ipxe renders iPXE
-// scripts for the others. It is pure: it writes bytes and does no I/O.
+// scripts for the others. It is pure: it writes bytes and does no I/O. The two renderers
+// share one core (the kernel command line's grammar, assembly and cap, [Param], [Retry] and
+// its back-off, [ValueError]): a [Param] or [Retry] of package ipxe is one of this package,
+// and one entry renders the same command line on both paths.
 //
 // # The chain on a Secure Boot machine
 //

@@ -9,7 +9,10 @@
 // (sanboot --no-describe URL) each have a Render method that returns the script or a
 // [*ValueError]. Scripts that fetch retry with a bounded back-off ([Retry]) and, when every
 // attempt failed, chain to a fallback URL or wait 10 s and reboot, so the firmware asks
-// proxy DHCP again and reaches whichever agent is active by then.
+// proxy DHCP again and reaches whichever agent is active by then. Package grubcfg, which
+// renders GRUB configurations for Secure Boot machines, shares the renderer's core: the
+// kernel command line's grammar, assembly and cap, [Param], [Retry] and [ValueError] are the
+// same types there.
 //
 // # What cannot be injected
 //

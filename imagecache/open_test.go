@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -293,4 +295,61 @@ func TestGrantFSNames(t *testing.T) {
 		}
 		refusal(t, err, imagecache.RefusedMalformed, g.Token)
 	}
+}
+
+// Whatever name a TFTP client asks, GrantFS opens only the one granted name, and refuses
+// everything else with an *fs.PathError around a *GrantError that reads as fs.ErrNotExist.
+func FuzzGrantFS(f *testing.F) {
+	body := []byte("fuzzed image")
+	d := imagecache.Digest(sha256.Sum256(body))
+	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
+	defer src.Close()
+	c, err := imagecache.Open(context.Background(), imagecache.Config{
+		Dir:                   f.TempDir(),
+		Fence:                 imagecache.FenceFunc(func() bool { return true }),
+		AllowedSourceNetworks: loopback,
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Pull(context.Background(), imagecache.Image{URL: src.URL, SHA256: d}); err != nil {
+		f.Fatal(err)
+	}
+	g, err := c.BootGrant(time.Time{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	valid := "t/" + g.Token + "/" + d.String()
+	for _, s := range []string{valid, "/" + valid, valid + "/", "cache/" + valid, d.String(), "t/" + d.String(),
+		strings.ToUpper(valid), "t/" + g.Token + "/" + strings.Repeat("0", 64), "t/" + strings.Repeat("0", 32) + "/" + d.String(), ""} {
+		f.Add(s)
+	}
+	fsys := c.GrantFS()
+	f.Fuzz(func(t *testing.T, name string) {
+		file, err := fsys.Open(name)
+		if name == valid {
+			if err != nil {
+				t.Fatalf("the granted name: %v", err)
+			}
+			b, err := io.ReadAll(file)
+			file.Close()
+			if err != nil || !bytes.Equal(b, body) {
+				t.Fatalf("the granted name read %q, %v", b, err)
+			}
+			return
+		}
+		if err == nil {
+			file.Close()
+			t.Fatalf("Open(%q) opened a file", name)
+		}
+		var pe *fs.PathError
+		var ge *imagecache.GrantError
+		if !errors.As(err, &pe) || pe.Path != name || !errors.As(err, &ge) || !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("Open(%q): %v", name, err)
+		}
+		if strings.Contains(ge.Error(), g.Token) {
+			t.Fatalf("Open(%q): the GrantError holds the token: %v", name, ge)
+		}
+	})
 }

@@ -31,13 +31,12 @@ func FuzzParseDigest(f *testing.F) {
 	})
 }
 
-// Whatever method and path a client sends, only the one granted path serves, and every
-// refusal is the same 404.
-func FuzzServePath(f *testing.F) {
+// fuzzCache is a cache holding one image, and a boot grant for it.
+func fuzzCache(f *testing.F) (*imagecache.Cache, []byte, imagecache.Digest, imagecache.Grant) {
 	body := []byte("fuzzed image")
 	d := imagecache.Digest(sha256.Sum256(body))
 	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
-	defer src.Close()
+	f.Cleanup(src.Close)
 	c, err := imagecache.Open(context.Background(), imagecache.Config{
 		Dir:                   f.TempDir(),
 		Fence:                 imagecache.FenceFunc(func() bool { return true }),
@@ -46,7 +45,7 @@ func FuzzServePath(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	defer c.Close()
+	f.Cleanup(func() { c.Close() })
 	if err := c.Pull(context.Background(), imagecache.Image{URL: src.URL, SHA256: d}); err != nil {
 		f.Fatal(err)
 	}
@@ -54,6 +53,13 @@ func FuzzServePath(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	return c, body, d, g
+}
+
+// Whatever method and path a client sends, only the one granted path serves, and every
+// refusal is the same 404.
+func FuzzServePath(f *testing.F) {
+	c, _, d, g := fuzzCache(f)
 	valid := g.Path(d)
 	f.Add("GET", valid)
 	f.Add("HEAD", valid)

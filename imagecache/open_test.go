@@ -7,8 +7,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -300,26 +298,7 @@ func TestGrantFSNames(t *testing.T) {
 // Whatever name a TFTP client asks, GrantFS opens only the one granted name, and refuses
 // everything else with an *fs.PathError around a *GrantError that reads as fs.ErrNotExist.
 func FuzzGrantFS(f *testing.F) {
-	body := []byte("fuzzed image")
-	d := imagecache.Digest(sha256.Sum256(body))
-	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
-	defer src.Close()
-	c, err := imagecache.Open(context.Background(), imagecache.Config{
-		Dir:                   f.TempDir(),
-		Fence:                 imagecache.FenceFunc(func() bool { return true }),
-		AllowedSourceNetworks: loopback,
-	})
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Pull(context.Background(), imagecache.Image{URL: src.URL, SHA256: d}); err != nil {
-		f.Fatal(err)
-	}
-	g, err := c.BootGrant(time.Time{})
-	if err != nil {
-		f.Fatal(err)
-	}
+	c, body, d, g := fuzzCache(f)
 	valid := "t/" + g.Token + "/" + d.String()
 	for _, s := range []string{valid, "/" + valid, valid + "/", "cache/" + valid, d.String(), "t/" + d.String(),
 		strings.ToUpper(valid), "t/" + g.Token + "/" + strings.Repeat("0", 64), "t/" + strings.Repeat("0", 32) + "/" + d.String(), ""} {

@@ -180,7 +180,8 @@ func (p *Plane) bmcSync(ctx context.Context, r agent.Report, rec lease.Record) [
 	b := &p.bmcs
 	b.mu.Lock()
 	for _, res := range r.BMC {
-		if c := b.cmds[res.ID]; c != nil && c.site == r.Site {
+		// Only the node a command was routed to can end it.
+		if c := b.cmds[res.ID]; c != nil && c.site == r.Site && c.node == r.Node {
 			b.finish(c, res, false)
 		}
 	}
@@ -219,6 +220,9 @@ func (p *Plane) bmcSync(ctx context.Context, r agent.Report, rec lease.Record) [
 	var out []agent.Command
 	for _, c := range open {
 		if !agent.BMCDestructive(c.cmd.Kind) {
+			b.mu.Lock()
+			c.node = r.Node
+			b.mu.Unlock()
 			out = append(out, c.cmd)
 			continue
 		}
@@ -368,6 +372,14 @@ func (p *Plane) claim(ctx context.Context, node string, req bmc.ClaimRequest) (b
 	if !p.enrolled(node) {
 		return bmc.Grant{}, errUnknownAgent
 	}
+	// Only the node the command is routed to may claim it: a claim on an id nobody routed
+	// (one another site's agent read or made up) would otherwise take the grant from the
+	// agent that is to run it.
+	if !p.routedTo(node, func(c *bmcCmd) bool { return c.cmd.ID == req.ID && agent.BMCDestructive(c.cmd.Kind) }) {
+		p.refused.notRouted.Add(1)
+		p.Logger.Warn("bmc claim refused: no live command of that id is routed to the node", "node", node, "id", req.ID)
+		return bmc.Grant{}, errNotRouted
+	}
 	g, err := p.Claims().Claim(ctx, node, req)
 	if err == nil && g.Granted {
 		b := &p.bmcs
@@ -406,16 +418,53 @@ func (p *Plane) reportClaim(ctx context.Context, node string, req bmc.ClaimReque
 	return nil
 }
 
-func (p *Plane) credential(node, ref string) (bmc.Credential, bool) {
+// credential returns the credential ref names, to the node a live command naming ref (its
+// target's credential, or the new one of a rotation) is routed to, and to nobody else.
+func (p *Plane) credential(node, ref string) (bmc.Credential, error) {
 	if !p.enrolled(node) {
-		return bmc.Credential{}, false
+		return bmc.Credential{}, errUnknownAgent
+	}
+	if ref == "" || !p.routedTo(node, func(c *bmcCmd) bool {
+		return c.cmd.BMC != nil && (c.cmd.BMC.Target.Credential == ref || c.cmd.BMC.NewCredential == ref)
+	}) {
+		p.refused.notRouted.Add(1)
+		p.Logger.Warn("bmc credential refused: no live command routed to the node names it", "node", node, "ref", ref)
+		return bmc.Credential{}, errNotRouted
 	}
 	b := &p.bmcs
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c, ok := b.creds[ref]
-	return c, ok
+	if !ok {
+		return bmc.Credential{}, errNoCredential
+	}
+	return c, nil
 }
+
+// routedTo reports whether a command that has not ended, routed to node, satisfies match.
+func (p *Plane) routedTo(node string, match func(*bmcCmd) bool) bool {
+	b := &p.bmcs
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.cmds {
+		select {
+		case <-c.done:
+			continue
+		default:
+		}
+		if c.node == node && match(c) {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	// errNotRouted: no live command routed to the caller is for that id or credential.
+	errNotRouted = errors.New("controlplane: no such command routed to the node")
+	// errNoCredential: a command names a credential the plane does not hold.
+	errNoCredential = errors.New("controlplane: no credential under that reference")
+)
 
 func (p *Plane) enrolled(node string) bool {
 	p.mu.Lock()
@@ -446,9 +495,9 @@ func (l *LocalLink) Credential(ctx context.Context, node, ref string) (bmc.Crede
 	if l.isCut() {
 		return bmc.Credential{}, ErrCut
 	}
-	c, ok := l.p.credential(node, ref)
-	if !ok {
-		return bmc.Credential{}, &bmc.OpError{Op: "credential", Kind: bmc.ErrAuth, Message: "no credential under that reference"}
+	c, err := l.p.credential(node, ref)
+	if err != nil {
+		return bmc.Credential{}, &bmc.OpError{Op: "credential", Kind: bmc.ErrAuth, Message: "no credential for this node under that reference"}
 	}
 	return c, nil
 }
@@ -494,9 +543,11 @@ func (p *Plane) bmcRoutes(mux *http.ServeMux, insecure bool) {
 		if !p.caller(w, r, insecure, "", q.Node) {
 			return
 		}
-		c, ok := p.credential(q.Node, q.Ref)
-		if !ok {
+		c, err := p.credential(q.Node, q.Ref)
+		if errors.Is(err, errNoCredential) {
 			http.Error(w, "no such credential", http.StatusNotFound)
+			return
+		} else if !bmcAnswer(w, err) {
 			return
 		}
 		w.Header().Set("Cache-Control", "no-store")
@@ -511,6 +562,8 @@ func bmcAnswer(w http.ResponseWriter, err error) bool {
 		return true
 	case errors.Is(err, errUnknownAgent):
 		http.Error(w, "unknown agent", http.StatusForbidden)
+	case errors.Is(err, errNotRouted):
+		http.Error(w, "not routed to this node", http.StatusForbidden)
 	case errors.Is(err, bmc.ErrInvalid):
 		http.Error(w, "no such grant", http.StatusBadRequest)
 	default:

@@ -9,7 +9,9 @@
 // calling node from its verified client certificate (sitetls.NodeFrom), never from the
 // request, and refuses with 403, counted in [Plane.Stats], a request without one, a report
 // in another node's or site's name, and a token asked for another node. A node gets only
-// its own commands, its own lease word and the tokens of the entries sent to it. Command
+// its own commands, its own lease word and the tokens of the entries sent to it. A BMC
+// credential goes only to the node a live bmc.* command naming it is routed to, and a claim
+// on a command is taken only from that node (anything else is 403, counted). Command
 // ids are random (128 bits), so one agent's acknowledgements cannot be guessed for another.
 //
 // [Plane.InsecureHandler] is the same API for a lab whose agents run with control.insecure:
@@ -83,7 +85,7 @@ type Plane struct {
 
 // refusals counts the requests Handler refused, by reason.
 type refusals struct {
-	noCert, otherNode, unknown atomic.Uint64
+	noCert, otherNode, unknown, notRouted atomic.Uint64
 }
 
 // Stats are the plane's counters of refused requests.
@@ -96,11 +98,14 @@ type Stats struct {
 	RefusedOtherNode uint64
 	// RefusedUnknown counts requests from nodes that are not enrolled.
 	RefusedUnknown uint64
+	// RefusedNotRouted counts BMC claims and credential requests from a node no live
+	// command of that id, or naming that credential, is routed to.
+	RefusedNotRouted uint64
 }
 
 // Stats returns the counters.
 func (p *Plane) Stats() Stats {
-	return Stats{RefusedNoIdentity: p.refused.noCert.Load(), RefusedOtherNode: p.refused.otherNode.Load(), RefusedUnknown: p.refused.unknown.Load()}
+	return Stats{RefusedNoIdentity: p.refused.noCert.Load(), RefusedOtherNode: p.refused.otherNode.Load(), RefusedUnknown: p.refused.unknown.Load(), RefusedNotRouted: p.refused.notRouted.Load()}
 }
 
 type agentState struct {

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/bettercompute/siteboot/bmc"
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // ask posts v to path over c and returns the status and the raw answer.
@@ -30,13 +30,13 @@ func (r *rig) ask(t *testing.T, c *http.Client, path string, v any) (int, []byte
 // routeTo sends node's heartbeat and checks that command id came back in its desired state.
 func (r *rig) routeTo(t *testing.T, c *http.Client, node string, beat uint64, id string) {
 	t.Helper()
-	st, d := r.sync(t, c, agent.Report{Site: site, Node: node, Beat: beat})
-	if st != http.StatusOK || !slices.ContainsFunc(d.Commands, func(c agent.Command) bool { return c.ID == id }) {
+	st, d := r.sync(t, c, sitelink.StatusReport{Site: site, Node: node, Beat: beat})
+	if st != http.StatusOK || !slices.ContainsFunc(d.Commands, func(c sitelink.Command) bool { return c.ID == id }) {
 		t.Fatalf("%s's heartbeat: %d, commands %+v; want command %s routed to it", node, st, d.Commands, id)
 	}
 }
 
-var bmcTarget = agent.BMCTarget{Driver: "redfish", Address: "127.0.0.1:9", Credential: "bmc-site-t-1"}
+var bmcTarget = sitelink.BMCTarget{Driver: "redfish", Address: "127.0.0.1:9", Credential: "bmc-site-t-1"}
 
 // TestBMCCredentialOnlyToRoutedNode: a BMC credential goes, over mutual TLS, only to the
 // node a live bmc.* command naming it is routed to. An enrolled node of another site with a
@@ -86,7 +86,7 @@ func TestBMCCredentialOnlyToRoutedNode(t *testing.T) {
 		}
 	}
 
-	power, err := r.plane.BMC(site, agent.CommandBMCPower, agent.BMCCommand{Target: bmcTarget, Action: "cycle"})
+	power, err := r.plane.BMC(site, sitelink.KindBMCPower, sitelink.BMCCommand{Target: bmcTarget, Action: "cycle"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestBMCCredentialOnlyToRoutedNode(t *testing.T) {
 		want{"agent-a", a, "agent-a", "bmc-site-t-next", http.StatusForbidden, ""}))
 
 	// A rotation names the new credential too; another site's node still gets neither.
-	rotate, err := r.plane.BMC(site, agent.CommandBMCRotate, agent.BMCCommand{Target: bmcTarget, NewCredential: "bmc-site-t-next"})
+	rotate, err := r.plane.BMC(site, sitelink.KindBMCRotate, sitelink.BMCCommand{Target: bmcTarget, NewCredential: "bmc-site-t-next"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,18 +109,18 @@ func TestBMCCredentialOnlyToRoutedNode(t *testing.T) {
 		want{"agent-a", a, "agent-a", "bmc-site-t-next", http.StatusOK, next}))
 
 	// agent-b cannot end agent-a's commands by reporting results for them.
-	r.sync(t, b, agent.Report{Site: site, Node: "agent-b", Beat: 3, BMC: []agent.BMCResult{
-		{ID: power, Kind: agent.CommandBMCPower, Status: string(bmc.StatusOK)},
-		{ID: rotate, Kind: agent.CommandBMCRotate, Status: string(bmc.StatusOK)}}})
+	r.sync(t, b, sitelink.StatusReport{Site: site, Node: "agent-b", Beat: 3, BMC: []sitelink.BMCResult{
+		{ID: power, Kind: sitelink.KindBMCPower, Status: string(bmc.StatusOK)},
+		{ID: rotate, Kind: sitelink.KindBMCRotate, Status: string(bmc.StatusOK)}}})
 	if _, _, done := r.plane.BMCResult(power); done {
 		t.Errorf("agent-b's report ended a command routed to agent-a")
 	}
 	check("after agent-b's forged results", []want{{"agent-a", a, "agent-a", bmcTarget.Credential, http.StatusOK, secret}})
 
 	// Both commands end: nobody gets either credential any more.
-	r.sync(t, a, agent.Report{Site: site, Node: "agent-a", Beat: 4, BMC: []agent.BMCResult{
-		{ID: power, Kind: agent.CommandBMCPower, Status: string(bmc.StatusOK)},
-		{ID: rotate, Kind: agent.CommandBMCRotate, Status: string(bmc.StatusOK)}}})
+	r.sync(t, a, sitelink.StatusReport{Site: site, Node: "agent-a", Beat: 4, BMC: []sitelink.BMCResult{
+		{ID: power, Kind: sitelink.KindBMCPower, Status: string(bmc.StatusOK)},
+		{ID: rotate, Kind: sitelink.KindBMCRotate, Status: string(bmc.StatusOK)}}})
 	if _, _, done := r.plane.BMCResult(power); !done {
 		t.Fatalf("agent-a's report did not end its command")
 	}
@@ -144,7 +144,7 @@ func TestBMCClaimOnlyFromRoutedNode(t *testing.T) {
 	claim := func(c *http.Client, node, id string) (int, bmc.Grant) {
 		t.Helper()
 		var g bmc.Grant
-		st, body := r.ask(t, c, "/v1/bmc/claim", agent.ClaimWire{Node: node, ID: id, Op: "power", Journal: "j-" + node})
+		st, body := r.ask(t, c, "/v1/bmc/claim", sitelink.ClaimRequest{Node: node, ID: id, Op: "power", Journal: "j-" + node})
 		if st == http.StatusOK {
 			if err := json.Unmarshal(body, &g); err != nil {
 				t.Fatal(err)
@@ -158,7 +158,7 @@ func TestBMCClaimOnlyFromRoutedNode(t *testing.T) {
 			t.Errorf("%s: %s's claim on %s: %d granted=%v, want 403", stage, who, id, st, g.Granted)
 		}
 	}
-	id, err := r.plane.BMC(site, agent.CommandBMCPower, agent.BMCCommand{Target: bmcTarget, Action: "cycle"})
+	id, err := r.plane.BMC(site, sitelink.KindBMCPower, sitelink.BMCCommand{Target: bmcTarget, Action: "cycle"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -219,3 +219,36 @@ func TestAgentWireIsSitelink(t *testing.T) {
 		t.Errorf("the report decoded into sitelink lost fields: %+v", r)
 	}
 }
+
+// TestEntryValidateAgrees: sitelink's ProxyDhcpEntry.Validate accepts and refuses what the
+// agent's Entry.Validate does, so the agent can adopt it.
+func TestEntryValidateAgrees(t *testing.T) {
+	yes, no := true, false
+	na := time.Now().Add(time.Hour)
+	mac := hwid.MustParseMAC("52:54:00:00:00:01")
+	sha := "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
+	for _, e := range []agent.Entry{
+		{MAC: mac, Arch: agent.ArchX86UEFI, Workflow: "wf-1", NotAfter: na},
+		{MAC: mac, UUID: "4c4c4544-0051-3510-8057-b7c04f4b3232", Arch: agent.ArchARM64EFI, Workflow: "a:b.c_d-e", NotAfter: na, TokenRef: "tok-1"},
+		{MAC: mac, Arch: agent.ArchBIOS, Workflow: "wf", NotAfter: na, SanbootSHA256: sha, SecureBoot: &no},
+		{MAC: mac, Arch: agent.ArchX86UEFI, Workflow: "wf", NotAfter: na, SecureBoot: &yes},
+		{Arch: agent.ArchX86UEFI, Workflow: "wf", NotAfter: na},
+		{MAC: mac, UUID: "4C4C4544-0051-3510-8057-B7C04F4B3232", Arch: agent.ArchX86UEFI, Workflow: "wf", NotAfter: na},
+		{MAC: mac, Arch: "X86_64_efi", Workflow: "wf", NotAfter: na},
+		{MAC: mac, Arch: agent.ArchX86UEFI, Workflow: "-wf", NotAfter: na},
+		{MAC: mac, Arch: agent.ArchX86UEFI, Workflow: string(make([]byte, 129)), NotAfter: na},
+		{MAC: mac, Arch: agent.ArchX86UEFI, Workflow: "wf"},
+		{MAC: mac, Arch: agent.ArchX86UEFI, Workflow: "wf", NotAfter: na, TokenRef: "tok/1"},
+		{MAC: mac, Arch: agent.ArchX86UEFI, Workflow: "wf", NotAfter: na, SanbootSHA256: sha[:63]},
+		{MAC: mac, Arch: agent.ArchBIOS, Workflow: "wf", NotAfter: na, SecureBoot: &yes},
+		{MAC: mac, Arch: agent.ArchX86UEFI, Workflow: "wf", NotAfter: na, SanbootSHA256: sha, SecureBoot: &yes},
+	} {
+		b, _ := json.Marshal(e)
+		var s sitelink.ProxyDhcpEntry
+		strict(t, b, &s)
+		agentOK, linkOK := e.Validate() == nil, s.Validate() == nil
+		if agentOK != linkOK {
+			t.Errorf("%s: the agent says valid=%v, sitelink valid=%v", b, agentOK, linkOK)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/bmc/bmctest"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
@@ -212,6 +213,15 @@ func runLab(ctx context.Context, log *slog.Logger, out *printer, n int) (*lab, b
 	must("a stranger's sync in agent-b's name is refused (403)", st == http.StatusForbidden, "answered %d: %s", st, body)
 	st, body = l.post(ctx, stranger, "/v1/token", sitelink.TokenRequest{Node: "agent-b", Workflow: "wf-01", Ref: "tok-01"})
 	must("a stranger asking for machine 1's token is refused (403)", st == http.StatusForbidden, "answered %d: %s", st, body)
+	// BMC access: a credential only to, and a claim only from, the node a live command is
+	// routed to. agent-x is enrolled from here on, with a valid certificate of the site, and
+	// nothing is routed to it; m06's commands have ended.
+	l.plane.Enroll(siteID, "agent-x")
+	st, body = l.post(ctx, stranger, "/v1/bmc/credential", sitelink.CredentialRequest{Node: "agent-x", Ref: fmt.Sprintf("bmc/m%d", n)})
+	must("an enrolled agent asking for a BMC credential no live command routed to it names is refused (403)",
+		st == http.StatusForbidden && !strings.Contains(body, bmctest.DefaultPassword), "answered %d: %s", st, body)
+	st, body = l.post(ctx, stranger, "/v1/bmc/claim", sitelink.ClaimRequest{Node: "agent-x", ID: ramdisk.steps.PowerID, Op: "power", Journal: "j-x"})
+	must("an enrolled agent claiming a command not routed to it is refused (403)", st == http.StatusForbidden, "answered %d: %s", st, body)
 	st, body = l.post(ctx, &http.Client{Timeout: 5 * time.Second}, "/v1/sync", sitelink.StatusReport{Site: siteID, Node: "agent-b"})
 	must("a caller without a site certificate is refused at the TLS handshake", st == 0, "%s", body)
 	plain := b.cfg

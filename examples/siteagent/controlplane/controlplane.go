@@ -10,13 +10,15 @@
 // # Who is calling
 //
 // [Plane.Handler] serves the agents' API over mutual TLS ([Plane.TLSServer]): it takes the
-// calling node from its verified client certificate (sitetls.NodeFrom, in sitelink.Handler),
-// never from the request, and refuses with 403, counted in [Plane.Stats], a request without one, a report
-// in another node's or site's name, and a token asked for another node. A node gets only
-// its own commands, its own lease word and the tokens of the entries sent to it. A BMC
-// credential goes only to the node a live bmc.* command naming it is routed to, and a claim
-// on a command is taken only from that node (anything else is 403, counted). Command
-// ids are random (128 bits), so one agent's acknowledgements cannot be guessed for another.
+// calling node from its verified client certificate (sitetls.NodeFrom, in
+// sitelink.Handler), never from the request, and refuses with 403, counted in
+// [Plane.Stats], a request without one, a report in another node's or site's name, a
+// request from a node that is not enrolled, and a token asked for another node. A node
+// gets only its own commands, its own lease word and the tokens of the entries sent to it.
+// A BMC credential goes only to the node a live bmc.* command naming it is routed to, and
+// a claim on a command, or its result, is taken only from that node (anything else is 403,
+// counted). Command ids are random (128 bits), so one agent's acknowledgements cannot be
+// guessed for another.
 //
 // [Plane.InsecureHandler] is the same API for a lab whose agents run with control.insecure:
 // it trusts the node a request names, as anyone who reaches it can name any node.

@@ -16,9 +16,9 @@
 // request from a node that is not enrolled, and a token asked for another node. A node
 // gets only its own commands, its own lease word and the tokens of the entries sent to it.
 // A BMC credential goes only to the node a live bmc.* command naming it is routed to, and
-// a claim on a command, or its result, is taken only from that node (anything else is 403,
-// counted). Command ids are random (128 bits), so one agent's acknowledgements cannot be
-// guessed for another.
+// a claim on a command is taken only from that node (403, counted, for anyone else); a
+// result for the command counts only from that node too. Command ids are random (128
+// bits), so one agent's acknowledgements cannot be guessed for another.
 //
 // [Plane.InsecureHandler] is the same API for a lab whose agents run with control.insecure:
 // it trusts the node a request names, as anyone who reaches it can name any node.

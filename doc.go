@@ -22,6 +22,8 @@
 //   - hwid: MAC, SMBIOS UUID and client-architecture vocabulary shared by the others.
 //   - sitetls: mutual TLS between a site agent and its control plane, with certificate
 //     files re-read when they change and the node identity of a verified peer.
+//   - sitelink: the protocol between a site agent and its control plane (messages, HTTP
+//     binding, client, server-side handler) and its OpenAPI specification.
 //   - connlimit: a listener that caps connections per source and in total, so a flood of
 //     HTTP connections cannot take the descriptors other protocols need.
 //

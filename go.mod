@@ -9,6 +9,7 @@ require (
 	github.com/pin/tftp/v3 v3.2.0
 	github.com/stmcginnis/gofish v0.26.0
 	go.uber.org/goleak v1.3.0
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/net v0.62.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.50.0

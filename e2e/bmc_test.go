@@ -19,6 +19,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // BMC access end to end: OpenIPMI's ipmi_sim on a host of the lab's segment, in front of
@@ -80,13 +81,13 @@ func (b *bmcMachine) credRef() string { return "bmc/" + b.m.name }
 // target is the BMC as a bmc.* command names it: the IPMI driver at the simulator's
 // address (port 623), its credential by reference. No cipher suites are named: the
 // agent's driver tries 17 then 3, and ipmi_sim offers only 3.
-func (b *bmcMachine) target() agent.BMCTarget {
-	return agent.BMCTarget{Driver: "ipmi", Address: b.host.IP.String(), Credential: b.credRef()}
+func (b *bmcMachine) target() sitelink.BMCTarget {
+	return sitelink.BMCTarget{Driver: "ipmi", Address: b.host.IP.String(), Credential: b.credRef()}
 }
 
 // entry is m's boot entry, as EnsureRamdisk sends it.
-func (m *machine) entry(arch string) agent.Entry {
-	return agent.Entry{MAC: m.mac, UUID: m.uuid.String(), Arch: arch, Workflow: m.workflow(), TokenRef: m.tokenRef(), NotAfter: time.Now().Add(time.Hour)}
+func (m *machine) entry(arch string) sitelink.ProxyDhcpEntry {
+	return sitelink.ProxyDhcpEntry{MAC: m.mac, UUID: m.uuid.String(), Arch: arch, Workflow: m.workflow(), TokenRef: m.tokenRef(), NotAfter: time.Now().Add(time.Hour)}
 }
 
 // power carries out one of ipmi_sim's power calls, from the Chassis' goroutine: what
@@ -268,7 +269,7 @@ func TestE2E_BMCIPMIEnsureRamdisk(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), ensureLimit)
 	defer cancel()
 	called := time.Now()
-	steps, err := l.plane.EnsureRamdisk(ctx, siteID, controlplane.RamdiskMachine{Entries: []agent.Entry{m.entry(agent.ArchBIOS)}, BMC: bm.target()})
+	steps, err := l.plane.EnsureRamdisk(ctx, siteID, controlplane.RamdiskMachine{Entries: []sitelink.ProxyDhcpEntry{m.entry(agent.ArchBIOS)}, BMC: bm.target()})
 	if err != nil {
 		t.Fatalf("EnsureRamdisk: %v (%+v)\nchassis log:\n%s", err, steps, bm.chassisLog())
 	}
@@ -301,7 +302,7 @@ func TestE2E_BMCIPMIEnsureRamdisk(t *testing.T) {
 	if !waitFor(30*time.Second, m.p.Exited) {
 		t.Fatalf("the machine did not power off after the ramdisk ran")
 	}
-	id, err := l.plane.BMC(siteID, agent.CommandBMCQuery, agent.BMCCommand{Target: bm.target()})
+	id, err := l.plane.BMC(siteID, agent.CommandBMCQuery, sitelink.BMCCommand{Target: bm.target()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +380,7 @@ func TestE2E_BMCFailoverReusesPowerCycle(t *testing.T) {
 		atKill   metrics
 		killedCh = make(chan struct{})
 	)
-	l.plane.OnBMCReport = func(node string, c agent.Command, o bmc.Outcome) {
+	l.plane.OnBMCReport = func(node string, c sitelink.Command, o bmc.Outcome) {
 		if node != a.name || c.Kind != agent.CommandBMCPower {
 			return
 		}
@@ -402,7 +403,7 @@ func TestE2E_BMCFailoverReusesPowerCycle(t *testing.T) {
 	go func() {
 		ectx, cancel := context.WithTimeout(ctx, ensureLimit)
 		defer cancel()
-		s, err := l.plane.EnsureRamdisk(ectx, siteID, controlplane.RamdiskMachine{Entries: []agent.Entry{m.entry(agent.ArchBIOS)}, BMC: bm.target()})
+		s, err := l.plane.EnsureRamdisk(ectx, siteID, controlplane.RamdiskMachine{Entries: []sitelink.ProxyDhcpEntry{m.entry(agent.ArchBIOS)}, BMC: bm.target()})
 		done <- ensured{s, err, time.Now()}
 	}()
 	select {
@@ -482,7 +483,7 @@ func TestE2E_BMCClaimedNeverReportedIsUnknown(t *testing.T) {
 		kill   sync.Once
 		killed time.Time
 	)
-	l.plane.OnBMCClaim = func(node string, c agent.Command) {
+	l.plane.OnBMCClaim = func(node string, c sitelink.Command) {
 		if node != a.name || c.Kind != agent.CommandBMCPower {
 			return
 		}
@@ -495,7 +496,7 @@ func TestE2E_BMCClaimedNeverReportedIsUnknown(t *testing.T) {
 	first, _ := l.plane.LeaseRecord(ctx, siteID)
 	ectx, cancel := context.WithTimeout(ctx, ensureLimit)
 	defer cancel()
-	steps, err := l.plane.EnsureRamdisk(ectx, siteID, controlplane.RamdiskMachine{Entries: []agent.Entry{m.entry(agent.ArchBIOS)}, BMC: bm.target()})
+	steps, err := l.plane.EnsureRamdisk(ectx, siteID, controlplane.RamdiskMachine{Entries: []sitelink.ProxyDhcpEntry{m.entry(agent.ArchBIOS)}, BMC: bm.target()})
 	ended := time.Now()
 	if killed.IsZero() {
 		t.Fatalf("the holder's power cycle was never claimed: %+v, %v\nchassis log:\n%s", steps, err, bm.chassisLog())
@@ -591,7 +592,7 @@ func TestE2E_BMCRedfishSushy(t *testing.T) {
 		Netns: h.Netns, Addr: h.IP,
 	})
 	l.plane.SetCredential("bmc/"+m.name, bmc.Credential{Username: user, Password: pass})
-	tg := agent.BMCTarget{Driver: "redfish", Address: sushy.URL, Credential: "bmc/" + m.name}
+	tg := sitelink.BMCTarget{Driver: "redfish", Address: sushy.URL, Credential: "bmc/" + m.name}
 	sysURL := sushy.URL + "/redfish/v1/Systems/" + m.uuid.String()
 	system := func() sushySystem {
 		var s sushySystem
@@ -601,9 +602,9 @@ func TestE2E_BMCRedfishSushy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), ensureLimit)
 	defer cancel()
 	before := a.metrics()
-	query := func() agent.BMCResult {
+	query := func() sitelink.BMCResult {
 		t.Helper()
-		id, err := l.plane.BMC(siteID, agent.CommandBMCQuery, agent.BMCCommand{Target: tg})
+		id, err := l.plane.BMC(siteID, agent.CommandBMCQuery, sitelink.BMCCommand{Target: tg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -626,8 +627,8 @@ func TestE2E_BMCRedfishSushy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry := agent.Entry{MAC: mac, UUID: q.Inventory.UUID, Arch: agent.ArchBIOS, Workflow: m.workflow(), TokenRef: m.tokenRef(), NotAfter: time.Now().Add(time.Hour)}
-	rm := controlplane.RamdiskMachine{Entries: []agent.Entry{entry}, BMC: tg}
+	entry := sitelink.ProxyDhcpEntry{MAC: mac, UUID: q.Inventory.UUID, Arch: agent.ArchBIOS, Workflow: m.workflow(), TokenRef: m.tokenRef(), NotAfter: time.Now().Add(time.Hour)}
+	rm := controlplane.RamdiskMachine{Entries: []sitelink.ProxyDhcpEntry{entry}, BMC: tg}
 
 	// A one-time override: sushy keeps it Continuous; the step fails with what the driver
 	// read back, and no power cycle follows.

@@ -15,6 +15,7 @@ import (
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // Firmware that boots over IPv6 only (machine_test.go's powerOn).
@@ -250,14 +251,14 @@ func TestE2E_IPv6Unknown(t *testing.T) {
 	m := newMachine("unknown6", fwUEFIPXE6, 0x63)
 	l.powerOn(m, bootOpts{})
 	l.silent6(a, m, "unknown")
-	var found []agent.Discovered
+	var found []sitelink.DiscoveredMachine
 	if !waitFor(discoveryWait, func() bool {
 		found = l.plane.Discovered(a.name)
 		return len(found) > 0
 	}) {
 		t.Fatalf("the control plane never heard of the unknown machine")
 	}
-	i := slices.IndexFunc(found, func(d agent.Discovered) bool { return d.MAC == m.mac.String() })
+	i := slices.IndexFunc(found, func(d sitelink.DiscoveredMachine) bool { return d.MAC == m.mac.String() })
 	if i < 0 || len(found) != 1 {
 		t.Fatalf("discovered %+v, want only %s", found, m.mac)
 	}

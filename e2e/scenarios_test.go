@@ -9,6 +9,7 @@ import (
 
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // scriptStatus asks an agent for m's script from the bridge namespace, as a machine would.
@@ -29,14 +30,14 @@ func TestE2E_Unknown(t *testing.T) {
 	l.powerOn(m, bootOpts{rebootOnFail: true})
 	l.checkSilent(m, a)
 
-	var found []agent.Discovered
+	var found []sitelink.DiscoveredMachine
 	if !waitFor(discoveryWait, func() bool {
 		found = l.plane.Discovered(a.name)
 		return len(found) > 0
 	}) {
 		t.Fatalf("the control plane never heard of the unknown machine")
 	}
-	i := slices.IndexFunc(found, func(d agent.Discovered) bool { return d.MAC == m.mac.String() })
+	i := slices.IndexFunc(found, func(d sitelink.DiscoveredMachine) bool { return d.MAC == m.mac.String() })
 	if i < 0 || len(found) != 1 {
 		t.Fatalf("discovered %+v, want only %s", found, m.mac)
 	}
@@ -64,7 +65,7 @@ func (l *lab) holdLease(node string) {
 	go func() {
 		defer close(done)
 		for beat := uint64(1); ctx.Err() == nil; beat++ {
-			l.plane.Sync(ctx, agent.Report{Site: siteID, Node: node, Beat: beat})
+			l.plane.Sync(ctx, sitelink.StatusReport{Site: siteID, Node: node, Beat: beat})
 			select {
 			case <-ctx.Done():
 			case <-time.After(heartbeat):

@@ -10,6 +10,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // Real sites' topologies: machines with two NICs, a segment behind a DHCP relay, and an
@@ -17,8 +18,8 @@ import (
 
 // discoveredWithin waits up to limit for node's discovered list, as the control plane last
 // heard it, to satisfy ok, and returns it.
-func (l *lab) discoveredWithin(node string, limit time.Duration, ok func([]agent.Discovered) bool) ([]agent.Discovered, bool) {
-	var found []agent.Discovered
+func (l *lab) discoveredWithin(node string, limit time.Duration, ok func([]sitelink.DiscoveredMachine) bool) ([]sitelink.DiscoveredMachine, bool) {
+	var found []sitelink.DiscoveredMachine
 	got := waitFor(limit, func() bool {
 		found = l.plane.Discovered(node)
 		return ok(found)
@@ -31,9 +32,9 @@ func (l *lab) discoveredWithin(node string, limit time.Duration, ok func([]agent
 // its answer.
 const discoveryWait = 30*time.Second + heartbeat + controlTimeout
 
-func listsMAC(mac hwid.MAC) func([]agent.Discovered) bool {
-	return func(ds []agent.Discovered) bool {
-		return slices.ContainsFunc(ds, func(d agent.Discovered) bool { return d.MAC == mac.String() })
+func listsMAC(mac hwid.MAC) func([]sitelink.DiscoveredMachine) bool {
+	return func(ds []sitelink.DiscoveredMachine) bool {
+		return slices.ContainsFunc(ds, func(d sitelink.DiscoveredMachine) bool { return d.MAC == mac.String() })
 	}
 }
 
@@ -91,10 +92,10 @@ func twoNICs(t *testing.T, fw firmware, i byte, arch string) {
 	if !ok {
 		t.Fatalf("NIC 1 (%s) never listed as discovered: %+v", nic1, found)
 	}
-	if slices.ContainsFunc(found, func(d agent.Discovered) bool { return d.MAC == m.mac.String() }) {
+	if slices.ContainsFunc(found, func(d sitelink.DiscoveredMachine) bool { return d.MAC == m.mac.String() }) {
 		t.Errorf("NIC 2 (%s), which has an entry, listed as discovered: %+v", m.mac, found)
 	}
-	i1 := slices.IndexFunc(found, func(d agent.Discovered) bool { return d.MAC == nic1.String() })
+	i1 := slices.IndexFunc(found, func(d sitelink.DiscoveredMachine) bool { return d.MAC == nic1.String() })
 	if u, err := hwid.ParseUUID(found[i1].ProductUUID); err != nil || !hwid.SameMachine(u, m.uuid) {
 		t.Errorf("NIC 1 discovered as %+v, want a spelling of the machine's UUID %s", found[i1], m.uuid)
 	}
@@ -183,7 +184,7 @@ func TestE2E_RelayUnknown(t *testing.T) {
 	if !ok {
 		t.Fatalf("the unknown machine behind the relay never listed as discovered: %+v", found)
 	}
-	d := found[slices.IndexFunc(found, func(d agent.Discovered) bool { return d.MAC == m.mac.String() })]
+	d := found[slices.IndexFunc(found, func(d sitelink.DiscoveredMachine) bool { return d.MAC == m.mac.String() })]
 	if d.Relay != testpeer.RouterIP.String() {
 		t.Errorf("discovered %+v, want relay %s (the giaddr the relay sets)", d, testpeer.RouterIP)
 	}

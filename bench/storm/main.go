@@ -61,6 +61,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/simmachine"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 const (
@@ -416,7 +417,7 @@ func startAgent(ctx context.Context, s agentSetup) (func(), int, error) {
 	stops = append(stops, pcancel)
 
 	plane.Enroll(siteID, nodeID)
-	plane.SetImages(siteID, []agent.Image{{URL: base + "/images/" + s.files.deploy.name, SHA256: s.files.deploy.sha, Format: "raw"}})
+	plane.SetImages(siteID, []sitelink.CacheImage{{URL: base + "/images/" + s.files.deploy.name, SHA256: s.files.deploy.sha, Format: "raw"}})
 	entries := make([]agent.Entry, 0, s.n+1)
 	for i := 0; i <= s.n; i++ { // 0 is the readiness probe, never a storm machine
 		entries = append(entries, agent.Entry{

@@ -10,8 +10,8 @@ import (
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bmc/bmctest"
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // ramdiskRun is machine n's boot through its BMC: the control plane's metal.ensureRamdisk
@@ -35,8 +35,8 @@ func (l *lab) ensureRamdiskThenStop(ctx context.Context, out *printer, a *labAge
 	l.plane.SetCredential("bmc/m"+fmt.Sprint(n), bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword})
 	killed := make(chan struct{})
 	var once sync.Once
-	l.plane.OnBMCReport = func(node string, c agent.Command, o bmc.Outcome) {
-		if node == a.name && c.Kind == agent.CommandBMCPower {
+	l.plane.OnBMCReport = func(node string, c sitelink.Command, o bmc.Outcome) {
+		if node == a.name && c.Kind == sitelink.KindBMCPower {
 			once.Do(func() {
 				r.fenceEnds = time.Now().Add(a.a.Fence().Remaining)
 				r.stopped = time.Now()
@@ -45,15 +45,15 @@ func (l *lab) ensureRamdiskThenStop(ctx context.Context, out *printer, a *labAge
 			})
 		}
 	}
-	e := agent.Entry{
-		MAC: machineMAC(n), UUID: machineUUID(n).String(), Arch: agent.ArchX86UEFI,
+	e := sitelink.ProxyDhcpEntry{
+		MAC: machineMAC(n), UUID: machineUUID(n).String(), Arch: sitelink.ArchX86UEFI,
 		Workflow: fmt.Sprintf("wf-%02d", n), NotAfter: time.Now().Add(2 * time.Hour), TokenRef: fmt.Sprintf("tok-%02d", n),
 	}
 	go func() {
 		defer close(r.done)
 		r.steps, r.err = l.plane.EnsureRamdisk(ctx, siteID, controlplane.RamdiskMachine{
-			Entries: []agent.Entry{e},
-			BMC:     agent.BMCTarget{Driver: "redfish", Address: r.srv.URL, Credential: "bmc/m" + fmt.Sprint(n)},
+			Entries: []sitelink.ProxyDhcpEntry{e},
+			BMC:     sitelink.BMCTarget{Driver: "redfish", Address: r.srv.URL, Credential: "bmc/m" + fmt.Sprint(n)},
 		})
 	}()
 	select {

@@ -36,7 +36,9 @@ func TestBootlab(t *testing.T) {
 		"agent-a counted: 8 proxy DHCP answers, 4 TFTP transfers, 4 scripts, 4 assertions signed, 11 cache answers, 0 fenced",
 		"agent-b counted: 6 proxy DHCP answers, 3 TFTP transfers, 3 scripts, 3 assertions signed, 9 cache answers, 1 fenced",
 		"refused (replay)", "All 6 machines booted",
-		"ok    a stranger's sync in agent-b's name is refused (403): answered 403: not your node",
+		"ok    a stranger's sync in agent-b's name is refused (403): answered 403: forbidden",
+		"ok    an enrolled agent asking for a BMC credential no live command routed to it names is refused (403): answered 403: forbidden",
+		"ok    an enrolled agent claiming a command not routed to it is refused (403): answered 403: forbidden",
 		"ok    a plain-http control URL is refused by the config check (siteagent -check): agent: config: Control.URL: plain http",
 	} {
 		if !strings.Contains(buf.String(), want) {

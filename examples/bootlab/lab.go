@@ -21,6 +21,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -204,7 +205,7 @@ func newLab(ctx context.Context, log *slog.Logger) (*lab, error) {
 		Leases: l.plane.LeaseChecker(),
 		Replay: &assertion.MemoryReplayCache{},
 	}
-	l.plane.SetImages(siteID, []agent.Image{{URL: l.origin + "/images/" + l.deploy.name, SHA256: l.deploy.sha256, Format: "raw"}})
+	l.plane.SetImages(siteID, []sitelink.CacheImage{{URL: l.origin + "/images/" + l.deploy.name, SHA256: l.deploy.sha256, Format: "raw"}})
 	return l, nil
 }
 

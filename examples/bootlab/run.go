@@ -20,10 +20,12 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/bmc/bmctest"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/internal/simmachine"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -86,15 +88,15 @@ func runLab(ctx context.Context, log *slog.Logger, out *printer, n int) (*lab, b
 
 	// Boot entries for the known machines, on both agents (each would get its own on a
 	// failover in a real site; giving both at once keeps the lab short).
-	entries := make([]agent.Entry, 0, n)
+	entries := make([]sitelink.ProxyDhcpEntry, 0, n)
 	for i := 1; i <= n; i++ {
-		entries = append(entries, agent.Entry{
-			MAC: machineMAC(i), UUID: machineUUID(i).String(), Arch: agent.ArchX86UEFI,
+		entries = append(entries, sitelink.ProxyDhcpEntry{
+			MAC: machineMAC(i), UUID: machineUUID(i).String(), Arch: sitelink.ArchX86UEFI,
 			Workflow: fmt.Sprintf("wf-%02d", i), NotAfter: time.Now().Add(2 * time.Hour), TokenRef: fmt.Sprintf("tok-%02d", i),
 		})
 	}
 	for _, x := range l.agents {
-		l.plane.Prepare(x.name, entries)
+		l.plane.PrepareRamdisk(x.name, entries)
 	}
 	if err := waitFor(ctx, 30*time.Second, func() bool {
 		_, okA := a.a.Entries().Lookup(machineMAC(n))
@@ -151,7 +153,7 @@ func runLab(ctx context.Context, log *slog.Logger, out *printer, n int) (*lab, b
 	// The unknown machine: no answer, and listed as discovered.
 	var listed bool
 	waitFor(ctx, 3*time.Second, func() bool {
-		listed = slices.ContainsFunc(l.plane.Discovered("agent-a"), func(d agent.Discovered) bool { return d.MAC == machineMAC(unknown).String() })
+		listed = slices.ContainsFunc(l.plane.Discovered("agent-a"), func(d sitelink.DiscoveredMachine) bool { return d.MAC == machineMAC(unknown).String() })
 		return listed
 	})
 	must("the unknown machine got no answer and fell through to its next boot device", errors.Is(find(outcomes, unknown).err, simmachine.ErrNoOffer), "%v", find(outcomes, unknown).err)
@@ -207,11 +209,20 @@ func runLab(ctx context.Context, log *slog.Logger, out *printer, n int) (*lab, b
 	if err != nil {
 		return nil, false, err
 	}
-	st, body := l.post(ctx, stranger, "/v1/sync", agent.Report{Site: siteID, Node: "agent-b", Beat: 1, Acked: l.plane.Pending("agent-b")})
+	st, body := l.post(ctx, stranger, "/v1/sync", sitelink.StatusReport{Site: siteID, Node: "agent-b", Beat: 1, Acked: l.plane.Pending("agent-b")})
 	must("a stranger's sync in agent-b's name is refused (403)", st == http.StatusForbidden, "answered %d: %s", st, body)
-	st, body = l.post(ctx, stranger, "/v1/token", map[string]string{"node": "agent-b", "workflow": "wf-01", "ref": "tok-01"})
+	st, body = l.post(ctx, stranger, "/v1/token", sitelink.TokenRequest{Node: "agent-b", Workflow: "wf-01", Ref: "tok-01"})
 	must("a stranger asking for machine 1's token is refused (403)", st == http.StatusForbidden, "answered %d: %s", st, body)
-	st, body = l.post(ctx, &http.Client{Timeout: 5 * time.Second}, "/v1/sync", agent.Report{Site: siteID, Node: "agent-b"})
+	// BMC access: a credential only to, and a claim only from, the node a live command is
+	// routed to. agent-x is enrolled from here on, with a valid certificate of the site, and
+	// nothing is routed to it; m06's commands have ended.
+	l.plane.Enroll(siteID, "agent-x")
+	st, body = l.post(ctx, stranger, "/v1/bmc/credential", sitelink.CredentialRequest{Node: "agent-x", Ref: fmt.Sprintf("bmc/m%d", n)})
+	must("an enrolled agent asking for a BMC credential no live command routed to it names is refused (403)",
+		st == http.StatusForbidden && !strings.Contains(body, bmctest.DefaultPassword), "answered %d: %s", st, body)
+	st, body = l.post(ctx, stranger, "/v1/bmc/claim", sitelink.ClaimRequest{Node: "agent-x", ID: ramdisk.steps.PowerID, Op: "power", Journal: "j-x"})
+	must("an enrolled agent claiming a command not routed to it is refused (403)", st == http.StatusForbidden, "answered %d: %s", st, body)
+	st, body = l.post(ctx, &http.Client{Timeout: 5 * time.Second}, "/v1/sync", sitelink.StatusReport{Site: siteID, Node: "agent-b"})
 	must("a caller without a site certificate is refused at the TLS handshake", st == 0, "%s", body)
 	plain := b.cfg
 	plain.Control.URL = strings.Replace(plain.Control.URL, "https://", "http://", 1)
@@ -262,6 +273,11 @@ func (l *lab) post(ctx context.Context, c *http.Client, path string, v any) (int
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	// An error answer of the link is a sitelink.Error: its code says why.
+	var e sitelink.Error
+	if resp.StatusCode != http.StatusOK && json.Unmarshal(body, &e) == nil && e.Code != "" {
+		return resp.StatusCode, e.Code
+	}
 	return resp.StatusCode, strings.TrimSpace(string(body))
 }
 

@@ -4,18 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/lease"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // BMC access. The plane routes each bmc.* command like the seed's siteAgentFor: to the
@@ -38,10 +35,10 @@ type bmcPlane struct {
 
 type bmcCmd struct {
 	site   string
-	cmd    agent.Command
+	cmd    sitelink.Command
 	node   string // routed to last
 	done   chan struct{}
-	result agent.BMCResult
+	result sitelink.BMCResult
 	// reused: finished from the claim record, not from an agent's report.
 	reused bool
 }
@@ -50,7 +47,7 @@ type bmcCmd struct {
 // site's commands are routed to (boot entries stay per agent).
 type ramdiskRun struct {
 	site    string
-	entries []agent.Entry
+	entries []sitelink.ProxyDhcpEntry
 	sentTo  []string
 }
 
@@ -81,8 +78,8 @@ func (p *Plane) SetCredential(ref string, c bmc.Credential) {
 // BMC queues a bmc.* command for a site and returns its id, unique across the plane's
 // restarts (claims outlive the plane when its ClaimStore does). It is routed on the next
 // heartbeat of the agent siteAgentFor picks.
-func (p *Plane) BMC(site, kind string, body agent.BMCCommand) (string, error) {
-	if !agent.IsBMCCommand(kind) {
+func (p *Plane) BMC(site, kind string, body sitelink.BMCCommand) (string, error) {
+	if !sitelink.IsBMCKind(kind) {
 		return "", fmt.Errorf("controlplane: %q is not a bmc command", kind)
 	}
 	var r [12]byte
@@ -94,37 +91,37 @@ func (p *Plane) BMC(site, kind string, body agent.BMCCommand) (string, error) {
 	if b.cmds == nil {
 		b.cmds = map[string]*bmcCmd{}
 	}
-	b.cmds[id] = &bmcCmd{site: site, cmd: agent.Command{ID: id, Kind: kind, BMC: &body}, done: make(chan struct{})}
+	b.cmds[id] = &bmcCmd{site: site, cmd: sitelink.Command{ID: id, Kind: kind, BMC: &body}, done: make(chan struct{})}
 	b.order = append(b.order, id)
 	return id, nil
 }
 
 // BMCResult returns how command id ended, once it has; reused says the outcome came from
 // the claim record (an agent that died after running it), not from an agent's report.
-func (p *Plane) BMCResult(id string) (res agent.BMCResult, reused, ok bool) {
+func (p *Plane) BMCResult(id string) (res sitelink.BMCResult, reused, ok bool) {
 	b := &p.bmcs
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.cmds[id]
 	if c == nil {
-		return agent.BMCResult{}, false, false
+		return sitelink.BMCResult{}, false, false
 	}
 	select {
 	case <-c.done:
 		return c.result, c.reused, true
 	default:
-		return agent.BMCResult{}, false, false
+		return sitelink.BMCResult{}, false, false
 	}
 }
 
 // WaitBMC waits until command id has ended and returns its result.
-func (p *Plane) WaitBMC(ctx context.Context, id string) (agent.BMCResult, error) {
+func (p *Plane) WaitBMC(ctx context.Context, id string) (sitelink.BMCResult, error) {
 	b := &p.bmcs
 	b.mu.Lock()
 	c := b.cmds[id]
 	b.mu.Unlock()
 	if c == nil {
-		return agent.BMCResult{}, fmt.Errorf("controlplane: no bmc command %q", id)
+		return sitelink.BMCResult{}, fmt.Errorf("controlplane: no bmc command %q", id)
 	}
 	select {
 	case <-c.done:
@@ -132,7 +129,7 @@ func (p *Plane) WaitBMC(ctx context.Context, id string) (agent.BMCResult, error)
 		defer b.mu.Unlock()
 		return c.result, nil
 	case <-ctx.Done():
-		return agent.BMCResult{}, ctx.Err()
+		return sitelink.BMCResult{}, ctx.Err()
 	}
 }
 
@@ -164,7 +161,7 @@ func (p *Plane) siteAgentFor(ctx context.Context, site string, rec lease.Record)
 }
 
 // finish ends a command with a result (the first one wins). Called with b.mu held.
-func (b *bmcPlane) finish(c *bmcCmd, r agent.BMCResult, reused bool) {
+func (b *bmcPlane) finish(c *bmcCmd, r sitelink.BMCResult, reused bool) {
 	select {
 	case <-c.done:
 		return
@@ -176,11 +173,12 @@ func (b *bmcPlane) finish(c *bmcCmd, r agent.BMCResult, reused bool) {
 
 // bmcSync takes the agent's BMC results from its report and returns the bmc.* commands
 // routed to it; rec is the site's lease record as this heartbeat's answer has it.
-func (p *Plane) bmcSync(ctx context.Context, r agent.Report, rec lease.Record) []agent.Command {
+func (p *Plane) bmcSync(ctx context.Context, r sitelink.StatusReport, rec lease.Record) []sitelink.Command {
 	b := &p.bmcs
 	b.mu.Lock()
 	for _, res := range r.BMC {
-		if c := b.cmds[res.ID]; c != nil && c.site == r.Site {
+		// Only the node a command was routed to can end it.
+		if c := b.cmds[res.ID]; c != nil && c.site == r.Site && c.node == r.Node {
 			b.finish(c, res, false)
 		}
 	}
@@ -203,7 +201,7 @@ func (p *Plane) bmcSync(ctx context.Context, r agent.Report, rec lease.Record) [
 			open = append(open, c)
 		}
 	}
-	var prepare [][]agent.Entry
+	var prepare [][]sitelink.ProxyDhcpEntry
 	for _, run := range b.ramdisks {
 		if run.site == r.Site && !slices.Contains(run.sentTo, r.Node) {
 			run.sentTo = append(run.sentTo, r.Node)
@@ -213,12 +211,15 @@ func (p *Plane) bmcSync(ctx context.Context, r agent.Report, rec lease.Record) [
 	b.mu.Unlock()
 	// A new agent of a machine being booted gets its own entries.
 	for _, e := range prepare {
-		p.Prepare(r.Node, e)
+		p.PrepareRamdisk(r.Node, e)
 	}
 
-	var out []agent.Command
+	var out []sitelink.Command
 	for _, c := range open {
-		if !agent.BMCDestructive(c.cmd.Kind) {
+		if !sitelink.Destructive(c.cmd.Kind) {
+			b.mu.Lock()
+			c.node = r.Node
+			b.mu.Unlock()
 			out = append(out, c.cmd)
 			continue
 		}
@@ -238,7 +239,7 @@ func (p *Plane) bmcSync(ctx context.Context, r agent.Report, rec lease.Record) [
 		case bmc.RouteReuse, bmc.RouteUnknown:
 			p.Logger.Info("bmc command finished from its claim record", "id", c.cmd.ID, "kind", c.cmd.Kind,
 				"action", string(d.Action), "claimed_by", d.Node, "status", string(d.Outcome.Status))
-			b.finish(c, agent.BMCResult{ID: c.cmd.ID, Kind: c.cmd.Kind, Status: string(d.Outcome.Status),
+			b.finish(c, sitelink.BMCResult{ID: c.cmd.ID, Kind: c.cmd.Kind, Status: string(d.Outcome.Status),
 				ErrorKind: d.Outcome.Kind, Code: d.Outcome.Code, Message: d.Outcome.Message, Replayed: true}, true)
 		}
 		b.mu.Unlock()
@@ -249,8 +250,8 @@ func (p *Plane) bmcSync(ctx context.Context, r agent.Report, rec lease.Record) [
 // RamdiskMachine is what metal.ensureRamdisk needs of a machine: one boot entry per known
 // PXE MAC and its BMC.
 type RamdiskMachine struct {
-	Entries []agent.Entry
-	BMC     agent.BMCTarget
+	Entries []sitelink.ProxyDhcpEntry
+	BMC     sitelink.BMCTarget
 	// Mode is the boot mode of the one-time PXE boot ("", "uefi", "legacy").
 	Mode string
 	// PersistentBoot sets PXE as the boot device for every boot, not the next one only, for
@@ -266,9 +267,9 @@ type RamdiskSteps struct {
 	// Agent is the agent the entries went to first.
 	Agent   string
 	BootID  string
-	Boot    agent.BMCResult
+	Boot    sitelink.BMCResult
 	PowerID string
-	Power   agent.BMCResult
+	Power   sitelink.BMCResult
 	// PowerReused: the power cycle's outcome came from the claim record after a failover.
 	PowerReused bool
 }
@@ -277,7 +278,7 @@ type RamdiskSteps struct {
 // (for "unknown", the host decides; a bmc.query is always safe).
 type StepError struct {
 	Step   string
-	Result agent.BMCResult
+	Result sitelink.BMCResult
 }
 
 func (e *StepError) Error() string {
@@ -312,12 +313,12 @@ func (p *Plane) EnsureRamdisk(ctx context.Context, site string, m RamdiskMachine
 	b.mu.Lock()
 	b.ramdisks = append(b.ramdisks, &ramdiskRun{site: site, entries: slices.Clone(m.Entries), sentTo: []string{steps.Agent}})
 	b.mu.Unlock()
-	p.Prepare(steps.Agent, m.Entries)
+	p.PrepareRamdisk(steps.Agent, m.Entries)
 
-	run := func(step, kind string, body agent.BMCCommand) (string, agent.BMCResult, error) {
+	run := func(step, kind string, body sitelink.BMCCommand) (string, sitelink.BMCResult, error) {
 		id, err := p.BMC(site, kind, body)
 		if err != nil {
-			return "", agent.BMCResult{}, err
+			return "", sitelink.BMCResult{}, err
 		}
 		res, err := p.WaitBMC(ctx, id)
 		if err != nil {
@@ -333,10 +334,10 @@ func (p *Plane) EnsureRamdisk(ctx context.Context, site string, m RamdiskMachine
 	if m.PersistentBoot {
 		bootStep = "bmc.boot pxe persistent"
 	}
-	if steps.BootID, steps.Boot, err = run(bootStep, agent.CommandBMCBoot, agent.BMCCommand{Target: m.BMC, Device: string(bmc.BootPXE), Mode: m.Mode, Persistent: m.PersistentBoot}); err != nil {
+	if steps.BootID, steps.Boot, err = run(bootStep, sitelink.KindBMCBoot, sitelink.BMCCommand{Target: m.BMC, Device: string(bmc.BootPXE), Mode: m.Mode, Persistent: m.PersistentBoot}); err != nil {
 		return steps, err
 	}
-	if steps.PowerID, steps.Power, err = run("bmc.power cycle", agent.CommandBMCPower, agent.BMCCommand{Target: m.BMC, Action: string(bmc.PowerActionCycle)}); err != nil {
+	if steps.PowerID, steps.Power, err = run("bmc.power cycle", sitelink.KindBMCPower, sitelink.BMCCommand{Target: m.BMC, Action: string(bmc.PowerActionCycle)}); err != nil {
 		return steps, err
 	}
 	_, steps.PowerReused, _ = p.BMCResult(steps.PowerID)
@@ -350,7 +351,7 @@ func (p *Plane) RamdiskDone(site, workflow string) {
 	b.mu.Lock()
 	var nodes []string
 	b.ramdisks = slices.DeleteFunc(b.ramdisks, func(r *ramdiskRun) bool {
-		if r.site != site || !slices.ContainsFunc(r.entries, func(e agent.Entry) bool { return e.Workflow == workflow }) {
+		if r.site != site || !slices.ContainsFunc(r.entries, func(e sitelink.ProxyDhcpEntry) bool { return e.Workflow == workflow }) {
 			return false
 		}
 		nodes = append(nodes, r.sentTo...)
@@ -368,12 +369,20 @@ func (p *Plane) claim(ctx context.Context, node string, req bmc.ClaimRequest) (b
 	if !p.enrolled(node) {
 		return bmc.Grant{}, errUnknownAgent
 	}
+	// Only the node the command is routed to may claim it: a claim on an id nobody routed
+	// (one another site's agent read or made up) would otherwise take the grant from the
+	// agent that is to run it.
+	if !p.routedTo(node, func(c *bmcCmd) bool { return c.cmd.ID == req.ID && sitelink.Destructive(c.cmd.Kind) }) {
+		p.refused.notRouted.Add(1)
+		p.Logger.Warn("bmc claim refused: no live command of that id is routed to the node", "node", node, "id", req.ID)
+		return bmc.Grant{}, errNotRouted
+	}
 	g, err := p.Claims().Claim(ctx, node, req)
 	if err == nil && g.Granted {
 		b := &p.bmcs
 		b.mu.Lock()
 		h := p.OnBMCClaim
-		var c agent.Command
+		var c sitelink.Command
 		if x := b.cmds[req.ID]; x != nil {
 			c = x.cmd
 		}
@@ -395,7 +404,7 @@ func (p *Plane) reportClaim(ctx context.Context, node string, req bmc.ClaimReque
 	b := &p.bmcs
 	b.mu.Lock()
 	h := p.OnBMCReport // read under the lock BMC took after the host set it
-	var c agent.Command
+	var c sitelink.Command
 	if x := b.cmds[req.ID]; x != nil {
 		c = x.cmd
 	}
@@ -406,115 +415,56 @@ func (p *Plane) reportClaim(ctx context.Context, node string, req bmc.ClaimReque
 	return nil
 }
 
-func (p *Plane) credential(node, ref string) (bmc.Credential, bool) {
+// credential returns the credential ref names, to the node a live command naming ref (its
+// target's credential, or the new one of a rotation) is routed to, and to nobody else.
+func (p *Plane) credential(node, ref string) (bmc.Credential, error) {
 	if !p.enrolled(node) {
-		return bmc.Credential{}, false
+		return bmc.Credential{}, errUnknownAgent
+	}
+	if ref == "" || !p.routedTo(node, func(c *bmcCmd) bool {
+		return c.cmd.BMC != nil && (c.cmd.BMC.Target.Credential == ref || c.cmd.BMC.NewCredential == ref)
+	}) {
+		p.refused.notRouted.Add(1)
+		p.Logger.Warn("bmc credential refused: no live command routed to the node names it", "node", node, "ref", ref)
+		return bmc.Credential{}, errNotRouted
 	}
 	b := &p.bmcs
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c, ok := b.creds[ref]
-	return c, ok
+	if !ok {
+		return bmc.Credential{}, errNoCredential
+	}
+	return c, nil
 }
+
+// routedTo reports whether a command that has not ended, routed to node, satisfies match.
+func (p *Plane) routedTo(node string, match func(*bmcCmd) bool) bool {
+	b := &p.bmcs
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.cmds {
+		select {
+		case <-c.done:
+			continue
+		default:
+		}
+		if c.node == node && match(c) {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	// errNotRouted: no live command routed to the caller is for that id or credential.
+	errNotRouted = fmt.Errorf("controlplane: no such command routed to the node: %w", sitelink.ErrForbidden)
+	// errNoCredential: a command names a credential the plane does not hold.
+	errNoCredential = fmt.Errorf("controlplane: no credential under that reference: %w", sitelink.ErrNotFound)
+)
 
 func (p *Plane) enrolled(node string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.agents[node] != nil
-}
-
-var _ agent.BMCLink = (*LocalLink)(nil)
-
-// Claim implements agent.BMCLink.
-func (l *LocalLink) Claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error) {
-	if l.isCut() {
-		return bmc.Grant{}, ErrCut
-	}
-	return l.p.claim(ctx, node, req)
-}
-
-// ReportClaim implements agent.BMCLink.
-func (l *LocalLink) ReportClaim(ctx context.Context, node string, req bmc.ClaimRequest, o bmc.Outcome) error {
-	if l.isCut() {
-		return ErrCut
-	}
-	return l.p.reportClaim(ctx, node, req, o)
-}
-
-// Credential implements agent.BMCLink.
-func (l *LocalLink) Credential(ctx context.Context, node, ref string) (bmc.Credential, error) {
-	if l.isCut() {
-		return bmc.Credential{}, ErrCut
-	}
-	c, ok := l.p.credential(node, ref)
-	if !ok {
-		return bmc.Credential{}, &bmc.OpError{Op: "credential", Kind: bmc.ErrAuth, Message: "no credential under that reference"}
-	}
-	return c, nil
-}
-
-// bmcRoutes adds the BMC half of agent.HTTPLink to the plane's handler.
-func (p *Plane) bmcRoutes(mux *http.ServeMux, insecure bool) {
-	mux.HandleFunc("POST /v1/bmc/claim", func(w http.ResponseWriter, r *http.Request) {
-		var q agent.ClaimWire
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&q); err != nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		if !p.caller(w, r, insecure, "", q.Node) {
-			return
-		}
-		g, err := p.claim(r.Context(), q.Node, bmc.ClaimRequest{ID: q.ID, Op: q.Op, Journal: q.Journal})
-		if !bmcAnswer(w, err) {
-			return
-		}
-		writeJSON(w, g)
-	})
-	mux.HandleFunc("POST /v1/bmc/report", func(w http.ResponseWriter, r *http.Request) {
-		var q agent.ClaimWire
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&q); err != nil || q.Outcome == nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		if !p.caller(w, r, insecure, "", q.Node) {
-			return
-		}
-		err := p.reportClaim(r.Context(), q.Node, bmc.ClaimRequest{ID: q.ID, Op: q.Op, Journal: q.Journal}, *q.Outcome)
-		if !bmcAnswer(w, err) {
-			return
-		}
-		writeJSON(w, struct{}{})
-	})
-	mux.HandleFunc("POST /v1/bmc/credential", func(w http.ResponseWriter, r *http.Request) {
-		var q struct{ Node, Ref string }
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&q); err != nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		if !p.caller(w, r, insecure, "", q.Node) {
-			return
-		}
-		c, ok := p.credential(q.Node, q.Ref)
-		if !ok {
-			http.Error(w, "no such credential", http.StatusNotFound)
-			return
-		}
-		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, agent.CredentialWire{Username: c.Username, Password: c.Password})
-	})
-}
-
-// bmcAnswer writes the error answer for err and reports whether there was none.
-func bmcAnswer(w http.ResponseWriter, err error) bool {
-	switch {
-	case err == nil:
-		return true
-	case errors.Is(err, errUnknownAgent):
-		http.Error(w, "unknown agent", http.StatusForbidden)
-	case errors.Is(err, bmc.ErrInvalid):
-		http.Error(w, "no such grant", http.StatusBadRequest)
-	default:
-		http.Error(w, "unavailable", http.StatusServiceUnavailable)
-	}
-	return false
 }

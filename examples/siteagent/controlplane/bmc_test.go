@@ -16,14 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bmc/bmctest"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/sitelink"
+	"github.com/google/go-cmp/cmp"
 )
 
 // These tests run site agents against the plane in process, with a fake Redfish BMC
@@ -90,7 +90,7 @@ func newBMCLab(t *testing.T) *bmcLab {
 	go func() { l.plane.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	l.plane.SetCredential("bmc/m1", bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword})
-	l.plane.SetImages(bmcSite, []agent.Image{{URL: l.origin.URL + "/fw.bin", SHA256: digestOf(l.fw), Format: "raw"}})
+	l.plane.SetImages(bmcSite, []sitelink.CacheImage{{URL: l.origin.URL + "/fw.bin", SHA256: digestOf(l.fw), Format: "raw"}})
 	return l
 }
 
@@ -146,7 +146,7 @@ func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool)
 	}
 }
 
-func (l *bmcLab) run(kind string, body agent.BMCCommand) agent.BMCResult {
+func (l *bmcLab) run(kind string, body sitelink.BMCCommand) sitelink.BMCResult {
 	l.t.Helper()
 	id, err := l.plane.BMC(bmcSite, kind, body)
 	if err != nil {
@@ -175,9 +175,9 @@ func TestBMCCommands(t *testing.T) {
 		_, ok := a.Cache().Lookup(d)
 		return a.Fence().Active && ok
 	})
-	tg := agent.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"}
+	tg := sitelink.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"}
 
-	q := l.run(agent.CommandBMCQuery, agent.BMCCommand{Target: tg})
+	q := l.run(sitelink.KindBMCQuery, sitelink.BMCCommand{Target: tg})
 	if q.Status != "ok" || q.Inventory == nil || q.Power == "" {
 		t.Fatalf("query: %+v", q)
 	}
@@ -188,10 +188,10 @@ func TestBMCCommands(t *testing.T) {
 		t.Errorf("query found no UUID: %+v", q.Inventory)
 	}
 
-	if r := l.run(agent.CommandBMCBoot, agent.BMCCommand{Target: tg, Device: "pxe"}); r.Status != "ok" {
+	if r := l.run(sitelink.KindBMCBoot, sitelink.BMCCommand{Target: tg, Device: "pxe"}); r.Status != "ok" {
 		t.Fatalf("boot: %+v", r)
 	}
-	if r := l.run(agent.CommandBMCPower, agent.BMCCommand{Target: tg, Action: "cycle"}); r.Status != "ok" {
+	if r := l.run(sitelink.KindBMCPower, sitelink.BMCCommand{Target: tg, Action: "cycle"}); r.Status != "ok" {
 		t.Fatalf("power: %+v", r)
 	}
 	boots := srv.Boots()
@@ -199,12 +199,12 @@ func TestBMCCommands(t *testing.T) {
 		t.Errorf("the machine's last boot = %+v, want one from Pxe", boots)
 	}
 
-	s := l.run(agent.CommandBMCStorage, agent.BMCCommand{Target: tg})
+	s := l.run(sitelink.KindBMCStorage, sitelink.BMCCommand{Target: tg})
 	if s.Status != "ok" || len(s.Disks) == 0 {
 		t.Errorf("storage: %+v", s)
 	}
 
-	fw := l.run(agent.CommandBMCFirmware, agent.BMCCommand{Target: tg, SHA256: digestOf(l.fw)})
+	fw := l.run(sitelink.KindBMCFirmware, sitelink.BMCCommand{Target: tg, SHA256: digestOf(l.fw)})
 	if fw.Status != "ok" || fw.Firmware == nil {
 		t.Errorf("firmware: %+v", fw)
 	}
@@ -214,28 +214,28 @@ func TestBMCCommands(t *testing.T) {
 	}
 	grant := strings.Split(strings.SplitAfter(ups[0], "/cache/t/")[1], "/")[0]
 
-	if r := l.run(agent.CommandBMCMediaInsert, agent.BMCCommand{Target: tg, SHA256: digestOf(l.fw)}); r.Status != "ok" {
+	if r := l.run(sitelink.KindBMCMediaInsert, sitelink.BMCCommand{Target: tg, SHA256: digestOf(l.fw)}); r.Status != "ok" {
 		t.Errorf("media insert: %+v", r)
 	}
-	if r := l.run(agent.CommandBMCMediaEject, agent.BMCCommand{Target: tg}); r.Status != "ok" {
+	if r := l.run(sitelink.KindBMCMediaEject, sitelink.BMCCommand{Target: tg}); r.Status != "ok" {
 		t.Errorf("media eject: %+v", r)
 	}
-	if r := l.run(agent.CommandBMCMediaInsert, agent.BMCCommand{Target: tg, SHA256: digestOf([]byte("not cached"))}); r.Status != "not-sent" || r.ErrorKind != "invalid" {
+	if r := l.run(sitelink.KindBMCMediaInsert, sitelink.BMCCommand{Target: tg, SHA256: digestOf([]byte("not cached"))}); r.Status != "not-sent" || r.ErrorKind != "invalid" {
 		t.Errorf("media insert of an image not cached: %+v", r)
 	}
 
 	l.plane.SetCredential("bmc/m1-next", bmc.Credential{Username: bmctest.DefaultUsername, Password: "rotated-secret-1"})
-	if r := l.run(agent.CommandBMCRotate, agent.BMCCommand{Target: tg, NewCredential: "bmc/m1-next"}); r.Status != "ok" {
+	if r := l.run(sitelink.KindBMCRotate, sitelink.BMCCommand{Target: tg, NewCredential: "bmc/m1-next"}); r.Status != "ok" {
 		t.Fatalf("rotate: %+v", r)
 	}
 	if got := srv.Password(bmctest.DefaultUsername); got != "rotated-secret-1" {
 		t.Errorf("the BMC's password after rotation = %q", got)
 	}
 	// The old credential no longer logs in: the BMC says so, with the kind.
-	if r := l.run(agent.CommandBMCQuery, agent.BMCCommand{Target: tg}); r.Status == "ok" || r.ErrorKind != "auth" {
+	if r := l.run(sitelink.KindBMCQuery, sitelink.BMCCommand{Target: tg}); r.Status == "ok" || r.ErrorKind != "auth" {
 		t.Errorf("query with the old password: %+v, want kind auth", r)
 	}
-	if r := l.run(agent.CommandBMCPower, agent.BMCCommand{Target: agent.BMCTarget{Driver: "nosuch", Address: "x", Credential: "bmc/m1"}, Action: "on"}); r.ErrorKind != "unsupported-driver" {
+	if r := l.run(sitelink.KindBMCPower, sitelink.BMCCommand{Target: sitelink.BMCTarget{Driver: "nosuch", Address: "x", Credential: "bmc/m1"}, Action: "on"}); r.ErrorKind != "unsupported-driver" {
 		t.Errorf("unknown driver: %+v", r)
 	}
 
@@ -283,19 +283,19 @@ func TestEnsureRamdiskFailoverReusesPowerCycle(t *testing.T) {
 	b := l.agent("agent-b")
 
 	var killed time.Time
-	l.plane.OnBMCReport = func(node string, c agent.Command, o bmc.Outcome) {
-		if node == "agent-a" && c.Kind == agent.CommandBMCPower && killed.IsZero() {
+	l.plane.OnBMCReport = func(node string, c sitelink.Command, o bmc.Outcome) {
+		if node == "agent-a" && c.Kind == sitelink.KindBMCPower && killed.IsZero() {
 			killed = time.Now()
 			a.stop()
 		}
 	}
 	mac := hwid.MAC{0x52, 0x54, 0x00, 0x12, 0x34, 0x99}
-	entry := agent.Entry{MAC: mac, Arch: agent.ArchX86UEFI, Workflow: "wf-1", NotAfter: time.Now().Add(2 * time.Hour)}
+	entry := sitelink.ProxyDhcpEntry{MAC: mac, Arch: sitelink.ArchX86UEFI, Workflow: "wf-1", NotAfter: time.Now().Add(2 * time.Hour)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	steps, err := l.plane.EnsureRamdisk(ctx, bmcSite, controlplane.RamdiskMachine{
-		Entries: []agent.Entry{entry},
-		BMC:     agent.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"},
+		Entries: []sitelink.ProxyDhcpEntry{entry},
+		BMC:     sitelink.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"},
 	})
 	if err != nil {
 		t.Fatalf("EnsureRamdisk: %v (%+v)", err, steps)
@@ -331,14 +331,14 @@ func TestBMCCommandMovesOrIsUnknown(t *testing.T) {
 	a := l.agent("agent-a")
 	waitUntil(t, "agent-a holds the lease", 10*time.Second, func() bool { return a.Fence().Active })
 	b := l.agent("agent-b")
-	tg := agent.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"}
+	tg := sitelink.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"}
 	srv.SetPowerState("Off")
 
 	// agent-a is cut off before it hears of either command; it claimed one of them before.
 	a.link.SetCut(true)
 	ctx := context.Background()
-	moved, _ := l.plane.BMC(bmcSite, agent.CommandBMCPower, agent.BMCCommand{Target: tg, Action: "on"})
-	unknown, _ := l.plane.BMC(bmcSite, agent.CommandBMCPower, agent.BMCCommand{Target: tg, Action: "off"})
+	moved, _ := l.plane.BMC(bmcSite, sitelink.KindBMCPower, sitelink.BMCCommand{Target: tg, Action: "on"})
+	unknown, _ := l.plane.BMC(bmcSite, sitelink.KindBMCPower, sitelink.BMCCommand{Target: tg, Action: "off"})
 	if g, err := l.plane.Claims().Claim(ctx, "agent-a", bmc.ClaimRequest{ID: unknown, Op: "power", Journal: "j-a"}); err != nil || !g.Granted {
 		t.Fatalf("claim: %+v, %v", g, err)
 	}

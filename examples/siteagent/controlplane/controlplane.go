@@ -3,14 +3,22 @@
 // cache images), issues discovery tokens, runs the boot lease's controller over a
 // lease.Store, and answers the agent's heartbeats in process or over HTTP+JSON.
 //
+// It speaks the protocol of package sitelink: its messages are sitelink's and
+// [Plane.Handler] is a sitelink.Handler over the plane. Only agentlink.go, the in-process
+// link for an agent of package agent in the same process, imports the agent.
+//
 // # Who is calling
 //
 // [Plane.Handler] serves the agents' API over mutual TLS ([Plane.TLSServer]): it takes the
-// calling node from its verified client certificate (sitetls.NodeFrom), never from the
-// request, and refuses with 403, counted in [Plane.Stats], a request without one, a report
-// in another node's or site's name, and a token asked for another node. A node gets only
-// its own commands, its own lease word and the tokens of the entries sent to it. Command
-// ids are random (128 bits), so one agent's acknowledgements cannot be guessed for another.
+// calling node from its verified client certificate (sitetls.NodeFrom, in
+// sitelink.Handler), never from the request, and refuses with 403, counted in
+// [Plane.Stats], a request without one, a report in another node's or site's name, a
+// request from a node that is not enrolled, and a token asked for another node. A node
+// gets only its own commands, its own lease word and the tokens of the entries sent to it.
+// A BMC credential goes only to the node a live bmc.* command naming it is routed to, and
+// a claim on a command is taken only from that node (403, counted, for anyone else); a
+// result for the command counts only from that node too. Command ids are random (128
+// bits), so one agent's acknowledgements cannot be guessed for another.
 //
 // [Plane.InsecureHandler] is the same API for a lab whose agents run with control.insecure:
 // it trusts the node a request names, as anyone who reaches it can name any node.
@@ -26,7 +34,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -36,8 +43,8 @@ import (
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bmc"
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/lease"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 )
 
@@ -65,16 +72,16 @@ type Plane struct {
 	ClaimStore bmc.ClaimStore
 	// OnBMCReport, when set, is called after an agent's claim report was recorded, with
 	// the command it reports on (a host's metrics; the demo's failover).
-	OnBMCReport func(node string, c agent.Command, o bmc.Outcome)
+	OnBMCReport func(node string, c sitelink.Command, o bmc.Outcome)
 	// OnBMCClaim, when set, is called after a claim was granted to an agent and recorded,
 	// before the agent hears the answer, with the command claimed (a test that stops the
 	// agent between its claim and its operation).
-	OnBMCClaim func(node string, c agent.Command)
+	OnBMCClaim func(node string, c sitelink.Command)
 
 	mu       sync.Mutex
-	agents   map[string]*agentState   // by node id
-	tokens   map[string]string        // workflow/ref -> bearer
-	images   map[string][]agent.Image // by site
+	agents   map[string]*agentState           // by node id
+	tokens   map[string]string                // workflow/ref -> bearer
+	images   map[string][]sitelink.CacheImage // by site
 	ctrlOnce sync.Once
 	ctrl     *lease.Controller
 	bmcs     bmcPlane // bmc.* commands and claims (bmc.go)
@@ -83,7 +90,7 @@ type Plane struct {
 
 // refusals counts the requests Handler refused, by reason.
 type refusals struct {
-	noCert, otherNode, unknown atomic.Uint64
+	noCert, otherNode, unknown, notRouted atomic.Uint64
 }
 
 // Stats are the plane's counters of refused requests.
@@ -96,11 +103,14 @@ type Stats struct {
 	RefusedOtherNode uint64
 	// RefusedUnknown counts requests from nodes that are not enrolled.
 	RefusedUnknown uint64
+	// RefusedNotRouted counts BMC claims and credential requests from a node no live
+	// command of that id, or naming that credential, is routed to.
+	RefusedNotRouted uint64
 }
 
 // Stats returns the counters.
 func (p *Plane) Stats() Stats {
-	return Stats{RefusedNoIdentity: p.refused.noCert.Load(), RefusedOtherNode: p.refused.otherNode.Load(), RefusedUnknown: p.refused.unknown.Load()}
+	return Stats{RefusedNoIdentity: p.refused.noCert.Load(), RefusedOtherNode: p.refused.otherNode.Load(), RefusedUnknown: p.refused.unknown.Load(), RefusedNotRouted: p.refused.notRouted.Load()}
 }
 
 type agentState struct {
@@ -108,11 +118,11 @@ type agentState struct {
 	node       string
 	lastSeen   time.Time
 	beat       uint64
-	entries    []agent.Entry   // what the agent should hold, for tokens
-	pending    []agent.Command // sent until acknowledged
-	discovered []agent.Discovered
+	entries    []sitelink.ProxyDhcpEntry // what the agent should hold, for tokens
+	pending    []sitelink.Command        // sent until acknowledged
+	discovered []sitelink.DiscoveredMachine
 	digest     string
-	reports    []agent.ImageReport
+	reports    []sitelink.ImageReport
 }
 
 // New returns a control plane with its defaults applied.
@@ -120,7 +130,7 @@ func New(logger *slog.Logger) *Plane {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Plane{Lease: &lease.MemoryStore{}, Logger: logger, agents: map[string]*agentState{}, tokens: map[string]string{}, images: map[string][]agent.Image{}}
+	return &Plane{Lease: &lease.MemoryStore{}, Logger: logger, agents: map[string]*agentState{}, tokens: map[string]string{}, images: map[string][]sitelink.CacheImage{}}
 }
 
 // Enroll registers a site agent.
@@ -132,9 +142,10 @@ func (p *Plane) Enroll(site, node string) {
 	}
 }
 
-// Prepare sends an agent boot entries (boot.prepareRamdisk) and mints a discovery token
-// for each entry that names a token reference and has none yet. It returns the command id.
-func (p *Plane) Prepare(node string, entries []agent.Entry) string {
+// PrepareRamdisk sends an agent boot entries (boot.prepareRamdisk) and mints a discovery
+// token for each entry that names a token reference and has none yet. It returns the
+// command id.
+func (p *Plane) PrepareRamdisk(node string, entries []sitelink.ProxyDhcpEntry) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a := p.agents[node]
@@ -142,7 +153,7 @@ func (p *Plane) Prepare(node string, entries []agent.Entry) string {
 		return ""
 	}
 	for _, e := range entries {
-		a.entries = slices.DeleteFunc(a.entries, func(x agent.Entry) bool { return x.MAC == e.MAC })
+		a.entries = slices.DeleteFunc(a.entries, func(x sitelink.ProxyDhcpEntry) bool { return x.MAC == e.MAC })
 		a.entries = append(a.entries, e)
 		if e.TokenRef == "" {
 			continue
@@ -154,7 +165,7 @@ func (p *Plane) Prepare(node string, entries []agent.Entry) string {
 			p.tokens[k] = "bcjt_" + hex.EncodeToString(b[:])
 		}
 	}
-	return p.command(a, agent.Command{Kind: agent.CommandPrepare, Entries: slices.Clone(entries)})
+	return p.command(a, sitelink.Command{Kind: sitelink.KindPrepareRamdisk, Entries: slices.Clone(entries)})
 }
 
 // CleanUp removes a workflow's entries from an agent (boot.cleanUp) and deletes their
@@ -166,19 +177,19 @@ func (p *Plane) CleanUp(node, workflow string) string {
 	if a == nil {
 		return ""
 	}
-	a.entries = slices.DeleteFunc(a.entries, func(e agent.Entry) bool {
+	a.entries = slices.DeleteFunc(a.entries, func(e sitelink.ProxyDhcpEntry) bool {
 		if e.Workflow == workflow {
 			delete(p.tokens, e.Workflow+"/"+e.TokenRef)
 			return true
 		}
 		return false
 	})
-	return p.command(a, agent.Command{Kind: agent.CommandCleanUp, Workflow: workflow})
+	return p.command(a, sitelink.Command{Kind: sitelink.KindCleanUp, Workflow: workflow})
 }
 
 // command queues c for a with a new id: 128 random bits, so that nobody learns or guesses
 // another agent's command ids from its own.
-func (p *Plane) command(a *agentState, c agent.Command) string {
+func (p *Plane) command(a *agentState, c sitelink.Command) string {
 	var b [16]byte
 	rand.Read(b[:])
 	c.ID = "cmd-" + hex.EncodeToString(b[:])
@@ -200,7 +211,7 @@ func (p *Plane) Pending(node string) []string {
 }
 
 // SetImages sets the cache images every agent of a site pre-warms.
-func (p *Plane) SetImages(site string, images []agent.Image) {
+func (p *Plane) SetImages(site string, images []sitelink.CacheImage) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.images[site] = slices.Clone(images)
@@ -214,7 +225,7 @@ func (p *Plane) TokenFor(workflow, ref string) string {
 }
 
 // Discovered returns the last discovered list an agent reported.
-func (p *Plane) Discovered(node string) []agent.Discovered {
+func (p *Plane) Discovered(node string) []sitelink.DiscoveredMachine {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if a := p.agents[node]; a != nil {
@@ -224,7 +235,7 @@ func (p *Plane) Discovered(node string) []agent.Discovered {
 }
 
 // Images returns the last cache report of an agent.
-func (p *Plane) Images(node string) []agent.ImageReport {
+func (p *Plane) Images(node string) []sitelink.ImageReport {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if a := p.agents[node]; a != nil {
@@ -270,12 +281,12 @@ func (p *Plane) controller() *lease.Controller {
 
 // Sync answers an agent's heartbeat: it records the report and returns the agent's desired
 // state with the lease word for it.
-func (p *Plane) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+func (p *Plane) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.SyncResponse, error) {
 	p.mu.Lock()
 	a := p.agents[r.Node]
 	if a == nil || a.site != r.Site {
 		p.mu.Unlock()
-		return agent.Desired{}, errUnknownAgent
+		return sitelink.SyncResponse{}, errUnknownAgent
 	}
 	a.lastSeen = p.now()
 	a.beat = r.Beat
@@ -283,8 +294,8 @@ func (p *Plane) Sync(ctx context.Context, r agent.Report) (agent.Desired, error)
 		a.discovered, a.digest = r.Discovered, r.DiscoveredDigest
 	}
 	a.reports = r.Images
-	a.pending = slices.DeleteFunc(a.pending, func(c agent.Command) bool { return slices.Contains(r.Acked, c.ID) })
-	d := agent.Desired{Commands: slices.Clone(a.pending), CacheImages: slices.Clone(p.images[a.site])}
+	a.pending = slices.DeleteFunc(a.pending, func(c sitelink.Command) bool { return slices.Contains(r.Acked, c.ID) })
+	d := sitelink.SyncResponse{SiteSpec: sitelink.SiteSpec{CacheImages: slices.Clone(p.images[a.site])}, Commands: slices.Clone(a.pending)}
 	p.mu.Unlock()
 
 	// Tick the site's lease now, so that a renewal answers this very heartbeat. With only the
@@ -297,15 +308,16 @@ func (p *Plane) Sync(ctx context.Context, r agent.Report) (agent.Desired, error)
 	}
 	rec, _, err := p.Lease.Get(ctx, r.Site)
 	if err != nil {
-		return agent.Desired{}, err
+		return sitelink.SyncResponse{}, err
 	}
 	w := rec.WordFor(r.Node)
-	d.Lease = agent.LeaseWord{Holds: w.Holds, Epoch: w.Epoch, TTLMs: w.TTL.Milliseconds(), Beat: w.Beat}
+	d.Lease = sitelink.BootLeaseState{Holds: w.Holds, Epoch: w.Epoch, TTLMs: w.TTL.Milliseconds(), Beat: w.Beat}
 	d.Commands = append(d.Commands, p.bmcSync(ctx, r, rec)...)
 	return d, nil
 }
 
-// Token implements the token half of agent.Link.
+// Token returns the bearer of the discovery token of node's entry of workflow with token
+// reference ref; sitelink.ErrNotReady while there is none.
 func (p *Plane) Token(ctx context.Context, node, workflow, ref string) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -320,10 +332,11 @@ func (p *Plane) Token(ctx context.Context, node, workflow, ref string) (string, 
 			}
 		}
 	}
-	return "", agent.ErrTokenNotReady
+	return "", sitelink.ErrNotReady
 }
 
-var errUnknownAgent = errors.New("controlplane: unknown agent")
+// errUnknownAgent: the node is not enrolled (at that site). It is a sitelink.ErrForbidden.
+var errUnknownAgent = fmt.Errorf("controlplane: unknown agent: %w", sitelink.ErrForbidden)
 
 type fleet struct{ p *Plane }
 
@@ -365,74 +378,6 @@ func (p *Plane) now() time.Time {
 	return p.Clock.Now()
 }
 
-// Link returns an in-process agent.Link for one agent. Cut makes it fail as a partitioned
-// network would, until restored.
-func (p *Plane) Link() *LocalLink { return &LocalLink{p: p} }
-
-// LocalLink is an in-process agent.Link.
-type LocalLink struct {
-	p   *Plane
-	mu  sync.Mutex
-	cut bool
-}
-
-var _ agent.Link = (*LocalLink)(nil)
-
-// ErrCut is what a cut link returns.
-var ErrCut = errors.New("controlplane: link cut")
-
-// SetCut cuts (true) or restores (false) the link.
-func (l *LocalLink) SetCut(cut bool) {
-	l.mu.Lock()
-	l.cut = cut
-	l.mu.Unlock()
-}
-
-// Cut reports whether the link is cut. A host that carries the same heartbeats over
-// another link (HTTPS) may honour it there too.
-func (l *LocalLink) Cut() bool { return l.isCut() }
-
-func (l *LocalLink) isCut() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.cut
-}
-
-// Sync implements agent.Link.
-func (l *LocalLink) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
-	if l.isCut() {
-		return agent.Desired{}, ErrCut
-	}
-	// A round trip through JSON, as over the wire, so nothing is shared by reference.
-	var r2 agent.Report
-	if err := roundTrip(r, &r2); err != nil {
-		return agent.Desired{}, err
-	}
-	d, err := l.p.Sync(ctx, r2)
-	if err != nil {
-		return d, err
-	}
-	var d2 agent.Desired
-	err = roundTrip(d, &d2)
-	return d2, err
-}
-
-// Token implements agent.Link.
-func (l *LocalLink) Token(ctx context.Context, node, workflow, ref string) (string, error) {
-	if l.isCut() {
-		return "", ErrCut
-	}
-	return l.p.Token(ctx, node, workflow, ref)
-}
-
-func roundTrip(in, out any) error {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, out)
-}
-
 // TLSServer returns an HTTP server for Handler over mutual TLS with creds (the control
 // plane's server certificate and the CA its agents' certificates chain to). Serve it with
 // srv.ServeTLS(ln, "", "").
@@ -445,93 +390,120 @@ func (p *Plane) TLSServer(creds *sitetls.Credentials) *http.Server {
 	}
 }
 
-// Handler serves the HTTP side of agent.HTTPLink over mutual TLS: the caller is the node its
-// verified client certificate names (see "Who is calling" in the package doc).
+// Handler serves the agents' API (the sitelink HTTP binding) over mutual TLS: the caller is
+// the node its verified client certificate names (see "Who is calling" in the package doc).
 func (p *Plane) Handler() http.Handler { return p.handler(false) }
 
-// InsecureHandler serves the HTTP side of agent.HTTPLink to agents on plain http
-// (control.insecure): it trusts the node each request names.
+// InsecureHandler serves the agents' API to agents on plain http (control.insecure): it
+// trusts the node each request names.
 func (p *Plane) InsecureHandler() http.Handler {
 	p.Logger.Warn("control plane API without client certificates: any caller may speak for any node")
 	return p.handler(true)
 }
 
-// caller is the node a request may speak for: its certificate's, or with insecure the one it
-// names. It answers 403 and counts the refusal otherwise.
-func (p *Plane) caller(w http.ResponseWriter, r *http.Request, insecure bool, site, node string) bool {
-	if insecure {
-		return true
-	}
-	id, err := sitetls.NodeFrom(r)
-	if err != nil {
-		p.refused.noCert.Add(1)
-		p.Logger.Warn("request refused: no verified client certificate", "path", r.URL.Path, "remote", r.RemoteAddr)
-		http.Error(w, "client certificate required", http.StatusForbidden)
-		return false
-	}
-	if id.Node != node || (site != "" && id.Site != site) {
-		p.refused.otherNode.Add(1)
-		p.Logger.Warn("request refused: in another node's name", "path", r.URL.Path, "identity", id.String(), "named_site", site, "named_node", node, "remote", r.RemoteAddr)
-		http.Error(w, "not your node", http.StatusForbidden)
-		return false
-	}
-	p.mu.Lock()
-	a := p.agents[id.Node]
-	p.mu.Unlock()
-	if a == nil || a.site != id.Site {
-		p.refused.unknown.Add(1)
-		p.Logger.Warn("request refused: node not enrolled", "path", r.URL.Path, "identity", id.String())
-		http.Error(w, "unknown agent", http.StatusForbidden)
-		return false
-	}
-	return true
-}
-
 func (p *Plane) handler(insecure bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/sync", func(w http.ResponseWriter, r *http.Request) {
-		var rep agent.Report
-		if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&rep); err != nil {
-			http.Error(w, "bad report", http.StatusBadRequest)
-			return
-		}
-		if !p.caller(w, r, insecure, rep.Site, rep.Node) {
-			return
-		}
-		d, err := p.Sync(r.Context(), rep)
-		if errors.Is(err, errUnknownAgent) {
-			http.Error(w, "unknown agent", http.StatusForbidden)
-			return
-		} else if err != nil {
-			http.Error(w, "unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		writeJSON(w, d)
-	})
-	mux.HandleFunc("POST /v1/token", func(w http.ResponseWriter, r *http.Request) {
-		var q struct{ Node, Workflow, Ref string }
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&q); err != nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		if !p.caller(w, r, insecure, "", q.Node) {
-			return
-		}
-		t, err := p.Token(r.Context(), q.Node, q.Workflow, q.Ref)
-		switch {
-		case errors.Is(err, agent.ErrTokenNotReady):
-			http.Error(w, "not ready", http.StatusConflict)
-		case err != nil:
-			http.Error(w, "unknown agent", http.StatusForbidden)
-		default:
-			writeJSON(w, map[string]string{"token": t})
-		}
-	})
-	p.bmcRoutes(mux, insecure)
-	return mux
+	s := linkServer{p}
+	return &sitelink.Handler{Server: s, BMC: s, Insecure: insecure, Logger: p.Logger,
+		OnRefused: func(r *http.Request, why sitelink.Refusal) {
+			switch why {
+			case sitelink.RefusedNoIdentity:
+				p.refused.noCert.Add(1)
+			case sitelink.RefusedOtherNode:
+				p.refused.otherNode.Add(1)
+			}
+		}}
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v)
+// linkServer answers the sitelink.Handler: sitelink.Server and sitelink.BMCServer over the
+// plane.
+type linkServer struct{ p *Plane }
+
+var (
+	_ sitelink.Server    = linkServer{}
+	_ sitelink.BMCServer = linkServer{}
+)
+
+// enrolled refuses, counted, a verified caller that is not enrolled at its certificate's
+// site.
+func (s linkServer) enrolled(peer sitelink.Peer) error {
+	if !peer.Verified {
+		return nil
+	}
+	s.p.mu.Lock()
+	a := s.p.agents[peer.Node]
+	s.p.mu.Unlock()
+	if a == nil || a.site != peer.Site {
+		s.p.refused.unknown.Add(1)
+		s.p.Logger.Warn("request refused: node not enrolled", "site", peer.Site, "node", peer.Node)
+		return errUnknownAgent
+	}
+	return nil
+}
+
+func (s linkServer) Sync(ctx context.Context, peer sitelink.Peer, r sitelink.StatusReport) (sitelink.SyncResponse, error) {
+	if err := s.enrolled(peer); err != nil {
+		return sitelink.SyncResponse{}, err
+	}
+	return s.p.Sync(ctx, r)
+}
+
+func (s linkServer) Token(ctx context.Context, peer sitelink.Peer, q sitelink.TokenRequest) (sitelink.TokenResponse, error) {
+	if err := s.enrolled(peer); err != nil {
+		return sitelink.TokenResponse{}, err
+	}
+	t, err := s.p.Token(ctx, q.Node, q.Workflow, q.Ref)
+	return sitelink.TokenResponse{Token: t}, err
+}
+
+func (s linkServer) Claim(ctx context.Context, peer sitelink.Peer, q sitelink.ClaimRequest) (sitelink.Grant, error) {
+	if err := s.enrolled(peer); err != nil {
+		return sitelink.Grant{}, err
+	}
+	g, err := s.p.claim(ctx, q.Node, bmc.ClaimRequest{ID: q.ID, Op: q.Op, Journal: q.Journal})
+	if err != nil {
+		return sitelink.Grant{}, linkError(err)
+	}
+	return sitelink.Grant{Granted: g.Granted, State: string(g.State), Node: g.Node, Outcome: linkOutcome(g.Outcome)}, nil
+}
+
+func (s linkServer) ReportClaim(ctx context.Context, peer sitelink.Peer, q sitelink.ClaimRequest) error {
+	if err := s.enrolled(peer); err != nil {
+		return err
+	}
+	o := q.Outcome
+	return linkError(s.p.reportClaim(ctx, q.Node, bmc.ClaimRequest{ID: q.ID, Op: q.Op, Journal: q.Journal},
+		bmc.Outcome{Status: bmc.Status(o.Status), Kind: o.Kind, Code: o.Code, Message: o.Message}))
+}
+
+func (s linkServer) Credential(ctx context.Context, peer sitelink.Peer, q sitelink.CredentialRequest) (sitelink.Credential, error) {
+	if err := s.enrolled(peer); err != nil {
+		return sitelink.Credential{}, err
+	}
+	c, err := s.p.credential(q.Node, q.Ref)
+	if err != nil {
+		return sitelink.Credential{}, err
+	}
+	return sitelink.Credential{Username: c.Username, Password: c.Password}, nil
+}
+
+// linkError maps the claim registry's refusal (a report of a grant the node does not hold)
+// onto the binding's 403.
+func linkError(err error) error {
+	if errors.Is(err, bmc.ErrInvalid) {
+		return fmt.Errorf("%w: %w", sitelink.ErrForbidden, err)
+	}
+	return err
+}
+
+func linkOutcome(o bmc.Outcome) sitelink.Outcome {
+	return sitelink.Outcome{Status: string(o.Status), Kind: o.Kind, Code: o.Code, Message: o.Message}
+}
+
+// convert copies in to out through JSON, as over the wire: nothing is shared by reference.
+func convert(in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
 }

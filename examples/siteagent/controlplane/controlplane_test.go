@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -124,14 +124,14 @@ func (r *rig) post(t *testing.T, c *http.Client, path string, v, out any) int {
 	return resp.StatusCode
 }
 
-func (r *rig) sync(t *testing.T, c *http.Client, rep agent.Report) (int, agent.Desired) {
+func (r *rig) sync(t *testing.T, c *http.Client, rep sitelink.StatusReport) (int, sitelink.SyncResponse) {
 	t.Helper()
-	var d agent.Desired
+	var d sitelink.SyncResponse
 	st := r.post(t, c, "/v1/sync", rep, &d)
 	return st, d
 }
 
-var entry = agent.Entry{MAC: hwid.MustParseMAC("52:54:00:00:00:01"), Arch: agent.ArchX86UEFI, Workflow: "wf-1", TokenRef: "tok-1"}
+var entry = sitelink.ProxyDhcpEntry{MAC: hwid.MustParseMAC("52:54:00:00:00:01"), Arch: sitelink.ArchX86UEFI, Workflow: "wf-1", TokenRef: "tok-1"}
 
 // TestForgedAcknowledgement: another node's certificate (agent-b, enrolled at the same site)
 // cannot acknowledge agent-a's commands by naming agent-a in a report; the command stays
@@ -140,9 +140,9 @@ func TestForgedAcknowledgement(t *testing.T) {
 	r := newRig(t)
 	e := entry
 	e.NotAfter = r.clk.Now().Add(time.Hour)
-	id := r.plane.Prepare("agent-a", []agent.Entry{e})
+	id := r.plane.PrepareRamdisk("agent-a", []sitelink.ProxyDhcpEntry{e})
 	b := r.client(t, site, "agent-b")
-	st, _ := r.sync(t, b, agent.Report{Site: site, Node: "agent-a", Beat: 1, Acked: []string{id}})
+	st, _ := r.sync(t, b, sitelink.StatusReport{Site: site, Node: "agent-a", Beat: 1, Acked: []string{id}})
 	if st != http.StatusForbidden {
 		t.Errorf("agent-b's report in agent-a's name: %d, want 403", st)
 	}
@@ -150,7 +150,7 @@ func TestForgedAcknowledgement(t *testing.T) {
 		t.Fatalf("agent-a's pending commands after the forged acknowledgement: %v, want [%s]", p, id)
 	}
 	// agent-a itself still gets the command.
-	st, d := r.sync(t, r.client(t, site, "agent-a"), agent.Report{Site: site, Node: "agent-a", Beat: 1})
+	st, d := r.sync(t, r.client(t, site, "agent-a"), sitelink.StatusReport{Site: site, Node: "agent-a", Beat: 1})
 	if st != http.StatusOK || len(d.Commands) != 1 || d.Commands[0].ID != id {
 		t.Errorf("agent-a's own heartbeat: %d, %+v; want its command %s", st, d.Commands, id)
 	}
@@ -179,9 +179,9 @@ func TestForgedHeartbeatsForDeadHolder(t *testing.T) {
 	a, b := r.client(t, site, "agent-a"), r.client(t, site, "agent-b")
 	x := r.client(t, "site-other", "agent-x") // a node of another site, with a good certificate
 	beat := uint64(0)
-	hb := func(c *http.Client, node string) (int, agent.LeaseWord) {
+	hb := func(c *http.Client, node string) (int, sitelink.BootLeaseState) {
 		beat++
-		st, d := r.sync(t, c, agent.Report{Site: site, Node: node, Beat: beat})
+		st, d := r.sync(t, c, sitelink.StatusReport{Site: site, Node: node, Beat: beat})
 		return st, d.Lease
 	}
 	if st, w := hb(a, "agent-a"); st != http.StatusOK || !w.Holds {
@@ -218,7 +218,7 @@ func TestTokenForStranger(t *testing.T) {
 	r := newRig(t)
 	e := entry
 	e.NotAfter = r.clk.Now().Add(time.Hour)
-	r.plane.Prepare("agent-a", []agent.Entry{e})
+	r.plane.PrepareRamdisk("agent-a", []sitelink.ProxyDhcpEntry{e})
 	want := r.plane.TokenFor(e.Workflow, e.TokenRef)
 	q := func(node string) map[string]string {
 		return map[string]string{"node": node, "workflow": e.Workflow, "ref": e.TokenRef}
@@ -250,10 +250,10 @@ func TestTokenForStranger(t *testing.T) {
 func TestRefusalsCounted(t *testing.T) {
 	r := newRig(t)
 	b, x := r.client(t, site, "agent-b"), r.client(t, "site-other", "agent-x")
-	r.sync(t, b, agent.Report{Site: site, Node: "agent-a"})
-	r.sync(t, b, agent.Report{Site: "site-other", Node: "agent-b"})
+	r.sync(t, b, sitelink.StatusReport{Site: site, Node: "agent-a"})
+	r.sync(t, b, sitelink.StatusReport{Site: "site-other", Node: "agent-b"})
 	r.post(t, b, "/v1/token", map[string]string{"node": "agent-a", "workflow": "wf-1", "ref": "tok-1"}, nil)
-	r.sync(t, x, agent.Report{Site: "site-other", Node: "agent-x"})
+	r.sync(t, x, sitelink.StatusReport{Site: "site-other", Node: "agent-x"})
 	want := controlplane.Stats{RefusedOtherNode: 3, RefusedUnknown: 1}
 	if got := r.plane.Stats(); got != want {
 		t.Errorf("stats %+v, want %+v", got, want)

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/bmc/bmctest"
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // TestEnsureRamdiskPersistentBoot: against a BMC that stores a one-time override as
@@ -24,8 +24,8 @@ func TestEnsureRamdiskPersistentBoot(t *testing.T) {
 	a := l.agent("agent-a")
 	waitUntil(t, "agent-a holds the lease", 10*time.Second, func() bool { return a.Fence().Active })
 	m := controlplane.RamdiskMachine{
-		Entries: []agent.Entry{{MAC: hwid.MAC{0x52, 0x54, 0x00, 0x12, 0x34, 0x98}, Arch: agent.ArchX86UEFI, Workflow: "wf-p", NotAfter: time.Now().Add(2 * time.Hour)}},
-		BMC:     agent.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"},
+		Entries: []sitelink.ProxyDhcpEntry{{MAC: hwid.MAC{0x52, 0x54, 0x00, 0x12, 0x34, 0x98}, Arch: sitelink.ArchX86UEFI, Workflow: "wf-p", NotAfter: time.Now().Add(2 * time.Hour)}},
+		BMC:     sitelink.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -1,0 +1,67 @@
+// Package sitelink is the protocol between a site agent and its control plane: the
+// messages they exchange, their binding to HTTP and JSON over mutual TLS (DESIGN.md G3), a
+// [Client] for the agent, a [Handler] for the control plane, and the specification
+// ([OpenAPI], openapi.yaml) a control plane written in another language implements.
+//
+// # Operations
+//
+// Every operation is a POST of a JSON body under the control plane's base URL, answered
+// 200 with a JSON body, or with another status and an [Error] carrying a code only:
+//
+//	POST /v1/sync            StatusReport      -> SyncResponse (SiteSpec and Commands)
+//	POST /v1/token           TokenRequest      -> TokenResponse; 409 until the token exists
+//	POST /v1/bmc/claim       ClaimRequest      -> Grant
+//	POST /v1/bmc/report      ClaimRequest+Outcome -> {}
+//	POST /v1/bmc/credential  CredentialRequest -> Credential
+//
+// 400 is a body that does not decode or lacks a field, 403 a caller that may not ask
+// (below), 404 nothing under that reference (or no BMC access), 409 not ready yet, 503 the
+// control plane cannot answer now. The agent heartbeats with /v1/sync and applies the
+// SiteSpec that comes back (the boot lease word, DESIGN.md L3, and the images to pre-warm)
+// and the Commands (boot.prepareRamdisk, boot.cleanUp and the bmc.* kinds, DESIGN.md G2);
+// it acknowledges a command in a later report, and until then the control plane sends it
+// again.
+//
+// # Who is calling
+//
+// The caller is the node named by its verified client certificate ([sitetls.NodeFrom]),
+// never by the body. [Handler] refuses, with 403, a request without such a certificate and
+// a request whose body names another node (or, in a report, another site); it calls
+// [Handler.OnRefused] so a host can count refusals. What the Server decides on top is the
+// control plane's, and [BMCServer] says what it must hold: a discovery token only for the
+// agent its entry was sent to; a BMC credential only to the node a live command naming it
+// is routed to; a claim granted only to that node. A secret (a token, a credential) never
+// goes into an error, a log line or a printed value ([Credential] prints redacted).
+// [Handler.Insecure] trusts the node each request names, for a lab on plain http only.
+//
+// # Why OpenAPI and not protobuf
+//
+// The wire is HTTP with JSON bodies, and agents in the field already speak it; this package
+// describes it byte for byte, so adopting it changes nothing on the wire. An OpenAPI 3.1
+// document describes exactly that: paths, methods, status codes and JSON Schemas of the
+// bodies, and any language has generators and validators for it. A protobuf package would
+// describe another encoding: proto3's JSON mapping writes 64-bit integers (Beat, Epoch,
+// the counters) as strings and field names in lowerCamelCase, so either the wire would
+// change or the .proto would not say what is sent. The messages keep the seed's names
+// (StatusReport, SiteSpec, ProxyDhcpEntry, BootLeaseState) so that they map one to one
+// onto the seed's bettercompute.site.v1 package should a gRPC binding be added later.
+// DiscoveryAssertion is not on this link: the ramdisk carries it to the control plane, in
+// the encoding of package assertion.
+//
+// A few JSON keys are capitalised (CacheImage, Grant, Outcome, Disk, FirmwareResult): that
+// is what agents and control planes send today, and the specification keeps it.
+//
+// # Wiring
+//
+// An agent:
+//
+//	creds, _ := sitetls.Load(sitetls.Config{CertFile: cert, KeyFile: key, CAFile: ca})
+//	c := &sitelink.Client{Base: "https://cp.example:8443", HTTPClient: &http.Client{
+//		Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: creds.ClientConfig("cp.example")}}}
+//	spec, err := c.Sync(ctx, sitelink.StatusReport{Site: "site-a", Node: "agent-1", Beat: beat})
+//
+// A control plane:
+//
+//	srv := &http.Server{Handler: &sitelink.Handler{Server: plane, BMC: plane}, TLSConfig: creds.ServerConfig()}
+//	srv.ServeTLS(ln, "", "")
+package sitelink

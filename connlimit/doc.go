@@ -27,6 +27,21 @@
 // instant only, and the kernel's listen backlog is drained rather than left full. Caps may
 // be changed while serving ([Listener.SetLimits]).
 //
+// # Room for the machines being booted
+//
+// The total cap alone lets a handful of hosts take every slot: 10 sources holding 16
+// connections each fill a total of 156, and every machine that then asks for its script is
+// reset. A host that knows which sources it is booting says so with [Listener.SetPreferred]
+// (a [Preferrer], or a [PreferFunc]); a share of Total (Limits.Reserve, a quarter by
+// default) is then kept for them: other sources are refused once Total-Reserve connections
+// are open (counted in Stats.RefusedReserve), while a preferred source may take any free
+// slot up to its PerSource cap. A site agent prefers the addresses it answered by DHCP
+// within the boot binding's window, and those of machines with a live boot entry:
+//
+//	limited.SetPreferred(connlimit.PreferFunc(func(a netip.Addr) bool {
+//		return binding.Answered(a) // a live nonce was sent to a
+//	}))
+//
 // The caps are counted per Listener: a host with several listeners divides its budget
 // between them.
 package connlimit

@@ -82,7 +82,10 @@
 // (0.0.0.0/8, ::), multicast or broadcast address, on one of the host's own addresses (its
 // interfaces, read at each check) or in Config.ManagementNetworks (the BMC networks) is
 // refused with a *SourceError (ErrSourceRefused, not retried), unless
-// Config.AllowedSourceNetworks holds the address. The check runs in the dialer's Control
+// Config.AllowedSourceNetworks holds the address. An IPv6 address that embeds an IPv4
+// address (IPv4-mapped ::ffff:a.b.c.d, IPv4-compatible ::a.b.c.d, translated
+// ::ffff:0:a.b.c.d, NAT64 64:ff9b::/96 and 64:ff9b:1::/48, 6to4 2002::/16) is refused when
+// the IPv4 address is: [::127.0.0.1] is loopback. The check runs in the dialer's Control
 // function, on the address the name resolved to, just before the connection is made: a
 // DNS answer or a redirect to a refused address reaches nothing. Redirects are also checked
 // for their scheme and literal address, and at most 10 are followed. The cache's own client

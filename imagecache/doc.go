@@ -156,7 +156,11 @@
 //
 // Images are served by http.ServeContent over the *os.File, so ranges, If-Range, HEAD and
 // conditional requests work as in net/http, with ETag set to the quoted digest, and full
-// bodies and single ranges go out through sendfile.
+// bodies and single ranges go out through sendfile. A Range header's ranges are first
+// sorted and merged where they overlap, touch or lie less than 128 bytes apart, so that a
+// grant holder cannot have one part of an image sent many times over in one answer; more
+// than MaxRanges (16) ranges left after merging answer 416 (counted in
+// Stats.RefusedRanges).
 //
 // # Security notes
 //

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -103,6 +104,15 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if err := c.writeStamp(d); err != nil {
 				c.log.Warn("imagecache: stamp not written", "sha256", d.String(), "err", err)
 			}
+		}
+	}
+	// Ranges are merged, and too many refused, unless If-Range sends the whole file.
+	if ir := r.Header.Get("If-Range"); ir == "" || ir == `"`+d.String()+`"` {
+		if fi, err := f.Stat(); err == nil && !limitRanges(r, fi.Size()) {
+			c.stats.refusedRanges.Add(1)
+			w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(fi.Size(), 10))
+			http.Error(w, "416 too many ranges", http.StatusRequestedRangeNotSatisfiable)
+			return
 		}
 	}
 	c.stats.served.Add(1)

@@ -23,13 +23,14 @@ type Stats struct {
 	Served              int64 // requests answered with an image (200, 206, 304, HEAD)
 	ServedBytes         int64 // body bytes of those answers
 
-	// Requests refused, by reason. All but RefusedFenced answer the same 404.
+	// Requests refused, by reason. All but RefusedFenced and RefusedRanges answer the same 404.
 	RefusedPath    int64 // not GET/HEAD /cache/t/GRANT/SHA256
 	RefusedGrant   int64 // unknown grant
 	RefusedExpired int64 // expired grant
 	RefusedDigest  int64 // a grant for another digest
 	RefusedMissing int64 // the image is not cached
 	RefusedFenced  int64 // a boot grant while the fence is inactive (503)
+	RefusedRanges  int64 // more than MaxRanges byte ranges once merged (416)
 }
 
 type counters struct {
@@ -42,6 +43,7 @@ type counters struct {
 	grantsIssued, served, servedBytes               atomic.Int64
 	refusedPath, refusedGrant, refusedExpired       atomic.Int64
 	refusedDigest, refusedMissing, refusedFenced    atomic.Int64
+	refusedRanges                                   atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -57,5 +59,6 @@ func (c *Cache) Stats() Stats {
 		GrantsIssued: s.grantsIssued.Load(), Served: s.served.Load(), ServedBytes: s.servedBytes.Load(),
 		RefusedPath: s.refusedPath.Load(), RefusedGrant: s.refusedGrant.Load(), RefusedExpired: s.refusedExpired.Load(),
 		RefusedDigest: s.refusedDigest.Load(), RefusedMissing: s.refusedMissing.Load(), RefusedFenced: s.refusedFenced.Load(),
+		RefusedRanges: s.refusedRanges.Load(),
 	}
 }

@@ -11,6 +11,8 @@ type Stats struct {
 	Evictions           int64 // images trimmed under the budget
 	EvictedBytes        int64
 	TempFilesRemoved    int64 // leftovers of interrupted writes removed by Open
+	PartialsTrimmed     int64 // partial copies of failed pulls removed to keep the budget
+	PartialBytesTrimmed int64
 	CorruptFilesRemoved int64 // files whose bytes did not match their name, removed after Open
 	StampMatched        int64 // images served at Open on their verification stamp
 	Reverified          int64 // images hashed again after Open and found good
@@ -37,6 +39,7 @@ type counters struct {
 	pullsStarted, pullsOK, pullsFailed, bytesPulled atomic.Int64
 	evictions, evictedBytes                         atomic.Int64
 	tempRemoved, corruptRemoved                     atomic.Int64
+	partialsTrimmed, partialBytesTrimmed            atomic.Int64
 	stampMatched, reverified                        atomic.Int64
 	resumedPulls, resumedBytes, preemptions         atomic.Int64
 	sourceRefused, yields                           atomic.Int64
@@ -53,6 +56,7 @@ func (c *Cache) Stats() Stats {
 		PullsStarted: s.pullsStarted.Load(), PullsOK: s.pullsOK.Load(), PullsFailed: s.pullsFailed.Load(),
 		BytesPulled: s.bytesPulled.Load(), Evictions: s.evictions.Load(), EvictedBytes: s.evictedBytes.Load(),
 		TempFilesRemoved: s.tempRemoved.Load(), CorruptFilesRemoved: s.corruptRemoved.Load(),
+		PartialsTrimmed: s.partialsTrimmed.Load(), PartialBytesTrimmed: s.partialBytesTrimmed.Load(),
 		StampMatched: s.stampMatched.Load(), Reverified: s.reverified.Load(),
 		ResumedPulls: s.resumedPulls.Load(), ResumedBytes: s.resumedBytes.Load(),
 		Preemptions: s.preemptions.Load(), Yields: s.yields.Load(), SourceRefused: s.sourceRefused.Load(),

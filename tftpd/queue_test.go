@@ -182,9 +182,10 @@ type tidAddr struct {
 }
 
 // TestQueueResentRequestEvicts: a request held in the queue (every slot taken by a transfer
-// too young to evict) and sent again once that transfer has waited EvictAfter without an
-// acknowledgement takes its slot, as a new request would, instead of only keeping its place
-// until the transfer times out.
+// too young to evict) and sent again as a client retransmits, once that transfer has waited
+// EvictAfter without an acknowledgement, takes its slot as a new request would, instead of
+// only keeping its place until the transfer times out. A repeat sent at once (as a flood
+// sends them) only keeps its place.
 func TestQueueResentRequestEvicts(t *testing.T) {
 	data := payload(1500, 43)
 	const evictAfter = 150 * time.Millisecond
@@ -201,8 +202,12 @@ func TestQueueResentRequestEvicts(t *testing.T) {
 		t.Fatalf("served %q while the slot's transfer is younger than EvictAfter", pkt[:min(len(pkt), 8)])
 	}
 	waitFor(t, "the request to wait in the queue", func() bool { return srv.Stats().Waiting == 1 })
-	time.Sleep(evictAfter)
-	b.send(addr, rrq("f", "octet")) // the client's retransmission
+	b.send(addr, rrq("f", "octet")) // a repeat too soon to be a retransmission keeps its place
+	if pkt, _, ok := b.recv(evictAfter / 3); ok {
+		t.Fatalf("served %q for a repeat sent at once", pkt[:min(len(pkt), 8)])
+	}
+	time.Sleep(300 * time.Millisecond) // past EvictAfter, and as long as a client waits to retransmit
+	b.send(addr, rrq("f", "octet"))    // the client's retransmission
 	pkt, tid, ok := b.recv(time.Second)
 	if !ok {
 		t.Fatalf("the request sent again got nothing within 1 s; stats %+v", srv.Stats())

@@ -119,13 +119,18 @@ func (s *Server) admit(l *listener, b []byte, from *net.UDPAddr, local netip.Add
 		s.refuse(l, w, codeAccess, msgAccess, OutcomeDenied, "", err)
 		return
 	}
-	// A request sent again while it waits for a slot keeps its place, and may take a slot
-	// as a new request would, by evicting a transfer that never saw an acknowledgement: a
-	// client that sends its request again is not left behind the requests queued before it.
+	// A request sent again while it waits for a slot keeps its place; sent again as a
+	// client retransmits (resendGap or more after it was last received), it may also take a
+	// slot as a new request would, by evicting a transfer that never saw an
+	// acknowledgement, so that the client is not left behind the requests queued before it.
 	if len(l.queue) > 0 {
 		w.key = queueKey(peer, b)
 		if q, ok := l.queued[w.key]; ok {
+			resent := time.Since(q.last) >= resendGap
 			q.last = time.Now()
+			if !resent {
+				return
+			}
 			if ok, _ := s.reserve(peer.Addr(), l.waitingFrom(peer.Addr())-1, true); ok {
 				l.unqueue(slices.Index(l.queue, q))
 				s.startRequest(l, q)
@@ -148,6 +153,11 @@ func (s *Server) admit(l *listener, b []byte, from *net.UDPAddr, local netip.Add
 		log.Debug("tftpd: request dropped: per-source limit", "peer", peer, "file", w.name)
 	}
 }
+
+// resendGap is the least time between two receipts of a held request for the second to
+// count as the client's retransmission (iPXE's shortest retransmission time-out; EDK2
+// waits 4 s): repeats closer together, as a flood sends them, only keep its place.
+const resendGap = 250 * time.Millisecond
 
 // waiting is a read request between its arrival and its transfer: admitted at once, or
 // held in a listener's queue until a slot is free.

@@ -100,9 +100,10 @@
 // firmware is so served within a round trip of a free slot instead of after its
 // retransmission time-out (EDK2 waits 4 s, six times, before it gives up). A
 // request sent again while it waits keeps its place (the same datagram from the same
-// address and port), and takes a slot at once if a transfer may be evicted then, as a new
-// request would (so a client queued under a flood is not held behind the requests queued
-// before it until its transfer times out); one not sent again within QueueWait (5 s) is dropped, as is one that
+// address and port), and, sent again as a client retransmits (250 ms or more after it was
+// last received), takes a slot at once if a transfer may be evicted then, as a new request
+// would (so a client queued under a flood is not held behind the requests queued before
+// it); one not sent again within QueueWait (5 s) is dropped, as is one that
 // finds the queue full. A client evicted after it saw its first datagram is lost (it sends
 // its acknowledgement again, not its request), which is why a transfer gets EvictAfter, many
 // round trips of a boot segment, before it can be evicted, and why the next transfer of a

@@ -15,7 +15,7 @@
 //	go srv.Serve(limited)
 //
 // [Listener.Stats] gives the counters a host exports (open, refused per source, refused for
-// the total). The caps bound how many connections are held, not for how long: the HTTP
+// the total, refused for the reserve). The caps bound how many connections are held, not for how long: the HTTP
 // server's read-header, read and idle timeouts are what free a slot held by an idle peer.
 //
 // # Limits
@@ -26,6 +26,9 @@
 // cap is accepted and closed at once with a TCP reset: it holds a descriptor for that
 // instant only, and the kernel's listen backlog is drained rather than left full. Caps may
 // be changed while serving ([Listener.SetLimits]).
+//
+// The caps are counted per Listener: a host with several listeners divides its budget
+// between them.
 //
 // # Room for the machines being booted
 //
@@ -39,9 +42,12 @@
 // within the boot binding's window, and those of machines with a live boot entry:
 //
 //	limited.SetPreferred(connlimit.PreferFunc(func(a netip.Addr) bool {
-//		return binding.Answered(a) // a live nonce was sent to a
+//		return answered(a) // the host's own record: a live boot nonce was sent to a
 //	}))
 //
-// The caps are counted per Listener: a host with several listeners divides its budget
-// between them.
+// The reserve is shared by the preferred sources, each still within PerSource: a reserve
+// of 39 (a quarter of 156) holds a machine's ramdisk reading 16 ranges at once and a score
+// of machines fetching one file each. It is only as good as the preference: an address any
+// host can claim (one that merely asked for a script) gains a flood nothing, one that proxy
+// DHCP answered on the provisioning segment does.
 package connlimit

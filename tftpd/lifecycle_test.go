@@ -39,6 +39,8 @@ func TestValidate(t *testing.T) {
 		{"negative retries", &tftpd.Server{FS: fsys, Retries: -1}, false},
 		{"negative first retries", &tftpd.Server{FS: fsys, FirstRetries: -1}, false},
 		{"first retries", &tftpd.Server{FS: fsys, FirstRetries: 1}, true},
+		{"negative first wait", &tftpd.Server{FS: fsys, FirstWait: -time.Second}, false},
+		{"first wait", &tftpd.Server{FS: fsys, FirstWait: 10 * time.Second}, true},
 		{"negative window", &tftpd.Server{FS: fsys, MaxWindow: -1}, false},
 		{"negative evict after", &tftpd.Server{FS: fsys, EvictAfter: -time.Second}, false},
 		{"window 65535", &tftpd.Server{FS: fsys, MaxWindow: 65535}, true},

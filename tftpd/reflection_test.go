@@ -164,6 +164,26 @@ func TestUnprovenClientRecovers(t *testing.T) {
 			t.Fatalf("got %d bytes, want %d identical", len(got), len(data))
 		}
 	})
+	t.Run("FirstWait", func(t *testing.T) {
+		// A late first acknowledgement goes on within FirstWait, and finds the transfer
+		// gone after it.
+		for _, tt := range []struct {
+			firstWait time.Duration
+			ok        bool
+		}{{0, false}, {time.Second, true}} {
+			srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, Timeout: 50 * time.Millisecond, FirstWait: tt.firstWait}
+			addr := serve(t, srv, "127.0.0.1")
+			c := newRawClient(t, "127.0.0.72")
+			c.send(addr, rrq("f", "octet"))
+			_, tid := c.recvFrom(5*time.Second, 0)
+			time.Sleep(400 * time.Millisecond) // past 3 Timeouts, within 1 s
+			c.send(tid, ack(1))
+			b, _, ok := c.recv(time.Second)
+			if got := ok && opcode(b) == 3; got != tt.ok {
+				t.Errorf("FirstWait %v: block 2 after an acknowledgement 400 ms late: %v, want %v", tt.firstWait, got, tt.ok)
+			}
+		}
+	})
 	t.Run("first acknowledgement lost", func(t *testing.T) {
 		c := newRawClient(t, "127.0.0.71")
 		c.send(addr, rrq("f", "octet"))

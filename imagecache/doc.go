@@ -73,8 +73,8 @@
 // Range, or the validator changed) starts the copy over; a 206 under another validator or
 // size does too. When the joined copy does not match the digest (a prefix damaged on disk,
 // a source without validator that changed), the pull starts over from byte 0 once before
-// it fails. Partial copies count against no budget; SetPinned removes those of images it no
-// longer names.
+// it fails. Partial copies of failed pulls count against Config.MaxBytes and are the first
+// thing Trim removes (see Eviction); SetPinned removes those of images it no longer names.
 //
 // # Image sources
 //
@@ -129,15 +129,20 @@
 //
 // A pinned image whose pull failed is pulled again by the cache itself after
 // Config.RetryFailedAfter (30 s), the wait doubling with each consecutive failure up to
-// Config.MaxRetryFailedAfter (15 min); SetPinned does not retry it sooner. Status reports
+// Config.MaxRetryFailedAfter (15 min); SetPinned does not retry it sooner. The wait is
+// kept on both clocks: the retry is due when Config.Now reaches NextRetry or when the wait
+// has passed on the monotonic clock, so a clock stepped back delays no retry. Status reports
 // the failure (Err, a *PullError; Reason gives a stable word for it), the count of
 // consecutive failures and when the next pull is due.
 //
 // # Eviction
 //
-// With Config.MaxBytes set, Trim (run after every pull and every SetPinned, and callable by
-// the host) removes least-recently-used images until the cache fits, skipping pinned images
-// (those the last SetPinned named) and images being served. A file removed while served
+// With Config.MaxBytes set, Trim (run after every pull, every failure that keeps a partial
+// copy and every SetPinned, and callable by the host) counts the cached images and the
+// partial copies of failed pulls (an origin that sends less than its Content-Length leaves
+// one each time), removes partial copies first (those of unpinned images, then the oldest
+// failures; never one a pull is writing), then least-recently-used images until the cache
+// fits, skipping pinned images (those the last SetPinned named) and images being served. A file removed while served
 // would still be read to the end through its open descriptor, but the pass does not rely on
 // that.
 //

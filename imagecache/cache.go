@@ -45,8 +45,9 @@ type Config struct {
 	// when missing. One process at a time: Open locks it.
 	Dir string
 
-	// MaxBytes is the byte budget of the cached images; each trim pass evicts
-	// least-recently-used images that are neither pinned nor being served until the cache
+	// MaxBytes is the byte budget of the cached images and of the partial copies failed
+	// pulls keep for a resume; each trim pass removes those partial copies first, then
+	// least-recently-used images that are neither pinned nor being served, until the cache
 	// fits. Zero: no budget. An image larger than MaxBytes is refused (ErrTooLarge).
 	MaxBytes int64
 

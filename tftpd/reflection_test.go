@@ -34,7 +34,7 @@ func reflected(t *testing.T, ip string, addr *net.UDPAddr, req []byte, quiet tim
 // that is never acknowledged (as a request with a spoofed source is) gets back from this
 // server and from tftpd-hpa: bytes sent over bytes received, UDP payloads and with the IPv4
 // and UDP headers. A source that never acknowledged gets its first datagram FirstRetries+1
-// times (3 by default) and the time-out error; tftpd-hpa sends it 6 times (its retransmit
+// times (once by default) and no time-out error; tftpd-hpa sends it 6 times (its retransmit
 // timeout doubles from -T up to 63 times -T). Both run with a 10 ms retransmit time instead
 // of 1 s, which changes neither count.
 func TestReflectionBesideTFTPDHPA(t *testing.T) {

@@ -23,6 +23,9 @@ const (
 	// DefaultIPv6PrefixBits is the prefix that groups IPv6 sources: a /64, the block one
 	// host draws its SLAAC and privacy addresses from.
 	DefaultIPv6PrefixBits = 64
+	// DefaultReserveDivisor sets the share of Total kept for preferred sources when
+	// Limits.Reserve is 0 and a [Preferrer] is set: Total/4.
+	DefaultReserveDivisor = 4
 )
 
 // Errors.
@@ -45,6 +48,12 @@ type Limits struct {
 	// IPv6PrefixBits groups IPv6 sources; DefaultIPv6PrefixBits when 0, 128 for one
 	// address each.
 	IPv6PrefixBits int
+	// Reserve is the part of Total only preferred sources may take (see
+	// [Listener.SetPreferred]): a source that is not preferred is refused once
+	// Total-Reserve connections are open, so that a few hosts holding PerSource each cannot
+	// take the room the machines being booted need. Total/DefaultReserveDivisor when 0; at
+	// most Total. It has no effect while no Preferrer is set.
+	Reserve int
 }
 
 // withDefaults fills zero fields and checks the result.
@@ -58,6 +67,9 @@ func (l Limits) withDefaults() (Limits, error) {
 	if l.IPv6PrefixBits == 0 {
 		l.IPv6PrefixBits = DefaultIPv6PrefixBits
 	}
+	if l.Reserve == 0 {
+		l.Reserve = l.Total / DefaultReserveDivisor
+	}
 	switch {
 	case l.PerSource < 0:
 		return l, fmt.Errorf("%w: PerSource %d is negative", ErrLimits, l.PerSource)
@@ -65,6 +77,8 @@ func (l Limits) withDefaults() (Limits, error) {
 		return l, fmt.Errorf("%w: Total %d is negative", ErrLimits, l.Total)
 	case l.IPv6PrefixBits < 0 || l.IPv6PrefixBits > 128:
 		return l, fmt.Errorf("%w: IPv6PrefixBits %d is not 0 to 128", ErrLimits, l.IPv6PrefixBits)
+	case l.Reserve < 0 || l.Reserve > l.Total:
+		return l, fmt.Errorf("%w: Reserve %d is not 0 to Total (%d)", ErrLimits, l.Reserve, l.Total)
 	}
 	return l, nil
 }
@@ -85,10 +99,29 @@ type Stats struct {
 	// RefusedPerSource and RefusedTotal count connections closed at once because their
 	// source, or the listener, was at its cap.
 	RefusedPerSource, RefusedTotal uint64
+	// RefusedReserve counts connections from sources that are not preferred, closed at
+	// once because only the room kept for preferred sources (Limits.Reserve) was left.
+	RefusedReserve uint64
+	// AcceptedPreferred counts the accepted connections whose source was preferred.
+	AcceptedPreferred uint64
 }
 
-// Refused is the number of connections refused for either cap.
-func (s Stats) Refused() uint64 { return s.RefusedPerSource + s.RefusedTotal }
+// Refused is the number of connections refused for any cap.
+func (s Stats) Refused() uint64 { return s.RefusedPerSource + s.RefusedTotal + s.RefusedReserve }
+
+// Preferrer says which sources a Listener keeps room for: the machines a host is booting
+// (an address it answered by DHCP within a window, or one of a machine with a live boot
+// entry). Preferred is called in Accept, once per connection, with the source address
+// (IPv4 unmapped, no zone); it must be fast and must not block.
+type Preferrer interface {
+	Preferred(netip.Addr) bool
+}
+
+// PreferFunc adapts a function to a Preferrer.
+type PreferFunc func(netip.Addr) bool
+
+// Preferred returns f(a).
+func (f PreferFunc) Preferred(a netip.Addr) bool { return f(a) }
 
 // Listener is a net.Listener that caps open connections per source and in total. A
 // connection beyond either cap is closed as soon as it is accepted (with a TCP reset, so
@@ -105,6 +138,9 @@ type Listener struct {
 	accepted uint64
 	refPer   uint64
 	refTotal uint64
+	refRes   uint64
+	accPref  uint64
+	prefer   Preferrer
 }
 
 var _ net.Listener = (*Listener)(nil)
@@ -134,6 +170,14 @@ func (l *Listener) SetLimits(lim Limits) error {
 	return nil
 }
 
+// SetPreferred sets the sources that may take the room Limits.Reserve keeps; nil (the
+// default) prefers none and keeps no room. Connections already open are not re-examined.
+func (l *Listener) SetPreferred(p Preferrer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.prefer = p
+}
+
 // Limits returns the caps in force, defaults filled in.
 func (l *Listener) Limits() Limits {
 	l.mu.Lock()
@@ -146,7 +190,8 @@ func (l *Listener) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return Stats{Open: l.open, Sources: len(l.bySource), PeakOpen: l.peak,
-		Accepted: l.accepted, RefusedPerSource: l.refPer, RefusedTotal: l.refTotal}
+		Accepted: l.accepted, RefusedPerSource: l.refPer, RefusedTotal: l.refTotal,
+		RefusedReserve: l.refRes, AcceptedPreferred: l.accPref}
 }
 
 // Accept returns the next connection within the caps, refusing (closing) those beyond.
@@ -167,12 +212,22 @@ func (l *Listener) Accept() (net.Conn, error) {
 }
 
 func (l *Listener) admit(c net.Conn) *conn {
+	ip := sourceAddr(c.RemoteAddr())
+	l.mu.Lock()
+	p := l.prefer
+	l.mu.Unlock()
+	// Asked outside the lock: the host's answer may take locks of its own.
+	preferred := p != nil && ip.IsValid() && p.Preferred(ip)
+
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	src := source(c.RemoteAddr(), l.lim.IPv6PrefixBits)
+	src := prefixOf(ip, l.lim.IPv6PrefixBits)
 	switch {
 	case l.open >= l.lim.Total:
 		l.refTotal++
+		return nil
+	case p != nil && !preferred && l.open >= l.lim.Total-l.lim.Reserve:
+		l.refRes++
 		return nil
 	case l.bySource[src] >= l.lim.PerSource:
 		l.refPer++
@@ -182,6 +237,9 @@ func (l *Listener) admit(c net.Conn) *conn {
 	l.peak = max(l.peak, l.open)
 	l.bySource[src]++
 	l.accepted++
+	if preferred {
+		l.accPref++
+	}
 	return &conn{Conn: c, l: l, src: src}
 }
 
@@ -199,6 +257,12 @@ func (l *Listener) release(src netip.Prefix) {
 // source is the bucket a remote address counts in: the IPv4 address, or the IPv6 prefix.
 // Addresses that are not IP (a Unix socket) share the zero bucket.
 func source(a net.Addr, v6bits int) netip.Prefix {
+	return prefixOf(sourceAddr(a), v6bits)
+}
+
+// sourceAddr is a remote address's IP, unmapped and without a zone; invalid when a is
+// not IP.
+func sourceAddr(a net.Addr) netip.Addr {
 	var ip netip.Addr
 	switch a := a.(type) {
 	case *net.TCPAddr:
@@ -210,7 +274,11 @@ func source(a net.Addr, v6bits int) netip.Prefix {
 			ip = ap.Addr()
 		}
 	}
-	ip = ip.Unmap().WithZone("")
+	return ip.Unmap().WithZone("")
+}
+
+// prefixOf is the bucket of ip: the IPv4 address, or its IPv6 prefix of v6bits.
+func prefixOf(ip netip.Addr, v6bits int) netip.Prefix {
 	if !ip.IsValid() {
 		return netip.Prefix{}
 	}

@@ -15,7 +15,7 @@
 //	go srv.Serve(limited)
 //
 // [Listener.Stats] gives the counters a host exports (open, refused per source, refused for
-// the total). The caps bound how many connections are held, not for how long: the HTTP
+// the total, refused for the reserve). The caps bound how many connections are held, not for how long: the HTTP
 // server's read-header, read and idle timeouts are what free a slot held by an idle peer.
 //
 // # Limits
@@ -29,4 +29,25 @@
 //
 // The caps are counted per Listener: a host with several listeners divides its budget
 // between them.
+//
+// # Room for the machines being booted
+//
+// The total cap alone lets a handful of hosts take every slot: 10 sources holding 16
+// connections each fill a total of 156, and every machine that then asks for its script is
+// reset. A host that knows which sources it is booting says so with [Listener.SetPreferred]
+// (a [Preferrer], or a [PreferFunc]); a share of Total (Limits.Reserve, a quarter by
+// default) is then kept for them: other sources are refused once Total-Reserve connections
+// are open (counted in Stats.RefusedReserve), while a preferred source may take any free
+// slot up to its PerSource cap. A site agent prefers the addresses it answered by DHCP
+// within the boot binding's window, and those of machines with a live boot entry:
+//
+//	limited.SetPreferred(connlimit.PreferFunc(func(a netip.Addr) bool {
+//		return answered(a) // the host's own record: a live boot nonce was sent to a
+//	}))
+//
+// The reserve is shared by the preferred sources, each still within PerSource: a reserve
+// of 39 (a quarter of 156) holds a machine's ramdisk reading 16 ranges at once and a score
+// of machines fetching one file each. It is only as good as the preference: an address any
+// host can claim (one that merely asked for a script) gains a flood nothing, one that proxy
+// DHCP answered on the provisioning segment does.
 package connlimit

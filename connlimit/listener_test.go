@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
 	"syscall"
@@ -239,7 +240,7 @@ func TestSetLimits(t *testing.T) {
 	if err := r.l.SetLimits(connlimit.Limits{Total: -1}); !errors.Is(err, connlimit.ErrLimits) {
 		t.Errorf("SetLimits(Total -1) = %v, want ErrLimits", err)
 	}
-	if got := r.l.Limits(); got != (connlimit.Limits{PerSource: 2, Total: 8, IPv6PrefixBits: 64}) {
+	if got := r.l.Limits(); got != (connlimit.Limits{PerSource: 2, Total: 8, IPv6PrefixBits: 64, Reserve: 8 / connlimit.DefaultReserveDivisor}) {
 		t.Errorf("Limits() = %+v after a refused SetLimits", got)
 	}
 }
@@ -310,7 +311,7 @@ func TestNewRefusesBadLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inner.Close()
-	for _, lim := range []connlimit.Limits{{PerSource: -1}, {Total: -5}, {IPv6PrefixBits: 129}, {IPv6PrefixBits: -1}} {
+	for _, lim := range []connlimit.Limits{{PerSource: -1}, {Total: -5}, {IPv6PrefixBits: 129}, {IPv6PrefixBits: -1}, {Reserve: -1}, {Total: 10, Reserve: 11}} {
 		if _, err := connlimit.New(inner, lim); !errors.Is(err, connlimit.ErrLimits) {
 			t.Errorf("New(%+v) = %v, want ErrLimits", lim, err)
 		}
@@ -406,5 +407,107 @@ func TestRefusedIsReset(t *testing.T) {
 				t.Fatalf("the refused connection's read: %v, want a reset (ECONNRESET)", err)
 			}
 		})
+	}
+}
+
+// TestReserveForPreferred performs the flood of issue 38.5: ten sources hold PerSource
+// connections each, more than the total cap of 156 that a 600-descriptor budget gives; a
+// preferred source (a machine being booted) must still get in, up to its own PerSource, and
+// another source that is not preferred must not. Without a Preferrer the same flood keeps
+// the preferred source out, as it did before the reserve.
+func TestReserveForPreferred(t *testing.T) {
+	const (
+		total, perSource, flooders = 156, 16, 10
+		booting, other             = "127.0.0.50", "127.0.0.51"
+		reserve                    = total / connlimit.DefaultReserveDivisor
+	)
+	for _, tt := range []struct {
+		name        string
+		prefer      bool
+		wantBooting int
+		wantFlood   int
+		wantStats   connlimit.Stats
+	}{
+		{
+			name: "preferred source keeps its room", prefer: true,
+			wantBooting: perSource, wantFlood: total - reserve,
+			wantStats: connlimit.Stats{Open: total - reserve + perSource, Sources: (total-reserve+perSource-1)/perSource + 1,
+				PeakOpen: total - reserve + perSource, Accepted: total - reserve + perSource,
+				AcceptedPreferred: perSource, RefusedReserve: flooders*perSource - (total - reserve) + 1},
+		},
+		{
+			name: "no preference: the flood takes every slot", prefer: false,
+			wantBooting: 0, wantFlood: total,
+			wantStats: connlimit.Stats{Open: total, Sources: flooders, PeakOpen: total, Accepted: total,
+				RefusedTotal: flooders*perSource - total + perSource + 1},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, connlimit.Limits{Total: total, PerSource: perSource})
+			if tt.prefer {
+				r.l.SetPreferred(connlimit.PreferFunc(func(a netip.Addr) bool { return a == netip.MustParseAddr(booting) }))
+			}
+			var flood []net.Conn
+			for i := range flooders {
+				for range perSource {
+					flood = append(flood, r.dial(fmt.Sprintf("127.0.0.%d", 10+i)))
+				}
+			}
+			r.waitSettled(uint64(len(flood)))
+			var mine []net.Conn
+			for range perSource {
+				mine = append(mine, r.dial(booting))
+			}
+			stranger := r.dial(other)
+			stats := r.waitSettled(uint64(len(flood) + len(mine) + 1))
+			count := func(cs []net.Conn) (n int) {
+				for _, c := range cs {
+					if admitted(t, c) {
+						n++
+					}
+				}
+				return n
+			}
+			if got := count(flood); got != tt.wantFlood {
+				t.Errorf("flooders hold %d connections, want %d", got, tt.wantFlood)
+			}
+			if got := count(mine); got != tt.wantBooting {
+				t.Errorf("the machine being booted got %d of %d connections, want %d", got, perSource, tt.wantBooting)
+			}
+			if admitted(t, stranger) {
+				t.Errorf("a source that is not preferred got in during the flood")
+			}
+			if diff := cmp.Diff(tt.wantStats, stats); diff != "" {
+				t.Errorf("stats (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReserveLimits: Reserve defaults to a quarter of Total, follows a new Total, and a
+// non-preferred source gets the whole Total back once the Preferrer is removed.
+func TestReserveLimits(t *testing.T) {
+	r := newRig(t, connlimit.Limits{Total: 8, PerSource: 8})
+	r.l.SetPreferred(connlimit.PreferFunc(func(netip.Addr) bool { return false }))
+	if got := r.l.Limits().Reserve; got != 2 {
+		t.Errorf("Reserve of Total 8 = %d, want 2", got)
+	}
+	for range 6 {
+		if c := r.dial("127.0.0.2"); !admitted(t, c) {
+			t.Fatal("refused below Total-Reserve")
+		}
+	}
+	if c := r.dial("127.0.0.2"); admitted(t, c) {
+		t.Fatal("a source that is not preferred took the reserve")
+	}
+	r.l.SetPreferred(nil)
+	if c := r.dial("127.0.0.2"); !admitted(t, c) {
+		t.Error("refused with no Preferrer set and room under Total")
+	}
+	if err := r.l.SetLimits(connlimit.Limits{Total: 20, PerSource: 8, Reserve: 20}); err != nil {
+		t.Errorf("Reserve == Total: %v", err)
+	}
+	if s := r.l.Stats(); s.RefusedReserve != 1 || s.Accepted != 7 {
+		t.Errorf("stats %+v: want 1 refused for the reserve, 7 accepted", s)
 	}
 }

@@ -1,6 +1,7 @@
 package imagecache
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -44,8 +45,9 @@ type Config struct {
 	// when missing. One process at a time: Open locks it.
 	Dir string
 
-	// MaxBytes is the byte budget of the cached images; each trim pass evicts
-	// least-recently-used images that are neither pinned nor being served until the cache
+	// MaxBytes is the byte budget of the cached images and of the partial copies failed
+	// pulls keep for a resume; each trim pass removes those partial copies first, then
+	// least-recently-used images that are neither pinned nor being served, until the cache
 	// fits. Zero: no budget. An image larger than MaxBytes is refused (ErrTooLarge).
 	MaxBytes int64
 
@@ -230,7 +232,8 @@ type image struct {
 	since     time.Time
 	failures  int
 	nextRetry time.Time
-	seq       uint64 // its place in the slot queue while warming
+	retryMono time.Time // nextRetry on the monotonic clock: a step back of Config.Now delays no retry
+	seq       uint64    // its place in the slot queue while warming
 }
 
 // pendingFile is an image file found by Open that is not served until hashed again.
@@ -727,7 +730,7 @@ func (c *Cache) startLocked(img Image, now time.Time) {
 		if st.state == StateWarming {
 			return
 		}
-		if st.state == StateFailed && now.Before(st.nextRetry) && st.img.URL == img.URL {
+		if st.state == StateFailed && !st.retryDue(now, time.Now()) && st.img.URL == img.URL {
 			return
 		}
 		failures = st.failures
@@ -738,6 +741,12 @@ func (c *Cache) startLocked(img Image, now time.Time) {
 		defer c.wg.Done()
 		c.sf.Do(d.String(), func() (any, error) { return nil, c.pull(img) })
 	}()
+}
+
+// retryDue says whether a failed image's retry is due: its time has come by Config.Now
+// (now), or its delay has passed on the monotonic clock (mono, from time.Now).
+func (st *image) retryDue(now, mono time.Time) bool {
+	return !now.Before(st.nextRetry) || (!st.retryMono.IsZero() && !mono.Before(st.retryMono))
 }
 
 // retryDelay is the wait after the n-th consecutive failure of an image.
@@ -754,21 +763,25 @@ func (c *Cache) armRetryLocked(now time.Time) {
 	if c.closed {
 		return
 	}
-	var next time.Time
+	// The wait is the shorter of what Config.Now and the monotonic clock say: a clock
+	// stepped forward retries early, as SetPinned would; one stepped back delays nothing.
+	wait, armed := time.Duration(0), false
+	mono := time.Now()
 	for d := range c.pinned {
 		if st := c.images[d]; st != nil && st.state == StateFailed && !st.nextRetry.IsZero() {
-			if next.IsZero() || st.nextRetry.Before(next) {
-				next = st.nextRetry
+			w := min(st.nextRetry.Sub(now), st.retryMono.Sub(mono))
+			if !armed || w < wait {
+				wait, armed = w, true
 			}
 		}
 	}
-	if next.IsZero() {
+	if !armed {
 		if c.retryTimer != nil {
 			c.retryTimer.Stop()
 		}
 		return
 	}
-	wait := max(next.Sub(now), time.Millisecond)
+	wait = max(wait, time.Millisecond)
 	if c.retryTimer == nil {
 		c.retryTimer = time.AfterFunc(wait, c.retryDue)
 	} else {
@@ -783,9 +796,9 @@ func (c *Cache) retryDue() {
 	if c.closed {
 		return
 	}
-	now := c.now()
+	now, mono := c.now(), time.Now()
 	for d, img := range c.pinned {
-		if st := c.images[d]; st != nil && st.state == StateFailed && !now.Before(st.nextRetry) && img.Validate() == nil {
+		if st := c.images[d]; st != nil && st.state == StateFailed && st.retryDue(now, mono) && img.Validate() == nil {
 			c.startLocked(img, now)
 		}
 	}
@@ -864,6 +877,11 @@ func (c *Cache) pull(img Image) (err error) {
 	attempts := 0
 	keep := false // the partial copy stays for a later resume
 	defer func() {
+		if err != nil && keep {
+			c.Trim() // the partial copy counts against the budget
+		}
+	}()
+	defer func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		now := c.now()
@@ -872,9 +890,10 @@ func (c *Cache) pull(img Image) (err error) {
 			err = pe
 			st.state, st.err, st.since = StateFailed, pe, now
 			st.failures++
-			st.nextRetry = time.Time{}
+			st.nextRetry, st.retryMono = time.Time{}, time.Time{}
 			if !errors.Is(err, ErrClosed) {
-				st.nextRetry = now.Add(c.retryDelay(st.failures))
+				delay := c.retryDelay(st.failures)
+				st.nextRetry, st.retryMono = now.Add(delay), time.Now().Add(delay)
 			}
 			if keep {
 				if fi, serr := os.Stat(c.partialPath(d)); serr == nil {
@@ -1066,10 +1085,12 @@ func (c *Cache) itemLocked(d Digest, e *entry) Item {
 
 func compareDigest(a, b Digest) int { return strings.Compare(string(a[:]), string(b[:])) }
 
-// Trim runs one eviction pass: while the cache is over MaxBytes, the least recently used
-// image that is neither pinned nor being served is removed. Images still being verified
-// after Open count against the budget but are not evicted. It returns what it evicted.
-// Pulls trim after each image they cache; a host may also call it.
+// Trim runs one eviction pass: while the cache is over MaxBytes, partial copies of failed
+// pulls (kept for a resume, and counted against the budget) are removed, then the least
+// recently used image that is neither pinned nor being served. Images still being verified
+// after Open count against the budget but are not evicted. It returns the images it
+// evicted. Pulls trim after each image they cache and after each failure that leaves a
+// partial copy; a host may also call it.
 func (c *Cache) Trim() []Digest {
 	if c.cfg.MaxBytes <= 0 {
 		return nil
@@ -1091,9 +1112,13 @@ func (c *Cache) Trim() []Digest {
 	for _, p := range c.pending {
 		total += p.size
 	}
+	for _, size := range c.partials {
+		total += size
+	}
 	if total <= c.cfg.MaxBytes {
 		return nil
 	}
+	total = c.trimPartialsLocked(total)
 	slices.SortFunc(cands, func(a, b cand) int {
 		if x := a.e.lastUsed.Compare(b.e.lastUsed); x != 0 {
 			return x
@@ -1120,6 +1145,62 @@ func (c *Cache) Trim() []Digest {
 		c.log.Warn("imagecache: over budget with only pinned, in-use or unverified images left", "bytes", total, "budget", c.cfg.MaxBytes)
 	}
 	return evicted
+}
+
+// trimPartialsLocked removes partial copies, of images not being pulled, while total (the
+// bytes counted against the budget) is over MaxBytes: those of unpinned images first, then
+// the oldest failures, then the largest. A partial copy only saves a download, a cached image is verified, so
+// partial copies go before any image. It returns the new total. c.mu is held.
+func (c *Cache) trimPartialsLocked(total int64) int64 {
+	type part struct {
+		d      Digest
+		size   int64
+		pinned bool
+		since  time.Time // when its pull failed; zero when found by Open
+	}
+	var parts []part
+	for d, size := range c.partials {
+		st := c.images[d]
+		if st != nil && (st.state == StateWarming || st.state == StateVerifying) {
+			continue // its pull holds the file
+		}
+		_, pinned := c.pinned[d]
+		p := part{d: d, size: size, pinned: pinned}
+		if st != nil {
+			p.since = st.since
+		}
+		parts = append(parts, p)
+	}
+	slices.SortFunc(parts, func(a, b part) int {
+		switch {
+		case a.pinned != b.pinned:
+			if a.pinned {
+				return 1
+			}
+			return -1
+		case !a.since.Equal(b.since):
+			return a.since.Compare(b.since)
+		case a.size != b.size:
+			return cmp.Compare(b.size, a.size)
+		}
+		return compareDigest(a.d, b.d)
+	})
+	for _, p := range parts {
+		if total <= c.cfg.MaxBytes {
+			break
+		}
+		if err := removeQuiet(c.partialPath(p.d)); err != nil {
+			c.log.Warn("imagecache: a partial pull could not be removed", "sha256", p.d.String(), "err", err)
+			continue
+		}
+		removeQuiet(c.metaPath(p.d))
+		delete(c.partials, p.d)
+		total -= p.size
+		c.stats.partialsTrimmed.Add(1)
+		c.stats.partialBytesTrimmed.Add(p.size)
+		c.log.Info("imagecache: removed a partial pull over the budget", "sha256", p.d.String(), "bytes", p.size)
+	}
+	return total
 }
 
 // forgetLocked drops a cached image that is gone from disk (and its stamp); a pinned one is

@@ -74,8 +74,8 @@
 // Range, or the validator changed) starts the copy over; a 206 under another validator or
 // size does too. When the joined copy does not match the digest (a prefix damaged on disk,
 // a source without validator that changed), the pull starts over from byte 0 once before
-// it fails. Partial copies count against no budget; SetPinned removes those of images it no
-// longer names.
+// it fails. Partial copies of failed pulls count against Config.MaxBytes and are the first
+// thing Trim removes (see Eviction); SetPinned removes those of images it no longer names.
 //
 // # Image sources
 //
@@ -83,7 +83,10 @@
 // (0.0.0.0/8, ::), multicast or broadcast address, on one of the host's own addresses (its
 // interfaces, read at each check) or in Config.ManagementNetworks (the BMC networks) is
 // refused with a *SourceError (ErrSourceRefused, not retried), unless
-// Config.AllowedSourceNetworks holds the address. The check runs in the dialer's Control
+// Config.AllowedSourceNetworks holds the address. An IPv6 address that embeds an IPv4
+// address (IPv4-mapped ::ffff:a.b.c.d, IPv4-compatible ::a.b.c.d, translated
+// ::ffff:0:a.b.c.d, NAT64 64:ff9b::/96 and 64:ff9b:1::/48, 6to4 2002::/16) is refused when
+// the IPv4 address is: [::127.0.0.1] is loopback. The check runs in the dialer's Control
 // function, on the address the name resolved to, just before the connection is made: a
 // DNS answer or a redirect to a refused address reaches nothing. Redirects are also checked
 // for their scheme and literal address, and at most 10 are followed. The cache's own client
@@ -127,15 +130,20 @@
 //
 // A pinned image whose pull failed is pulled again by the cache itself after
 // Config.RetryFailedAfter (30 s), the wait doubling with each consecutive failure up to
-// Config.MaxRetryFailedAfter (15 min); SetPinned does not retry it sooner. Status reports
+// Config.MaxRetryFailedAfter (15 min); SetPinned does not retry it sooner. The wait is
+// kept on both clocks: the retry is due when Config.Now reaches NextRetry or when the wait
+// has passed on the monotonic clock, so a clock stepped back delays no retry. Status reports
 // the failure (Err, a *PullError; Reason gives a stable word for it), the count of
 // consecutive failures and when the next pull is due.
 //
 // # Eviction
 //
-// With Config.MaxBytes set, Trim (run after every pull and every SetPinned, and callable by
-// the host) removes least-recently-used images until the cache fits, skipping pinned images
-// (those the last SetPinned named) and images being served. A file removed while served
+// With Config.MaxBytes set, Trim (run after every pull, every failure that keeps a partial
+// copy and every SetPinned, and callable by the host) counts the cached images and the
+// partial copies of failed pulls (an origin that sends less than its Content-Length leaves
+// one each time), removes partial copies first (those of unpinned images, then the oldest
+// failures; never one a pull is writing), then least-recently-used images until the cache
+// fits, skipping pinned images (those the last SetPinned named) and images being served. A file removed while served
 // would still be read to the end through its open descriptor, but the pass does not rely on
 // that.
 //
@@ -154,7 +162,11 @@
 //
 // Images are served by http.ServeContent over the *os.File, so ranges, If-Range, HEAD and
 // conditional requests work as in net/http, with ETag set to the quoted digest, and full
-// bodies and single ranges go out through sendfile.
+// bodies and single ranges go out through sendfile. A Range header's ranges are first
+// sorted and merged where they overlap, touch or lie less than 128 bytes apart, so that a
+// grant holder cannot have one part of an image sent many times over in one answer; more
+// than MaxRanges (16) ranges left after merging answer 416 (counted in
+// Stats.RefusedRanges).
 //
 // # Serving over TFTP (or anything else)
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -61,6 +62,16 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
+	// Ranges are merged, and too many refused, unless If-Range sends the whole file.
+	if ir := r.Header.Get("If-Range"); ir == "" || ir == `"`+d.String()+`"` {
+		if !limitRanges(r, f.Size()) {
+			c.stats.refusedRanges.Add(1)
+			c.stats.served.Add(-1) // openGranted counted it as served
+			w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(f.Size(), 10))
+			http.Error(w, "416 too many ranges", http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
+	}
 	h := w.Header()
 	h.Set("ETag", `"`+d.String()+`"`)
 	h.Set("Content-Type", "application/octet-stream")

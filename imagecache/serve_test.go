@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,5 +262,111 @@ func TestServeUnlinkedFile(t *testing.T) {
 	}
 	if got := visibleFiles(t, f.dir); len(got) != 1 || got[0] != f.img2.SHA256.String() {
 		t.Errorf("after the vanished pinned image was pulled again: files %v", got)
+	}
+}
+
+// TestServeRangesBounded performs issue 38.6's range attack: a grant holder asks for one
+// part of an image many times over in one request; the answer holds that part once.
+// Overlapping, adjacent and nearby ranges are merged (in order); more than MaxRanges left
+// after merging answer 416; a few distinct ranges are still served as a multipart answer.
+func TestServeRangesBounded(t *testing.T) {
+	f := newGrantFixture(t)
+	srv := httptest.NewServer(f.c)
+	t.Cleanup(srv.Close)
+	g, err := f.c.SanbootGrant(f.img1.SHA256, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := srv.URL + g.Path(imagecache.Digest{})
+	spaced := func(n, step int) string {
+		var parts []string
+		for i := range n {
+			parts = append(parts, fmt.Sprintf("%d-%d", i*step, i*step))
+		}
+		return "bytes=" + strings.Join(parts, ",")
+	}
+	tests := []struct {
+		name, rangeHdr string
+		code           int
+		contentRange   string // for a single part; "" for multipart
+		body           []byte // for a single part
+		parts          int    // for multipart
+	}{
+		{name: "one part a thousand times", rangeHdr: "bytes=" + strings.Repeat("0-63,", 1000),
+			code: 206, contentRange: "bytes 0-63/70000", body: f.body1[:64]},
+		{name: "overlapping, unsorted", rangeHdr: "bytes=500-599,0-99,50-549",
+			code: 206, contentRange: "bytes 0-599/70000", body: f.body1[:600]},
+		{name: "adjacent", rangeHdr: "bytes=0-99,100-199",
+			code: 206, contentRange: "bytes 0-199/70000", body: f.body1[:200]},
+		{name: "suffix overlapping the rest", rangeHdr: "bytes=69000-,-2000",
+			code: 206, contentRange: "bytes 68000-69999/70000", body: f.body1[68000:]},
+		{name: "three far apart", rangeHdr: "bytes=0-9,30000-30009,60000-60009", code: 206, parts: 3},
+		{name: "MaxRanges far apart", rangeHdr: spaced(imagecache.MaxRanges, 1000), code: 206, parts: imagecache.MaxRanges},
+		{name: "more than MaxRanges far apart", rangeHdr: spaced(imagecache.MaxRanges+1, 1000), code: 416, contentRange: "bytes */70000"},
+		{name: "does not parse", rangeHdr: "bytes=abc", code: 416},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := f.c.Stats().RefusedRanges
+			req, _ := http.NewRequest("GET", url, nil)
+			req.Header.Set("Range", tt.rangeHdr)
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tt.code {
+				t.Fatalf("status %d (%d bytes), want %d", resp.StatusCode, len(body), tt.code)
+			}
+			if len(body) > len(tt.rangeHdr)+4096 {
+				t.Errorf("%d bytes back for a Range header of %d bytes", len(body), len(tt.rangeHdr))
+			}
+			if got := resp.Header.Get("Content-Range"); got != tt.contentRange {
+				t.Errorf("Content-Range %q, want %q", got, tt.contentRange)
+			}
+			if tt.body != nil && !bytes.Equal(body, tt.body) {
+				t.Errorf("body: %d bytes, want %d (or different bytes)", len(body), len(tt.body))
+			}
+			if tt.parts > 0 {
+				mt, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+				if err != nil || mt != "multipart/byteranges" {
+					t.Fatalf("Content-Type %q, want multipart/byteranges", resp.Header.Get("Content-Type"))
+				}
+				mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+				n := 0
+				for {
+					p, err := mr.NextPart()
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					var first, last, total int
+					if _, err := fmt.Sscanf(p.Header.Get("Content-Range"), "bytes %d-%d/%d", &first, &last, &total); err != nil {
+						t.Fatal(err)
+					}
+					b, _ := io.ReadAll(p)
+					if !bytes.Equal(b, f.body1[first:last+1]) {
+						t.Errorf("part %s: wrong bytes", p.Header.Get("Content-Range"))
+					}
+					n++
+				}
+				if n != tt.parts {
+					t.Errorf("%d parts, want %d", n, tt.parts)
+				}
+			}
+			wantRefused := before
+			if tt.code == 416 && tt.contentRange != "" {
+				wantRefused++
+			}
+			if got := f.c.Stats().RefusedRanges; got != wantRefused {
+				t.Errorf("RefusedRanges %d, want %d", got, wantRefused)
+			}
+		})
 	}
 }

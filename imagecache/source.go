@@ -40,9 +40,55 @@ var (
 	broadcast   = netip.MustParseAddr("255.255.255.255")
 )
 
-// checkAddr returns a *SourceError when a is not an address image sources may be on.
+// IPv6 prefixes whose addresses carry an IPv4 address in their last 32 bits (or, for
+// 6to4, in bits 16 to 48), by which a dial may reach that IPv4 address: the kernel, a
+// NAT64 gateway or a translator of the site does the rest.
+var (
+	ipv4Compatible = netip.MustParsePrefix("::/96")           // ::a.b.c.d (RFC 4291, deprecated)
+	ipv4Translated = netip.MustParsePrefix("::ffff:0:0:0/96") // ::ffff:0:a.b.c.d (SIIT, RFC 2765)
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")    // RFC 6052
+	nat64Local     = netip.MustParsePrefix("64:ff9b:1::/48")  // RFC 8215, /96 assumed
+	sixToFour      = netip.MustParsePrefix("2002::/16")       // RFC 3056
+)
+
+// embeddedV4 returns the IPv4 address an IPv6 address a embeds in one of the spellings
+// above, if any. :: and ::1 are not read as IPv4-compatible (they are the unspecified and
+// loopback addresses themselves).
+func embeddedV4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() || a.Is4In6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	switch {
+	case ipv4Compatible.Contains(a):
+		if a.IsUnspecified() || a.IsLoopback() {
+			return netip.Addr{}, false
+		}
+		return netip.AddrFrom4([4]byte(b[12:])), true
+	case ipv4Translated.Contains(a), nat64WellKnown.Contains(a), nat64Local.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:])), true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
+}
+
+// checkAddr returns a *SourceError when a is not an address image sources may be on. An
+// IPv6 address that embeds an IPv4 address (IPv4-mapped, IPv4-compatible, translated,
+// NAT64, 6to4) is refused when either is: [::127.0.0.1] is loopback.
 func (p *sourcePolicy) checkAddr(a netip.Addr) error {
 	a = a.Unmap().WithZone("")
+	if v4, ok := embeddedV4(a); ok && !inAny(p.allow, a) {
+		if err := p.checkOne(v4); err != nil {
+			err.(*SourceError).Addr = a
+			return err
+		}
+	}
+	return p.checkOne(a)
+}
+
+// checkOne is checkAddr for an address already unmapped, without its embedded address.
+func (p *sourcePolicy) checkOne(a netip.Addr) error {
 	if inAny(p.allow, a) {
 		return nil
 	}

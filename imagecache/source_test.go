@@ -82,6 +82,20 @@ func TestSourcePolicyRefuses(t *testing.T) {
 		{"http://[ff02::1]/x", "multicast"},
 		{"http://255.255.255.255/x", "multicast"},
 		{"http://203.0.113.10/firmware.bin", "management-network"},
+		// IPv6 spellings that embed a refused IPv4 address.
+		{"http://[::127.0.0.1]:" + p + "/x", "loopback"}, // IPv4-compatible
+		{"http://[::7f00:1]:" + p + "/x", "loopback"},
+		{"http://[0:0:0:0:0:0:127.0.0.1]:" + p + "/x", "loopback"},
+		{"http://[::ffff:0:127.0.0.1]:" + p + "/x", "loopback"}, // IPv4-translated
+		{"http://[64:ff9b::127.0.0.1]:" + p + "/x", "loopback"}, // NAT64
+		{"http://[64:ff9b:1::7f00:1]:" + p + "/x", "loopback"},
+		{"http://[2002:7f00:1::1]:" + p + "/x", "loopback"}, // 6to4
+		{"http://[::169.254.169.254]/latest/meta-data", "link-local"},
+		{"http://[64:ff9b::a9fe:a9fe]/latest/meta-data", "link-local"},
+		{"http://[::ffff:169.254.169.254]/latest/meta-data", "link-local"},
+		{"http://[::0.0.0.2]:" + p + "/x", "unspecified"},
+		{"http://[::203.0.113.10]/firmware.bin", "management-network"},
+		{"http://[64:ff9b::cb00:710a]/firmware.bin", "management-network"},
 	}
 	if a, ok := ownAddress(mgmt); ok {
 		tests = append(tests, struct{ url, reason string }{"http://" + netip.AddrPortFrom(a, 80).String() + "/x", "own-address"})

@@ -33,6 +33,14 @@ type Config struct {
 	// Required. It may be world-readable but not writable by group or others
 	// (mode & 0o022 == 0).
 	CAFile string
+	// IssuerFile is the PEM bundle of CA certificates a re-read certificate must chain to
+	// before it replaces the one in use: the CAs the peers trust, so that this side never
+	// adopts a certificate its peers would refuse (and lose the link with it). Empty means
+	// CAFile, right when one CA issues both sides' certificates; set it when this side's
+	// certificate comes from another CA than the one its peers' chain to. Same mode rule
+	// as CAFile. The certificate read by Load is not checked against it: a bad first
+	// certificate shows at the first handshake.
+	IssuerFile string
 	// CheckInterval is how often, at most, a handshake compares the files' metadata
 	// with what was loaded. Zero means DefaultCheckInterval.
 	CheckInterval time.Duration
@@ -105,7 +113,7 @@ func Load(cfg Config) (*Credentials, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool, av, err := loadCA(cfg.CAFile)
+	pool, av, err := loadCA(RoleCA, cfg.CAFile)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +141,7 @@ func (c *Credentials) check() error {
 	c.mu.Lock()
 	c.lastCheck = now
 	pairErr, certV, keyV := c.pairErr, c.certV, c.keyV
-	caErr, caV := c.caErr, c.caV
+	caErr, caV, curPool := c.caErr, c.caV, c.pool
 	c.mu.Unlock()
 
 	var (
@@ -155,7 +163,24 @@ func (c *Credentials) check() error {
 	}
 	if caErr != nil || e3 != nil || statCA != caV {
 		caTried = true
-		pool, av, newCAErr = loadCA(c.cfg.CAFile)
+		pool, av, newCAErr = loadCA(RoleCA, c.cfg.CAFile)
+	}
+	if pairTried && newPairErr == nil {
+		// A new certificate is adopted only if the peers will take it.
+		issuers := curPool
+		if pool != nil {
+			issuers = pool // the bundle this check adopts
+		}
+		var err error
+		if c.cfg.IssuerFile != "" {
+			issuers, _, err = loadCA(RoleIssuer, c.cfg.IssuerFile)
+		}
+		if err == nil {
+			err = verifyIssued(pair, issuers, c.cfg.CertFile, now)
+		}
+		if err != nil {
+			pair, newPairErr = nil, err
+		}
 	}
 
 	c.mu.Lock()
@@ -426,22 +451,41 @@ func parseKey(b []byte) (crypto.Signer, error) {
 	}
 }
 
-// loadCA reads a CA bundle: every block must be a certificate that parses, and there must
-// be at least one.
-func loadCA(path string) (*x509.CertPool, version, error) {
-	b, v, err := readFile(RoleCA, path, 0o022)
+// verifyIssued checks that pair's leaf chains to issuers, through the intermediates the
+// certificate file holds, at now.
+func verifyIssued(pair *tls.Certificate, issuers *x509.CertPool, certPath string, now time.Time) error {
+	inter := x509.NewCertPool()
+	for _, der := range pair.Certificate[1:] {
+		ic, err := x509.ParseCertificate(der)
+		if err != nil {
+			return &FileError{Role: RoleCert, Path: certPath, Err: fmt.Errorf("%w: intermediate: %w", ErrNoCertificate, err)}
+		}
+		inter.AddCert(ic)
+	}
+	_, err := pair.Leaf.Verify(x509.VerifyOptions{Roots: issuers, Intermediates: inter, CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	if err != nil {
+		return &FileError{Role: RoleCert, Path: certPath, Err: fmt.Errorf("%w: %w", ErrUntrustedCert, err)}
+	}
+	return nil
+}
+
+// loadCA reads a CA bundle (role RoleCA or RoleIssuer): every block must be a certificate
+// that parses, and there must be at least one.
+func loadCA(role, path string) (*x509.CertPool, version, error) {
+	b, v, err := readFile(role, path, 0o022)
 	if err != nil {
 		return nil, version{}, err
 	}
 	ders, err := certBlocks(b)
 	if err != nil {
-		return nil, version{}, &FileError{Role: RoleCA, Path: path, Err: err}
+		return nil, version{}, &FileError{Role: role, Path: path, Err: err}
 	}
 	pool := x509.NewCertPool()
 	for i, der := range ders {
 		ca, err := x509.ParseCertificate(der)
 		if err != nil {
-			return nil, version{}, &FileError{Role: RoleCA, Path: path,
+			return nil, version{}, &FileError{Role: role, Path: path,
 				Err: fmt.Errorf("%w: certificate %d: %w", ErrNoCertificate, i+1, err)}
 		}
 		pool.AddCert(ca)

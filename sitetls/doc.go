@@ -46,7 +46,9 @@
 // compared with what was loaded; a difference, or a failure last time, re-reads them. A
 // host may also call [Credentials.Check] from a loop of its own (the agent's heartbeat).
 // A new pair replaces the old only whole and valid: both files read, the key is the
-// certificate's, and the certificate is within its validity. Otherwise the last good pair
+// certificate's, the certificate is within its validity, and it chains to the CA bundle
+// (Config.IssuerFile, else CAFile; the bundle this same check adopts when both changed), so
+// that a certificate from a CA the peers do not trust is never adopted (ErrUntrustedCert). Otherwise the last good pair
 // stays in use, the error (a *[FileError] naming the file) is logged once, returned by Check
 // and kept in [Credentials.Status], and the next check tries again. The CA bundle is
 // reloaded the same way, independently. A certificate and key replaced one after the other

@@ -29,6 +29,9 @@ var (
 	ErrExpired = errors.New("sitetls: certificate expired")
 	// ErrNotYetValid is wrapped when a certificate's NotBefore is still ahead.
 	ErrNotYetValid = errors.New("sitetls: certificate not yet valid")
+	// ErrUntrustedCert is wrapped when a re-read certificate does not chain to the CA bundle
+	// (Config.IssuerFile, else CAFile): it is not adopted, since the peers would refuse it.
+	ErrUntrustedCert = errors.New("sitetls: certificate does not chain to the CA bundle")
 	// ErrNoServerName is returned by a client handshake when neither [Credentials.ClientConfig]
 	// nor the connection names the server to verify (a URL with an IP address and no
 	// server name given).
@@ -53,12 +56,14 @@ const (
 	RoleCert = "certificate"
 	RoleKey  = "key"
 	RoleCA   = "CA bundle"
+	// RoleIssuer is Config.IssuerFile.
+	RoleIssuer = "issuer bundle"
 )
 
 // FileError is an error about one of the configured files. It names the file and its role;
 // it never holds the file's content.
 type FileError struct {
-	Role string // RoleCert, RoleKey or RoleCA
+	Role string // RoleCert, RoleKey, RoleCA or RoleIssuer
 	Path string
 	Err  error
 }

@@ -263,3 +263,70 @@ func TestRotationNoLapse(t *testing.T) {
 		t.Errorf("agent status after the rotations: %d reloads, err %v", st.Reloads, st.Err)
 	}
 }
+
+// TestReloadRefusesUntrustedIssuer performs issue 38.6's attack: the agent's certificate is
+// replaced by one from a CA the control plane does not trust (valid, its key matching).
+// The agent keeps the certificate in use, so the link holds, and reports the refusal; a
+// later renewal from the trusted CA is adopted. With IssuerFile, a certificate is checked
+// against that bundle instead of CAFile.
+func TestReloadRefusesUntrustedIssuer(t *testing.T) {
+	l := newLink(t)
+	ag0 := l.ag.Status().Leaf.SerialNumber.Text(16)
+	srv0 := l.srv.Status().Leaf.SerialNumber.Text(16)
+
+	rogue := newCA(t, l.clock)
+	bad := issue(t, rogue, sitetlstest.Request{Node: nodeA, NotBefore: l.clock.Now()})
+	if err := bad.WriteFiles(l.agF.cert, l.agF.key); err != nil {
+		t.Fatal(err)
+	}
+	l.clock.Advance(interval)
+	if got, want := l.serials(), pair(ag0, srv0); got != want {
+		t.Fatalf("after a certificate of an untrusted CA: %s, want the last good pair %s", got, want)
+	}
+	st := l.ag.Status()
+	checkFileError(t, st.Err, sitetls.ErrUntrustedCert, sitetls.RoleCert, l.agF.cert)
+	if st.Failures == 0 || st.Leaf.SerialNumber.Text(16) != ag0 {
+		t.Errorf("status: %d failures, serving %x; want failures, serving %s", st.Failures, st.Leaf.SerialNumber, ag0)
+	}
+	if logs := l.agentLog.String(); !strings.Contains(logs, "does not chain") {
+		t.Errorf("the refusal is not logged:\n%s", logs)
+	}
+
+	good := issue(t, l.ca, sitetlstest.Request{Node: nodeA, NotBefore: l.clock.Now()})
+	if err := good.WriteFiles(l.agF.cert, l.agF.key); err != nil {
+		t.Fatal(err)
+	}
+	l.clock.Advance(interval)
+	if got, want := l.serials(), pair(serial(good), srv0); got != want {
+		t.Errorf("after a renewal from the trusted CA: %s, want %s", got, want)
+	}
+
+	// A side whose certificate comes from another CA than the one it verifies its peers
+	// against names that CA in IssuerFile.
+	t.Run("IssuerFile", func(t *testing.T) {
+		dir := t.TempDir()
+		own := newCA(t, l.clock)
+		ownFile := writeCA(t, dir, "issuer.pem", own)
+		f := write(t, issue(t, own, sitetlstest.Request{Node: nodeA}), dir, "node")
+		creds := load(t, sitetls.Config{CertFile: f.cert, KeyFile: f.key, CAFile: l.caFile, IssuerFile: ownFile,
+			Now: l.clock.Now, CheckInterval: interval})
+		next := issue(t, own, sitetlstest.Request{Node: nodeA, NotBefore: l.clock.Now()})
+		if err := next.WriteFiles(f.cert, f.key); err != nil {
+			t.Fatal(err)
+		}
+		if err := creds.Check(); err != nil {
+			t.Fatalf("a renewal from the IssuerFile CA: %v", err)
+		}
+		if got := creds.Status().Leaf.SerialNumber.Text(16); got != serial(next) {
+			t.Errorf("serving %s, want the renewal %s", got, serial(next))
+		}
+		other := issue(t, l.ca, sitetlstest.Request{Node: nodeA, NotBefore: l.clock.Now()})
+		if err := other.WriteFiles(f.cert, f.key); err != nil {
+			t.Fatal(err)
+		}
+		checkFileError(t, creds.Check(), sitetls.ErrUntrustedCert, sitetls.RoleCert, f.cert)
+		if got := creds.Status().Leaf.SerialNumber.Text(16); got != serial(next) {
+			t.Errorf("serving %s after a certificate of CAFile's CA, want %s", got, serial(next))
+		}
+	})
+}

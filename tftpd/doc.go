@@ -100,7 +100,10 @@
 // firmware is so served within a round trip of a free slot instead of after its
 // retransmission time-out (EDK2 waits 4 s, six times, before it gives up). A
 // request sent again while it waits keeps its place (the same datagram from the same
-// address and port); one not sent again within QueueWait (5 s) is dropped, as is one that
+// address and port), and, sent again as a client retransmits (250 ms or more after it was
+// last received), takes a slot at once if a transfer may be evicted then, as a new request
+// would (so a client queued under a flood is not held behind the requests queued before
+// it); one not sent again within QueueWait (5 s) is dropped, as is one that
 // finds the queue full. A client evicted after it saw its first datagram is lost (it sends
 // its acknowledgement again, not its request), which is why a transfer gets EvictAfter, many
 // round trips of a boot segment, before it can be evicted, and why the next transfer of a
@@ -115,11 +118,16 @@
 // turn over at up to 1,280 a second at 50 ms), and a real client, which acknowledges within
 // a round trip, keeps the slot it got (a test floods 1,000 requests a second from 200
 // loopback sources: the client has a slot at its first request). What a spoofed request gets
-// back is bounded too: a transfer's first datagram (OACK or DATA block 1) goes to a source
-// that has not acknowledged any earlier transfer FirstRetries+1 times (3 by default) instead
-// of Retries+1, and then the time-out error: 92 times the request's bytes for a 17-byte
-// request without options, against tftpd-hpa's 182 (6 sends), measured side by side in
-// TestReflectionBesideTFTPDHPA (37x and 72x counting the IPv4 and UDP headers). The server
+// back is bounded too: a transfer's first datagram (the OACK alone when options were
+// granted, else DATA block 1, never a window) goes to a source that has not acknowledged
+// any earlier transfer FirstRetries+1 times (once by default) instead of Retries+1, and no
+// time-out error follows; the transfer still waits FirstWait (3 Timeouts) for the
+// acknowledgement, so a client whose acknowledgement was lost sends it again and goes on,
+// and one whose first datagram was lost sends its request again, which is answered as a
+// new one. A 17-byte request without options gets 30 times its bytes back, against
+// tftpd-hpa's 182 (6 sends), measured side by side in TestReflectionBesideTFTPDHPA (12x and
+// 72x counting the IPv4 and UDP headers; 92x and 37x before, with three sends and the
+// error); a request with options gets its OACK, smaller than the request. The server
 // remembers the last 4,096 sources that acknowledged.
 //
 // Refusals are answered from the listening socket and open no socket: write requests, other

@@ -39,6 +39,8 @@ func TestValidate(t *testing.T) {
 		{"negative retries", &tftpd.Server{FS: fsys, Retries: -1}, false},
 		{"negative first retries", &tftpd.Server{FS: fsys, FirstRetries: -1}, false},
 		{"first retries", &tftpd.Server{FS: fsys, FirstRetries: 1}, true},
+		{"negative first wait", &tftpd.Server{FS: fsys, FirstWait: -time.Second}, false},
+		{"first wait", &tftpd.Server{FS: fsys, FirstWait: 10 * time.Second}, true},
 		{"negative window", &tftpd.Server{FS: fsys, MaxWindow: -1}, false},
 		{"negative evict after", &tftpd.Server{FS: fsys, EvictAfter: -time.Second}, false},
 		{"window 65535", &tftpd.Server{FS: fsys, MaxWindow: 65535}, true},
@@ -304,16 +306,29 @@ func TestIPv6(t *testing.T) {
 }
 
 // TestSilentClient: a client that stops acknowledging holds its slot until Timeout and
-// Retries run out; then the transfer is reported as timed out and the slot is free.
+// Retries run out; then the transfer is reported as timed out and the slot is free. A
+// client that never acknowledged gets no time-out message (it may be a spoofed source).
 func TestSilentClient(t *testing.T) {
 	rec := newRecorder()
 	srv := &tftpd.Server{FS: fstest.MapFS{"boot/host-7.efi": {Data: payload(5000, 13)}}, Timeout: 50 * time.Millisecond, Retries: 2,
 		MaxTransfers: 1, MaxPerSource: 1, OnTransfer: rec.hook}
 	addr := serve(t, srv, "127.0.0.1")
+
+	never := newRawClient(t, "127.0.0.1")
+	never.send(addr, rrq("boot/host-7.efi", "octet"))
+	never.recvFrom(5*time.Second, 0)
+	if b, _, ok := never.recv(500 * time.Millisecond); ok {
+		t.Errorf("a client that never acknowledged got %d bytes more (opcode %d)", len(b), opcode(b))
+	}
+	if r := rec.waitN(t, 1)[0]; r.Outcome != tftpd.OutcomeTimeout || r.Bytes != 512 {
+		t.Errorf("report of the client that never acknowledged: %q, %d bytes; want a time-out after one block", r.Outcome, r.Bytes)
+	}
+
 	c := newRawClient(t, "127.0.0.1")
 	c.send(addr, rrq("boot/host-7.efi", "octet"))
 	_, tid := c.recvFrom(5*time.Second, 0)
-	// Say nothing more: the first block is sent again, then the transfer gives up.
+	c.send(tid, ack(1))
+	// Say nothing more: the second block is sent again, then the transfer gives up.
 	var last []byte
 	for {
 		b, from, ok := c.recv(5 * time.Second)
@@ -333,11 +348,11 @@ func TestSilentClient(t *testing.T) {
 	if _, msg := errorOf(t, last); bytes.Contains([]byte(msg), []byte("host-7")) || bytes.Contains([]byte(msg), []byte("boot/")) {
 		t.Errorf("time-out message %q names the file", msg)
 	}
-	r := rec.waitN(t, 1)[0]
-	if r.Outcome != tftpd.OutcomeTimeout || !errors.Is(r.Err, tftpd.ErrTimeout) || r.Bytes != 512 {
-		t.Errorf("report: %q %v, %d bytes; want a time-out after one block", r.Outcome, r.Err, r.Bytes)
+	r := rec.waitN(t, 2)[1]
+	if r.Outcome != tftpd.OutcomeTimeout || !errors.Is(r.Err, tftpd.ErrTimeout) || r.Bytes != 1024 {
+		t.Errorf("report: %q %v, %d bytes; want a time-out after two blocks", r.Outcome, r.Err, r.Bytes)
 	}
-	if c := srv.Stats(); c.Failed != 1 || c.Active != 0 {
+	if c := srv.Stats(); c.Failed != 2 || c.Active != 0 {
 		t.Errorf("counters %+v", c)
 	}
 	// The slot is free again.

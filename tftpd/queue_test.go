@@ -180,3 +180,42 @@ type tidAddr struct {
 	tid   *net.UDPAddr
 	first []byte
 }
+
+// TestQueueResentRequestEvicts: a request held in the queue (every slot taken by a transfer
+// too young to evict) and sent again as a client retransmits, once that transfer has waited
+// EvictAfter without an acknowledgement, takes its slot as a new request would, instead of
+// only keeping its place until the transfer times out. A repeat sent at once (as a flood
+// sends them) only keeps its place.
+func TestQueueResentRequestEvicts(t *testing.T) {
+	data := payload(1500, 43)
+	const evictAfter = 150 * time.Millisecond
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 1, MaxPerSource: 1,
+		Timeout: 2 * time.Second, EvictAfter: evictAfter}
+	addr := serve(t, srv, "127.0.0.1")
+	silent := newRawClient(t, "127.0.0.72") // never acknowledges, as a spoofed source
+	silent.send(addr, rrq("f", "octet"))
+	silent.recvFrom(5*time.Second, 0)
+
+	b := newRawClient(t, "127.0.0.73")
+	b.send(addr, rrq("f", "octet"))
+	if pkt, _, ok := b.recv(evictAfter / 3); ok {
+		t.Fatalf("served %q while the slot's transfer is younger than EvictAfter", pkt[:min(len(pkt), 8)])
+	}
+	waitFor(t, "the request to wait in the queue", func() bool { return srv.Stats().Waiting == 1 })
+	b.send(addr, rrq("f", "octet")) // a repeat too soon to be a retransmission keeps its place
+	if pkt, _, ok := b.recv(evictAfter / 3); ok {
+		t.Fatalf("served %q for a repeat sent at once", pkt[:min(len(pkt), 8)])
+	}
+	time.Sleep(300 * time.Millisecond) // past EvictAfter, and as long as a client waits to retransmit
+	b.send(addr, rrq("f", "octet"))    // the client's retransmission
+	pkt, tid, ok := b.recv(time.Second)
+	if !ok {
+		t.Fatalf("the request sent again got nothing within 1 s; stats %+v", srv.Stats())
+	}
+	if got := b.download(pkt, tid, 512); !bytes.Equal(got, data) {
+		t.Fatalf("got %d bytes, want %d identical", len(got), len(data))
+	}
+	if st := srv.Stats(); st.Evicted != 1 || st.Waiting != 0 {
+		t.Errorf("stats %+v: want one eviction, none waiting", st)
+	}
+}

@@ -24,12 +24,15 @@ const (
 	DefaultMaxNameLen   = 1024
 	DefaultTimeout      = time.Second
 	DefaultRetries      = 5
-	DefaultFirstRetries = 2
-	DefaultMaxWindow    = 64 // RFC 7440 windowsize
-	DefaultEvictAfter   = 50 * time.Millisecond
-	DefaultMaxQueued    = 1024
-	DefaultQueueWait    = 5 * time.Second
-	DefaultAddr         = ":69"
+	DefaultFirstRetries = 0
+	// DefaultFirstWaitTimeouts is how many Timeouts a transfer waits for the first
+	// acknowledgement of a source that never acknowledged, when FirstWait is zero.
+	DefaultFirstWaitTimeouts = 3
+	DefaultMaxWindow         = 64 // RFC 7440 windowsize
+	DefaultEvictAfter        = 50 * time.Millisecond
+	DefaultMaxQueued         = 1024
+	DefaultQueueWait         = 5 * time.Second
+	DefaultAddr              = ":69"
 )
 
 // MaxWindowBytes bounds the file bytes a transfer holds in flight, whatever windowsize it
@@ -74,9 +77,17 @@ type Server struct {
 	Retries int
 	// FirstRetries is how many times the first datagram of a transfer (its OACK, or DATA
 	// block 1) is sent again when its source address has not acknowledged a datagram of any
-	// transfer yet: a spoofed request then gets back at most FirstRetries+1 datagrams. It is
-	// at most Retries. Zero means DefaultFirstRetries (2).
+	// transfer yet: a spoofed request then gets back at most FirstRetries+1 datagrams, and
+	// no time-out error. It is at most Retries. DefaultFirstRetries is 0: the first datagram
+	// goes out once, and a client that lost it sends its request again (RFC 1350 has the
+	// side that times out send its last packet again), which is answered as a new request.
 	FirstRetries int
+	// FirstWait is how long a transfer waits for the first acknowledgement from a source
+	// that has not acknowledged any transfer yet, across the sends of its first datagram,
+	// so that a client whose acknowledgement was lost and sent again still gets its file.
+	// Zero means DefaultFirstWaitTimeouts Timeouts (3 s by default); it is at least
+	// Timeout*(FirstRetries+1).
+	FirstWait time.Duration
 	// EvictAfter is how long a transfer's first datagram must have gone unacknowledged
 	// before a new request may take its slot when every slot is taken: a real client answers
 	// within a round trip. At 64 slots and 50 ms, 1,280 spoofed requests a second are needed
@@ -219,6 +230,8 @@ func (s *Server) Validate() error {
 		return fmt.Errorf("%w: Retries %d is negative", ErrConfig, s.Retries)
 	case s.FirstRetries < 0:
 		return fmt.Errorf("%w: FirstRetries %d is negative", ErrConfig, s.FirstRetries)
+	case s.FirstWait < 0:
+		return fmt.Errorf("%w: FirstWait %v is negative", ErrConfig, s.FirstWait)
 	case s.EvictAfter < 0:
 		return fmt.Errorf("%w: EvictAfter %v is negative", ErrConfig, s.EvictAfter)
 	case s.MaxWindow < 0 || s.MaxWindow > 65535:
@@ -244,6 +257,10 @@ func (s *Server) timeout() time.Duration { return orDefault(s.Timeout, DefaultTi
 func (s *Server) retries() int           { return orDefault(s.Retries, DefaultRetries) }
 func (s *Server) firstRetries() int {
 	return min(orDefault(s.FirstRetries, DefaultFirstRetries), s.retries())
+}
+func (s *Server) firstWait() time.Duration {
+	w := orDefault(s.FirstWait, DefaultFirstWaitTimeouts*s.timeout())
+	return max(w, time.Duration(s.firstRetries()+1)*s.timeout())
 }
 func (s *Server) maxWindow() int { return orDefault(s.MaxWindow, DefaultMaxWindow) }
 func (s *Server) maxQueued() int { return orDefault(s.MaxQueued, DefaultMaxQueued) }

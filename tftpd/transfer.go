@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -118,11 +119,22 @@ func (s *Server) admit(l *listener, b []byte, from *net.UDPAddr, local netip.Add
 		s.refuse(l, w, codeAccess, msgAccess, OutcomeDenied, "", err)
 		return
 	}
-	// A request sent again while it waits for a slot keeps its place.
+	// A request sent again while it waits for a slot keeps its place; sent again as a
+	// client retransmits (resendGap or more after it was last received), it may also take a
+	// slot as a new request would, by evicting a transfer that never saw an
+	// acknowledgement, so that the client is not left behind the requests queued before it.
 	if len(l.queue) > 0 {
 		w.key = queueKey(peer, b)
 		if q, ok := l.queued[w.key]; ok {
+			resent := time.Since(q.last) >= resendGap
 			q.last = time.Now()
+			if !resent {
+				return
+			}
+			if ok, _ := s.reserve(peer.Addr(), l.waitingFrom(peer.Addr())-1, true); ok {
+				l.unqueue(slices.Index(l.queue, q))
+				s.startRequest(l, q)
+			}
 			return
 		}
 	}
@@ -141,6 +153,11 @@ func (s *Server) admit(l *listener, b []byte, from *net.UDPAddr, local netip.Add
 		log.Debug("tftpd: request dropped: per-source limit", "peer", peer, "file", w.name)
 	}
 }
+
+// resendGap is the least time between two receipts of a held request for the second to
+// count as the client's retransmission (iPXE's shortest retransmission time-out; EDK2
+// waits 4 s): repeats closer together, as a flood sends them, only keep its place.
+const resendGap = 250 * time.Millisecond
 
 // waiting is a read request between its arrival and its transfer: admitted at once, or
 // held in a listener's queue until a slot is free.
@@ -303,8 +320,11 @@ type sender struct {
 	timeout time.Duration
 	retries int // resends of a datagram once the client acknowledged one
 	first   int // resends before that
-	acked   bool
-	rbuf    [516]byte
+	// firstWait is how long the first datagram waits for its acknowledgement in all, its
+	// resends included, when the source has not acknowledged anything.
+	firstWait time.Duration
+	acked     bool
+	rbuf      [516]byte
 
 	// The file side, for run and readAhead.
 	src     blockSource
@@ -337,12 +357,19 @@ type sender struct {
 // Acknowledgements of blocks outside the window (duplicates of earlier ones) are ignored; a
 // datagram from another port gets error 5 and is ignored otherwise.
 func (x *sender) exchange(pkts, bodies [][]byte, base uint16, ahead func()) (int, error) {
-	retries := x.retries
+	retries, last := x.retries, x.timeout
 	if !x.acked {
+		// A source not yet seen to acknowledge (maybe a spoofed one) gets the first datagram
+		// FirstRetries+1 times, and is waited for FirstWait in all.
 		retries = x.first
+		last = max(x.timeout, x.firstWait-time.Duration(x.first)*x.timeout)
 	}
 	for i := range retries + 1 {
-		deadline := time.Now().Add(x.timeout)
+		wait := x.timeout
+		if i == retries {
+			wait = last
+		}
+		deadline := time.Now().Add(wait)
 		var n int
 		var from netip.AddrPort
 		var err error
@@ -439,7 +466,8 @@ func (x *sender) fail(code uint16, msg string) {
 // serveTransfer runs an admitted transfer on its socket conn: the OACK when options were
 // granted, then the file a window at a time, each window sent until acknowledged.
 func (s *Server) serveTransfer(t *transfer, conn tconn) {
-	x := &sender{s: s, t: t, conn: conn, peer: t.peer, timeout: s.timeout(), retries: s.retries(), first: s.firstRetries()}
+	x := &sender{s: s, t: t, conn: conn, peer: t.peer, timeout: s.timeout(), retries: s.retries(), first: s.firstRetries(),
+		firstWait: s.firstWait()}
 	x.sendFirst = x.sendOnce
 	if s.isKnown(t.peer.Addr()) {
 		x.first = x.retries
@@ -743,9 +771,11 @@ func spareBlocks(window, blksize int) int {
 	return max(1, min(window, aheadBytes/blksize))
 }
 
-// stopped tells a client that stopped acknowledging that its transfer is over.
+// stopped tells a client that stopped acknowledging that its transfer is over; a source
+// that never acknowledged is told nothing (it may be a spoofed one: a datagram more
+// reflected).
 func (x *sender) stopped(err error) error {
-	if errors.Is(err, errTimedOut) {
+	if errors.Is(err, errTimedOut) && x.acked {
 		x.fail(codeUndefined, msgTimeout)
 	}
 	return err

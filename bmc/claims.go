@@ -168,7 +168,7 @@ func (r ClaimRecord) validate() error {
 		}
 	case ClaimReported:
 		switch r.Outcome.Status {
-		case StatusOK, StatusFailed, StatusUnknown, StatusNotSent:
+		case StatusOK, StatusDiffers, StatusFailed, StatusUnknown, StatusNotSent:
 		default:
 			return fmt.Errorf("%w: reported with status %q", ErrBadClaim, r.Outcome.Status)
 		}

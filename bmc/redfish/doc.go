@@ -37,7 +37,7 @@
 // or, when Target.CertSHA256 is set, against that pinned leaf certificate alone.
 // Target.Insecure turns verification off for that target only. An http:// address whose
 // port speaks TLS (found by a handshake after the plain request failed), or an https://
-// address whose port speaks plain HTTP, is ErrTLS saying which scheme to use, not
+// address whose port speaks plain HTTP, is ErrScheme saying which scheme to use, not
 // ErrUnreachable.
 //
 // # Vendor behaviours handled

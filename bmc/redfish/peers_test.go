@@ -143,7 +143,7 @@ func TestSushyEmulator(t *testing.T) {
 	})
 	t.Run("one-time boot: sushy keeps Continuous, said", func(t *testing.T) {
 		err := d.SetBootDevice(peerCtx(t, 30*time.Second), bmc.BootDevice{Target: bmc.BootPXE})
-		kindIs(t, err, bmc.ErrRefused)
+		kindIs(t, err, bmc.ErrDiffers)
 		if err == nil || !strings.Contains(err.Error(), "BootSourceOverrideEnabled Continuous (asked Once)") {
 			t.Errorf("error does not say what the BMC kept: %v", err)
 		}
@@ -163,7 +163,7 @@ func TestSushyEmulator(t *testing.T) {
 		if errors.Is(err, bmc.ErrUnsupported) {
 			t.Fatalf("UEFI HTTP refused as unsupported: the mode was not switched first: %v", err)
 		}
-		kindIs(t, err, bmc.ErrRefused)
+		kindIs(t, err, bmc.ErrDiffers)
 		if err == nil || !strings.Contains(err.Error(), "BootSourceOverrideTarget Pxe (asked UefiHttp)") {
 			t.Errorf("error does not say what the BMC kept: %v", err)
 		}
@@ -235,7 +235,7 @@ func TestSushyEmulatorTLS(t *testing.T) {
 	t.Run("http:// to the TLS port", func(t *testing.T) {
 		_, err := redfish.Dial(peerCtx(t, 30*time.Second), sushyConfig(), bmc.Target{Driver: redfish.Name,
 			Address: strings.Replace(s.URL, "https://", "http://", 1), Username: sushyUser, Password: sushyPass})
-		kindIs(t, err, bmc.ErrTLS)
+		kindIs(t, err, bmc.ErrScheme)
 		if err == nil || !strings.Contains(err.Error(), "https://") {
 			t.Errorf("error does not say to use https://: %v", err)
 		}

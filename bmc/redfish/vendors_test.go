@@ -84,10 +84,15 @@ func TestA200WithAnErrorBodyIsNotSuccess(t *testing.T) {
 	}
 }
 
-func TestOnceKeptAsContinuousIsAnErrorSayingSo(t *testing.T) {
+// TestOnceKeptAsContinuousTookEffectDifferently: the override was set, persistent; that is
+// ErrDiffers (done, not to be sent again), not a refusal.
+func TestOnceKeptAsContinuousTookEffectDifferently(t *testing.T) {
 	_, d := start(t, bmctest.Options{OnceStoredAsContinuous: true}, redfish.Config{})
 	err := d.SetBootDevice(ctx(t), bmc.BootDevice{Target: bmc.BootPXE})
-	kindIs(t, err, bmc.ErrRefused)
+	kindIs(t, err, bmc.ErrDiffers)
+	if errors.Is(err, bmc.ErrRefused) {
+		t.Errorf("%v is also a refusal", err)
+	}
 	for _, want := range []string{"kept BootSourceOverrideEnabled Continuous (asked Once)", "modification by the service"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
@@ -375,7 +380,9 @@ func TestNoSessionServiceFallsBackToBasicAuth(t *testing.T) {
 	kindIs(t, err, bmc.ErrUnsupported)
 }
 
-func TestSchemeMismatchIsATLSError(t *testing.T) {
+// TestSchemeMismatchHasItsOwnWords: a scheme that does not match the port is ErrScheme,
+// worded as such, never "TLS certificate not trusted" (no certificate was looked at).
+func TestSchemeMismatchHasItsOwnWords(t *testing.T) {
 	tlsSrv := bmctest.NewServer(bmctest.Options{TLS: true})
 	t.Cleanup(tlsSrv.Close)
 	plain := bmctest.NewServer(bmctest.Options{})
@@ -389,9 +396,15 @@ func TestSchemeMismatchIsATLSError(t *testing.T) {
 			defer cancel()
 			_, err := redfish.Dial(c, redfish.Config{}, bmc.Target{Driver: redfish.Name, Address: tc.addr,
 				Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword})
-			kindIs(t, err, bmc.ErrTLS)
-			if errors.Is(err, bmc.ErrUnreachable) || err == nil || !strings.Contains(err.Error(), tc.hint) {
+			kindIs(t, err, bmc.ErrScheme)
+			if errors.Is(err, bmc.ErrUnreachable) || errors.Is(err, bmc.ErrTLS) || err == nil || !strings.Contains(err.Error(), tc.hint) {
 				t.Errorf("err = %v", err)
+			}
+			if strings.Contains(err.Error(), "certificate") {
+				t.Errorf("a scheme mismatch is worded as a certificate problem: %v", err)
+			}
+			if got := bmc.KindName(err); got != "scheme" {
+				t.Errorf("KindName = %q, want scheme", got)
 			}
 		})
 	}

@@ -489,3 +489,51 @@ func TestAMissingNICCollectionIsNotNoNICs(t *testing.T) {
 		t.Errorf("NICsKnown %v HasUUID %v", inv.NICsKnown, inv.HasUUID)
 	}
 }
+
+// TestInspectionOfAnIDRACManagementPortNamedByItsHostInterface: iDRAC's
+// HostInterfaces/Host.1 names NIC.1 as its ManagerEthernetInterface, though NIC.1 is the
+// iDRAC's management port (its only interface). The layout and values are those of a
+// PowerEdge R750's iDRAC 9, put on the DMTF mockup's manager (no iDRAC capture is kept
+// here): NIC.1's address and MAC are the BMC's.
+func TestInspectionOfAnIDRACManagementPortNamedByItsHostInterface(t *testing.T) {
+	srv, d := start(t, bmctest.Options{}, redfish.Config{})
+	mgr := bmctest.ManagerURI
+	ifaces := mgr + "/EthernetInterfaces"
+	srv.Delete(ifaces+"/eth0", ifaces)
+	srv.Delete(ifaces+"/ToHost", ifaces)
+	srv.Put(ifaces+"/NIC.1", ifaces, map[string]any{"Id": "NIC.1", "Name": "Manager Ethernet Interface",
+		"Description": "Management Network Interface", "InterfaceEnabled": true,
+		"MACAddress": "B0:7B:25:D6:51:82", "PermanentMACAddress": "B0:7B:25:D6:51:82",
+		"IPv4Addresses": []any{map[string]any{"Address": "192.168.247.199", "AddressOrigin": "DHCP",
+			"SubnetMask": "255.255.255.0", "Gateway": "192.168.247.1"}},
+		"IPv6Addresses": []any{map[string]any{"Address": "fe80::b27b:25ff:fed6:5182", "AddressOrigin": "LinkLocal"}}})
+	his := mgr + "/HostInterfaces"
+	srv.Put(his, "", map[string]any{"Name": "Host Interface Collection", "Members": []any{}, "Members@odata.count": 0})
+	srv.Put(his+"/Host.1", his, map[string]any{"Id": "Host.1", "Name": "Managed Host Interface 1",
+		"HostInterfaceType": "NetworkHostInterface", "InterfaceEnabled": false, "ExternallyAccessible": false,
+		"ManagerEthernetInterface": map[string]any{"@odata.id": ifaces + "/NIC.1"},
+		"HostEthernetInterfaces":   map[string]any{"@odata.id": his + "/Host.1/HostEthernetInterfaces"}})
+	inv, err := d.Inspect(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := inv.BMCMAC, hwid.MustParseMAC("b0:7b:25:d6:51:82"); got != want {
+		t.Errorf("BMC MAC %v, want %v", got, want)
+	}
+	if diff := cmp.Diff([]netip.Addr{netip.MustParseAddr("192.168.247.199")}, inv.BMCAddrs,
+		cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("BMC addresses (-want +got):\n%s", diff)
+	}
+
+	// With a second interface beside it, the one the host interface names is the host's
+	// side, and the other is the management port.
+	srv.Put(ifaces+"/NIC.2", ifaces, map[string]any{"Id": "NIC.2", "MACAddress": "B0:7B:25:D6:51:83",
+		"IPv4Addresses": []any{map[string]any{"Address": "192.0.2.9"}}})
+	inv, err = d.Inspect(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.BMCMAC != hwid.MustParseMAC("b0:7b:25:d6:51:83") || len(inv.BMCAddrs) != 1 || inv.BMCAddrs[0] != netip.MustParseAddr("192.0.2.9") {
+		t.Errorf("with a second interface: %v %v", inv.BMCMAC, inv.BMCAddrs)
+	}
+}

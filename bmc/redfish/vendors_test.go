@@ -537,3 +537,33 @@ func TestInspectionOfAnIDRACManagementPortNamedByItsHostInterface(t *testing.T) 
 		t.Errorf("with a second interface: %v %v", inv.BMCMAC, inv.BMCAddrs)
 	}
 }
+
+// TestFirmwareMessagesNeverQuoteTheImageGrant: the BMC quotes the image URL, which holds
+// an image cache grant, in its task's messages (bmctest's tasks do, as BMCs do); neither
+// the result nor the error gives the URL or the grant back.
+func TestFirmwareMessagesNeverQuoteTheImageGrant(t *testing.T) {
+	const grant = "6f1c0a9e4b2d7c8e3a5f1b0d9c7e2a4f"
+	image := "http://192.0.2.1:8080/cache/t/" + grant + "/" + strings.Repeat("ab", 32)
+	for _, fail := range []bool{false, true} {
+		srv, d := start(t, bmctest.Options{FailUpdate: fail}, redfish.Config{})
+		res, err := d.UpdateFirmware(ctx(t), bmc.FirmwareUpdate{URL: image})
+		if fail {
+			kindIs(t, err, bmc.ErrRefused)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(srv.Updates(), image) && !fail {
+			t.Errorf("the BMC was not given the URL: %v", srv.Updates())
+		}
+		said := strings.Join(res.Messages, "\n")
+		if err != nil {
+			said += "\n" + err.Error() + "\n" + bmc.OutcomeOf(err).Message
+		}
+		if len(res.Messages) == 0 || !strings.Contains(said, redfish.Redacted) {
+			t.Errorf("failed %v: the BMC's messages are not kept, redacted: %q", fail, said)
+		}
+		if strings.Contains(said, grant) || strings.Contains(said, "192.0.2.1:8080") {
+			t.Errorf("failed %v: the grant comes back: %q", fail, said)
+		}
+	}
+}

@@ -59,8 +59,9 @@
 // A destructive operation (power, boot, rotate, firmware, media) is claimed before it
 // reaches a BMC. The agent side: an Executor with a Journal (FileJournal in the agent's
 // data dir) and a Claimer (its link to the host). The control-plane side: a ClaimRegistry
-// over a ClaimStore (MemoryClaimStore, or one on etcd keeping EncodeClaim's bytes with the
-// key's mod revision as version). The rules:
+// over a ClaimStore: a RegisterClaimStore over a casreg.Register (MemoryClaimStore in
+// memory, or on etcd with lease/etcdstore's register, the key's mod revision as version),
+// keeping EncodeClaim's bytes. The rules:
 //
 //   - a claim is granted once, ever: to the node the command is routed to (or to any node
 //     for a command never routed), and again only to the same node with the same journal

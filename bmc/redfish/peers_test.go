@@ -261,6 +261,21 @@ func sessionCount(t *testing.T, url string) int {
 	return len(coll.Members)
 }
 
+// mockupBoot reads the Boot object of the DMTF mockup's system as the server keeps it.
+func mockupBoot(t *testing.T, url string) map[string]any {
+	t.Helper()
+	resp, err := http.Get(url + "/redfish/v1/Systems/437XR1138R2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sys struct{ Boot map[string]any }
+	if err := json.NewDecoder(resp.Body).Decode(&sys); err != nil {
+		t.Fatal(err)
+	}
+	return sys.Boot
+}
+
 func TestDMTFMockupServer(t *testing.T) {
 	m := testpeer.RedfishMockupServer(t, mockupDir("public-rackmount1"))
 	tg := bmc.Target{Driver: redfish.Name, Address: m.URL, Username: "Administrator", Password: "any"}
@@ -302,9 +317,17 @@ func TestDMTFMockupServer(t *testing.T) {
 			}
 		}
 	})
-	t.Run("UEFI HTTP is not offered", func(t *testing.T) {
+	t.Run("UEFI HTTP is not offered, and Legacy stays", func(t *testing.T) {
+		// The system was left in Legacy mode above. UEFI is listed, so the mode is switched
+		// to read UEFI's targets; UefiHttp is not among them, and Legacy is put back.
+		if m := mockupBoot(t, m.URL)["BootSourceOverrideMode"]; m != "Legacy" {
+			t.Fatalf("mode before: %v", m)
+		}
 		err := d.SetBootDevice(peerCtx(t, 20*time.Second), bmc.BootDevice{Target: bmc.BootHTTP})
 		kindIs(t, err, bmc.ErrUnsupported)
+		if m := mockupBoot(t, m.URL)["BootSourceOverrideMode"]; m != "Legacy" {
+			t.Errorf("mode after: %v (%v)", m, err)
+		}
 	})
 	t.Run("an action the server accepts but never carries out", func(t *testing.T) {
 		// The mockup server answers 204 to any listed action and changes nothing: the

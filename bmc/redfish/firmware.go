@@ -57,11 +57,15 @@ func redactor(raw string, u *url.URL) func(string) string {
 				s = strings.ReplaceAll(s, f, Redacted)
 			}
 		}
-		return grantPath.ReplaceAllString(s, "/cache/t/[grant]")
+		return redactGrants(s)
 	}
 }
 
-// redactResult applies redact to everything UpdateFirmware returns of the BMC's words.
+// redactGrants replaces every image cache grant in s.
+func redactGrants(s string) string { return grantPath.ReplaceAllString(s, "/cache/t/[grant]") }
+
+// redactResult applies redact to everything UpdateFirmware (or a virtual media
+// operation) returns of the BMC's words.
 func redactResult(redact func(string) string, res bmc.FirmwareResult, err error) (bmc.FirmwareResult, error) {
 	for i, m := range res.Messages {
 		res.Messages[i] = redact(m)

@@ -567,3 +567,21 @@ func TestFirmwareMessagesNeverQuoteTheImageGrant(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedInsertNeverQuotesTheImageGrant: an insert that fails after the drive recorded
+// the image (as sushy-emulator does) says what the drive claimed, without the grant.
+func TestFailedInsertNeverQuotesTheImageGrant(t *testing.T) {
+	const grant = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+	image := "http://192.0.2.1:8080/cache/t/" + grant + "/" + strings.Repeat("cd", 32)
+	_, d := start(t, bmctest.Options{MediaInsertFails: true}, redfish.Config{})
+	err := d.InsertMedia(ctx(t), image)
+	if err == nil {
+		t.Fatal("the insert did not fail")
+	}
+	if !strings.Contains(err.Error(), "anyway") || !strings.Contains(err.Error(), redfish.Redacted) {
+		t.Errorf("the error does not say what the drive claimed: %v", err)
+	}
+	if strings.Contains(err.Error(), grant) || strings.Contains(bmc.OutcomeOf(err).Message, grant) {
+		t.Errorf("the grant comes back: %v", err)
+	}
+}

@@ -82,6 +82,10 @@ func (a PowerAction) Valid() bool {
 // PowerController reads and changes power.
 type PowerController interface {
 	PowerState(ctx context.Context) (PowerState, error)
+	// SetPower returns once the machine reports the state asked for (on after on, cycle
+	// and reset; off after off and force-off, a graceful off included), read back until
+	// the driver's power timeout: a machine that does not get there is ErrTimeout, saying
+	// what it reports. Both drivers keep this contract.
 	SetPower(ctx context.Context, a PowerAction) error
 }
 
@@ -137,6 +141,9 @@ func (b BootDevice) Validate() error {
 
 // BootController sets the boot device.
 type BootController interface {
+	// SetBootDevice sets the override and reads it back: a BMC that answered success but
+	// kept something else is ErrDiffers, saying what it kept. A mode or target the BMC
+	// cannot give is ErrUnsupported, and an explicit mode is never dropped.
 	SetBootDevice(ctx context.Context, b BootDevice) error
 }
 

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/bettercompute/siteboot/casreg"
 )
 
 // The claim protocol. Before a destructive operation (power, boot, rotate, firmware,
@@ -51,9 +52,8 @@ type ClaimVersion int64
 // ErrClaimConflict: a compare-and-swap found the record changed since it was read.
 var ErrClaimConflict = errors.New("bmc: claim record changed meanwhile")
 
-// ClaimStore keeps claim records, one per command id, with compare-and-swap. The memory
-// store is MemoryClaimStore; a store on etcd keeps EncodeClaim's bytes under a key per id
-// and uses the key's mod revision as the version, as lease/etcdstore does for leases.
+// ClaimStore keeps claim records, one per command id, with compare-and-swap.
+// RegisterClaimStore keeps them in a casreg.Register (MemoryClaimStore in memory).
 type ClaimStore interface {
 	// Get returns id's record and its version; an id with no record yields
 	// ClaimRecord{ID: id}, version 0 and no error.
@@ -64,63 +64,98 @@ type ClaimStore interface {
 	CompareAndSwap(ctx context.Context, id string, old ClaimVersion, rec ClaimRecord) (ClaimVersion, error)
 }
 
-// MemoryClaimStore is a ClaimStore in memory. The zero value is ready; it is safe for
-// concurrent use. Records are kept for the life of the process.
-type MemoryClaimStore struct {
-	mu   sync.Mutex
-	rev  ClaimVersion
-	recs map[string]memClaim
+// DefaultClaimPrefix is the key prefix of RegisterClaimStore when its Prefix is empty.
+const DefaultClaimPrefix = "/siteboot/bmc-claims/"
+
+// RegisterClaimStore is a ClaimStore over a compare-and-swap register (casreg.Register:
+// in memory, or on etcd with github.com/bettercompute/siteboot/lease/etcdstore), for a
+// control plane whose ClaimRegistry must survive its restarts and be shared by several of
+// its processes. Each command id's record is the value of one key, Prefix + id, holding
+// EncodeClaim's JSON; the record's version is the register's version of the key. Records
+// are never removed: a claim is granted once, ever.
+//
+// A value that does not parse, or that names another id, is an error matching
+// ErrBadClaim and is never overwritten by this store. Set the fields before first use; it
+// is safe for concurrent use.
+type RegisterClaimStore struct {
+	// Register keeps the values. Required.
+	Register casreg.Register
+	// Prefix of the keys; empty: DefaultClaimPrefix.
+	Prefix string
 }
 
-type memClaim struct {
-	rec ClaimRecord
-	ver ClaimVersion
+var _ ClaimStore = (*RegisterClaimStore)(nil)
+
+// Key returns the register key of command id's record.
+func (s *RegisterClaimStore) Key(id string) string {
+	p := s.Prefix
+	if p == "" {
+		p = DefaultClaimPrefix
+	}
+	return p + id
+}
+
+// Get implements ClaimStore.
+func (s *RegisterClaimStore) Get(ctx context.Context, id string) (ClaimRecord, ClaimVersion, error) {
+	b, ver, err := s.Register.Get(ctx, s.Key(id))
+	if err != nil {
+		return ClaimRecord{}, 0, fmt.Errorf("bmc: claim %q: %w", id, err)
+	}
+	if ver == 0 {
+		return ClaimRecord{ID: id}, 0, nil
+	}
+	rec, err := ParseClaim(b)
+	if err != nil {
+		return ClaimRecord{}, 0, fmt.Errorf("bmc: claim %q: %w", id, err)
+	}
+	if rec.ID != id {
+		return ClaimRecord{}, 0, fmt.Errorf("bmc: claim %q: %w: key holds the record of %q", id, ErrBadClaim, rec.ID)
+	}
+	return rec, ClaimVersion(ver), nil
+}
+
+// CompareAndSwap implements ClaimStore. The new version is the register's.
+func (s *RegisterClaimStore) CompareAndSwap(ctx context.Context, id string, old ClaimVersion, rec ClaimRecord) (ClaimVersion, error) {
+	if rec.ID != id {
+		return 0, fmt.Errorf("bmc: claim %q: %w: record of %q", id, ErrBadClaim, rec.ID)
+	}
+	b, err := EncodeClaim(rec)
+	if err != nil {
+		return 0, fmt.Errorf("bmc: claim %q: %w", id, err)
+	}
+	ver, err := s.Register.CompareAndSwap(ctx, s.Key(id), casreg.Version(old), b)
+	if errors.Is(err, casreg.ErrConflict) {
+		return 0, fmt.Errorf("bmc: claim %q: %w", id, ErrClaimConflict)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("bmc: claim %q: %w", id, err)
+	}
+	return ClaimVersion(ver), nil
+}
+
+// MemoryClaimStore is a ClaimStore in memory (a RegisterClaimStore over a casreg.Memory).
+// The zero value is ready; it is safe for concurrent use. Records are kept for the life
+// of the process.
+type MemoryClaimStore struct {
+	mem casreg.Memory
 }
 
 var _ ClaimStore = (*MemoryClaimStore)(nil)
 
+func (s *MemoryClaimStore) store() *RegisterClaimStore { return &RegisterClaimStore{Register: &s.mem} }
+
 // Get implements ClaimStore.
 func (s *MemoryClaimStore) Get(ctx context.Context, id string) (ClaimRecord, ClaimVersion, error) {
-	if err := ctx.Err(); err != nil {
-		return ClaimRecord{}, 0, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.recs[id]
-	if !ok {
-		return ClaimRecord{ID: id}, 0, nil
-	}
-	return e.rec, e.ver, nil
+	return s.store().Get(ctx, id)
 }
 
 // CompareAndSwap implements ClaimStore.
 func (s *MemoryClaimStore) CompareAndSwap(ctx context.Context, id string, old ClaimVersion, rec ClaimRecord) (ClaimVersion, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if rec.ID != id {
-		return 0, fmt.Errorf("%w: record of id %q stored under %q", ErrBadClaim, rec.ID, id)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.recs[id].ver != old {
-		return 0, ErrClaimConflict
-	}
-	if s.recs == nil {
-		s.recs = make(map[string]memClaim)
-	}
-	s.rev++
-	rec.Updated = rec.Updated.Round(0)
-	s.recs[id] = memClaim{rec: rec, ver: s.rev}
-	return s.rev, nil
+	return s.store().CompareAndSwap(ctx, id, old, rec)
 }
 
 // Len returns the number of records held.
-func (s *MemoryClaimStore) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.recs)
-}
+func (s *MemoryClaimStore) Len() int { return s.mem.Len() }
 
 // Limits of a stored claim record.
 const (
@@ -168,7 +203,7 @@ func (r ClaimRecord) validate() error {
 		}
 	case ClaimReported:
 		switch r.Outcome.Status {
-		case StatusOK, StatusFailed, StatusUnknown, StatusNotSent:
+		case StatusOK, StatusDiffers, StatusFailed, StatusUnknown, StatusNotSent:
 		default:
 			return fmt.Errorf("%w: reported with status %q", ErrBadClaim, r.Outcome.Status)
 		}

@@ -3,6 +3,7 @@ package bmc_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,4 +180,26 @@ func FuzzParseClaim(f *testing.F) {
 			t.Fatalf("round trip (-first +second):\n%s", diff)
 		}
 	})
+}
+
+// TestDiffersOutcomeIsKept: an outcome that took effect differently keeps its status and
+// what the BMC kept through OutcomeOf, Err and a claim record's stored form.
+func TestDiffersOutcomeIsKept(t *testing.T) {
+	err := &bmc.OpError{Driver: "redfish", Op: "set-boot", Kind: bmc.ErrDiffers, Message: "kept Continuous (asked Once)"}
+	o := bmc.OutcomeOf(err)
+	if o.Status != bmc.StatusDiffers || o.Kind != "differs" || !strings.Contains(o.Message, "kept Continuous") {
+		t.Fatalf("OutcomeOf = %+v", o)
+	}
+	if back := o.Err(); !errors.Is(back, bmc.ErrDiffers) || errors.Is(back, bmc.ErrRefused) {
+		t.Errorf("Err() = %v", back)
+	}
+	rec := bmc.ClaimRecord{ID: "cmd-1", Op: "set-boot", State: bmc.ClaimReported, Node: "a", Journal: "j", Outcome: o}
+	b, err2 := bmc.EncodeClaim(rec)
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	got, err2 := bmc.ParseClaim(b)
+	if err2 != nil || got.Outcome != o {
+		t.Errorf("ParseClaim(%s) = %+v, %v", b, got, err2)
+	}
 }

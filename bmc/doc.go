@@ -29,8 +29,9 @@
 // # Errors
 //
 // Every driver error is an *OpError whose Kind is one of ErrAuth, ErrUnreachable,
-// ErrTimeout, ErrTLS, ErrRefused (the BMC answered and said no; Code and Message hold what
-// it said), ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrInProgress, ErrNoSession
+// ErrTimeout, ErrTLS, ErrScheme (http:// to a TLS port or the reverse), ErrRefused (the BMC
+// answered and said no; Code and Message hold what it said), ErrDiffers (the BMC took the
+// operation but kept something else, read back: never sent again), ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrInProgress, ErrNoSession
 // (the BMC has no free session) or ErrOutcomeUnknown. Test with errors.Is; the underlying
 // library error stays reachable with errors.As. KindName and KindByName spell a kind for
 // journals, claim records and reports ("auth", "timeout", ...). An operation that read
@@ -45,7 +46,9 @@
 // runs the operation and records its outcome in a Journal; a repeat within the window
 // returns the recorded outcome without contacting the BMC (ErrInProgress while the first
 // is still running). A failure that shows nothing happened (unreachable, wrong
-// credentials, refused) is not replayed: the repeat runs again. MemoryJournal is the
+// credentials, refused) is not replayed: the repeat runs again. An operation that took
+// effect differently (ErrDiffers) is recorded as done, with what the BMC kept, and a
+// repeat answers that without sending it again. MemoryJournal is the
 // in-process default; a host that restarts between a request and its retry uses a
 // FileJournal in its data dir (each step written atomically and durably before it is
 // taken; one process at a time). An operation running when the process died is
@@ -56,8 +59,9 @@
 // A destructive operation (power, boot, rotate, firmware, media) is claimed before it
 // reaches a BMC. The agent side: an Executor with a Journal (FileJournal in the agent's
 // data dir) and a Claimer (its link to the host). The control-plane side: a ClaimRegistry
-// over a ClaimStore (MemoryClaimStore, or one on etcd keeping EncodeClaim's bytes with the
-// key's mod revision as version). The rules:
+// over a ClaimStore: a RegisterClaimStore over a casreg.Register (MemoryClaimStore in
+// memory, or on etcd with lease/etcdstore's register, the key's mod revision as version),
+// keeping EncodeClaim's bytes. The rules:
 //
 //   - a claim is granted once, ever: to the node the command is routed to (or to any node
 //     for a command never routed), and again only to the same node with the same journal

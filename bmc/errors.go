@@ -21,8 +21,18 @@ var (
 	// ErrTLS: the BMC's certificate was not trusted. Pin it (Target.CertSHA256) or add its
 	// CA; Target.Insecure skips the check.
 	ErrTLS = errors.New("bmc: TLS certificate not trusted")
+	// ErrScheme: the address's scheme does not match what the BMC's port speaks (http://
+	// to a TLS port, https:// to a plain-HTTP one). OpError.Message says which to use.
+	// Nothing was sent.
+	ErrScheme = errors.New("bmc: http:// or https:// does not match the BMC's port")
 	// ErrRefused: the BMC answered and said no. OpError.Message holds what it said.
 	ErrRefused = errors.New("bmc: refused by the BMC")
+	// ErrDiffers: the BMC took the operation but what it kept, read back, differs from
+	// what was asked (sushy-emulator keeps a one-time boot override as Continuous;
+	// virtualbmc keeps the old boot device). OpError.Message says what it kept. The
+	// operation took effect as far as the BMC let it: it is recorded as done and never
+	// sent again on its own, since sending it again would change nothing.
+	ErrDiffers = errors.New("bmc: took effect differently")
 	// ErrUnsupported: this driver or this BMC cannot do the operation.
 	ErrUnsupported = errors.New("bmc: unsupported")
 	// ErrUnsupportedDriver: no driver is registered under the target's driver name.
@@ -43,19 +53,19 @@ var (
 )
 
 // kinds lists the kinds in the order KindOf checks them.
-var kinds = []error{ErrAuth, ErrUnreachable, ErrTimeout, ErrTLS, ErrRefused, ErrUnsupported,
-	ErrUnsupportedDriver, ErrInvalid, ErrInProgress, ErrClosed, ErrNoSession, ErrOutcomeUnknown}
+var kinds = []error{ErrAuth, ErrUnreachable, ErrTimeout, ErrTLS, ErrScheme, ErrRefused, ErrDiffers,
+	ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrInProgress, ErrClosed, ErrNoSession, ErrOutcomeUnknown}
 
 // kindNames are the kinds' short names, as journals, claim records and reports spell them.
 var kindNames = map[error]string{
 	ErrAuth: "auth", ErrUnreachable: "unreachable", ErrTimeout: "timeout", ErrTLS: "tls",
-	ErrRefused: "refused", ErrUnsupported: "unsupported", ErrUnsupportedDriver: "unsupported-driver",
+	ErrScheme: "scheme", ErrRefused: "refused", ErrDiffers: "differs", ErrUnsupported: "unsupported", ErrUnsupportedDriver: "unsupported-driver",
 	ErrInvalid: "invalid", ErrInProgress: "in-progress", ErrClosed: "closed",
 	ErrNoSession: "no-session", ErrOutcomeUnknown: "outcome-unknown", ErrPartial: "partial",
 }
 
 // KindName returns the short name of err's kind ("auth", "unreachable", "timeout", "tls",
-// "refused", "unsupported", "no-session", "outcome-unknown", ...), or "" when err is nil
+// "scheme", "refused", "differs", "unsupported", "no-session", "outcome-unknown", ...), or "" when err is nil
 // or of no known kind. It is how a kind is stored and reported.
 func KindName(err error) string {
 	k := KindOf(err)

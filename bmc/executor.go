@@ -242,6 +242,9 @@ func (e *Executor) runDestructive(ctx context.Context, op Operation) Result {
 			return res
 		case StateDone:
 			res.Outcome = Outcome{Status: StatusOK}
+			if rec.Kind == ErrDiffers {
+				res.Outcome = Outcome{Status: StatusDiffers, Kind: KindName(ErrDiffers), Message: rec.Message}
+			}
 		case StateUnknown:
 			res.Outcome = Outcome{Status: StatusUnknown, Kind: KindName(ErrOutcomeUnknown), Message: rec.Message}
 		default:
@@ -257,9 +260,12 @@ func (e *Executor) runDestructive(ctx context.Context, op Operation) Result {
 	finish := func(o Outcome, retryable bool) Result {
 		rec.Ended = e.now()
 		rec.Claiming = false
-		if o.Status == StatusOK {
+		switch o.Status {
+		case StatusOK:
 			rec.State = StateDone
-		} else {
+		case StatusDiffers: // done, though not as asked: never sent again
+			rec.State, rec.Kind, rec.Message, rec.Retryable = StateDone, ErrDiffers, o.Message, false
+		default:
 			rec.State, rec.Kind, rec.Message, rec.Retryable = StateFailed, KindByName(o.Kind), o.Message, retryable
 			if o.Status == StatusUnknown {
 				rec.State = StateUnknown

@@ -42,6 +42,8 @@ type Record struct {
 	// Ended is zero while running.
 	Ended time.Time
 	// Kind and Message describe a failure: Kind is one of the Err* kinds (nil if unknown).
+	// A StateDone record may carry ErrDiffers: the operation took effect differently, and
+	// Message says what the BMC kept.
 	Kind    error
 	Message string
 	// Retryable marks a failure that shows the operation did not take effect (the BMC was
@@ -206,8 +208,10 @@ var ErrReplayed = errors.New("bmc: answered from the journal")
 // ErrInProgress; once it ended, Run returns nil for a success and an *OpError carrying the
 // recorded kind and message for a failure that may have taken effect (ErrTimeout, or of
 // no known kind), without calling fn. After a failure that shows the operation did not
-// take effect (ErrUnreachable, ErrAuth, ErrRefused, ...) a repeat runs fn again. errors.Is(err, ErrReplayed)
-// tells a replayed failure apart; RunReport also reports a replayed success.
+// take effect (ErrUnreachable, ErrAuth, ErrRefused, ...) a repeat runs fn again. One that
+// took effect differently (ErrDiffers) is done: a repeat returns the recorded ErrDiffers
+// error, saying what the BMC kept, without calling fn. errors.Is(err, ErrReplayed) tells
+// a replayed failure apart; RunReport also reports a replayed success.
 func (r *Runner) Run(ctx context.Context, id, op string, fn func(context.Context) error) error {
 	_, err := r.run(ctx, id, op, fn)
 	return err
@@ -234,6 +238,9 @@ func (r *Runner) run(ctx context.Context, id, op string, fn func(context.Context
 		case StateRunning:
 			return true, &OpError{Op: op, Kind: ErrInProgress, Message: "operation " + quote(id) + " is still running"}
 		case StateDone:
+			if rec.Kind != nil { // took effect differently: what the BMC kept, again
+				return true, &OpError{Op: rec.Op, Kind: rec.Kind, Message: rec.Message, Err: ErrReplayed}
+			}
 			return true, nil
 		case StateUnknown:
 			return true, &OpError{Op: rec.Op, Kind: ErrOutcomeUnknown, Message: "operation " + quote(id) +
@@ -244,9 +251,12 @@ func (r *Runner) run(ctx context.Context, id, op string, fn func(context.Context
 	}
 	runErr := fn(ctx)
 	rec.Ended = r.now()
-	if runErr == nil {
+	switch kind := KindOf(runErr); {
+	case runErr == nil:
 		rec.State = StateDone
-	} else {
+	case kind == ErrDiffers: // done, though not as asked: never sent again
+		rec.State, rec.Kind, rec.Message = StateDone, kind, runErr.Error()
+	default:
 		rec.State = StateFailed
 		rec.Kind = KindOf(runErr)
 		rec.Message = runErr.Error()
@@ -263,7 +273,7 @@ func (r *Runner) run(ctx context.Context, id, op string, fn func(context.Context
 // effect. A timeout (or an unknown failure) may have, so it is never retried blindly.
 func notApplied(kind error) bool {
 	switch kind {
-	case ErrAuth, ErrUnreachable, ErrTLS, ErrRefused, ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrClosed,
+	case ErrAuth, ErrUnreachable, ErrTLS, ErrScheme, ErrRefused, ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrClosed,
 		ErrNoSession:
 		return true
 	}

@@ -27,6 +27,9 @@ import (
 //	auth          wrong password (RAKP)                  wrong password (401)
 //	unreachable   closed UDP port                        closed TCP port
 //	tls           -                                      self-signed certificate
+//	scheme        -                                      http:// to a TLS port
+//	differs       virtualbmc keeps pxe for BIOS setup    a one-time override kept as Continuous
+//	              (ipmi's TestQEMUVirtualBMC)
 //	timeout       ipmi_sim stopped (SIGSTOP) mid-session server that never answers
 //	refused       ipmi_sim LAN parameter 0xff            firmware task Exception
 //	unsupported   pyghmi: Get User Access 0xc1            UEFI HTTP boot not allowed
@@ -172,6 +175,21 @@ func TestErrorKindsAcrossDrivers(t *testing.T) {
 			_, err = rdial(redfish.Config{Timeout: 200 * time.Millisecond},
 				bmc.Target{Address: "http://" + l.Addr().String(), Username: "u", Password: "p"})
 			return err
+		}},
+		{"redfish", "scheme", bmc.ErrScheme, "", "use https://", func(t *testing.T) error {
+			_, tg := rf(bmctest.Options{TLS: true})
+			tg.Address = strings.Replace(tg.Address, "https://", "http://", 1)
+			_, err := rdial(redfish.Config{}, tg)
+			return err
+		}},
+		{"redfish", "differs", bmc.ErrDiffers, "", "kept BootSourceOverrideEnabled Continuous", func(t *testing.T) error {
+			_, tg := rf(bmctest.Options{OnceStoredAsContinuous: true})
+			d, err := rdial(redfish.Config{}, tg)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			return d.SetBootDevice(ctx(), bmc.BootDevice{Target: bmc.BootPXE})
 		}},
 		{"redfish", "refused", bmc.ErrRefused, "", "signature verification failed", func(t *testing.T) error {
 			_, tg := rf(bmctest.Options{FailUpdate: true})

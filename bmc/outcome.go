@@ -9,6 +9,10 @@ type Status string
 const (
 	// StatusOK: the BMC carried the operation out.
 	StatusOK Status = "ok"
+	// StatusDiffers: the BMC carried the operation out but kept something else than was
+	// asked (Outcome.Kind is "differs"; Message says what it kept). It is done: never sent
+	// again on its own.
+	StatusDiffers Status = "differs"
 	// StatusFailed: the operation was sent and failed; Outcome.Kind says how.
 	StatusFailed Status = "failed"
 	// StatusUnknown: the operation may have reached the BMC, but nobody recorded how it
@@ -31,7 +35,7 @@ type Outcome struct {
 }
 
 // OutcomeOf returns the outcome of an operation that returned err (nil: StatusOK).
-// ErrOutcomeUnknown is StatusUnknown.
+// ErrOutcomeUnknown is StatusUnknown; ErrDiffers is StatusDiffers.
 func OutcomeOf(err error) Outcome {
 	if err == nil {
 		return Outcome{Status: StatusOK}
@@ -41,20 +45,26 @@ func OutcomeOf(err error) Outcome {
 	if errors.As(err, &oe) {
 		o.Code = oe.Code
 	}
-	if errors.Is(err, ErrOutcomeUnknown) {
+	switch o.Kind {
+	case KindName(ErrOutcomeUnknown):
 		o.Status = StatusUnknown
+	case KindName(ErrDiffers):
+		o.Status = StatusDiffers
 	}
 	return o
 }
 
 // Err returns nil for StatusOK, and otherwise an *OpError of the outcome's kind (for
-// StatusUnknown, ErrOutcomeUnknown) carrying its code and message.
+// StatusUnknown, ErrOutcomeUnknown; for StatusDiffers, ErrDiffers) carrying its code and
+// message.
 func (o Outcome) Err() error {
 	switch o.Status {
 	case StatusOK:
 		return nil
 	case StatusUnknown:
 		return &OpError{Kind: ErrOutcomeUnknown, Code: o.Code, Message: o.Message}
+	case StatusDiffers:
+		return &OpError{Kind: ErrDiffers, Code: o.Code, Message: o.Message}
 	}
 	return &OpError{Kind: KindByName(o.Kind), Code: o.Code, Message: o.Message}
 }

@@ -1,7 +1,8 @@
 // Package lease implements the fenced boot lease that makes exactly one site agent the
-// active boot server of a site: the control plane's tick, a compare-and-swap Store (in
-// memory here, on etcd in lease/etcdstore), the agent-side Fence, the control plane's epoch
-// check and the agent picker.
+// active boot server of a site: the control plane's tick, a compare-and-swap Store (a
+// RegisterStore over a casreg.Register: in memory, MemoryStore, or on etcd with
+// lease/etcdstore), the agent-side Fence, the control plane's epoch check and the agent
+// picker.
 //
 // # The lease
 //

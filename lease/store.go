@@ -2,8 +2,10 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
+
+	"github.com/bettercompute/siteboot/casreg"
 )
 
 // Version identifies one stored state of a site's record; 0 means no record is stored.
@@ -21,53 +23,91 @@ type Store interface {
 	CompareAndSwap(ctx context.Context, site string, old Version, rec Record) (Version, error)
 }
 
-// MemoryStore is a Store in memory, the embedded default for a control plane of one
-// process. The zero value is ready to use; it is safe for concurrent use.
-type MemoryStore struct {
-	mu   sync.Mutex
-	rev  Version
-	recs map[string]memEntry
+// DefaultPrefix is the key prefix of RegisterStore when its Prefix is empty.
+const DefaultPrefix = "/siteboot/lease/"
+
+// RegisterStore is a Store over a compare-and-swap register (casreg.Register: in memory,
+// or on etcd with github.com/bettercompute/siteboot/lease/etcdstore). Each site's record
+// is the value of one key, Prefix + Name(site) (by default /siteboot/lease/site:SITE:boot),
+// holding EncodeRecord's JSON; the record's version is the register's version of the key.
+//
+// A value that does not parse, or that names another site, is an error matching
+// ErrBadRecord and is never overwritten by this store: an operator removes it. Set the
+// fields before first use; it is safe for concurrent use.
+type RegisterStore struct {
+	// Register keeps the values. Required.
+	Register casreg.Register
+	// Prefix of the keys; empty: DefaultPrefix.
+	Prefix string
 }
 
-type memEntry struct {
-	rec Record
-	ver Version
+var _ Store = (*RegisterStore)(nil)
+
+// Key returns the register key of site's record.
+func (s *RegisterStore) Key(site string) string {
+	p := s.Prefix
+	if p == "" {
+		p = DefaultPrefix
+	}
+	return p + Name(site)
+}
+
+// Get implements Store.
+func (s *RegisterStore) Get(ctx context.Context, site string) (Record, Version, error) {
+	b, ver, err := s.Register.Get(ctx, s.Key(site))
+	if err != nil {
+		return Record{}, 0, &OpError{Op: "get", Site: site, Err: err}
+	}
+	if ver == 0 {
+		return Record{Site: site}, 0, nil
+	}
+	rec, err := ParseRecord(b)
+	if err != nil {
+		return Record{}, 0, &OpError{Op: "get", Site: site, Err: err}
+	}
+	if rec.Site != site {
+		return Record{}, 0, &OpError{Op: "get", Site: site,
+			Err: fmt.Errorf("%w: key holds the record of site %q", ErrBadRecord, rec.Site)}
+	}
+	return rec, Version(ver), nil
+}
+
+// CompareAndSwap implements Store. The new version is the register's.
+func (s *RegisterStore) CompareAndSwap(ctx context.Context, site string, old Version, rec Record) (Version, error) {
+	if rec.Site != site {
+		return 0, &OpError{Op: "cas", Site: site, Err: fmt.Errorf("%w: record of site %q", ErrBadRecord, rec.Site)}
+	}
+	b, err := EncodeRecord(rec)
+	if err != nil {
+		return 0, &OpError{Op: "cas", Site: site, Err: err}
+	}
+	ver, err := s.Register.CompareAndSwap(ctx, s.Key(site), casreg.Version(old), b)
+	if errors.Is(err, casreg.ErrConflict) {
+		return 0, &OpError{Op: "cas", Site: site, Err: ErrConflict}
+	}
+	if err != nil {
+		return 0, &OpError{Op: "cas", Site: site, Err: err}
+	}
+	return Version(ver), nil
+}
+
+// MemoryStore is a Store in memory (a RegisterStore over a casreg.Memory), the embedded
+// default for a control plane of one process. The zero value is ready to use; it is safe
+// for concurrent use.
+type MemoryStore struct {
+	mem casreg.Memory
 }
 
 var _ Store = (*MemoryStore)(nil)
 
+func (s *MemoryStore) store() *RegisterStore { return &RegisterStore{Register: &s.mem} }
+
 // Get implements Store.
 func (s *MemoryStore) Get(ctx context.Context, site string) (Record, Version, error) {
-	if err := ctx.Err(); err != nil {
-		return Record{}, 0, &OpError{Op: "get", Site: site, Err: err}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.recs[site]
-	if !ok {
-		return Record{Site: site}, 0, nil
-	}
-	return e.rec, e.ver, nil
+	return s.store().Get(ctx, site)
 }
 
 // CompareAndSwap implements Store.
 func (s *MemoryStore) CompareAndSwap(ctx context.Context, site string, old Version, rec Record) (Version, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, &OpError{Op: "cas", Site: site, Err: err}
-	}
-	if rec.Site != site {
-		return 0, &OpError{Op: "cas", Site: site, Err: fmt.Errorf("%w: record of site %q", ErrBadRecord, rec.Site)}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.recs[site].ver != old {
-		return 0, &OpError{Op: "cas", Site: site, Err: ErrConflict}
-	}
-	if s.recs == nil {
-		s.recs = make(map[string]memEntry)
-	}
-	s.rev++
-	rec.Expires = rec.Expires.Round(0)
-	s.recs[site] = memEntry{rec: rec, ver: s.rev}
-	return s.rev, nil
+	return s.store().CompareAndSwap(ctx, site, old, rec)
 }

@@ -145,6 +145,10 @@ type Options struct {
 	// ends, as a service that deletes monitors of finished tasks does; the task resource
 	// stays.
 	TaskMonitorGone bool
+	// NoBootMode serves the system's Boot without BootSourceOverrideMode (nor its allowed
+	// values) and answers a Boot PATCH that carries it with 400 PropertyUnknown, as OpenBMC
+	// on NVIDIA GB200 does (issue 37): such a BMC neither reports nor accepts a mode.
+	NoBootMode bool
 	// NoSessionService serves a service root without SessionService or Links.Sessions,
 	// as sushy-emulator does: only basic auth logs in.
 	NoSessionService bool
@@ -421,6 +425,12 @@ func (s *Server) load() error {
 		}
 		delete(s.res, "/redfish/v1/SessionService")
 		delete(s.res, "/redfish/v1/SessionService/Sessions")
+	}
+	if s.opts.NoBootMode {
+		if boot, ok := s.res[s.sysPath]["Boot"].(map[string]any); ok {
+			delete(boot, "BootSourceOverrideMode")
+			delete(boot, "BootSourceOverrideMode@Redfish.AllowableValues")
+		}
 	}
 	if s.opts.Mockup != PublicRackmount1 {
 		return nil
@@ -710,6 +720,12 @@ func (s *Server) checkSystemPatch(w http.ResponseWriter, sys, in map[string]any)
 		return false
 	}
 	_, hasMode := b["BootSourceOverrideMode"]
+	if hasMode && s.opts.NoBootMode {
+		writeError(w, http.StatusBadRequest, "Base.1.8.PropertyUnknown",
+			"The property BootSourceOverrideMode is not in the list of valid properties for the resource.",
+			"BootSourceOverrideMode")
+		return true
+	}
 	switch s.opts.Vendor {
 	case HPEiLO:
 		if hasMode {

@@ -22,13 +22,19 @@
 // listing in standard IPMI: the driver does not implement those interfaces, and BootHTTP
 // is ErrUnsupported.
 //
+// Power and boot changes are read back, as the Redfish driver does: after a power action
+// the BMC accepted, the state is read until it is the one asked for (a graceful off
+// included), for at most Config.PowerTimeout, else ErrTimeout; after a boot device change
+// the boot flags are read, and a device other than the one asked for is ErrDiffers.
+//
 // # BMCs that do less
 //
 // A power cycle the BMC refuses (0xcc from virtualbmc and pyghmi, 0xd5, 0xd6) is sent as
 // power down, a wait until the machine reports off (Config.CycleOffWait), then power up.
 // Inspection reads the GUID, the LAN address and the LAN MAC each on its own: a part the
 // BMC refuses (virtualbmc answers Get System GUID with 0xc1) is named in a
-// *bmc.PartialError and the others are kept.
+// *bmc.PartialError and the others are kept. virtualbmc answers success to BIOS setup and
+// to no override and keeps the device it had: ErrDiffers, naming it.
 //
 // # GUID byte order
 //

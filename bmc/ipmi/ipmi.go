@@ -32,7 +32,10 @@ const (
 	// DefaultCycleOffWait bounds the wait for the machine to report off when a power cycle
 	// is sent as power down, then power up (see SetPower).
 	DefaultCycleOffWait = 30 * time.Second
-	// cyclePoll is how often the power state is read during that wait.
+	// DefaultPowerTimeout bounds the wait, after a power action the BMC accepted, for the
+	// machine to report the state asked for (as the Redfish driver's default).
+	DefaultPowerTimeout = 2 * time.Minute
+	// cyclePoll is how often the power state is read during these waits.
 	cyclePoll = 200 * time.Millisecond
 )
 
@@ -60,6 +63,11 @@ type Config struct {
 	// as power down, then power up) waits for the machine to report off; zero means
 	// DefaultCycleOffWait. The context's deadline bounds it too.
 	CycleOffWait time.Duration
+	// PowerTimeout bounds the wait, after the BMC accepted a power action, for the machine
+	// to report the state asked for (off after off and force-off, on after on, cycle and
+	// reset), read with Get Chassis Status every 200 ms; zero means DefaultPowerTimeout.
+	// The context's deadline bounds it too.
+	PowerTimeout time.Duration
 	// Logger receives session events; nil discards.
 	Logger *slog.Logger
 	// OnOp, when set, is called after each operation with its outcome; it must not block.
@@ -120,6 +128,9 @@ func Dial(ctx context.Context, cfg Config, t bmc.Target) (d *Driver, err error) 
 	}
 	if cfg.CycleOffWait <= 0 {
 		cfg.CycleOffWait = DefaultCycleOffWait
+	}
+	if cfg.PowerTimeout <= 0 {
+		cfg.PowerTimeout = DefaultPowerTimeout
 	}
 	if len(cfg.CipherSuites) == 0 {
 		cfg.CipherSuites = DefaultCipherSuites
@@ -359,6 +370,10 @@ func (d *Driver) PowerState(ctx context.Context) (bmc.PowerState, error) {
 
 // SetPower implements bmc.PowerController with Chassis Control. Asking for the state
 // the machine is already in sends nothing; a cycle of a machine that is off powers it on.
+// After the BMC accepts, the power state is read back (Get Chassis Status) until it is
+// the one asked for (on after on, cycle and reset; off after off and force-off), for at
+// most PowerTimeout: a machine that does not get there (an OS that ignores a graceful
+// off) is ErrTimeout, saying what it reports. This is the Redfish driver's contract.
 func (d *Driver) SetPower(ctx context.Context, a bmc.PowerAction) error {
 	if !a.Valid() {
 		return d.opErr("power", bmc.ErrInvalid, "unknown power action "+string(a), nil)
@@ -397,10 +412,48 @@ func (d *Driver) SetPower(ctx context.Context, a bmc.PowerAction) error {
 		_, err = c.ChassisControl(ctx, ctl)
 		if err != nil && ctl == chassis.ChassisControlPowerCycle && refusesCycle(err) {
 			d.log.Debug("ipmi: power cycle refused; sending power down, then power up", "addr", d.target.Address, "err", err)
-			return d.offThenOn(ctx, c)
+			if err := d.offThenOn(ctx, c); err != nil {
+				return err
+			}
+			return d.waitPower(ctx, c, true, "power up")
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return d.waitPower(ctx, c, a != bmc.PowerActionOff && a != bmc.PowerActionForceOff, controlNames[ctl])
 	})
+}
+
+var controlNames = map[chassis.ChassisControl]string{
+	chassis.ChassisControlPowerUp: "power up", chassis.ChassisControlPowerDown: "power down",
+	chassis.ChassisControlSoftShutdown: "soft shutdown", chassis.ChassisControlPowerCycle: "power cycle",
+	chassis.ChassisControlHardReset: "hard reset",
+}
+
+// waitPower reads the power state until it is on (wantOn) or off, for at most
+// PowerTimeout and ctx's deadline.
+func (d *Driver) waitPower(ctx context.Context, c *client.Client, wantOn bool, sent string) error {
+	want := map[bool]string{true: "on", false: "off"}
+	wait, cancel := context.WithTimeout(ctx, d.cfg.PowerTimeout)
+	defer cancel()
+	tick := time.NewTicker(cyclePoll)
+	defer tick.Stop()
+	last := "unknown"
+	for {
+		res, err := c.GetChassisStatus(wait)
+		if err == nil {
+			if res.PowerIsOn == wantOn {
+				return nil
+			}
+			last = want[res.PowerIsOn]
+		}
+		select {
+		case <-wait.Done():
+			return d.opErr("power", bmc.ErrTimeout, "the BMC accepted "+sent+" but the machine still reports "+last+
+				" after "+d.cfg.PowerTimeout.String()+"; "+want[wantOn]+" was asked for", wait.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // refusesCycle reports whether err is a BMC's answer that it does not do Chassis Control
@@ -456,7 +509,11 @@ var selectors = map[bmc.BootTarget]types.BootDeviceSelector{
 
 // SetBootDevice implements bmc.BootController with Set System Boot Options (boot flags,
 // parameter 5). IPMI has no UEFI HTTP boot selector: BootHTTP is ErrUnsupported.
-// BootModeAuto is sent as legacy, IPMI's default.
+// BootModeAuto is sent as legacy, IPMI's default. The boot flags are read back afterwards
+// (Get System Boot Options), as the Redfish driver reads its override back: a BMC that
+// answered success but kept another device (virtualbmc keeps the old one for "BIOS setup"
+// and "none") is an ErrDiffers error naming what it kept. Only the device selector is
+// compared: some BMCs (ipmi_sim) keep neither the EFI nor the persistent bit.
 func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 	if err := b.Validate(); err != nil {
 		oe := err.(*bmc.OpError)
@@ -472,8 +529,30 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 		bootType = types.BIOSBootTypeEFI
 	}
 	return d.call(ctx, "set-boot", func(c *client.Client) error {
-		return c.SetBootDevice(ctx, sel, bootType, b.Persistent)
+		if err := c.SetBootDevice(ctx, sel, bootType, b.Persistent); err != nil {
+			return err
+		}
+		p := &types.BootOptionParam_BootFlags{}
+		if err := c.GetSystemBootOptionsParamFor(ctx, p); err != nil {
+			return err
+		}
+		if p.BootDeviceSelector != sel {
+			return d.opErr("set-boot", bmc.ErrDiffers, "the BMC accepted boot device "+string(b.Target)+
+				" but kept "+string(targetOf(p.BootDeviceSelector)), nil)
+		}
+		return nil
 	})
+}
+
+// targetOf names a boot device selector as a bmc.BootTarget ("ipmi-selector-N" for one
+// it has no name for).
+func targetOf(sel types.BootDeviceSelector) bmc.BootTarget {
+	for t, s := range selectors {
+		if s == sel {
+			return t
+		}
+	}
+	return bmc.BootTarget("ipmi-selector-" + strconv.Itoa(int(sel)))
 }
 
 // BootDevice reads the boot flags back (Get System Boot Options, parameter 5): the
@@ -488,15 +567,7 @@ func (d *Driver) BootDevice(ctx context.Context) (bmc.BootTarget, error) {
 		}
 		// The valid bit is not checked: ipmi_sim clears it yet keeps the selector, and
 		// ipmitool reports the selector the same way.
-		target = bmc.BootNone
-		for t, s := range selectors {
-			if s == p.BootDeviceSelector && t != bmc.BootNone {
-				target = t
-			}
-		}
-		if target == bmc.BootNone && p.BootDeviceSelector != types.BootDeviceSelectorNoOverride {
-			target = bmc.BootTarget("ipmi-selector-" + strconv.Itoa(int(p.BootDeviceSelector)))
-		}
+		target = targetOf(p.BootDeviceSelector)
 		return nil
 	})
 	return target, err

@@ -10,7 +10,8 @@ import (
 )
 
 // TestQEMUVirtualBMC drives a real QEMU machine through virtualbmc, which answers power
-// cycle with 0xcc and Get System GUID and the LAN parameters with 0xc1.
+// cycle with 0xcc and Get System GUID and the LAN parameters with 0xc1, and success to boot
+// devices it does not carry out.
 func TestQEMUVirtualBMC(t *testing.T) {
 	v := ipmitest.StartVirtualBMC(t)
 	d := ipmitest.Dial(t, v.Target())
@@ -22,6 +23,18 @@ func TestQEMUVirtualBMC(t *testing.T) {
 	}
 	if x := v.Virsh(t, "dumpxml", ipmitest.VirtualBMCDomain); !strings.Contains(x, "<boot dev='network'/>") {
 		t.Errorf("boot device not network:\n%s", x)
+	}
+	// virtualbmc answers success to BIOS setup and to no override, and keeps the device it
+	// had: read back, that is ErrDiffers naming what it kept.
+	for _, target := range []bmc.BootTarget{bmc.BootBIOSSetup, bmc.BootNone} {
+		err := d.SetBootDevice(ctx(t), bmc.BootDevice{Target: target})
+		kindIs(t, err, bmc.ErrDiffers)
+		if !strings.Contains(err.Error(), "kept pxe") {
+			t.Errorf("%s: %v", target, err)
+		}
+		if got, err := d.BootDevice(ctx(t)); err != nil || got != bmc.BootPXE {
+			t.Errorf("after %s the BMC reads %q, %v", target, got, err)
+		}
 	}
 	if err := d.SetPower(ctx(t), bmc.PowerActionOn); err != nil {
 		t.Fatal(err)

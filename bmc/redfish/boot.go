@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
@@ -32,18 +33,23 @@ type systemBoot struct {
 
 // SetBootDevice implements bmc.BootController with a PATCH of the system's Boot object,
 // read back afterwards: a BMC that accepted the PATCH but kept another target,
-// persistence or mode (sushy-emulator stores Once as Continuous; iDRAC answers 200 with an
-// error body) is an ErrRefused error naming what it kept.
+// persistence or mode (sushy-emulator stores Once as Continuous) is an ErrDiffers error
+// naming what it kept; one that answered 200 with an error body (iDRAC) is ErrRefused.
+//
+// What the BMC lists decides before anything is written: a mode missing from
+// BootSourceOverrideMode@Redfish.AllowableValues, a target or persistence missing from
+// theirs, is ErrUnsupported with nothing sent.
 //
 // BootSourceOverrideMode is sent (the requested mode, or the system's current one for
 // BootModeAuto) because some BMCs (Supermicro) require it. A BMC that rejects it (HPE
-// iLO) is remembered and gets Target and Enabled only, from then on; an explicit mode
-// that differs from the system's current one is then ErrUnsupported, nothing changed. A
-// BMC that demands it when it was not sent gets it again with UEFI. UEFI HTTP (or any
-// target) the BMC lists only in the other mode is preceded by a PATCH of the mode alone,
-// so that the allowed targets are checked in the mode the boot will use. A target or
-// persistence the BMC does not list, or rejects (Lenovo XCC refuses Continuous), is
-// ErrUnsupported.
+// iLO, OpenBMC on GB200) is remembered and gets Target and Enabled only, from then on; an
+// explicit mode is then ErrUnsupported, nothing changed, unless the BMC reports that it is
+// already in that mode. A BMC that demands it when it was not sent gets it again with
+// UEFI. UEFI HTTP (or any target) the BMC lists only in the other mode is preceded by a
+// PATCH of the mode alone, so that the allowed targets are checked in the mode the boot
+// will use; if the target is still not offered, or the override is then refused, the
+// mode the system had is put back. A persistence the BMC rejects (Lenovo XCC refuses
+// Continuous) is ErrUnsupported.
 func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 	if err := b.Validate(); err != nil {
 		oe := err.(*bmc.OpError)
@@ -64,6 +70,7 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 		case b.Persistent:
 			enabled = "Continuous"
 		}
+		explicit := b.Mode != bmc.BootModeAuto
 		want := "" // the mode the caller asked for, explicitly or through UEFI HTTP
 		switch b.Mode {
 		case bmc.BootModeUEFI:
@@ -74,13 +81,47 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 		if b.Target == bmc.BootHTTP {
 			want = "UEFI"
 		}
+		prior := sys.Boot.Mode
 		q := d.knows()
-		if want != "" && q.noBootMode && sys.Boot.Mode != "" && sys.Boot.Mode != want {
-			return d.opErr("set-boot", bmc.ErrUnsupported, "the BMC refuses BootSourceOverrideMode and is in "+
-				sys.Boot.Mode+" mode; "+want+" was asked for", nil)
-		}
 		listed := func(al []string, v string) bool { return len(al) == 0 || slices.Contains(al, v) }
-		if want != "" && !q.noBootMode && sys.Boot.Mode != "" && sys.Boot.Mode != want && !listed(sys.Boot.AllowedTargets, target) {
+		// Decided from what the BMC lists, before anything is written.
+		if want != "" && prior != want && !listed(sys.Boot.AllowedModes, want) {
+			return d.opErr("set-boot", bmc.ErrUnsupported, "the BMC does not offer BootSourceOverrideMode "+want+
+				" (it lists "+strings.Join(sys.Boot.AllowedModes, ", ")+")", nil)
+		}
+		if want != "" && q.noBootMode && prior != want && (explicit || prior != "") {
+			return d.opErr("set-boot", bmc.ErrUnsupported, noModeMessage(prior, want), nil)
+		}
+		if !listed(sys.Boot.AllowedEnabled, enabled) || (enabled == "Continuous" && q.noContinuous) {
+			return d.opErr("set-boot", bmc.ErrUnsupported, "the BMC does not offer BootSourceOverrideEnabled "+enabled, nil)
+		}
+		switchMode := want != "" && !q.noBootMode && prior != "" && prior != want && !listed(sys.Boot.AllowedTargets, target)
+		if !switchMode && !listed(sys.Boot.AllowedTargets, target) {
+			return d.opErr("set-boot", bmc.ErrUnsupported, "the BMC does not offer boot target "+target, nil)
+		}
+		// restore puts back the mode the system had, after a switch, and says so in err.
+		switched := false
+		restore := func(err error) error {
+			if !switched {
+				return err
+			}
+			d.log.Info("redfish: putting the boot mode back", "addr", d.endpoint, "mode", prior)
+			var now systemBoot
+			tag, gerr := getRaw(c, d.sysPath, &now)
+			if gerr == nil && now.Boot.Mode != prior {
+				_, gerr = d.patch(c, d.sysPath, tag, map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": prior}})
+			}
+			var oe *bmc.OpError
+			if errors.As(err, &oe) {
+				if gerr != nil {
+					oe.Message += "; the boot mode could not be put back to " + prior + ": " + d.classify("set-boot", gerr).Error()
+				} else {
+					oe.Message += "; the boot mode was put back to " + prior
+				}
+			}
+			return err
+		}
+		if switchMode {
 			d.log.Info("redfish: switching the boot mode before choosing a target it lists",
 				"addr", d.endpoint, "mode", want, "target", target)
 			_, err := d.patch(c, d.sysPath, etag, map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": want}})
@@ -88,8 +129,7 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 				d.learn("BootSourceOverrideMode refused", func(l *learned) { l.noBootMode = true })
 				e := d.classify("set-boot", err).(*bmc.OpError)
 				e.Kind = bmc.ErrUnsupported
-				e.Message = "the BMC refuses BootSourceOverrideMode and is in " + sys.Boot.Mode + " mode; " +
-					want + " was asked for: " + e.Message
+				e.Message = noModeMessage(prior, want) + ": " + e.Message
 				return e
 			}
 			if err != nil {
@@ -100,14 +140,16 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 			}
 			if sys.Boot.Mode != want {
 				return d.opErr("set-boot", bmc.ErrRefused, "the BMC accepted BootSourceOverrideMode "+want+
-					" but kept "+sys.Boot.Mode, nil)
+					" but kept "+orNone(sys.Boot.Mode), nil)
 			}
-		}
-		if !listed(sys.Boot.AllowedTargets, target) {
-			return d.opErr("set-boot", bmc.ErrUnsupported, "the BMC does not offer boot target "+target, nil)
-		}
-		if !listed(sys.Boot.AllowedEnabled, enabled) || (enabled == "Continuous" && q.noContinuous) {
-			return d.opErr("set-boot", bmc.ErrUnsupported, "the BMC does not offer BootSourceOverrideEnabled "+enabled, nil)
+			switched = true
+			if !listed(sys.Boot.AllowedTargets, target) {
+				return restore(d.opErr("set-boot", bmc.ErrUnsupported, "the BMC does not offer boot target "+target+
+					" in either mode", nil))
+			}
+			if !listed(sys.Boot.AllowedEnabled, enabled) {
+				return restore(d.opErr("set-boot", bmc.ErrUnsupported, "the BMC does not offer BootSourceOverrideEnabled "+enabled, nil))
+			}
 		}
 		mode := want
 		if mode == "" {
@@ -134,15 +176,15 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 			e := d.classify("set-boot", err).(*bmc.OpError)
 			e.Kind = bmc.ErrUnsupported
 			e.Message = "the BMC refuses a persistent boot override (set it once before each boot): " + e.Message
-			return e
+			return restore(e)
 		case isStatus(err, 400) && mode != "" && mentions(err, "BootSourceOverrideMode"):
 			d.learn("BootSourceOverrideMode refused", func(l *learned) { l.noBootMode = true })
-			if want != "" && sys.Boot.Mode != "" && sys.Boot.Mode != want {
+			if want != "" && sys.Boot.Mode != want && (explicit || sys.Boot.Mode != "") {
+				// The explicit mode cannot be had: never dropped silently.
 				e := d.classify("set-boot", err).(*bmc.OpError)
 				e.Kind = bmc.ErrUnsupported
-				e.Message = "the BMC refuses BootSourceOverrideMode and is in " + sys.Boot.Mode + " mode; " +
-					want + " was asked for: " + e.Message
-				return e
+				e.Message = noModeMessage(sys.Boot.Mode, want) + ": " + e.Message
+				return restore(e)
 			}
 			ans, err = d.patch(c, d.sysPath, etag, body(""))
 		case isStatus(err, 400) && mode == "" && mentions(err, "BootSourceOverrideMode"):
@@ -150,13 +192,24 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 			ans, err = d.patch(c, d.sysPath, etag, body("UEFI"))
 		}
 		if err != nil {
-			return err
+			return restore(d.classify("set-boot", err))
 		}
 		return d.checkBoot(c, target, enabled, want, ans)
 	})
 }
 
-// checkBoot reads the override back and names what the BMC kept that was not asked for.
+// noModeMessage says why an explicit mode cannot be had from a BMC that refuses
+// BootSourceOverrideMode, in the mode it reports (cur, possibly none).
+func noModeMessage(cur, want string) string {
+	if cur == "" {
+		return "the BMC refuses BootSourceOverrideMode and does not report its mode; " + want + " was asked for"
+	}
+	return "the BMC refuses BootSourceOverrideMode and is in " + cur + " mode; " + want + " was asked for"
+}
+
+// checkBoot reads the override back and names what the BMC kept that was not asked for:
+// an ErrDiffers error (the BMC took the write and keeps something else; sending it again
+// changes nothing).
 func (d *Driver) checkBoot(c *gofish.APIClient, target, enabled, mode string, ans answer) error {
 	var after systemBoot
 	if _, err := getRaw(c, d.sysPath, &after); err != nil {
@@ -179,7 +232,7 @@ func (d *Driver) checkBoot(c *gofish.APIClient, target, enabled, mode string, an
 	if len(ans.notes) > 0 {
 		msg += "; it said: " + strings.Join(ans.notes, "; ")
 	}
-	return d.opErr("set-boot", bmc.ErrRefused, msg, nil)
+	return d.opErr("set-boot", bmc.ErrDiffers, msg, nil)
 }
 
 func orNone(s string) string {

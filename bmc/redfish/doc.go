@@ -20,8 +20,9 @@
 // resource again and compares: the boot override's target, persistence and (when one was
 // asked for) mode; the virtual drive's inserted flag and image; the power state, polled
 // every PollInterval for at most PowerTimeout. A mismatch is an error that says what the
-// BMC kept ("kept BootSourceOverrideEnabled Continuous (asked Once)"); a 2xx whose body is
-// a Redfish error (iDRAC) is that error.
+// BMC kept ("kept BootSourceOverrideEnabled Continuous (asked Once)"; of kind ErrDiffers
+// for a boot override, ErrTimeout for power); a 2xx whose body is a Redfish error (iDRAC)
+// is that error.
 //
 // # What the driver learns about a BMC
 //
@@ -37,7 +38,7 @@
 // or, when Target.CertSHA256 is set, against that pinned leaf certificate alone.
 // Target.Insecure turns verification off for that target only. An http:// address whose
 // port speaks TLS (found by a handshake after the plain request failed), or an https://
-// address whose port speaks plain HTTP, is ErrTLS saying which scheme to use, not
+// address whose port speaks plain HTTP, is ErrScheme saying which scheme to use, not
 // ErrUnreachable.
 //
 // # Vendor behaviours handled
@@ -45,10 +46,18 @@
 //   - BootSourceOverrideMode: sent (requested, or the system's current mode) because
 //     Supermicro needs it; a BMC that rejects it (older HPE iLO 5 firmware) is sent Target
 //     and Enabled only, and a mode asked for explicitly (UEFI, Legacy, or UEFI for UEFI
-//     HTTP) that differs from the system's current one is then ErrUnsupported, never
-//     silently dropped. A BMC that demands it when none was known gets UEFI.
+//     HTTP) that differs from the system's current one, or any explicit mode on a BMC that
+//     does not report its mode (OpenBMC on GB200), is then ErrUnsupported, never silently
+//     dropped. A BMC that demands it when none was known gets UEFI.
+//   - What the BMC lists decides first: a mode, target or persistence missing from its
+//     @Redfish.AllowableValues is ErrUnsupported with nothing written.
 //   - UEFI HTTP while the system is in Legacy mode: the mode is PATCHed first and the
-//     allowed targets read again (sushy-emulator lists UefiHttp only in UEFI mode).
+//     allowed targets read again (sushy-emulator lists UefiHttp only in UEFI mode). If
+//     UefiHttp is still not offered (Lenovo XCC, OpenBMC, DMTF's mockup), or the override
+//     is then refused, the Legacy mode is put back and the error says so.
+//   - A read-back that differs from what was asked (sushy-emulator keeps a one-time
+//     override as Continuous) is ErrDiffers: the operation is done, differently, and a
+//     journal never sends it again.
 //   - BootSourceOverrideEnabled "Continuous" refused (Lenovo XCC), or absent from the
 //     allowed values: ErrUnsupported, nothing changed.
 //   - Graceful power-off: GracefulShutdown, else PushPowerButton (some iLO 5). No
@@ -64,11 +73,13 @@
 //   - Firmware: SimpleUpdate's task is followed where DSP0266 puts it: 202 + Location (a
 //     task monitor), 204 or 200 + Location (sushy-emulator), a Task body; a monitor that
 //     answers 404 once its task ended is replaced by the task resource. An UpdateService
-//     without SimpleUpdate (OpenBMC) is ErrUnsupported, nothing sent.
+//     without SimpleUpdate (OpenBMC) is ErrUnsupported, nothing sent. The image URL (which
+//     may carry an image cache grant) is redacted from the BMC's messages returned.
 //   - Inspection: NICs from the system's EthernetInterfaces (physical only) and the
 //     chassis' NetworkAdapters functions of type Ethernet (InfiniBand and untyped functions
 //     without an Ethernet capability are left out). BMC addresses de-duplicated, without
-//     host-interface and USB links. Strings trimmed, SMBIOS placeholders dropped, an
+//     host-interface and USB links; an interface a host interface names is the host's
+//     side only where the manager has another (iDRAC names its management port, NIC.1). Strings trimmed, SMBIOS placeholders dropped, an
 //     all-zero UUID is no UUID. Only the ComputerSystem is essential: another part that
 //     fails (a manager, a NIC, a chassis, a drive for Storage) leaves the rest, and the
 //     error is a *bmc.PartialError naming each failed part. A system without an
@@ -89,9 +100,9 @@
 //	power state      works 20 ms                 works 1.4-3.2 ms            works 0.4-3.5 ms    works 0.2-0.25 ms
 //	power on/off     works, 1-11 s (sushy's      fails: 204, state never     works               works (ActionInfo)
 //	                 own random delay)           changes (ErrTimeout)
-//	one-time PXE     fails: kept Continuous      works 4.4-5.6 ms            works 1.6-8.2 ms    works 0.7-0.8 ms
+//	one-time PXE     differs: kept Continuous    works 4.4-5.6 ms            works 1.6-8.2 ms    works 0.7-0.8 ms
 //	persistent boot  works 250 ms                works                       works               works
-//	UEFI HTTP        fails: stored as Pxe        not offered                 works               not offered
+//	UEFI HTTP        differs: stored as Pxe      not offered                 works               not offered
 //	                 (no HttpBootUri)
 //	inspection       works 69 ms                 works 14-20 ms              works 3.5-17 ms     works 1.0-1.1 ms,
 //	                                                                                             NICs not known

@@ -3,9 +3,11 @@ package redfish
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +32,54 @@ func terminal(state string) bool {
 	return slices.Contains([]string{"Completed", "Exception", "Killed", "Cancelled"}, state)
 }
 
+// grantPath matches an image cache grant in a path, /cache/t/GRANT: the grant is a
+// secret that lets its holder fetch the image.
+var grantPath = regexp.MustCompile(`/cache/t/[^/\s"'<>?#]+`)
+
+// Redacted stands for the image URL (or a grant) in what the driver returns of a BMC's
+// messages.
+const Redacted = "[image URL]"
+
+// redactor returns a function that removes the image URL from a BMC's message: the URL
+// as given, its escaped forms, its path and query, and any image cache grant.
+func redactor(raw string, u *url.URL) func(string) string {
+	forms := []string{raw, u.String(), url.QueryEscape(raw), url.PathEscape(raw)}
+	if ru := u.RequestURI(); len(ru) > 1 {
+		forms = append(forms, ru)
+	}
+	if u.RawQuery != "" {
+		forms = append(forms, u.RawQuery)
+	}
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) }) // longest first
+	return func(s string) string {
+		for _, f := range forms {
+			if f != "" {
+				s = strings.ReplaceAll(s, f, Redacted)
+			}
+		}
+		return redactGrants(s)
+	}
+}
+
+// redactGrants replaces every image cache grant in s.
+func redactGrants(s string) string { return grantPath.ReplaceAllString(s, "/cache/t/[grant]") }
+
+// redactResult applies redact to everything UpdateFirmware (or a virtual media
+// operation) returns of the BMC's words.
+func redactResult(redact func(string) string, res bmc.FirmwareResult, err error) (bmc.FirmwareResult, error) {
+	for i, m := range res.Messages {
+		res.Messages[i] = redact(m)
+	}
+	var oe *bmc.OpError
+	if errors.As(err, &oe) {
+		if oe.Message == "" && oe.Err != nil {
+			oe.Message = oe.Err.Error()
+		}
+		oe.Message, oe.Code = redact(oe.Message), redact(oe.Code)
+	}
+	return res, err
+}
+
 // UpdateFirmware implements bmc.FirmwareUpdater with UpdateService.SimpleUpdate and
 // follows the task the BMC starts until it ends, polling every PollInterval (or the
 // BMC's shorter Retry-After) for at most TaskTimeout. The task is found where DSP0266
@@ -38,14 +88,23 @@ func terminal(state string) bool {
 // Completed is ErrRefused with the task's messages. A BMC whose UpdateService lists no
 // SimpleUpdate action (OpenBMC, which takes pushed images only) is ErrUnsupported,
 // nothing sent.
+//
+// The image URL may carry a secret (an image cache grant): wherever a BMC quotes it in a
+// message (a task's Messages, an error), what is returned has it replaced by Redacted,
+// and any /cache/t/GRANT path by /cache/t/[grant].
 func (d *Driver) UpdateFirmware(ctx context.Context, up bmc.FirmwareUpdate) (bmc.FirmwareResult, error) {
 	u, err := url.Parse(up.URL)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return bmc.FirmwareResult{}, d.opErr("firmware-update", bmc.ErrInvalid, "the image must be an http or https URL", nil)
 	}
+	res, err := d.updateFirmware(ctx, up, u)
+	return redactResult(redactor(up.URL, u), res, err)
+}
+
+func (d *Driver) updateFirmware(ctx context.Context, up bmc.FirmwareUpdate, u *url.URL) (bmc.FirmwareResult, error) {
 	var res bmc.FirmwareResult
 	var monitor *schemas.TaskMonitorInfo
-	err = d.do(ctx, "firmware-update", func(c *gofish.APIClient) error {
+	err := d.do(ctx, "firmware-update", func(c *gofish.APIClient) error {
 		var root struct{ UpdateService odataID }
 		if _, err := getRaw(c, "/redfish/v1/", &root); err != nil {
 			return err

@@ -307,9 +307,12 @@ func (in *inspection) adapterNICs(chassis string) bool {
 }
 
 // hostLink reports whether a manager interface is a link to the host rather than the
-// management network: a Redfish host interface, or a USB gadget NIC (OpenBMC's usb0).
-func hostLink(e ethernetInterface, hostIfaces []string, p string) bool {
-	if e.Links.HostInterface != nil || slices.Contains(hostIfaces, p) {
+// management network: one that links its Redfish host interface, or a USB gadget NIC
+// (OpenBMC's usb0). An interface a host interface names as its ManagerEthernetInterface,
+// without either, is not taken for one here: iDRAC names its management port (NIC.1)
+// there (see bmcAddrs).
+func hostLink(e ethernetInterface) bool {
+	if e.Links.HostInterface != nil {
 		return true
 	}
 	id := strings.ToLower(e.ID + " " + e.Name + " " + e.Description)
@@ -345,18 +348,40 @@ func (in *inspection) bmcAddrs(manager string) {
 		}
 		return
 	}
+	// An interface a host interface names is the host's side only where the manager has
+	// another one: iDRAC's HostInterfaces/Host.1 names NIC.1, its only, management port.
+	var named []ethernetInterface
+	found := false
 	for _, id := range ids {
 		var e ethernetInterface
 		if _, err := b.get(c, id, &e); err != nil {
 			in.fail("manager-interface "+id, err)
 			continue
 		}
-		if hostLink(e, hostIfaces, id) || (e.InterfaceEnabled != nil && !*e.InterfaceEnabled) {
+		if hostLink(e) || (e.InterfaceEnabled != nil && !*e.InterfaceEnabled) {
 			continue
 		}
-		if m, ok := mac(e); ok && in.inv.BMCMAC.IsZero() {
-			in.inv.BMCMAC = m
+		if slices.Contains(hostIfaces, id) {
+			named = append(named, e)
+			continue
 		}
-		in.inv.BMCAddrs = appendNew(in.inv.BMCAddrs, addrs(e)...)
+		found = in.bmcInterface(e) || found
 	}
+	if !found {
+		for _, e := range named {
+			in.bmcInterface(e)
+		}
+	}
+}
+
+// bmcInterface records a management interface's MAC (the first one's) and addresses, and
+// reports whether it had either.
+func (in *inspection) bmcInterface(e ethernetInterface) bool {
+	m, ok := mac(e)
+	if ok && in.inv.BMCMAC.IsZero() {
+		in.inv.BMCMAC = m
+	}
+	a := addrs(e)
+	in.inv.BMCAddrs = appendNew(in.inv.BMCAddrs, a...)
+	return ok || len(a) > 0
 }

@@ -61,15 +61,15 @@ func TestErrorKinds(t *testing.T) {
 		{"untrusted certificate", dialOnly(bmctest.Options{TLS: true}, nil, redfish.Config{}), bmc.ErrTLS, "not trusted"},
 		{"http:// to a TLS port", dialOnly(bmctest.Options{TLS: true}, func(tg *bmc.Target, _ *bmctest.Server) {
 			tg.Address = strings.Replace(tg.Address, "https://", "http://", 1)
-		}, redfish.Config{}), bmc.ErrTLS, "use https://"},
+		}, redfish.Config{}), bmc.ErrScheme, "use https://"},
 		{"no SessionService, sessions only", dialOnly(bmctest.Options{NoSessionService: true}, nil, redfish.Config{SessionOnly: true}),
 			bmc.ErrUnsupported, "SessionService"},
 		{"the BMC says no", with(bmctest.Options{Patch200ErrorBody: true}, func(_ *bmctest.Server, d *redfish.Driver) error {
 			return d.SetBootDevice(context.Background(), bmc.BootDevice{Target: bmc.BootCD})
 		}), bmc.ErrRefused, "The boot override could not be applied."},
-		{"accepted, not carried out", with(bmctest.Options{OnceStoredAsContinuous: true}, func(_ *bmctest.Server, d *redfish.Driver) error {
+		{"accepted, carried out differently", with(bmctest.Options{OnceStoredAsContinuous: true}, func(_ *bmctest.Server, d *redfish.Driver) error {
 			return d.SetBootDevice(context.Background(), bmc.BootDevice{Target: bmc.BootCD})
-		}), bmc.ErrRefused, "kept BootSourceOverrideEnabled Continuous"},
+		}), bmc.ErrDiffers, "kept BootSourceOverrideEnabled Continuous"},
 		{"not offered", with(bmctest.Options{Mockup: bmctest.OpenBMC}, func(_ *bmctest.Server, d *redfish.Driver) error {
 			return d.InsertMedia(context.Background(), "http://192.0.2.1/a.iso")
 		}), bmc.ErrUnsupported, "no virtual CD"},

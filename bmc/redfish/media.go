@@ -116,7 +116,8 @@ func (d *Driver) eject(c *gofish.APIClient, vm rfMedia, etag string) error {
 // an insert the BMC failed, the drive is read back too, and when it claims the image
 // anyway (sushy-emulator records it before it fails) it is ejected, so that no later
 // call mistakes it for inserted; an image that failed once on this Open is inserted
-// afresh even when the drive shows it.
+// afresh even when the drive shows it. The image URL, and any image cache grant, is
+// redacted from the error (as UpdateFirmware does).
 func (d *Driver) InsertMedia(ctx context.Context, image string) error {
 	u, err := url.Parse(image)
 	if err != nil || u.Host == "" || !slices.Contains([]string{"http", "https", "nfs", "cifs", "smb"}, strings.ToLower(u.Scheme)) {
@@ -126,6 +127,12 @@ func (d *Driver) InsertMedia(ctx context.Context, image string) error {
 	if proto == "SMB" {
 		proto = "CIFS"
 	}
+	// The image URL may carry an image cache grant: what the error says of it is redacted.
+	_, err = redactResult(redactor(image, u), bmc.FirmwareResult{}, d.insertMedia(ctx, image, proto))
+	return err
+}
+
+func (d *Driver) insertMedia(ctx context.Context, image, proto string) error {
 	return d.do(ctx, "insert-media", func(c *gofish.APIClient) error {
 		vm, etag, err := d.cdDrive(c)
 		if err != nil {
@@ -190,8 +197,13 @@ func quoteImage(s string) string {
 }
 
 // EjectMedia implements bmc.VirtualMediaController, and reads the drive back: a drive
-// still showing an image is ErrRefused.
+// still showing an image is ErrRefused (any image cache grant in it redacted).
 func (d *Driver) EjectMedia(ctx context.Context) error {
+	_, err := redactResult(redactGrants, bmc.FirmwareResult{}, d.ejectMedia(ctx))
+	return err
+}
+
+func (d *Driver) ejectMedia(ctx context.Context) error {
 	return d.do(ctx, "eject-media", func(c *gofish.APIClient) error {
 		vm, etag, err := d.cdDrive(c)
 		if err != nil {

@@ -143,7 +143,7 @@ func TestSushyEmulator(t *testing.T) {
 	})
 	t.Run("one-time boot: sushy keeps Continuous, said", func(t *testing.T) {
 		err := d.SetBootDevice(peerCtx(t, 30*time.Second), bmc.BootDevice{Target: bmc.BootPXE})
-		kindIs(t, err, bmc.ErrRefused)
+		kindIs(t, err, bmc.ErrDiffers)
 		if err == nil || !strings.Contains(err.Error(), "BootSourceOverrideEnabled Continuous (asked Once)") {
 			t.Errorf("error does not say what the BMC kept: %v", err)
 		}
@@ -163,7 +163,7 @@ func TestSushyEmulator(t *testing.T) {
 		if errors.Is(err, bmc.ErrUnsupported) {
 			t.Fatalf("UEFI HTTP refused as unsupported: the mode was not switched first: %v", err)
 		}
-		kindIs(t, err, bmc.ErrRefused)
+		kindIs(t, err, bmc.ErrDiffers)
 		if err == nil || !strings.Contains(err.Error(), "BootSourceOverrideTarget Pxe (asked UefiHttp)") {
 			t.Errorf("error does not say what the BMC kept: %v", err)
 		}
@@ -235,7 +235,7 @@ func TestSushyEmulatorTLS(t *testing.T) {
 	t.Run("http:// to the TLS port", func(t *testing.T) {
 		_, err := redfish.Dial(peerCtx(t, 30*time.Second), sushyConfig(), bmc.Target{Driver: redfish.Name,
 			Address: strings.Replace(s.URL, "https://", "http://", 1), Username: sushyUser, Password: sushyPass})
-		kindIs(t, err, bmc.ErrTLS)
+		kindIs(t, err, bmc.ErrScheme)
 		if err == nil || !strings.Contains(err.Error(), "https://") {
 			t.Errorf("error does not say to use https://: %v", err)
 		}
@@ -259,6 +259,21 @@ func sessionCount(t *testing.T, url string) int {
 		t.Fatal(err)
 	}
 	return len(coll.Members)
+}
+
+// mockupBoot reads the Boot object of the DMTF mockup's system as the server keeps it.
+func mockupBoot(t *testing.T, url string) map[string]any {
+	t.Helper()
+	resp, err := http.Get(url + "/redfish/v1/Systems/437XR1138R2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sys struct{ Boot map[string]any }
+	if err := json.NewDecoder(resp.Body).Decode(&sys); err != nil {
+		t.Fatal(err)
+	}
+	return sys.Boot
 }
 
 func TestDMTFMockupServer(t *testing.T) {
@@ -302,9 +317,17 @@ func TestDMTFMockupServer(t *testing.T) {
 			}
 		}
 	})
-	t.Run("UEFI HTTP is not offered", func(t *testing.T) {
+	t.Run("UEFI HTTP is not offered, and Legacy stays", func(t *testing.T) {
+		// The system was left in Legacy mode above. UEFI is listed, so the mode is switched
+		// to read UEFI's targets; UefiHttp is not among them, and Legacy is put back.
+		if m := mockupBoot(t, m.URL)["BootSourceOverrideMode"]; m != "Legacy" {
+			t.Fatalf("mode before: %v", m)
+		}
 		err := d.SetBootDevice(peerCtx(t, 20*time.Second), bmc.BootDevice{Target: bmc.BootHTTP})
 		kindIs(t, err, bmc.ErrUnsupported)
+		if m := mockupBoot(t, m.URL)["BootSourceOverrideMode"]; m != "Legacy" {
+			t.Errorf("mode after: %v (%v)", m, err)
+		}
 	})
 	t.Run("an action the server accepts but never carries out", func(t *testing.T) {
 		// The mockup server answers 204 to any listed action and changes nothing: the

@@ -346,13 +346,13 @@ func noSessionService(err error) bool {
 	return false
 }
 
-// protocolMismatch turns a failed first contact into an ErrTLS error when the address's
+// protocolMismatch turns a failed first contact into an ErrScheme error when the address's
 // scheme does not match what the port speaks: http:// to a TLS port (probed with a
 // handshake, since a TLS server's answer to plain HTTP is a close, an alert or a 400),
 // or https:// to a plain-HTTP port. It returns nil when neither applies.
 func (d *Driver) protocolMismatch(ctx context.Context, err error) error {
 	if plainHTTP(err) {
-		return d.opErr("login", bmc.ErrTLS, "the BMC answered plain HTTP at this address: use http://, or turn on its TLS", err)
+		return d.opErr("login", bmc.ErrScheme, "the BMC answered plain HTTP at this address: use http://, or turn on its TLS", err)
 	}
 	if !strings.HasPrefix(d.endpoint, "http://") {
 		return nil
@@ -393,7 +393,7 @@ func (d *Driver) protocolMismatch(ctx context.Context, err error) error {
 		return nil
 	}
 	_ = c.Close()
-	return d.opErr("login", bmc.ErrTLS, "the BMC speaks TLS at this address: use https://", err)
+	return d.opErr("login", bmc.ErrScheme, "the BMC speaks TLS at this address: use https://", err)
 }
 
 // client returns the current gofish client bound to ctx.
@@ -710,7 +710,7 @@ func (d *Driver) classify(op string, err error) error {
 		errors.As(err, &invalidCert), errors.As(err, &verifyErr):
 		e.Kind, e.Message = bmc.ErrTLS, "the BMC's certificate is not trusted: pin it (CertSHA256), add its CA, or set Insecure"
 	case plainHTTP(err):
-		e.Kind, e.Message = bmc.ErrTLS, "the BMC answered plain HTTP at this address: use http://"
+		e.Kind, e.Message = bmc.ErrScheme, "the BMC answered plain HTTP at this address: use http://"
 	case errors.As(err, &netErr) && netErr.Timeout():
 		e.Kind, e.Message = bmc.ErrTimeout, "no answer in time"
 	case errors.As(err, &dnsErr), errors.As(err, &opErr):

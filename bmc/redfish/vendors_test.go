@@ -84,10 +84,15 @@ func TestA200WithAnErrorBodyIsNotSuccess(t *testing.T) {
 	}
 }
 
-func TestOnceKeptAsContinuousIsAnErrorSayingSo(t *testing.T) {
+// TestOnceKeptAsContinuousTookEffectDifferently: the override was set, persistent; that is
+// ErrDiffers (done, not to be sent again), not a refusal.
+func TestOnceKeptAsContinuousTookEffectDifferently(t *testing.T) {
 	_, d := start(t, bmctest.Options{OnceStoredAsContinuous: true}, redfish.Config{})
 	err := d.SetBootDevice(ctx(t), bmc.BootDevice{Target: bmc.BootPXE})
-	kindIs(t, err, bmc.ErrRefused)
+	kindIs(t, err, bmc.ErrDiffers)
+	if errors.Is(err, bmc.ErrRefused) {
+		t.Errorf("%v is also a refusal", err)
+	}
 	for _, want := range []string{"kept BootSourceOverrideEnabled Continuous (asked Once)", "modification by the service"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
@@ -375,7 +380,9 @@ func TestNoSessionServiceFallsBackToBasicAuth(t *testing.T) {
 	kindIs(t, err, bmc.ErrUnsupported)
 }
 
-func TestSchemeMismatchIsATLSError(t *testing.T) {
+// TestSchemeMismatchHasItsOwnWords: a scheme that does not match the port is ErrScheme,
+// worded as such, never "TLS certificate not trusted" (no certificate was looked at).
+func TestSchemeMismatchHasItsOwnWords(t *testing.T) {
 	tlsSrv := bmctest.NewServer(bmctest.Options{TLS: true})
 	t.Cleanup(tlsSrv.Close)
 	plain := bmctest.NewServer(bmctest.Options{})
@@ -389,9 +396,15 @@ func TestSchemeMismatchIsATLSError(t *testing.T) {
 			defer cancel()
 			_, err := redfish.Dial(c, redfish.Config{}, bmc.Target{Driver: redfish.Name, Address: tc.addr,
 				Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword})
-			kindIs(t, err, bmc.ErrTLS)
-			if errors.Is(err, bmc.ErrUnreachable) || err == nil || !strings.Contains(err.Error(), tc.hint) {
+			kindIs(t, err, bmc.ErrScheme)
+			if errors.Is(err, bmc.ErrUnreachable) || errors.Is(err, bmc.ErrTLS) || err == nil || !strings.Contains(err.Error(), tc.hint) {
 				t.Errorf("err = %v", err)
+			}
+			if strings.Contains(err.Error(), "certificate") {
+				t.Errorf("a scheme mismatch is worded as a certificate problem: %v", err)
+			}
+			if got := bmc.KindName(err); got != "scheme" {
+				t.Errorf("KindName = %q, want scheme", got)
 			}
 		})
 	}
@@ -474,5 +487,101 @@ func TestAMissingNICCollectionIsNotNoNICs(t *testing.T) {
 	}
 	if inv.NICsKnown || !inv.HasUUID {
 		t.Errorf("NICsKnown %v HasUUID %v", inv.NICsKnown, inv.HasUUID)
+	}
+}
+
+// TestInspectionOfAnIDRACManagementPortNamedByItsHostInterface: iDRAC's
+// HostInterfaces/Host.1 names NIC.1 as its ManagerEthernetInterface, though NIC.1 is the
+// iDRAC's management port (its only interface). The layout and values are those of a
+// PowerEdge R750's iDRAC 9, put on the DMTF mockup's manager (no iDRAC capture is kept
+// here): NIC.1's address and MAC are the BMC's.
+func TestInspectionOfAnIDRACManagementPortNamedByItsHostInterface(t *testing.T) {
+	srv, d := start(t, bmctest.Options{}, redfish.Config{})
+	mgr := bmctest.ManagerURI
+	ifaces := mgr + "/EthernetInterfaces"
+	srv.Delete(ifaces+"/eth0", ifaces)
+	srv.Delete(ifaces+"/ToHost", ifaces)
+	srv.Put(ifaces+"/NIC.1", ifaces, map[string]any{"Id": "NIC.1", "Name": "Manager Ethernet Interface",
+		"Description": "Management Network Interface", "InterfaceEnabled": true,
+		"MACAddress": "B0:7B:25:D6:51:82", "PermanentMACAddress": "B0:7B:25:D6:51:82",
+		"IPv4Addresses": []any{map[string]any{"Address": "192.168.247.199", "AddressOrigin": "DHCP",
+			"SubnetMask": "255.255.255.0", "Gateway": "192.168.247.1"}},
+		"IPv6Addresses": []any{map[string]any{"Address": "fe80::b27b:25ff:fed6:5182", "AddressOrigin": "LinkLocal"}}})
+	his := mgr + "/HostInterfaces"
+	srv.Put(his, "", map[string]any{"Name": "Host Interface Collection", "Members": []any{}, "Members@odata.count": 0})
+	srv.Put(his+"/Host.1", his, map[string]any{"Id": "Host.1", "Name": "Managed Host Interface 1",
+		"HostInterfaceType": "NetworkHostInterface", "InterfaceEnabled": false, "ExternallyAccessible": false,
+		"ManagerEthernetInterface": map[string]any{"@odata.id": ifaces + "/NIC.1"},
+		"HostEthernetInterfaces":   map[string]any{"@odata.id": his + "/Host.1/HostEthernetInterfaces"}})
+	inv, err := d.Inspect(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := inv.BMCMAC, hwid.MustParseMAC("b0:7b:25:d6:51:82"); got != want {
+		t.Errorf("BMC MAC %v, want %v", got, want)
+	}
+	if diff := cmp.Diff([]netip.Addr{netip.MustParseAddr("192.168.247.199")}, inv.BMCAddrs,
+		cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("BMC addresses (-want +got):\n%s", diff)
+	}
+
+	// With a second interface beside it, the one the host interface names is the host's
+	// side, and the other is the management port.
+	srv.Put(ifaces+"/NIC.2", ifaces, map[string]any{"Id": "NIC.2", "MACAddress": "B0:7B:25:D6:51:83",
+		"IPv4Addresses": []any{map[string]any{"Address": "192.0.2.9"}}})
+	inv, err = d.Inspect(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.BMCMAC != hwid.MustParseMAC("b0:7b:25:d6:51:83") || len(inv.BMCAddrs) != 1 || inv.BMCAddrs[0] != netip.MustParseAddr("192.0.2.9") {
+		t.Errorf("with a second interface: %v %v", inv.BMCMAC, inv.BMCAddrs)
+	}
+}
+
+// TestFirmwareMessagesNeverQuoteTheImageGrant: the BMC quotes the image URL, which holds
+// an image cache grant, in its task's messages (bmctest's tasks do, as BMCs do); neither
+// the result nor the error gives the URL or the grant back.
+func TestFirmwareMessagesNeverQuoteTheImageGrant(t *testing.T) {
+	const grant = "6f1c0a9e4b2d7c8e3a5f1b0d9c7e2a4f"
+	image := "http://192.0.2.1:8080/cache/t/" + grant + "/" + strings.Repeat("ab", 32)
+	for _, fail := range []bool{false, true} {
+		srv, d := start(t, bmctest.Options{FailUpdate: fail}, redfish.Config{})
+		res, err := d.UpdateFirmware(ctx(t), bmc.FirmwareUpdate{URL: image})
+		if fail {
+			kindIs(t, err, bmc.ErrRefused)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(srv.Updates(), image) && !fail {
+			t.Errorf("the BMC was not given the URL: %v", srv.Updates())
+		}
+		said := strings.Join(res.Messages, "\n")
+		if err != nil {
+			said += "\n" + err.Error() + "\n" + bmc.OutcomeOf(err).Message
+		}
+		if len(res.Messages) == 0 || !strings.Contains(said, redfish.Redacted) {
+			t.Errorf("failed %v: the BMC's messages are not kept, redacted: %q", fail, said)
+		}
+		if strings.Contains(said, grant) || strings.Contains(said, "192.0.2.1:8080") {
+			t.Errorf("failed %v: the grant comes back: %q", fail, said)
+		}
+	}
+}
+
+// TestFailedInsertNeverQuotesTheImageGrant: an insert that fails after the drive recorded
+// the image (as sushy-emulator does) says what the drive claimed, without the grant.
+func TestFailedInsertNeverQuotesTheImageGrant(t *testing.T) {
+	const grant = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+	image := "http://192.0.2.1:8080/cache/t/" + grant + "/" + strings.Repeat("cd", 32)
+	_, d := start(t, bmctest.Options{MediaInsertFails: true}, redfish.Config{})
+	err := d.InsertMedia(ctx(t), image)
+	if err == nil {
+		t.Fatal("the insert did not fail")
+	}
+	if !strings.Contains(err.Error(), "anyway") || !strings.Contains(err.Error(), redfish.Redacted) {
+		t.Errorf("the error does not say what the drive claimed: %v", err)
+	}
+	if strings.Contains(err.Error(), grant) || strings.Contains(bmc.OutcomeOf(err).Message, grant) {
+		t.Errorf("the grant comes back: %v", err)
 	}
 }

@@ -18,7 +18,7 @@ func BenchmarkTickAll1000Etcd(b *testing.B) {
 	peer := etcdpeer.Start(b)
 	for _, par := range []int{1, lease.DefaultParallel, 32} {
 		b.Run(fmt.Sprintf("parallel=%d", par), func(b *testing.B) {
-			store := &etcdstore.Store{Client: peer.Client, Prefix: fmt.Sprintf("/bench/%d/", time.Now().UnixNano())}
+			store := &lease.RegisterStore{Register: &etcdstore.Register{Client: peer.Client}, Prefix: fmt.Sprintf("/bench/%d/", time.Now().UnixNano())}
 			leasetest.BenchmarkTickAll(b, store, 1000, par)
 		})
 	}

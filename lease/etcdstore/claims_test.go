@@ -18,7 +18,7 @@ import (
 
 func TestClaimStoreCompareAndSwap(t *testing.T) {
 	c := etcdpeer.Start(t).Client
-	s := &etcdstore.ClaimStore{Client: c}
+	s := &bmc.RegisterClaimStore{Register: &etcdstore.Register{Client: c}}
 	ctx := context.Background()
 	if got, want := s.Key("cmd-1"), "/siteboot/bmc-claims/cmd-1"; got != want {
 		t.Fatalf("Key = %q, want %q", got, want)
@@ -88,8 +88,8 @@ func TestClaimStoreCompareAndSwap(t *testing.T) {
 func TestClaimRegistryOnEtcd(t *testing.T) {
 	p := etcdpeer.Start(t)
 	regs := []*bmc.ClaimRegistry{
-		{Store: &etcdstore.ClaimStore{Client: p.Client, Prefix: "/race/"}},
-		{Store: &etcdstore.ClaimStore{Client: p.NewClient(t), Prefix: "/race/"}},
+		{Store: &bmc.RegisterClaimStore{Register: &etcdstore.Register{Client: p.Client}, Prefix: "/race/"}},
+		{Store: &bmc.RegisterClaimStore{Register: &etcdstore.Register{Client: p.NewClient(t)}, Prefix: "/race/"}},
 	}
 	ctx := context.Background()
 	const ids = 20

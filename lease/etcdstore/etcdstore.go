@@ -6,73 +6,56 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/bettercompute/siteboot/lease"
+	"github.com/bettercompute/siteboot/casreg"
 )
 
-// DefaultPrefix is the key prefix used when Store.Prefix is empty.
-const DefaultPrefix = "/siteboot/lease/"
-
-// Store is a lease.Store on etcd. Set its fields before first use; it is safe for
+// Register is a casreg.Register on etcd. Set its fields before first use; it is safe for
 // concurrent use.
-type Store struct {
+type Register struct {
 	// Client talks to the etcd cluster. Required.
 	Client *clientv3.Client
-	// Prefix of the keys; empty: DefaultPrefix.
+	// Prefix is put before every key; empty: none (the typed stores that wrap a register
+	// put their own: /siteboot/lease/, /siteboot/bmc-claims/).
 	Prefix string
 }
 
-var _ lease.Store = (*Store)(nil)
+var _ casreg.Register = (*Register)(nil)
 
-// Key returns the etcd key of site's record.
-func (s *Store) Key(site string) string {
-	p := s.Prefix
-	if p == "" {
-		p = DefaultPrefix
-	}
-	return p + lease.Name(site)
-}
+// Key returns the etcd key of a register key.
+func (r *Register) Key(key string) string { return r.Prefix + key }
 
-// Get implements lease.Store.
-func (s *Store) Get(ctx context.Context, site string) (lease.Record, lease.Version, error) {
-	resp, err := s.Client.Get(ctx, s.Key(site))
+// Get implements casreg.Register: a linearizable read of the key; its version is the
+// key's mod revision.
+func (r *Register) Get(ctx context.Context, key string) ([]byte, casreg.Version, error) {
+	resp, err := r.Client.Get(ctx, r.Key(key))
 	if err != nil {
-		return lease.Record{}, 0, &lease.OpError{Op: "get", Site: site, Err: err}
+		return nil, 0, fmt.Errorf("etcdstore: get %q: %w", r.Key(key), err)
 	}
 	if len(resp.Kvs) == 0 {
-		return lease.Record{Site: site}, 0, nil
+		return nil, 0, nil
 	}
 	kv := resp.Kvs[0]
-	rec, err := lease.ParseRecord(kv.Value)
-	if err != nil {
-		return lease.Record{}, 0, &lease.OpError{Op: "get", Site: site, Err: err}
+	v := kv.Value
+	if v == nil {
+		v = []byte{}
 	}
-	if rec.Site != site {
-		return lease.Record{}, 0, &lease.OpError{Op: "get", Site: site,
-			Err: fmt.Errorf("%w: key holds the record of site %q", lease.ErrBadRecord, rec.Site)}
-	}
-	return rec, lease.Version(kv.ModRevision), nil
+	return v, casreg.Version(kv.ModRevision), nil
 }
 
-// CompareAndSwap implements lease.Store. The new version is the revision of the write.
-func (s *Store) CompareAndSwap(ctx context.Context, site string, old lease.Version, rec lease.Record) (lease.Version, error) {
-	if rec.Site != site {
-		return 0, &lease.OpError{Op: "cas", Site: site,
-			Err: fmt.Errorf("%w: record of site %q", lease.ErrBadRecord, rec.Site)}
-	}
-	b, err := lease.EncodeRecord(rec)
-	if err != nil {
-		return 0, &lease.OpError{Op: "cas", Site: site, Err: err}
-	}
-	key := s.Key(site)
-	resp, err := s.Client.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", int64(old))).
-		Then(clientv3.OpPut(key, string(b))).
+// CompareAndSwap implements casreg.Register with one transaction that puts the value only
+// if the key's mod revision is still old (0: the key does not exist). The new version is
+// the revision of the write.
+func (r *Register) CompareAndSwap(ctx context.Context, key string, old casreg.Version, value []byte) (casreg.Version, error) {
+	k := r.Key(key)
+	resp, err := r.Client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", int64(old))).
+		Then(clientv3.OpPut(k, string(value))).
 		Commit()
 	if err != nil {
-		return 0, &lease.OpError{Op: "cas", Site: site, Err: err}
+		return 0, fmt.Errorf("etcdstore: compare-and-swap %q: %w", k, err)
 	}
 	if !resp.Succeeded {
-		return 0, &lease.OpError{Op: "cas", Site: site, Err: lease.ErrConflict}
+		return 0, fmt.Errorf("etcdstore: compare-and-swap %q: %w", k, casreg.ErrConflict)
 	}
-	return lease.Version(resp.Header.Revision), nil
+	return casreg.Version(resp.Header.Revision), nil
 }

@@ -18,12 +18,12 @@ import (
 
 func TestStoreContract(t *testing.T) {
 	c := etcdpeer.Start(t).Client
-	leasetest.TestStore(t, &etcdstore.Store{Client: c, Prefix: "/contract/"})
+	leasetest.TestStore(t, &lease.RegisterStore{Register: &etcdstore.Register{Client: c}, Prefix: "/contract/"})
 }
 
 func TestStoreKeyAndBadRecords(t *testing.T) {
 	c := etcdpeer.Start(t).Client
-	s := &etcdstore.Store{Client: c}
+	s := &lease.RegisterStore{Register: &etcdstore.Register{Client: c}}
 	ctx := context.Background()
 	if got, want := s.Key("s1"), "/siteboot/lease/site:s1:boot"; got != want {
 		t.Fatalf("Key = %q, want %q", got, want)
@@ -103,8 +103,8 @@ func (bs barrierStore) Get(ctx context.Context, site string) (lease.Record, leas
 // way the holder disconnects, and the standby is promoted under a new epoch exactly once.
 func TestControllersRacingOnEtcd(t *testing.T) {
 	peer := etcdpeer.Start(t)
-	s1 := &etcdstore.Store{Client: peer.Client}
-	s2 := &etcdstore.Store{Client: peer.NewClient(t)}
+	s1 := &lease.RegisterStore{Register: &etcdstore.Register{Client: peer.Client}}
+	s2 := &lease.RegisterStore{Register: &etcdstore.Register{Client: peer.NewClient(t)}}
 	clock := leasetest.NewClock()
 	fl := staticFleet{sites: []string{"s1"}, agents: map[string][]lease.Agent{
 		"s1": {{Node: "a", Site: "s1", Beat: 1}, {Node: "b", Site: "s1", Beat: 1}}}}

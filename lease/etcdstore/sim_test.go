@@ -24,6 +24,6 @@ func TestSimulationEtcd(t *testing.T) {
 	peer := etcdpeer.Start(t)
 	run := time.Now().UnixNano()
 	leasesim.OnStore(t, *simFlags, func(i int) lease.Store {
-		return &etcdstore.Store{Client: peer.Client, Prefix: fmt.Sprintf("/sim/%d/%d/", run, i)}
+		return &lease.RegisterStore{Register: &etcdstore.Register{Client: peer.Client}, Prefix: fmt.Sprintf("/sim/%d/%d/", run, i)}
 	})
 }

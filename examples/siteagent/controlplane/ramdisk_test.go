@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 )
 
 // TestEnsureRamdiskPersistentBoot: against a BMC that stores a one-time override as
-// Continuous (as sushy-emulator does), EnsureRamdisk stops at the boot step with the BMC's
-// answer and sends no power cycle; with PersistentBoot the override is asked Continuous,
+// Continuous (as sushy-emulator does), EnsureRamdisk stops at the boot step, which took
+// effect differently ("differs", with what the BMC kept), and sends no power cycle; with PersistentBoot the override is asked Continuous,
 // the power cycle follows and the machine boots from PXE.
 func TestEnsureRamdiskPersistentBoot(t *testing.T) {
 	l := newBMCLab(t)
@@ -32,11 +33,12 @@ func TestEnsureRamdiskPersistentBoot(t *testing.T) {
 
 	steps, err := l.plane.EnsureRamdisk(ctx, bmcSite, m)
 	var se *controlplane.StepError
-	if !errors.As(err, &se) || se.Step != "bmc.boot pxe once" || se.Result.Status != "failed" || steps.PowerID != "" {
-		t.Fatalf("one-time boot on a BMC that keeps Continuous: %v (%+v), want the boot step failed and no power step", err, steps)
+	if !errors.As(err, &se) || se.Step != "bmc.boot pxe once" || se.Result.Status != "differs" ||
+		!strings.Contains(se.Result.Message, "kept BootSourceOverrideEnabled Continuous") || steps.PowerID != "" {
+		t.Fatalf("one-time boot on a BMC that keeps Continuous: %v (%+v), want the boot step to differ and no power step", err, steps)
 	}
 	if n := powerPosts(srv); n != 0 {
-		t.Errorf("the BMC got %d power requests after the boot step failed, want none", n)
+		t.Errorf("the BMC got %d power requests after the boot step differed, want none", n)
 	}
 
 	m.PersistentBoot = true

@@ -219,6 +219,11 @@ func TestSameMachine(t *testing.T) {
 			if got := hwid.SameMachine(b, a); got != tt.want {
 				t.Errorf("SameMachine(%s, %s) = %v, want %v", b, a, got, tt.want)
 			}
+			// Two machines differ when both are machines and not the same one.
+			wantDiff := !tt.want && !a.IsPlaceholder() && !b.IsPlaceholder()
+			if got := hwid.DifferentMachines(a, b); got != wantDiff {
+				t.Errorf("DifferentMachines(%s, %s) = %v, want %v", a, b, got, wantDiff)
+			}
 		})
 	}
 }
@@ -268,6 +273,12 @@ func TestSameMachineProperties(t *testing.T) {
 			if want := cl[v] && !v.IsPlaceholder(); got != want {
 				t.Fatalf("SameMachine(%s, %s) = %v, want %v (reached through spellings: %v)", u, v, got, want, cl[v])
 			}
+			if hwid.DifferentMachines(u, v) != !got || hwid.DifferentMachines(v, u) != !got {
+				t.Fatalf("DifferentMachines(%s, %s) = %v, SameMachine %v", u, v, hwid.DifferentMachines(u, v), got)
+			}
+		}
+		if hwid.DifferentMachines(a, b) || hwid.DifferentMachines(u, hwid.UUID{}) || hwid.DifferentMachines(hwid.UUID{}, u) {
+			t.Fatalf("DifferentMachines true for %s and %s (both reached from %s), or against no UUID", a, b, u)
 		}
 	}
 
@@ -289,6 +300,9 @@ func TestSameMachineProperties(t *testing.T) {
 			}
 			if hwid.SameMachine(p, u) || hwid.SameMachine(u, p) {
 				t.Errorf("placeholder %s matched %s", p, u)
+			}
+			if hwid.DifferentMachines(p, u) || hwid.DifferentMachines(u, p) {
+				t.Errorf("placeholder %s is a machine other than %s", p, u)
 			}
 		}
 	}

@@ -147,6 +147,15 @@ func SameMachine(a, b UUID) bool {
 	return false
 }
 
+// DifferentMachines reports whether a and b name two machines that are not the same one:
+// neither is a placeholder (the zero UUID, which stands for "none", is one) and
+// [SameMachine] is false. It is the check of a UUID held against another only when both
+// sides have one, such as option 97 against a boot entry's: a side without a UUID, or with a
+// placeholder, contradicts nothing.
+func DifferentMachines(a, b UUID) bool {
+	return !a.IsPlaceholder() && !b.IsPlaceholder() && !SameMachine(a, b)
+}
+
 // orders returns the byte orders of u that the swaps of its spellings reach, one swap after
 // the other: u and its spellings, the other spelling of each spelling (the SMBIOS spelling
 // reversed, the reversal in SMBIOS order), and the three those reach. The two swaps generate

@@ -172,7 +172,8 @@ func (v *Verifier) Validate() error {
 // site agent of the asserted site, which is j's site; the lifetime is at most 15 minutes
 // and now is within it (with the skew allowance); the asserted epoch is the site's current
 // lease epoch and the agent holds the lease; j's MACs include the asserted MAC; the UUID,
-// when asserted, is the same machine as j's ([hwid.SameMachine]); and the assertion was not used before.
+// when asserted, is the same machine as j's ([hwid.SameMachine]); and the assertion was not
+// used before.
 //
 // A refusal is a *RefusedError naming its Reason; an invalid configuration is an error
 // wrapping ErrConfig.

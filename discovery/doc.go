@@ -64,8 +64,8 @@
 //
 // [Identity.Verify] is the backstop once the ramdisk reports its own system UUID and NICs:
 // for a MAC that came from discovery, the reported UUID must be the same machine as the
-// enrolled one (any spelling of it against any other, [hwid.SameMachine]) and the NICs must include the MAC, otherwise [ReasonIdentityMismatch]
-// (machine-identity-mismatch).
+// enrolled one (any spelling of it against any other, [hwid.SameMachine]) and the NICs must
+// include the MAC, otherwise [ReasonIdentityMismatch] (machine-identity-mismatch).
 //
 // # Time
 //

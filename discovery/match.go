@@ -132,8 +132,8 @@ type Identity struct {
 // and MACFromInspection), the reported UUID must be the same machine as the enrolled one
 // ([hwid.SameMachine]: any spelling of it against any other) and the reported NICs must
 // include the MAC. For a trusted MAC, a UUID present on both sides (not a placeholder on
-// either) must still be the same machine ([hwid.DifferentMachines] is false). Otherwise it returns a
-// [*MatchError] with ReasonIdentityMismatch.
+// either) must still be the same machine ([hwid.DifferentMachines] is false). Otherwise it
+// returns a [*MatchError] with ReasonIdentityMismatch.
 func (id Identity) Verify() error {
 	mismatch := func(format string, args ...any) error {
 		return &MatchError{Reason: ReasonIdentityMismatch, UUID: id.EnrolledUUID, MACs: []hwid.MAC{id.MAC},

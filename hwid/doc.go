@@ -17,8 +17,8 @@
 // it matches the eight byte orders of a UUID that the two swaps (SMBIOS's, reversal's) reach
 // one after the other: the three spellings, the reversal of the SMBIOS spelling, the SMBIOS
 // spelling of the reversal, and three more. No smaller rule that matches every spelling with
-// every other is transitive; eight values per machine make a collision no likelier in
-// practice than one.
+// every other is transitive; with eight values of 2^128 per machine, two machines still
+// never collide in practice.
 //
 // # Placeholders
 //

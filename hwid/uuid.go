@@ -129,11 +129,11 @@ func (u UUID) Spellings() [3]UUID { return [3]UUID{u, u.SMBIOS(), u.Reversed()} 
 // sightings and enrolled machines.
 //
 // Any spelling of a UUID ([UUID.Spellings]) is the same machine as any other spelling of it,
-// whichever of them the firmware reported and whichever an entry holds, and the rule is an
-// equivalence (reflexive, symmetric, transitive): the UUIDs that are the same machine as a
-// are the eight byte orders of a that the two swaps reach (see the package documentation).
-// A placeholder ([UUID.IsPlaceholder]) names no machine: SameMachine is false whenever either
-// is one, and an equivalence on all other UUIDs.
+// whichever of them the firmware reported and whichever an entry holds. On UUIDs that are
+// not placeholders the rule is an equivalence (reflexive, symmetric, transitive): the UUIDs
+// that are the same machine as a are the eight byte orders of a that the two swaps reach
+// (see the package documentation). A placeholder ([UUID.IsPlaceholder]) names no machine:
+// SameMachine is false whenever either is one, itself against itself included.
 func SameMachine(a, b UUID) bool {
 	if a.IsPlaceholder() {
 		return false

@@ -86,9 +86,9 @@
 // connection's address, and a query ip that differs gets no secret; the UUID is the
 // entry's when it has one, in the spelling the entry holds (a firmware placeholder counts as
 // none), and a query uuid that is not the same machine ([hwid.SameMachine]: any spelling of
-// it against any other) gets no secret; only an entry without a UUID takes the query's. A host behind a NAT or a proxy that knows its clients' addresses sets the
-// request's RemoteAddr before the handler runs (the QEMU tests do, for QEMU's user-mode
-// network).
+// it against any other) gets no secret; only an entry without a UUID takes the query's. A
+// host behind a NAT or a proxy that knows its clients' addresses sets the request's
+// RemoteAddr before the handler runs (the QEMU tests do, for QEMU's user-mode network).
 //
 // # Boot nonces
 //

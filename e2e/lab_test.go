@@ -566,7 +566,7 @@ func waitFor(limit time.Duration, cond func() bool) bool {
 func (l *lab) prepare(node string, m *machine, arch string) {
 	l.t.Helper()
 	l.plane.Prepare(node, []agent.Entry{{
-		MAC: m.mac, UUID: m.uuid.String(), Arch: arch, Workflow: m.workflow(), TokenRef: m.tokenRef(),
+		MAC: m.mac, UUID: m.entrySpelling().String(), Arch: arch, Workflow: m.workflow(), TokenRef: m.tokenRef(),
 		NotAfter: time.Now().Add(time.Hour),
 	}})
 	l.waitReady(node)

@@ -53,9 +53,7 @@ func ovmfIPv6(t *testing.T, httpBoot bool) {
 	dnsmasq := testpeer.LookPath(t, "dnsmasq", "dnsmasq")
 	tcpdump := testpeer.LookPath(t, "tcpdump", "tcpdump")
 	for _, f := range []string{ovmfCode, ovmfVars} {
-		if _, err := os.Stat(f); err != nil {
-			testpeer.Unavailable(t, "no %s (Debian package ovmf)", f)
-		}
+		testpeer.File(t, f, "ovmf")
 	}
 	dir := t.TempDir()
 	vars, err := os.ReadFile(ovmfVars)

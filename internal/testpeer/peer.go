@@ -5,14 +5,23 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
 // RequireEnv is the environment variable that turns skips for missing peers into failures.
 const RequireEnv = "SITEBOOT_REQUIRE_PEERS"
 
+// HideEnv is the environment variable that makes every peer look missing, as on a machine
+// where none is installed: with HideEnv=1, LookPath, File, Ramdisk and every helper that
+// starts a peer skip (fail when Required) without looking.
+const HideEnv = "SITEBOOT_HIDE_PEERS"
+
 // Required reports whether missing peers must fail tests instead of skipping them.
 func Required() bool { return os.Getenv(RequireEnv) == "1" }
+
+// Hidden reports whether every peer must look missing.
+func Hidden() bool { return os.Getenv(HideEnv) == "1" }
 
 // Unavailable skips t with reason, or fails it when peers are required.
 func Unavailable(t testing.TB, format string, args ...any) {
@@ -24,15 +33,47 @@ func Unavailable(t testing.TB, format string, args ...any) {
 	t.Skip(msg)
 }
 
+// hidden skips (fails when Required) when every peer is hidden, naming what was asked for.
+func hidden(t testing.TB, what, debPkg string) {
+	t.Helper()
+	if Hidden() {
+		Unavailable(t, "%s hidden by %s=1: it is in the Debian package %s", what, HideEnv, debPkg)
+	}
+}
+
 // LookPath returns the path of prog, or skips (fails when Required) naming debPkg, the Debian
 // package that provides it.
 func LookPath(t testing.TB, prog, debPkg string) string {
 	t.Helper()
+	hidden(t, prog, debPkg)
 	p, err := exec.LookPath(prog)
 	if err != nil {
 		Unavailable(t, "%s not found: install the Debian package %s", prog, debPkg)
 	}
 	return p
+}
+
+// File returns path when a file (firmware, a ROM, a library) is there, or skips (fails when
+// Required) naming debPkg, the Debian package that provides it.
+func File(t testing.TB, path, debPkg string) string {
+	t.Helper()
+	hidden(t, path, debPkg)
+	if _, err := os.Stat(path); err != nil {
+		Unavailable(t, "no %s: install the Debian package %s", path, debPkg)
+	}
+	return path
+}
+
+// Glob returns the files matching pattern, or skips (fails when Required) naming debPkg,
+// the Debian package that provides them, when none does.
+func Glob(t testing.TB, pattern, debPkg string) []string {
+	t.Helper()
+	hidden(t, pattern, debPkg)
+	m, _ := filepath.Glob(pattern)
+	if len(m) == 0 {
+		Unavailable(t, "nothing matches %s: install the Debian package %s", pattern, debPkg)
+	}
+	return m
 }
 
 // RequireRoot skips (fails when Required) unless the test runs as root.

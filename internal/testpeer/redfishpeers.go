@@ -59,9 +59,9 @@ func PeerArchive(t testing.TB, name string) string {
 // checking that the modules exist, or skips (fails when Required) naming the packages.
 func python(t testing.TB, modules ...string) string {
 	t.Helper()
-	py := "/usr/bin/python3"
-	if _, err := os.Stat(py); err != nil {
-		py = LookPath(t, "python3", "python3")
+	py := LookPath(t, "python3", "python3")
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		py = "/usr/bin/python3"
 	}
 	var missing []string
 	for _, m := range modules {

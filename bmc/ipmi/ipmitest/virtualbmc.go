@@ -63,10 +63,8 @@ func StartVirtualBMC(t testing.TB) *VirtualBMC {
 	virsh := testpeer.LookPath(t, "virsh", "libvirt-clients")
 	qemu := testpeer.LookPath(t, "qemu-system-x86_64", "qemu-system-x86")
 	setpriv := testpeer.LookPath(t, "setpriv", "util-linux")
-	if m, _ := filepath.Glob("/usr/lib/*/libvirt/connection-driver/libvirt_driver_qemu.so"); len(m) == 0 {
-		testpeer.Unavailable(t, "libvirt's QEMU driver not found: install the Debian package libvirt-daemon-driver-qemu")
-	}
-	py := "/usr/bin/python3"
+	testpeer.Glob(t, "/usr/lib/*/libvirt/connection-driver/libvirt_driver_qemu.so", "libvirt-daemon-driver-qemu")
+	py := testpeer.File(t, "/usr/bin/python3", "python3") // Debian's, whose dist-packages hold its modules
 	for mod, deb := range map[string]string{"libvirt": "python3-libvirt", "pyghmi": "python3-pyghmi", "pbr": "python3-pbr", "venv": "python3-venv", "ensurepip": "python3-venv"} {
 		if err := exec.Command(py, "-c", "import "+mod).Run(); err != nil {
 			testpeer.Unavailable(t, "%s cannot import %s: install the Debian package %s", py, mod, deb)

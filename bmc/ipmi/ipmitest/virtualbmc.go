@@ -1,6 +1,7 @@
 package ipmitest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -189,13 +189,16 @@ func runOK(t testing.TB, dir, name string, args ...string) {
 	}
 }
 
-// tied runs c to its end, killed if the test binary dies first: the parent-death signal
-// comes when the forking thread ends, so the thread is held for the run.
+// tied runs c to its end and returns its combined output, killed if the test binary dies
+// first (testpeer.StartTied).
 func tied(c *exec.Cmd) ([]byte, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return c.CombinedOutput()
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	if err := testpeer.StartTied(c); err != nil {
+		return nil, err
+	}
+	err := c.Wait()
+	return out.Bytes(), err
 }
 
 func (v *VirtualBMC) virsh(args ...string) (string, error) {

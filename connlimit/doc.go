@@ -29,4 +29,7 @@
 //
 // The caps are counted per Listener: a host with several listeners divides its budget
 // between them.
+//
+// [NOFILE] and [RaiseNOFILE] read and raise RLIMIT_NOFILE on Unix systems; elsewhere
+// (Windows) they return errors.ErrUnsupported, and a host sets the caps itself.
 package connlimit

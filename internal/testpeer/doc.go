@@ -12,7 +12,9 @@
 //
 // With SITEBOOT_HIDE_PEERS=1 every peer looks missing (LookPath, File, Glob, Ramdisk and the
 // emulators skip without looking), as on a machine where none is installed: CI runs the
-// tests so before it installs the peers, to prove that a fresh machine passes them. A test
+// tests so before it installs the peers, to prove that a fresh machine passes them. A
+// comma-separated list instead hides the peers it names, by program, file or Debian
+// package, as on a machine where only some are installed. A test
 // that needs a peer asks for it before it starts anything of its own (a server, a
 // goroutine), so that its skip leaves nothing behind for a leak check to find. Root is not
 // hidden: a test that needs root and no peer runs as root either way.

@@ -6,22 +6,40 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
 // RequireEnv is the environment variable that turns skips for missing peers into failures.
 const RequireEnv = "SITEBOOT_REQUIRE_PEERS"
 
-// HideEnv is the environment variable that makes every peer look missing, as on a machine
-// where none is installed: with HideEnv=1, LookPath, File, Ramdisk and every helper that
-// starts a peer skip (fail when Required) without looking.
+// HideEnv is the environment variable that makes peers look missing, as on a machine where
+// they are not installed: with HideEnv=1 every peer (LookPath, File, Glob, Ramdisk and every
+// helper that starts a peer skip, or fail when Required, without looking); with a
+// comma-separated list, the peers it names, by program, file or Debian package
+// (SITEBOOT_HIDE_PEERS=isc-dhcp-client,qemu-system-x86_64).
 const HideEnv = "SITEBOOT_HIDE_PEERS"
 
 // Required reports whether missing peers must fail tests instead of skipping them.
 func Required() bool { return os.Getenv(RequireEnv) == "1" }
 
-// Hidden reports whether every peer must look missing.
+// Hidden reports whether every peer must look missing (HideEnv=1).
 func Hidden() bool { return os.Getenv(HideEnv) == "1" }
+
+// hiddenName reports whether HideEnv hides a peer known by any of names.
+func hiddenName(names ...string) bool {
+	v := os.Getenv(HideEnv)
+	if v == "1" {
+		return true
+	}
+	for h := range strings.SplitSeq(v, ",") {
+		if h = strings.TrimSpace(h); h != "" && slices.Contains(names, h) {
+			return true
+		}
+	}
+	return false
+}
 
 // Unavailable skips t with reason, or fails it when peers are required.
 func Unavailable(t testing.TB, format string, args ...any) {
@@ -33,11 +51,12 @@ func Unavailable(t testing.TB, format string, args ...any) {
 	t.Skip(msg)
 }
 
-// hidden skips (fails when Required) when every peer is hidden, naming what was asked for.
-func hidden(t testing.TB, what, debPkg string) {
+// hidden skips (fails when Required) when HideEnv hides what was asked for or its Debian
+// packages (debPkgs, separated by spaces), naming it.
+func hidden(t testing.TB, what, debPkgs string) {
 	t.Helper()
-	if Hidden() {
-		Unavailable(t, "%s hidden by %s=1: it is in the Debian package %s", what, HideEnv, debPkg)
+	if hiddenName(append(strings.Fields(debPkgs), what, filepath.Base(what))...) {
+		Unavailable(t, "%s hidden by %s=%s: it is in the Debian package %s", what, HideEnv, os.Getenv(HideEnv), debPkgs)
 	}
 }
 

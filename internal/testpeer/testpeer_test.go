@@ -141,7 +141,8 @@ func (r *recorder) run(f func(testing.TB)) (returned bool) {
 
 // TestHidePeers: with SITEBOOT_HIDE_PEERS=1 every way of asking for a peer skips, naming the
 // setting, even for a program and a file that are there; with SITEBOOT_REQUIRE_PEERS=1 as
-// well it fails instead. Without it the same program and file are found.
+// well it fails instead. A list hides only the peers it names; without the setting the same
+// program and file are found.
 func TestHidePeers(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
@@ -177,11 +178,27 @@ func TestHidePeers(t *testing.T) {
 			}
 		})
 	}
-	t.Setenv(testpeer.HideEnv, "")
-	for _, name := range []string{"LookPath", "File", "Glob"} {
-		r := &recorder{TB: t}
-		if !r.run(asks[name]) {
-			t.Errorf("%s with peers not hidden: skip %q, failure %q", name, r.skip, r.fatal)
+	t.Setenv(testpeer.RequireEnv, "")
+	// A list hides the peers it names, by package, program or file, and no other.
+	for _, tc := range []struct {
+		hide   string
+		hidden bool
+	}{
+		{"", false},
+		{"other-package", false},
+		{"other-package, some-package", true},
+		{prog, true},
+		{"other," + prog, true},
+	} {
+		t.Setenv(testpeer.HideEnv, tc.hide)
+		for _, name := range []string{"LookPath", "File", "Glob"} {
+			r := &recorder{TB: t}
+			switch returned := r.run(asks[name]); {
+			case tc.hidden && (returned || !strings.Contains(r.skip, "hidden by "+testpeer.HideEnv)):
+				t.Errorf("%s with %s=%q: returned %v, skip %q, failure %q; want a skip naming the setting", name, testpeer.HideEnv, tc.hide, returned, r.skip, r.fatal)
+			case !tc.hidden && !returned:
+				t.Errorf("%s with %s=%q: skip %q, failure %q; want it found", name, testpeer.HideEnv, tc.hide, r.skip, r.fatal)
+			}
 		}
 	}
 }

@@ -66,9 +66,7 @@ func StartVirtualBMC(t testing.TB) *VirtualBMC {
 	testpeer.Glob(t, "/usr/lib/*/libvirt/connection-driver/libvirt_driver_qemu.so", "libvirt-daemon-driver-qemu")
 	py := testpeer.File(t, "/usr/bin/python3", "python3") // Debian's, whose dist-packages hold its modules
 	for mod, deb := range map[string]string{"libvirt": "python3-libvirt", "pyghmi": "python3-pyghmi", "pbr": "python3-pbr", "venv": "python3-venv", "ensurepip": "python3-venv"} {
-		if err := exec.Command(py, "-c", "import "+mod).Run(); err != nil {
-			testpeer.Unavailable(t, "%s cannot import %s: install the Debian package %s", py, mod, deb)
-		}
+		testpeer.PythonModule(t, py, mod, deb)
 	}
 	// A folder nobody can enter (t.TempDir's parents are private to root).
 	dir, err := os.MkdirTemp("", "siteboot-vbmc-")

@@ -76,6 +76,10 @@ func TestUDPAcrossSegment(t *testing.T) {
 // it no namespace and no process is left.
 func TestCleanup(t *testing.T) {
 	sleep := testpeer.LookPath(t, "sleep", "coreutils")
+	// What the subtest's NewNetns needs, asked here, so that its skip cannot leave the
+	// checks below looking at nothing.
+	testpeer.RequireRoot(t)
+	testpeer.LookPath(t, "ip", "iproute2")
 	var pid int
 	var name string
 	t.Run("inner", func(t *testing.T) {
@@ -117,8 +121,11 @@ func TestKilledBinaryLeavesNothing(t *testing.T) {
 		killedChild(t)
 		return
 	}
+	// What the child needs, asked here: a child that skips ends before it is ready.
 	testpeer.RequireRoot(t)
 	testpeer.LookPath(t, "ip", "iproute2")
+	testpeer.LookPath(t, "sleep", "coreutils")
+	testpeer.LookPath(t, "sysctl", "procps")
 	// A namespace of this living binary, made first: its NewNetns is also where this
 	// binary's own once-only RemoveStale runs, before the child exists.
 	live := testpeer.NewNetns(t)

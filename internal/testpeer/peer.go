@@ -15,17 +15,14 @@ import (
 const RequireEnv = "SITEBOOT_REQUIRE_PEERS"
 
 // HideEnv is the environment variable that makes peers look missing, as on a machine where
-// they are not installed: with HideEnv=1 every peer (LookPath, File, Glob, Ramdisk and every
-// helper that starts a peer skip, or fail when Required, without looking); with a
-// comma-separated list, the peers it names, by program, file or Debian package
+// they are not installed. With HideEnv=1 every peer does: LookPath, File, Glob, Ramdisk and
+// every helper that starts a peer skip (fail when Required) without looking. With a
+// comma-separated list only the peers it names do, by program, file or Debian package
 // (SITEBOOT_HIDE_PEERS=isc-dhcp-client,qemu-system-x86_64).
 const HideEnv = "SITEBOOT_HIDE_PEERS"
 
 // Required reports whether missing peers must fail tests instead of skipping them.
 func Required() bool { return os.Getenv(RequireEnv) == "1" }
-
-// Hidden reports whether every peer must look missing (HideEnv=1).
-func Hidden() bool { return os.Getenv(HideEnv) == "1" }
 
 // hiddenName reports whether HideEnv hides a peer known by any of names.
 func hiddenName(names ...string) bool {

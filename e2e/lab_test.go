@@ -130,9 +130,7 @@ func requirePeers(t *testing.T) {
 		ipxeRoot + "/ipxe.efi":              "ipxe",
 		"/usr/lib/ipxe/qemu/efi-virtio.rom": "ipxe-qemu",
 	} {
-		if _, err := os.Stat(file); err != nil {
-			testpeer.Unavailable(t, "no %s: install the Debian package %s", file, pkg)
-		}
+		testpeer.File(t, file, pkg)
 	}
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		testpeer.Unavailable(t, "no /dev/net/tun for the machines' taps")

@@ -182,9 +182,7 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 		}
 	case fwUEFIPXE, fwUEFIHTTP, fwUEFIPXE6, fwUEFIHTTP6:
 		for _, f := range []string{ovmfCode, ovmfVars} {
-			if _, err := os.Stat(f); err != nil {
-				testpeer.Unavailable(t, "no %s: install the Debian package ovmf", f)
-			}
+			testpeer.File(t, f, "ovmf")
 		}
 		code, varsFile, machineType := ovmfCode, ovmfVars, "q35,graphics=off"
 		if o.secureBoot {

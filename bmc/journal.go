@@ -341,7 +341,7 @@ func SettleRecord(rec *Record, o Outcome, retryable bool, ended time.Time) {
 func notApplied(kind error) bool {
 	switch kind {
 	case ErrAuth, ErrUnreachable, ErrTLS, ErrScheme, ErrRefused, ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrClosed,
-		ErrNoSession:
+		ErrNoSession, ErrJournalDamaged:
 		return true
 	}
 	return false

@@ -269,11 +269,15 @@ func (e *Executor) do(ctx context.Context, d Driver, t TargetRef, op Op) (any, e
 	return r.do(ctx, d)
 }
 
-func notSent(err error) Outcome {
+// NotSent is the outcome of an operation that failed with err before anything was sent
+// (a command that did not parse, for instance): OutcomeOf(err) with StatusNotSent.
+func NotSent(err error) Outcome {
 	o := OutcomeOf(err)
 	o.Status = StatusNotSent
 	return o
 }
+
+func notSent(err error) Outcome { return NotSent(err) }
 
 func (e *Executor) runDestructive(ctx context.Context, op Operation) Result {
 	res := Result{ID: op.ID}

@@ -113,26 +113,26 @@ func TestFileJournalSetsADamagedFileAside(t *testing.T) {
 		name string
 		body func() []byte
 		// want: the records kept, id -> state
-		want       map[string]bmc.RecordState
-		kept, lost int
+		want                 map[string]bmc.RecordState
+		kept, unparsed, lost int
 	}{
-		{"truncated", func() []byte { return good[:len(good)/2] }, nil, 0, -1},
-		{"garbage", func() []byte { return []byte("\x00\x01 not json") }, nil, 0, -1},
-		{"empty", func() []byte { return nil }, nil, 0, -1},
-		{"version", func() []byte { return bytes.Replace(good, []byte(`"v":1`), []byte(`"v":2`), 1) }, nil, 0, -1},
-		{"unknown field", func() []byte { return bytes.Replace(good, []byte(`{"v":1`), []byte(`{"x":1,"v":1`), 1) }, nil, 0, -1},
+		{"truncated", func() []byte { return good[:len(good)/2] }, nil, 0, 0, -1},
+		{"garbage", func() []byte { return []byte("\x00\x01 not json") }, nil, 0, 0, -1},
+		{"empty", func() []byte { return nil }, nil, 0, 0, -1},
+		{"version", func() []byte { return bytes.Replace(good, []byte(`"v":1`), []byte(`"v":2`), 1) }, nil, 0, 0, -1},
+		{"unknown field", func() []byte { return bytes.Replace(good, []byte(`{"v":1`), []byte(`{"x":1,"v":1`), 1) }, nil, 0, 0, -1},
 		{"bad journal id", func() []byte {
 			return []byte(`{"v":1,"id":"zz","records":[{"id":"done","op":"power","state":"done","started":"2026-01-01T00:00:00Z"}]}`)
-		}, nil, 0, -1},
+		}, nil, 0, 0, -1},
 		{"one record with a bad state", func() []byte {
 			return bytes.Replace(good, []byte(`"id":"done","op":"power","state":"done"`), []byte(`"id":"done","op":"power","state":"maybe"`), 1)
-		}, map[string]bmc.RecordState{"done": bmc.StateUnknown, "sent": bmc.StateUnknown}, 2, 1},
+		}, map[string]bmc.RecordState{"done": bmc.StateUnknown, "sent": bmc.StateUnknown}, 2, 1, 0},
 		{"one record without an id", func() []byte {
 			return bytes.Replace(good, []byte(`"records":[`), []byte(`"records":[{"state":"done"},`), 1)
-		}, map[string]bmc.RecordState{"done": bmc.StateDone, "sent": bmc.StateUnknown}, 2, 1},
+		}, map[string]bmc.RecordState{"done": bmc.StateDone, "sent": bmc.StateUnknown}, 2, 0, 1},
 		{"one record not an object", func() []byte {
 			return bytes.Replace(good, []byte(`"records":[`), []byte(`"records":[42,`), 1)
-		}, map[string]bmc.RecordState{"done": bmc.StateDone, "sent": bmc.StateUnknown}, 2, 1},
+		}, map[string]bmc.RecordState{"done": bmc.StateDone, "sent": bmc.StateUnknown}, 2, 0, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -147,8 +147,8 @@ func TestFileJournalSetsADamagedFileAside(t *testing.T) {
 				t.Fatalf("OpenFileJournal on a damaged file: %v", err)
 			}
 			d, damaged := j.Damage()
-			if !damaged || d.Reason == "" || d.Kept != c.kept || d.Lost != c.lost {
-				t.Errorf("Damage() = %+v, %v; want damaged, kept %d, lost %d", d, damaged, c.kept, c.lost)
+			if !damaged || d.Reason == "" || d.Kept != c.kept || d.Unparsed != c.unparsed || d.Lost != c.lost {
+				t.Errorf("Damage() = %+v, %v; want damaged, kept %d, unparsed %d, lost %d", d, damaged, c.kept, c.unparsed, c.lost)
 			}
 			files := setAside(t, dir)
 			if len(files) != 1 || filepath.Base(files[0]) != d.SetAside {

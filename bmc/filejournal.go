@@ -60,10 +60,12 @@ type JournalDamage struct {
 	Reason string `json:"reason"`
 	// At is when the damage was found.
 	At time.Time `json:"at"`
-	// Kept is the number of records kept from the damaged file; Lost the number of
-	// records (or, for a file whose frame did not parse, -1: unknown) that were not.
-	Kept int `json:"kept"`
-	Lost int `json:"lost"`
+	// Kept is the number of records kept from the damaged file, Unparsed among them
+	// those kept by their id alone, as StateUnknown; Lost is the number of records that
+	// were not kept (-1, unknown, for a file whose frame did not parse).
+	Kept     int `json:"kept"`
+	Unparsed int `json:"unparsed"`
+	Lost     int `json:"lost"`
 }
 
 var _ error = &JournalDamage{}
@@ -188,23 +190,18 @@ func OpenFileJournal(dir string) (*FileJournal, error) {
 	case err != nil:
 		return fail(fmt.Errorf("bmc: journal: %w", err))
 	default:
-		id, recs, lost, perr := parseJournal(b)
-		if perr != nil || lost != 0 {
+		id, recs, unparsed, lost, perr := parseJournal(b)
+		if perr != nil || unparsed+lost != 0 {
 			// Damaged: set the file aside, keep what parsed, start under a new id.
 			reason := ""
 			if perr != nil {
 				reason = perr.Error()
 				recs, lost = nil, -1
 			} else {
-				reason = fmt.Sprintf("%d record(s) did not parse", lost)
-				for _, r := range recs {
-					if r.Message == msgDamagedRecord {
-						reason = fmt.Sprintf("%d record(s) did not parse (those with an id kept as unknown)", lost)
-						break
-					}
-				}
+				reason = fmt.Sprintf("%d record(s) did not parse: %d kept by their id as unknown, %d lost",
+					unparsed+lost, unparsed, lost)
 			}
-			if err := j.setAside(reason, len(recs), lost); err != nil {
+			if err := j.setAside(reason, len(recs), unparsed, lost); err != nil {
 				return fail(err)
 			}
 			if id, err = newJournalID(); err != nil {
@@ -257,7 +254,7 @@ func readJournal(p string) ([]byte, error) {
 // setAside records the damage: the marker first (so that a crash from here on still finds
 // the journal damaged), then the damaged file renamed beside it. The new file written
 // after it makes the rename durable (atomicfile syncs the directory).
-func (j *FileJournal) setAside(reason string, kept, lost int) error {
+func (j *FileJournal) setAside(reason string, kept, unparsed, lost int) error {
 	now := time.Now().UTC()
 	name := JournalSetAsidePrefix + now.Format("20060102T150405.000000000Z")
 	for i := 1; ; i++ {
@@ -266,7 +263,7 @@ func (j *FileJournal) setAside(reason string, kept, lost int) error {
 		}
 		name = JournalSetAsidePrefix + now.Format("20060102T150405.000000000Z") + "-" + strconv.Itoa(i)
 	}
-	d := &JournalDamage{SetAside: name, Reason: reason, At: now, Kept: kept, Lost: lost}
+	d := &JournalDamage{SetAside: name, Reason: reason, At: now, Kept: kept, Unparsed: unparsed, Lost: lost}
 	b, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("bmc: journal: %w", err)
@@ -457,12 +454,12 @@ func settle(recs []Record) {
 }
 
 // parseJournal parses a journal file: its id and the records that parse. An error means
-// the frame (version, id, records array) does not parse, and nothing is kept. lost counts
-// the records that did not parse; those whose id could be read are among recs, as
-// StateUnknown.
-func parseJournal(b []byte) (id string, recs []Record, lost int, err error) {
+// the frame (version, id, records array) does not parse, and nothing is kept. Of the
+// records that did not parse, unparsed counts those whose id could be read (among recs,
+// as StateUnknown) and lost the others.
+func parseJournal(b []byte) (id string, recs []Record, unparsed, lost int, err error) {
 	if len(b) > MaxJournalFileSize {
-		return "", nil, 0, fmt.Errorf("larger than %d bytes", MaxJournalFileSize)
+		return "", nil, 0, 0, fmt.Errorf("larger than %d bytes", MaxJournalFileSize)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -472,36 +469,38 @@ func parseJournal(b []byte) (id string, recs []Record, lost int, err error) {
 		Records []json.RawMessage `json:"records"`
 	}
 	if err := dec.Decode(&f); err != nil {
-		return "", nil, 0, err
+		return "", nil, 0, 0, err
 	}
 	if dec.More() {
-		return "", nil, 0, errors.New("trailing data")
+		return "", nil, 0, 0, errors.New("trailing data")
 	}
 	if f.V != 1 {
-		return "", nil, 0, fmt.Errorf("version %d", f.V)
+		return "", nil, 0, 0, fmt.Errorf("version %d", f.V)
 	}
 	if len(f.ID) != 32 {
-		return "", nil, 0, errors.New("no journal id")
+		return "", nil, 0, 0, errors.New("no journal id")
 	}
 	if _, err := hex.DecodeString(f.ID); err != nil {
-		return "", nil, 0, errors.New("journal id not hex")
+		return "", nil, 0, 0, errors.New("journal id not hex")
 	}
 	recs = make([]Record, 0, len(f.Records))
 	for _, raw := range f.Records {
 		r, err := parseRecord(raw)
 		if err != nil {
-			lost++
 			var idOnly struct {
 				ID string `json:"id"`
 			}
 			if json.Unmarshal(raw, &idOnly) == nil && idOnly.ID != "" && len(idOnly.ID) <= MaxIDLen && utf8.ValidString(idOnly.ID) {
 				recs = append(recs, Record{ID: idOnly.ID, State: StateUnknown, Kind: ErrOutcomeUnknown, Message: msgDamagedRecord})
+				unparsed++
+			} else {
+				lost++
 			}
 			continue
 		}
 		recs = append(recs, r)
 	}
-	return f.ID, recs, lost, nil
+	return f.ID, recs, unparsed, lost, nil
 }
 
 // parseRecord parses one record; anything malformed is an error.

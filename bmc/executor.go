@@ -65,7 +65,8 @@ type TargetRef struct {
 // key identifies the BMC for the one-operation-at-a-time rule.
 func (t TargetRef) key() string { return t.Driver + "\x00" + t.Address }
 
-// Operation is one BMC operation for the Executor.
+// Operation is one BMC operation for the Executor, as a function. RunOp builds one from a
+// typed Op; Operation stays for operations outside the Op set.
 type Operation struct {
 	// ID is the command's id. Required for a destructive operation: it is journaled and
 	// claimed under it. A non-destructive one (a query) may leave it empty.

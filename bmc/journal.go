@@ -211,7 +211,10 @@ var ErrReplayed = errors.New("bmc: answered from the journal")
 // take effect (ErrUnreachable, ErrAuth, ErrRefused, ...) a repeat runs fn again. One that
 // took effect differently (ErrDiffers) is done: a repeat returns the recorded ErrDiffers
 // error, saying what the BMC kept, without calling fn. errors.Is(err, ErrReplayed) tells
-// a replayed failure apart; RunReport also reports a replayed success.
+// a replayed failure apart; RunReport also reports a replayed success. A journal that
+// cannot claim id (unwritable, closed, or damaged: ErrJournalDamaged) is an *OpError of
+// that kind and fn is not called: every operation run under an id is treated as one that
+// must not be sent twice.
 func (r *Runner) Run(ctx context.Context, id, op string, fn func(context.Context) error) error {
 	_, err := r.run(ctx, id, op, fn)
 	return err

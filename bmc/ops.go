@@ -145,6 +145,8 @@ type QueryResult struct {
 	Inventory Inventory
 	// Inspected is false when the inspection failed outright.
 	Inspected bool
+	// Failed names the inspection's parts the BMC did not answer (a *PartialError's).
+	Failed []string
 }
 
 func (Query) Kind() Kind             { return KindQuery }
@@ -168,6 +170,9 @@ func (Query) do(ctx context.Context, d Driver) (any, error) {
 	var pe *PartialError
 	if err == nil || errors.As(err, &pe) {
 		res.Inventory, res.Inspected = inv, true
+	}
+	if pe != nil {
+		res.Failed = pe.Failed()
 	}
 	if err != nil {
 		errs = append(errs, err)

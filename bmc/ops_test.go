@@ -333,3 +333,22 @@ func TestOpsReachTheirCapabilityIPMI(t *testing.T) {
 		t.Errorf("image URL asked for %d times", asked.Load())
 	}
 }
+
+// TestQueryKeepsAPartialInspection: on ipmi_sim refusing its LAN address, Query keeps
+// what it read (power, the GUID, the BMC's MAC) and names the part that failed, with
+// ErrPartial.
+func TestQueryKeepsAPartialInspection(t *testing.T) {
+	sim := ipmitest.StartSim(t, ipmitest.SimOptions{})
+	d := ipmitest.Dial(t, sim.Target())
+	sim.FailLAN(t, "ip_addr")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v, err := bmc.Do(ctx, d, bmc.Query{})
+	q, _ := v.(bmc.QueryResult)
+	if !errors.Is(err, bmc.ErrPartial) || !q.Inspected || q.Power == "" || !q.Inventory.HasUUID || q.Inventory.BMCMAC.IsZero() {
+		t.Fatalf("query: %+v, %v; want power, the GUID, the BMC's MAC and ErrPartial", q, err)
+	}
+	if !slices.Equal(q.Failed, []string{"lan-address"}) {
+		t.Errorf("failed parts %v, want [lan-address]", q.Failed)
+	}
+}

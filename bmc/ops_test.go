@@ -352,3 +352,29 @@ func TestQueryKeepsAPartialInspection(t *testing.T) {
 		t.Errorf("failed parts %v, want [lan-address]", q.Failed)
 	}
 }
+
+// FuzzParseOp: a command either parses into a valid operation of its own kind, whose
+// destructive flag is its kind's, or is refused with ErrInvalid.
+func FuzzParseOp(f *testing.F) {
+	for _, k := range bmc.Kinds {
+		f.Add(string(k), "pxe", "uefi", false, "cycle", "", "vault:new", true)
+	}
+	f.Add("bmc.boot", "http", "legacy", true, "", "", "", false)
+	f.Add("bmc.power", "", "", false, "sideways", "", "", false)
+	f.Fuzz(func(t *testing.T, kind, device, mode string, persistent bool, action, user, newCred string, image bool) {
+		a := bmc.Args{Device: device, Mode: mode, Persistent: persistent, Action: action, Username: user, NewCredential: newCred}
+		if image {
+			a.Image = bmc.StaticURL("https://x/y")
+		}
+		op, err := bmc.ParseOp(kind, a)
+		if err != nil {
+			if !errors.Is(err, bmc.ErrInvalid) || op != nil {
+				t.Fatalf("ParseOp(%q) = %v, %v; want nil and ErrInvalid", kind, op, err)
+			}
+			return
+		}
+		if string(op.Kind()) != kind || op.Validate() != nil || op.Destructive() != bmc.Kind(kind).Destructive() || op.Name() == "" {
+			t.Fatalf("ParseOp(%q) = %#v: kind %s, destructive %v, validate %v", kind, op, op.Kind(), op.Destructive(), op.Validate())
+		}
+	})
+}

@@ -176,7 +176,8 @@ func OpenFileJournal(dir string) (*FileJournal, error) {
 	// Leftovers of a write the process did not finish.
 	if names, err := os.ReadDir(dir); err == nil {
 		for _, n := range names {
-			if strings.HasPrefix(n.Name(), atomicfile.TempPrefix+JournalFile) {
+			if strings.HasPrefix(n.Name(), atomicfile.TempPrefix+JournalFile) ||
+				strings.HasPrefix(n.Name(), atomicfile.TempPrefix+JournalDamagedMarker) {
 				_ = os.Remove(filepath.Join(dir, n.Name()))
 			}
 		}

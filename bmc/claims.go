@@ -341,6 +341,12 @@ type ClaimRegistry struct {
 	Now func() time.Time
 	// Retries bounds compare-and-swap retries per call; zero means DefaultClaimRetries.
 	Retries int
+	// RequireRoute grants a claim only on a command Route issued to the claiming node: a
+	// claim on an id with no record is refused with an error matching ErrNotRouted (and
+	// writes nothing), so a node cannot take the grant of a command it was never given.
+	// False grants a never-routed id to the first node that claims it, for hosts that do
+	// not route (an agent alone with its host).
+	RequireRoute bool
 }
 
 // update reads id's record, lets fn decide, and writes fn's record when it returns one,
@@ -450,6 +456,10 @@ func (r *ClaimRegistry) Claim(ctx context.Context, node string, req ClaimRequest
 				return nil, nil
 			}
 		default:
+			if r.RequireRoute {
+				return nil, &OpError{Op: "claim", Kind: ErrInvalid, Err: ErrNotRouted,
+					Message: "command " + quote(req.ID) + " was never routed to " + quote(node)}
+			}
 			rec.Op = req.Op
 		}
 		rec.State, rec.Node, rec.Journal = ClaimGranted, node, req.Journal
@@ -491,3 +501,55 @@ func (c registryClaimer) Claim(ctx context.Context, req ClaimRequest) (Grant, er
 func (c registryClaimer) Report(ctx context.Context, req ClaimRequest, o Outcome) error {
 	return c.r.Report(ctx, c.node, req, o)
 }
+
+// ClaimAnswer is how an agent's claim was answered, for a host's counters.
+type ClaimAnswer string
+
+// Claim answers.
+const (
+	// ClaimAnswerGranted: the operation may be sent.
+	ClaimAnswerGranted ClaimAnswer = "granted"
+	// ClaimAnswerRefused: another node holds it (or it is issued to another): not sent.
+	ClaimAnswerRefused ClaimAnswer = "refused"
+	// ClaimAnswerReused: already reported (by this node or another): its outcome stands.
+	ClaimAnswerReused ClaimAnswer = "reused"
+	// ClaimAnswerUnanswered: the claim failed (the link, the host): not sent, retryable.
+	ClaimAnswerUnanswered ClaimAnswer = "unanswered"
+)
+
+// AnswerOf classifies the answer to a claim: g and err as Claimer.Claim returned them.
+func AnswerOf(g Grant, err error) ClaimAnswer {
+	switch {
+	case err != nil:
+		return ClaimAnswerUnanswered
+	case g.Granted:
+		return ClaimAnswerGranted
+	case g.State == ClaimReported:
+		return ClaimAnswerReused
+	}
+	return ClaimAnswerRefused
+}
+
+// ClaimerFuncs adapts two functions to Claimer: the agent's side of the claim protocol
+// over whatever link carries it (the link adds the node's name). Both are required.
+type ClaimerFuncs struct {
+	ClaimFunc  func(ctx context.Context, req ClaimRequest) (Grant, error)
+	ReportFunc func(ctx context.Context, req ClaimRequest, o Outcome) error
+}
+
+var _ Claimer = ClaimerFuncs{}
+
+// Claim calls ClaimFunc.
+func (f ClaimerFuncs) Claim(ctx context.Context, req ClaimRequest) (Grant, error) {
+	return f.ClaimFunc(ctx, req)
+}
+
+// Report calls ReportFunc.
+func (f ClaimerFuncs) Report(ctx context.Context, req ClaimRequest, o Outcome) error {
+	return f.ReportFunc(ctx, req, o)
+}
+
+// ErrNotRouted: a claim on a command id that the ClaimRegistry never routed to the
+// claiming node (with RequireRoute). A control plane answers it as forbidden: the claimer
+// read or made up an id that is not its to run.
+var ErrNotRouted = errors.New("bmc: command not routed to this node")

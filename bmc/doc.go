@@ -26,6 +26,33 @@
 // A capability a driver lacks is a failed type assertion; a capability the driver has but
 // this BMC refuses or does not offer is an error matching ErrUnsupported.
 //
+// # Operations
+//
+// A host rarely asserts for capabilities itself: it names an operation and the library
+// maps it to the capability that carries it out. The operations are typed values of the
+// Op interface, one per command kind of the seed (Kind: "bmc.query", "bmc.boot",
+// "bmc.power", "bmc.rotate", "bmc.firmware", "bmc.storage", "bmc.mediaInsert",
+// "bmc.mediaEject"):
+//
+//	kind             Op           name          destructive  capability
+//	bmc.query        Query        query         no           inspect (and power, if any)
+//	bmc.storage      ListStorage  storage       no           storage
+//	bmc.power        SetPower     power         yes          power
+//	bmc.boot         SetBoot      set-boot      yes          boot
+//	bmc.rotate       Rotate       rotate        yes          rotate
+//	bmc.firmware     Firmware     firmware      yes          firmware
+//	bmc.mediaInsert  InsertMedia  media-insert  yes          media
+//	bmc.mediaEject   EjectMedia   media-eject   yes          media
+//
+// ParseOp makes one from a command's kind and arguments (Args, the wire body's fields;
+// this package does not import the link, the host maps its message to Args). Do runs an
+// operation on an open driver, answering an *OpError of kind ErrUnsupported (matching
+// ErrNoCapability) when the driver lacks the capability, before anything is sent.
+// Executor.RunOp runs it under the Executor's rules: a destructive operation journaled and
+// claimed under its command id, a Rotate's credentials resolved by reference, an image URL
+// (ImageURL) asked for only when the operation is really sent. ExampleParseOp is the whole
+// mapping an agent needs from a link command to an outcome.
+//
 // # Errors
 //
 // Every driver error is an *OpError whose Kind is one of ErrAuth, ErrUnreachable,
@@ -52,16 +79,34 @@
 // in-process default; a host that restarts between a request and its retry uses a
 // FileJournal in its data dir (each step written atomically and durably before it is
 // taken; one process at a time). An operation running when the process died is
-// StateUnknown after the restart and never sent again.
+// StateUnknown after the restart and never sent again. Runner and the Executor answer a
+// repeat alike, from ReplayOutcome of its record: there is one replay path.
+//
+// # A damaged journal
+//
+// A FileJournal whose file does not parse (truncated, garbage, a record that does not
+// parse) does not stop the host: OpenFileJournal renames the file aside
+// (bmc-journal.json.damaged-TIME, never deleted), keeps the records that parse (see
+// FileJournal), starts under a new journal id and writes the marker bmc-journal.damaged.
+// While the marker exists the journal refuses every claim with a *JournalDamage
+// (errors.Is ErrJournalDamaged; outcome kind "journal-damaged", status "not-sent"): no
+// destructive operation is sent, since at-most-once cannot be promised, while queries and
+// storage listings, which are never journaled, keep working. FileJournal.Damage says so
+// for a host's status and metrics. An operator who has checked the machines clears it
+// with FileJournal.ClearDamage or by removing the marker file (rm
+// DATA_DIR/bmc-journal.damaged), noticed at the next claim without a restart.
 //
 // # At most once across agents
 //
 // A destructive operation (power, boot, rotate, firmware, media) is claimed before it
 // reaches a BMC. The agent side: an Executor with a Journal (FileJournal in the agent's
-// data dir) and a Claimer (its link to the host). The control-plane side: a ClaimRegistry
-// over a ClaimStore: a RegisterClaimStore over a casreg.Register (MemoryClaimStore in
-// memory, or on etcd with lease/etcdstore's register, the key's mod revision as version),
-// keeping EncodeClaim's bytes. The rules:
+// data dir) and a Claimer (its link to the host; ClaimerFuncs adapts the link's two calls,
+// and Executor.OnClaim reports each ClaimAnswer for counters). The control-plane side: a
+// ClaimRegistry over a ClaimStore: a RegisterClaimStore over a casreg.Register
+// (MemoryClaimStore in memory, or on etcd with lease/etcdstore's register, the key's mod
+// revision as version), keeping EncodeClaim's bytes; its Route, Claim and Report are what
+// the link's claim and report requests call, and with RequireRoute a claim on a command
+// never routed to the claimer is ErrNotRouted (a link answers it "forbidden"). The rules:
 //
 //   - a claim is granted once, ever: to the node the command is routed to (or to any node
 //     for a command never routed), and again only to the same node with the same journal

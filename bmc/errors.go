@@ -50,11 +50,15 @@ var (
 	// outcome was never recorded (the agent that sent it died or lost the answer). It is
 	// never sent again on its own; the host decides (a query is always safe).
 	ErrOutcomeUnknown = errors.New("bmc: outcome unknown")
+	// ErrJournalDamaged: the operation's journal was found damaged (a FileJournal whose
+	// file did not parse) and refuses claims until an operator clears it: a destructive
+	// operation is not sent, since at-most-once cannot be promised. Nothing was sent.
+	ErrJournalDamaged = errors.New("bmc: journal damaged")
 )
 
 // kinds lists the kinds in the order KindOf checks them.
 var kinds = []error{ErrAuth, ErrUnreachable, ErrTimeout, ErrTLS, ErrScheme, ErrRefused, ErrDiffers,
-	ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrInProgress, ErrClosed, ErrNoSession, ErrOutcomeUnknown}
+	ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrInProgress, ErrClosed, ErrNoSession, ErrOutcomeUnknown, ErrJournalDamaged}
 
 // kindNames are the kinds' short names, as journals, claim records and reports spell them.
 var kindNames = map[error]string{
@@ -62,6 +66,7 @@ var kindNames = map[error]string{
 	ErrScheme: "scheme", ErrRefused: "refused", ErrDiffers: "differs", ErrUnsupported: "unsupported", ErrUnsupportedDriver: "unsupported-driver",
 	ErrInvalid: "invalid", ErrInProgress: "in-progress", ErrClosed: "closed",
 	ErrNoSession: "no-session", ErrOutcomeUnknown: "outcome-unknown", ErrPartial: "partial",
+	ErrJournalDamaged: "journal-damaged",
 }
 
 // KindName returns the short name of err's kind ("auth", "unreachable", "timeout", "tls",

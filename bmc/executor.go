@@ -65,7 +65,8 @@ type TargetRef struct {
 // key identifies the BMC for the one-operation-at-a-time rule.
 func (t TargetRef) key() string { return t.Driver + "\x00" + t.Address }
 
-// Operation is one BMC operation for the Executor.
+// Operation is one BMC operation for the Executor, as a function. RunOp builds one from a
+// typed Op; Operation stays for operations outside the Op set.
 type Operation struct {
 	// ID is the command's id. Required for a destructive operation: it is journaled and
 	// claimed under it. A non-destructive one (a query) may leave it empty.
@@ -112,6 +113,9 @@ type Executor struct {
 	// Claims claims destructive operations through the host; nil means the journal alone
 	// guards them (one agent, no failover).
 	Claims Claimer
+	// OnClaim, when set, is told how each claim through Claims was answered (a host's
+	// counters). It must not block.
+	OnClaim func(req ClaimRequest, a ClaimAnswer)
 	// MaxConcurrent bounds operations in progress; zero means DefaultMaxConcurrent.
 	MaxConcurrent int
 	// Timeout is each operation's deadline; zero means DefaultOpTimeout.
@@ -215,115 +219,137 @@ func (e *Executor) Run(ctx context.Context, op Operation) (res Result) {
 	return e.runDestructive(ctx, op)
 }
 
-func notSent(err error) Outcome {
+// RunOp runs the typed operation op, under command id, on the BMC t names, as Run does:
+// a destructive op is journaled and claimed under id before it is sent; a non-destructive
+// one (Query, ListStorage) is sent at once and keeps working while the journal refuses
+// claims (ErrJournalDamaged). op is validated first (an invalid one is StatusNotSent of
+// kind ErrInvalid) and reaches the driver through its capability, as Do does: a driver
+// without it is a failure of kind ErrUnsupported. A Rotate's NewCredential, and its
+// Username when empty (the account of t.Credential), are resolved through Credentials when
+// the rotation is sent; t's cached credential is dropped after it. Result.Value is what
+// Do returns for op.
+func (e *Executor) RunOp(ctx context.Context, id string, t TargetRef, op Op) Result {
+	if op == nil {
+		return Result{ID: id, Outcome: notSent(&OpError{Kind: ErrInvalid, Message: "no operation"})}
+	}
+	if err := op.Validate(); err != nil {
+		return Result{ID: id, Outcome: notSent(err)}
+	}
+	return e.Run(ctx, Operation{ID: id, Name: op.Name(), Destructive: op.Destructive(), Target: t,
+		Do: func(ctx context.Context, d Driver) (any, error) { return e.do(ctx, d, t, op) }})
+}
+
+// do runs op on d through its capability, resolving a rotation's references.
+func (e *Executor) do(ctx context.Context, d Driver, t TargetRef, op Op) (any, error) {
+	if !Has(d, op.Capability()) {
+		return nil, noCapability(d, op)
+	}
+	r, ok := op.(Rotate)
+	if !ok {
+		return op.do(ctx, d)
+	}
+	if r.Username == "" {
+		if t.Credential == "" {
+			return nil, &OpError{Driver: d.Name(), Op: r.Name(), Kind: ErrInvalid, Message: "rotation of the target's own account without a credential reference"}
+		}
+		cur, err := e.credential(ctx, t.Credential)
+		if err != nil {
+			return nil, err
+		}
+		r.Username = cur.Username
+	}
+	if r.NewPassword == "" {
+		next, err := e.credential(ctx, r.NewCredential)
+		if err != nil {
+			return nil, err
+		}
+		r.NewPassword = next.Password
+	}
+	// The account's secret changed (or may have): fetch it again next time.
+	defer e.Forget(t.Credential)
+	return r.do(ctx, d)
+}
+
+// NotSent is the outcome of an operation that failed with err before anything was sent
+// (a command that did not parse, for instance): OutcomeOf(err) with StatusNotSent.
+func NotSent(err error) Outcome {
 	o := OutcomeOf(err)
 	o.Status = StatusNotSent
 	return o
 }
 
+func notSent(err error) Outcome { return NotSent(err) }
+
 func (e *Executor) runDestructive(ctx context.Context, op Operation) Result {
 	res := Result{ID: op.ID}
 	j := e.journal()
 	wctx := context.WithoutCancel(ctx) // records are written even after the deadline
-	rec, claimed, err := j.Claim(ctx, op.ID, op.Name, e.now())
-	if err != nil {
-		res.Outcome = notSent(&OpError{Op: op.Name, Message: "journal unavailable; not sent", Err: err})
-		return res
-	}
 	req := ClaimRequest{ID: op.ID, Op: op.Name}
 	if ider, ok := j.(interface{ ID() string }); ok {
 		req.Journal = ider.ID()
 	}
-	if !claimed {
-		res.Replayed = true
-		switch rec.State {
-		case StateRunning:
-			res.Outcome = Outcome{Status: StatusNotSent, Kind: KindName(ErrInProgress), Message: "operation " + quote(op.ID) + " is still running"}
-			return res
-		case StateDone:
-			res.Outcome = Outcome{Status: StatusOK}
-			if rec.Kind == ErrDiffers {
-				res.Outcome = Outcome{Status: StatusDiffers, Kind: KindName(ErrDiffers), Message: rec.Message}
-			}
-		case StateUnknown:
-			res.Outcome = Outcome{Status: StatusUnknown, Kind: KindName(ErrOutcomeUnknown), Message: rec.Message}
-		default:
-			res.Outcome = Outcome{Status: StatusFailed, Kind: KindName(rec.Kind), Message: rec.Message}
+	report := false // the outcome goes to the host's claim record
+	attempt := func(ctx context.Context, rec *Record) (Outcome, bool) {
+		// Not sent yet: a restart from here on knows it was not.
+		rec.Claiming = true
+		if err := j.Finish(ctx, *rec); err != nil {
+			return notSent(&OpError{Op: op.Name, Message: msgNotSent + ": journal unavailable", Err: err}), true
 		}
-		// The host may have missed the first report: report again (harmless).
-		if e.Claims != nil && res.Outcome.Status != StatusNotSent {
-			e.report(wctx, req, res.Outcome)
+		// Wait for the BMC and a slot.
+		release, err := e.acquire(ctx, op.Target)
+		if err != nil {
+			return notSent(&OpError{Op: op.Name, Addr: op.Target.Address, Kind: ErrTimeout,
+				Message: msgNotSent + ": deadline passed waiting for the BMC", Err: err}), true
 		}
-		return res
-	}
-	// finish records the outcome; a failure that sent nothing stays retryable.
-	finish := func(o Outcome, retryable bool) Result {
-		rec.Ended = e.now()
-		rec.Claiming = false
-		switch o.Status {
-		case StatusOK:
-			rec.State = StateDone
-		case StatusDiffers: // done, though not as asked: never sent again
-			rec.State, rec.Kind, rec.Message, rec.Retryable = StateDone, ErrDiffers, o.Message, false
-		default:
-			rec.State, rec.Kind, rec.Message, rec.Retryable = StateFailed, KindByName(o.Kind), o.Message, retryable
-			if o.Status == StatusUnknown {
-				rec.State = StateUnknown
-			}
-		}
-		if err := j.Finish(wctx, rec); err != nil {
-			e.logger().Warn("bmc: journal finish failed", "id", op.ID, "op", op.Name, "err", err)
-		}
-		res.Outcome = o
-		return res
-	}
-
-	// Not sent yet: a restart from here on knows it was not.
-	rec.Claiming = true
-	if err := j.Finish(ctx, rec); err != nil {
-		return finish(notSent(&OpError{Op: op.Name, Message: msgNotSent + ": journal unavailable", Err: err}), true)
-	}
-	// Wait for the BMC and a slot.
-	release, err := e.acquire(ctx, op.Target)
-	if err != nil {
-		return finish(notSent(&OpError{Op: op.Name, Addr: op.Target.Address, Kind: ErrTimeout,
-			Message: msgNotSent + ": deadline passed waiting for the BMC", Err: err}), true)
-	}
-	defer release()
-
-	if e.Claims != nil {
-		g, err := e.Claims.Claim(ctx, req)
-		switch {
-		case err != nil:
-			return finish(notSent(&OpError{Op: op.Name, Message: msgNotSent + ": the claim was not answered", Err: err}), true)
-		case !g.Granted && g.State == ClaimReported:
-			// Another node (or this one, before) ran it: its outcome stands.
-			res.Replayed = true
-			return finish(g.Outcome, false)
-		case !g.Granted:
-			return finish(Outcome{Status: StatusNotSent, Message: msgNotSent + ": claimed by " + quote(g.Node) +
-				" (" + string(g.State) + ")"}, true)
-		}
-	}
-	rec.Claiming = false
-	if err := j.Finish(ctx, rec); err != nil {
-		// The journal could not say after a restart that this was sent: do not send.
-		res := finish(notSent(&OpError{Op: op.Name, Message: msgNotSent + ": journal unavailable", Err: err}), e.Claims == nil)
+		defer release()
 		if e.Claims != nil {
-			e.report(wctx, req, res.Outcome) // granted and given up: final
+			g, err := e.Claims.Claim(ctx, req)
+			if e.OnClaim != nil {
+				e.OnClaim(req, AnswerOf(g, err))
+			}
+			switch {
+			case err != nil:
+				return notSent(&OpError{Op: op.Name, Message: msgNotSent + ": the claim was not answered", Err: err}), true
+			case !g.Granted && g.State == ClaimReported:
+				// Another node (or this one, before) ran it: its outcome stands.
+				res.Replayed = true
+				return g.Outcome, false
+			case !g.Granted:
+				return Outcome{Status: StatusNotSent, Message: msgNotSent + ": claimed by " + quote(g.Node) +
+					" (" + string(g.State) + ")"}, true
+			}
 		}
-		return res
+		rec.Claiming = false
+		if err := j.Finish(ctx, *rec); err != nil {
+			// The journal could not say after a restart that this was sent: do not send.
+			report = e.Claims != nil // granted and given up: final
+			return notSent(&OpError{Op: op.Name, Message: msgNotSent + ": journal unavailable", Err: err}), e.Claims == nil
+		}
+		v, sent, err := e.sendLocked(ctx, op)
+		o := OutcomeOf(err)
+		if err != nil && !sent {
+			o.Status = StatusNotSent
+		}
+		res.Value = v
+		report = e.Claims != nil
+		return o, e.Claims == nil && err != nil && notApplied(KindOf(err))
 	}
-	v, sent, err := e.sendLocked(ctx, op)
-	o := OutcomeOf(err)
-	retryable := e.Claims == nil && err != nil && notApplied(KindOf(err))
-	if err != nil && !sent {
-		o.Status = StatusNotSent
+	rec, replayed, err := journaled(ctx, j, op.ID, op.Name, e.now, e.logger(), func(ctx context.Context, rec *Record) (Outcome, bool) {
+		o, retryable := attempt(ctx, rec)
+		res.Outcome = o
+		return o, retryable
+	})
+	switch {
+	case err != nil:
+		res.Outcome = notSent(err)
+	case replayed:
+		res.Replayed = true
+		res.Outcome = ReplayOutcome(rec)
+		// The host may have missed the first report: report again (harmless).
+		report = e.Claims != nil && res.Outcome.Status != StatusNotSent
 	}
-	res = finish(o, retryable)
-	res.Value = v
-	if e.Claims != nil {
-		e.report(wctx, req, o)
+	if report {
+		e.report(wctx, req, res.Outcome)
 	}
 	return res
 }

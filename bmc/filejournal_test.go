@@ -104,23 +104,6 @@ func maps(a, b map[string]string) bool {
 	return true
 }
 
-func TestFileJournalRefusesABadFile(t *testing.T) {
-	for name, body := range map[string]string{
-		"garbage":       "not json",
-		"version":       `{"v":2,"id":"00000000000000000000000000000000","records":[]}`,
-		"state":         `{"v":1,"id":"00000000000000000000000000000000","records":[{"id":"a","state":"maybe","started":"2026-01-01T00:00:00Z"}]}`,
-		"unknown field": `{"v":1,"id":"00000000000000000000000000000000","records":[],"x":1}`,
-	} {
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, bmc.JournalFile), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := bmc.OpenFileJournal(dir); !errors.Is(err, bmc.ErrBadJournal) {
-			t.Errorf("%s: %v, want ErrBadJournal", name, err)
-		}
-	}
-}
-
 // The SIGKILL test: a child process runs operations 0..N-1 through a Runner on a
 // FileJournal; each operation appends its id to an effects file (the BMC) with one write.
 // The child is killed with SIGKILL at random moments and started again, always asked for

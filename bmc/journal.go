@@ -211,7 +211,10 @@ var ErrReplayed = errors.New("bmc: answered from the journal")
 // take effect (ErrUnreachable, ErrAuth, ErrRefused, ...) a repeat runs fn again. One that
 // took effect differently (ErrDiffers) is done: a repeat returns the recorded ErrDiffers
 // error, saying what the BMC kept, without calling fn. errors.Is(err, ErrReplayed) tells
-// a replayed failure apart; RunReport also reports a replayed success.
+// a replayed failure apart; RunReport also reports a replayed success. A journal that
+// cannot claim id (unwritable, closed, or damaged: ErrJournalDamaged) is an *OpError of
+// that kind and fn is not called: every operation run under an id is treated as one that
+// must not be sent twice.
 func (r *Runner) Run(ctx context.Context, id, op string, fn func(context.Context) error) error {
 	_, err := r.run(ctx, id, op, fn)
 	return err
@@ -226,47 +229,114 @@ func (r *Runner) run(ctx context.Context, id, op string, fn func(context.Context
 	if id == "" {
 		return false, fn(ctx)
 	}
-	j := r.journal()
-	now := r.now()
-	rec, claimed, err := j.Claim(ctx, id, op, now)
-	if err != nil {
-		return false, &OpError{Op: op, Message: "journal unavailable; not sending", Err: err}
-	}
-	if !claimed {
+	var runErr error
+	rec, replayed, err := journaled(ctx, r.journal(), id, op, r.now, r.logger(), func(ctx context.Context, _ *Record) (Outcome, bool) {
+		runErr = fn(ctx)
+		return OutcomeOf(runErr), runErr != nil && notApplied(KindOf(runErr))
+	})
+	switch {
+	case err != nil:
+		return false, err
+	case replayed:
 		r.logger().Info("bmc: repeated operation id", "id", id, "op", op, "state", string(rec.State))
-		switch rec.State {
-		case StateRunning:
-			return true, &OpError{Op: op, Kind: ErrInProgress, Message: "operation " + quote(id) + " is still running"}
-		case StateDone:
-			if rec.Kind != nil { // took effect differently: what the BMC kept, again
-				return true, &OpError{Op: rec.Op, Kind: rec.Kind, Message: rec.Message, Err: ErrReplayed}
-			}
-			return true, nil
-		case StateUnknown:
-			return true, &OpError{Op: rec.Op, Kind: ErrOutcomeUnknown, Message: "operation " + quote(id) +
-				" was running when the journal's process stopped; not sent again", Err: ErrReplayed}
-		default:
-			return true, &OpError{Op: rec.Op, Kind: rec.Kind, Message: rec.Message, Err: ErrReplayed}
-		}
-	}
-	runErr := fn(ctx)
-	rec.Ended = r.now()
-	switch kind := KindOf(runErr); {
-	case runErr == nil:
-		rec.State = StateDone
-	case kind == ErrDiffers: // done, though not as asked: never sent again
-		rec.State, rec.Kind, rec.Message = StateDone, kind, runErr.Error()
-	default:
-		rec.State = StateFailed
-		rec.Kind = KindOf(runErr)
-		rec.Message = runErr.Error()
-		rec.Retryable = notApplied(rec.Kind)
-	}
-	// The outcome must be recorded even when ctx has ended.
-	if err := j.Finish(context.WithoutCancel(ctx), rec); err != nil {
-		r.logger().Warn("bmc: journal finish failed", "id", id, "op", op, "err", err)
+		return true, replayErr(rec, op)
 	}
 	return false, runErr
+}
+
+// replayErr is the error Runner answers a repeat of rec with: nil for a success.
+func replayErr(rec Record, op string) error {
+	o := ReplayOutcome(rec)
+	switch o.Status {
+	case StatusOK:
+		return nil
+	case StatusNotSent: // still running
+		return &OpError{Op: op, Kind: KindByName(o.Kind), Message: o.Message}
+	}
+	kind := rec.Kind
+	if o.Status == StatusUnknown {
+		kind = ErrOutcomeUnknown
+	}
+	return &OpError{Op: rec.Op, Kind: kind, Message: o.Message, Err: ErrReplayed}
+}
+
+// journaled is the one replay path, shared by Runner and Executor. It claims id in j. For
+// a repeat (the journal holds a live record of id that is not a retryable failure) it
+// returns that record with replayed true and does not call run: the caller answers from
+// ReplayOutcome(rec). Otherwise it calls run with the claimed record (which run may store
+// meanwhile, as the Executor does with the Claiming mark) and records the outcome run
+// returns, retryable meaning a failure that shows nothing took effect, so that a repeat
+// runs it again. The outcome is recorded even after ctx has ended; a journal that cannot
+// store it is logged. A journal that cannot claim (unwritable, closed, or damaged:
+// ErrJournalDamaged) is an *OpError of its kind, and run is not called.
+func journaled(ctx context.Context, j Journal, id, op string, now func() time.Time, log *slog.Logger,
+	run func(ctx context.Context, rec *Record) (o Outcome, retryable bool)) (rec Record, replayed bool, err error) {
+	rec, claimed, err := j.Claim(ctx, id, op, now())
+	if err != nil {
+		return Record{}, false, journalUnavailable(op, err)
+	}
+	if !claimed {
+		return rec, true, nil
+	}
+	o, retryable := run(ctx, &rec)
+	SettleRecord(&rec, o, retryable, now())
+	if err := j.Finish(context.WithoutCancel(ctx), rec); err != nil {
+		log.Warn("bmc: journal finish failed", "id", id, "op", op, "err", err)
+	}
+	return rec, false, nil
+}
+
+// journalUnavailable is the error of an operation not sent because its journal could not
+// claim it.
+func journalUnavailable(op string, err error) error {
+	return &OpError{Op: op, Kind: KindOf(err), Message: "journal unavailable; not sent", Err: err}
+}
+
+// ReplayOutcome is the outcome a repeat of a journaled operation is answered with, from
+// its record: StatusNotSent of kind ErrInProgress while it runs; StatusOK when done
+// (StatusDiffers when it took effect differently, with what the BMC kept);
+// StatusUnknown when it was running as its process stopped; StatusFailed with the
+// recorded kind and message otherwise. Runner and Executor both answer from it.
+func ReplayOutcome(rec Record) Outcome {
+	switch rec.State {
+	case StateRunning:
+		return Outcome{Status: StatusNotSent, Kind: KindName(ErrInProgress), Message: "operation " + quote(rec.ID) + " is still running"}
+	case StateDone:
+		if rec.Kind == ErrDiffers {
+			return Outcome{Status: StatusDiffers, Kind: KindName(ErrDiffers), Message: rec.Message}
+		}
+		return Outcome{Status: StatusOK}
+	case StateUnknown:
+		msg := rec.Message
+		if msg == "" {
+			msg = "operation " + quote(rec.ID) + " was running when the journal's process stopped; not sent again"
+		}
+		return Outcome{Status: StatusUnknown, Kind: KindName(ErrOutcomeUnknown), Message: msg}
+	}
+	kind := KindName(rec.Kind)
+	if kind == "" && rec.Kind != nil {
+		kind = rec.Kind.Error()
+	}
+	return Outcome{Status: StatusFailed, Kind: kind, Message: rec.Message}
+}
+
+// SettleRecord writes how an operation ended into its record: StateDone for StatusOK and
+// StatusDiffers (done, though not as asked: never sent again), StateUnknown for
+// StatusUnknown, StateFailed otherwise, Retryable only for a failure that sent nothing
+// that took effect. It is the inverse of ReplayOutcome.
+func SettleRecord(rec *Record, o Outcome, retryable bool, ended time.Time) {
+	rec.Ended = ended
+	rec.Claiming = false
+	switch o.Status {
+	case StatusOK:
+		rec.State, rec.Kind, rec.Message, rec.Retryable = StateDone, nil, "", false
+	case StatusDiffers:
+		rec.State, rec.Kind, rec.Message, rec.Retryable = StateDone, ErrDiffers, o.Message, false
+	case StatusUnknown:
+		rec.State, rec.Kind, rec.Message, rec.Retryable = StateUnknown, ErrOutcomeUnknown, o.Message, false
+	default:
+		rec.State, rec.Kind, rec.Message, rec.Retryable = StateFailed, KindByName(o.Kind), o.Message, retryable
+	}
 }
 
 // notApplied reports whether a failure of this kind shows that the operation did not take
@@ -274,7 +344,7 @@ func (r *Runner) run(ctx context.Context, id, op string, fn func(context.Context
 func notApplied(kind error) bool {
 	switch kind {
 	case ErrAuth, ErrUnreachable, ErrTLS, ErrScheme, ErrRefused, ErrUnsupported, ErrUnsupportedDriver, ErrInvalid, ErrClosed,
-		ErrNoSession:
+		ErrNoSession, ErrJournalDamaged:
 		return true
 	}
 	return false

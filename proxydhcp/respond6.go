@@ -83,6 +83,12 @@ func (s *Server) respond6(ctx context.Context, p Packet, port Port, buf []byte) 
 		return resp
 	}
 
+	to, unicast := unicastTo(req, relayed)
+	if unicast && !s.onSegment(p.Link, to, req.MAC) {
+		resp.Reason = ReasonOffSegment
+		return resp
+	}
+
 	d := s.decide(ctx, req)
 	if !d.Answer {
 		switch resp.Reason = d.Reason; resp.Reason {
@@ -100,6 +106,17 @@ func (s *Server) respond6(ctx context.Context, p Packet, port Port, buf []byte) 
 	if !ok {
 		resp.Reason = ReasonNoBootFile
 		return resp
+	}
+	if req.IPXE && d.BootFile == "" && s.Binder != nil {
+		// A DHCPv6 answer is never broadcast: bound to the requester (through a relay, to
+		// whoever presents it first: the relay's segment is the machine's).
+		if !unicast {
+			to = netip.Addr{}
+		}
+		if url, err = s.bind(ctx, req, url, to, true); err != nil {
+			resp.Reason, resp.Err = ReasonError, err
+			return resp
+		}
 	}
 	if err := checkFile(url); err != nil {
 		resp.Reason, resp.Err = ReasonError, fmt.Errorf("proxydhcp: boot file URL: %w", err)

@@ -32,11 +32,16 @@ func ipxeDHCP(a *running, mac hwid.MAC, arch iana.Arch) string {
 // port 4011 from 127.0.0.1, and returns the answer's boot file: "" with no error when no
 // answer came within a second; an error only when the request could not be sent.
 func askPXE(a *running, mac hwid.MAC, class string, arch iana.Arch, more ...dhcpv4.Modifier) (string, error) {
+	return askPXEFrom(a, netip.MustParseAddr("127.0.0.1"), mac, class, arch, more...)
+}
+
+// askPXEFrom is askPXE from the address from (ciaddr too).
+func askPXEFrom(a *running, from netip.Addr, mac hwid.MAC, class string, arch iana.Arch, more ...dhcpv4.Modifier) (string, error) {
 	pxe, err := netip.ParseAddrPort(a.Addrs()["pxe"])
 	if err != nil {
 		return "", err
 	}
-	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(from, 0)))
 	if err != nil {
 		return "", err
 	}
@@ -44,7 +49,7 @@ func askPXE(a *running, mac hwid.MAC, class string, arch iana.Arch, more ...dhcp
 	req, err := dhcpv4.New(append([]dhcpv4.Modifier{
 		dhcpv4.WithHwAddr(net.HardwareAddr(mac[:])),
 		dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest),
-		dhcpv4.WithClientIP(net.IPv4(127, 0, 0, 1)),
+		dhcpv4.WithClientIP(net.IP(from.AsSlice())),
 		dhcpv4.WithOption(dhcpv4.OptClassIdentifier(class)),
 		dhcpv4.WithOption(dhcpv4.OptClientArch(arch)),
 	}, more...)...)

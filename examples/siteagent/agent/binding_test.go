@@ -1,0 +1,60 @@
+package agent_test
+
+import (
+	"net/http"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/iana"
+)
+
+// TestNonceSurvivesRestart (issue 37 item 3): a machine between its chain and its script
+// when the agent restarts still gets its script with the nonce of its DHCP answer (the
+// binding is saved in the data directory and loaded on start), from its own address only.
+func TestNonceSurvivesRestart(t *testing.T) {
+	h := newHarness(t)
+	dir := t.TempDir()
+	a, stop := h.start(t, h.config(dir), h.plane.Link())
+	e := entry(41, h.clk.Now().Add(2*time.Hour))
+	h.prepare(t, a, e)
+	n := nonceParam(a, e.MAC)
+	if n == "" {
+		t.Fatal("no nonce from proxy DHCP")
+	}
+	stop()
+	b, _ := h.start(t, h.config(dir), h.plane.Link())
+	h.beat(t, b)
+	u := b.HTTPBase() + "/boot/ipxe?mac=" + e.MAC.String() + n
+	if st, body := getFrom(t, "127.0.0.2", u, http.MethodGet); st != http.StatusNotFound || hasSecret(body) {
+		t.Errorf("another address with the machine's nonce after the restart: status %d, secret %v", st, hasSecret(body))
+	}
+	if st, body := getFrom(t, "127.0.0.1", u, http.MethodGet); st != http.StatusOK || !hasSecret(body) {
+		t.Fatalf("the machine with its nonce after the restart: status %d (unknown-nonce %d)\n%s", st, b.Stats()["boot_unbound_unknown-nonce"], body)
+	}
+}
+
+// TestRequestsForMACKeepMachineNonce (issue 38 item 6): a host that makes proxy DHCP answer
+// the machine's MAC again and again (four 4011 REQUESTs and more, from its own address) does
+// not push out the nonce the machine got and has not presented yet.
+func TestRequestsForMACKeepMachineNonce(t *testing.T) {
+	h := newHarness(t)
+	a, _ := h.start(t, h.config(t.TempDir()), h.plane.Link())
+	e := entry(42, h.clk.Now().Add(2*time.Hour))
+	h.prepare(t, a, e)
+	n := nonceParam(a, e.MAC)
+	if n == "" {
+		t.Fatal("no nonce from proxy DHCP")
+	}
+	for range 6 {
+		f, err := askPXEFrom(a, netip.MustParseAddr("127.0.0.2"), e.MAC, "PXEClient:Arch:00007:UNDI:003010", iana.EFI_X86_64,
+			dhcpv4.WithGeneric(dhcpv4.OptionUserClassInformation, []byte("iPXE")))
+		if err != nil || nonceOf(f) == "" {
+			t.Fatalf("the other host's request: %q, %v", f, err)
+		}
+	}
+	if st, body := getFrom(t, "127.0.0.1", a.HTTPBase()+"/boot/ipxe?mac="+e.MAC.String()+n, http.MethodGet); st != http.StatusOK || !hasSecret(body) {
+		t.Errorf("the machine's nonce after six answers for its MAC to another address: status %d, want 200 with its secrets", st)
+	}
+}

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"net"
 	"net/http"
 	"net/netip"
 	"testing"
@@ -56,5 +57,34 @@ func TestRequestsForMACKeepMachineNonce(t *testing.T) {
 	}
 	if st, body := getFrom(t, "127.0.0.1", a.HTTPBase()+"/boot/ipxe?mac="+e.MAC.String()+n, http.MethodGet); st != http.StatusOK || !hasSecret(body) {
 		t.Errorf("the machine's nonce after six answers for its MAC to another address: status %d, want 200 with its secrets", st)
+	}
+}
+
+// TestSlowConnectionsKeepMetricsUp (issue 38 item 6): sixteen connections to /metrics that
+// send half a request and hold it (four from each of four addresses) do not keep a scraper
+// out: its request is answered at once.
+func TestSlowConnectionsKeepMetricsUp(t *testing.T) {
+	h := newHarness(t)
+	a, _ := h.start(t, h.config(t.TempDir()), h.plane.Link())
+	addr := a.Addrs()["metrics"]
+	for i := range 16 {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i/4))}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Write([]byte("GET /metrics HTTP/1.1\r\nHost: x\r\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("/metrics with sixteen slow connections held: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/metrics with sixteen slow connections held: status %d", resp.StatusCode)
 	}
 }

@@ -56,6 +56,11 @@ func (s *Server) respond6(ctx context.Context, p Packet, port Port, buf []byte) 
 		resp.Reason = ReasonRelayNotAllowed
 		return resp
 	}
+	if relayed && req.Relay.IsValid() && !req.Relay.IsUnspecified() {
+		// The innermost relay's link address is on the client's link: EDK2's 4011 REQUEST
+		// comes from there, straight to this server.
+		s.relays.learn(req.MAC, req.Relay.WithZone(""), s.now())
+	}
 
 	req.Server = s.ServerIP6
 	if !req.Server.IsValid() {

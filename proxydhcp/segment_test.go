@@ -144,3 +144,27 @@ func TestBinderNoTokenInBroadcast(t *testing.T) {
 		t.Errorf("Binder calls %+v, want one for the machine's MAC to %v", calls, machine)
 	}
 }
+
+// TestRelayLearned6: EDK2 behind a DHCPv6 relay sends its port-4011 REQUEST straight from
+// its address on the relay's link: answered once the MAC's relayed SOLICIT named that link,
+// off-segment before.
+func TestRelayLearned6(t *testing.T) {
+	sid := []byte{0, 4, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll), ServerDUID: sid}
+	local := netip.MustParseAddr(server6)
+	boot := func() proxydhcp.Response {
+		return srv.Respond(context.Background(), proxydhcp.Packet{Data: edk2BootRequest(duidLLT(t, edk2MAC), sid), Port: proxydhcp.PortBoot,
+			Source: netip.MustParseAddrPort("[2001:db8:1::150]:4011"), Local: local, Link: testLink})
+	}
+	if resp := boot(); resp.Reason != proxydhcp.ReasonOffSegment {
+		t.Errorf("4011 REQUEST from the relay's link before any relayed SOLICIT: %v, want off-segment", resp.Reason)
+	}
+	sol := relayForw(t, 0, relayLink, edk2LL, edk2MAC, edk2PXESolicit(duidLLT(t, edk2MAC)))
+	if resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: sol, Port: proxydhcp.PortDHCPv6,
+		Source: netip.MustParseAddrPort("[2001:db8:fffe::3]:547"), Local: local, Link: testLink}); resp.Reply == nil {
+		t.Fatalf("relayed SOLICIT: silent for %v (%v)", resp.Reason, resp.Err)
+	}
+	if resp := boot(); resp.Reply == nil {
+		t.Errorf("4011 REQUEST from the relay's link after the relayed SOLICIT: silent for %v (%v)", resp.Reason, resp.Err)
+	}
+}

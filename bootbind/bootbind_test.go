@@ -277,3 +277,32 @@ func TestPassesBounded(t *testing.T) {
 		t.Errorf("the newest pass: %s", got)
 	}
 }
+
+// TestNeighborGuardsBroadcastNonce: a nonce of an answer no single address received (a
+// broadcast offer to UEFI HTTP boot) is not taken by a first presenter on the link whose
+// address resolves to another MAC (a bystander that read the broadcast); the machine's
+// own address, and an address off the link (not in the table), may take it.
+func TestNeighborGuardsBroadcastNonce(t *testing.T) {
+	now := t0
+	s := bootbind.NewNonces(bootbind.Config{Now: clock(&now)})
+	s.Neighbor = func(a netip.Addr) (hwid.MAC, bool) {
+		switch a {
+		case thief:
+			return other, true
+		case machine:
+			return mac, true
+		}
+		return hwid.MAC{}, false
+	}
+	n, _ := s.Issue(mac, bootbind.KindImage, netip.Addr{})
+	if _, r := s.Fetched(n, bootbind.KindImage, thief); r != bootbind.OtherAddress {
+		t.Errorf("a bystander with another MAC fetching first: %s, want nonce-other-address", r)
+	}
+	if _, r := s.Fetched(n, bootbind.KindImage, machine); r != bootbind.Bound {
+		t.Errorf("the machine after the bystander: %s, want bound", r)
+	}
+	off, _ := s.Issue(mac, bootbind.KindImage, netip.Addr{})
+	if _, r := s.Fetched(off, bootbind.KindImage, netip.MustParseAddr("198.51.100.150")); r != bootbind.Bound {
+		t.Errorf("an address off the link: %s, want bound (first presenter)", r)
+	}
+}

@@ -44,9 +44,11 @@
 //     that reads every broadcast (no nonce travels in one), not a requester that knows only a
 //     MAC, a guesser (128 random bits), or one that replays a nonce after its window.
 //   - UEFI HTTP boot takes its URL from the broadcast offer itself: a host that makes that
-//     URL name a nonce (a Secure Boot RAM disk) exposes it to the segment, where the first
-//     address to fetch it owns it. A site that boots Secure Boot machines by HTTP trusts its
-//     provisioning segment as for MAC spoofing above.
+//     URL name a nonce (a Secure Boot RAM disk) sends it to no single address, and the first
+//     address to fetch under it owns it, unless [Nonces.Neighbor] resolves that address to
+//     another MAC than the nonce's: a bystander on the segment that read the offer must then
+//     also spoof the machine's MAC, as above. A machine behind a router is not in the
+//     neighbour table, so there the first fetcher owns the nonce.
 //
 // # Limits
 //

@@ -82,6 +82,14 @@ const (
 type Nonces struct {
 	cfg Config
 
+	// Neighbor, if set, resolves an on-link address to the link-layer address it answers
+	// from (NeighborMAC on Linux). A nonce sent to no single address (a broadcast answer)
+	// is then not bound to a first presenter whose address resolves to another MAC than the
+	// nonce's: a bystander on the segment that read it cannot take it without spoofing the
+	// machine's MAC. Addresses off the link are not in the table and are not checked.
+	// Set it before the store is used.
+	Neighbor func(netip.Addr) (hwid.MAC, bool)
+
 	mu    sync.Mutex
 	t     tokens[nonceState]
 	dirty bool
@@ -171,16 +179,21 @@ func (s *Nonces) claim(nonce string, mac hwid.MAC, from netip.Addr) Reason {
 	case b.mac != mac:
 		return OtherMAC
 	}
-	return s.own(&b.state, from)
+	return s.own(&b.state, b.mac, from)
 }
 
 func (k Kind) is(st nonceState) bool { return st.kind == k }
 
 // own binds the nonce to from when it belongs to nobody yet, and tells whether from is its
 // owner.
-func (s *Nonces) own(n *nonceState, from netip.Addr) Reason {
+func (s *Nonces) own(n *nonceState, mac hwid.MAC, from netip.Addr) Reason {
 	switch {
 	case !n.owner.IsValid():
+		if s.Neighbor != nil {
+			if m, ok := s.Neighbor(from); ok && m != mac {
+				return OtherAddress
+			}
+		}
 		n.owner = from
 		s.dirty = true
 	case n.owner != from:
@@ -204,7 +217,7 @@ func (s *Nonces) Fetched(nonce string, kind Kind, from netip.Addr) (hwid.MAC, Re
 	if r != Bound {
 		return hwid.MAC{}, r
 	}
-	return b.mac, s.own(&b.state, from)
+	return b.mac, s.own(&b.state, b.mac, from)
 }
 
 // Live reports whether nonce is one of the kind handed out within the window.

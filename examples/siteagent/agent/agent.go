@@ -203,6 +203,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}
 	if c.Boot.ProxyDHCP {
 		a.nonces = bootbind.NewNonces(a.bindingConfig())
+		a.nonces.Neighbor = bootbind.NeighborMAC // a broadcast offer's nonce (HTTP boot) only for the machine's MAC
 		a.loadNonces()
 		a.dhcp = &proxydhcp.Server{
 			Handler:    proxydhcp.HandlerFunc(a.serveDHCP),

@@ -4,11 +4,15 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
+
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 )
 
 // TestNonceSurvivesRestart (issue 37 item 3): a machine between its chain and its script
@@ -86,5 +90,26 @@ func TestSlowConnectionsKeepMetricsUp(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("/metrics with sixteen slow connections held: status %d", resp.StatusCode)
+	}
+}
+
+// TestDamagedNoncesFileSetAside: a damaged saved binding does not stop the agent: it
+// starts, sets the file aside (renamed, never deleted) and boots machines as before.
+func TestDamagedNoncesFileSetAside(t *testing.T) {
+	h := newHarness(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, agent.NoncesFileName)
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := h.start(t, h.config(dir), h.plane.Link())
+	aside, _ := filepath.Glob(path + ".damaged-*")
+	if len(aside) != 1 {
+		t.Errorf("the damaged file set aside as %v, want one", aside)
+	}
+	e := entry(43, h.clk.Now().Add(2*time.Hour))
+	h.prepare(t, a, e)
+	if st, body := getFrom(t, "127.0.0.1", scriptURL(a, e), http.MethodGet); st != http.StatusOK || !hasSecret(body) {
+		t.Errorf("a machine after the start with a damaged file: status %d", st)
 	}
 }

@@ -39,25 +39,27 @@
 //
 //  1. proxydhcp.Server reads the datagram on UDP 67 (or 4011) and parses it into a
 //     proxydhcp.Request: chaddr as the MAC, option 93 as the arch, option 97 as the UUID,
-//     giaddr as the relay.
+//     giaddr as the relay. A request whose answer would go unicast to an address off the
+//     provisioning segments is dropped there (off-segment).
 //  2. The agent's proxy DHCP decision (serveDHCP) asks the fence, then [Entries] for the
 //     MAC's record (the entry with its UUID and arch parsed when it arrived), then the
 //     record's one match rule: option 93 against the entry's arch, option 97 against any
 //     spelling of its UUID, when both sides have one. A mismatch is silence, counted and
 //     logged by reason; no entry is silence too, and the Request goes on to
-//     discoveredDHCP, which hands the same typed fields to discovery.List.Seen. An answer
-//     to iPXE (option 77 "iPXE") names the chain URL with a fresh boot nonce
-//     (answerDHCP, bootnonce.go; see Boot secrets).
+//     discoveredDHCP, which hands the same typed fields to discovery.List.Seen. A unicast
+//     answer to iPXE (option 77 "iPXE") names the chain URL with a fresh boot nonce from
+//     bootbind (proxydhcp's Binder); a broadcast one names no file (see Boot secrets).
 //  3. Answered, the firmware fetches the iPXE build (tftpd or /boot/files/), iPXE asks DHCP
-//     again and is sent to /boot/chain.ipxe?n=NONCE, whose script reports the NIC iPXE
+//     again, then port 4011 from its new address, and is sent to
+//     /boot/chain.ipxe?n=NONCE, whose script reports the NIC iPXE
 //     booted from: ${netX/mac:hexhyp}, ${netX/ip}, with ${uuid}, ${platform} and
 //     ${buildarch}, and carries the nonce on (&n=NONCE).
 //  4. GET /boot/ipxe: ipxe.ParseQuery turns the query back into an ipxe.Query (the MAC, the
 //     UUID, the IP, the arch). The handler asks the fence, then ipxe.Config.Entries, which
 //     is the agent's ipxeEntry: the same record and the same match rule as in step 2. A
 //     mismatch is ipxe.ErrMismatch: the exit script, no secret. With proxy DHCP the request
-//     must then hold a nonce this agent handed that MAC within Boot.NonceWindow, presented
-//     first from the connection's address (ipxe.Query.Remote) or again from it; otherwise
+//     must then hold a nonce this agent handed that MAC within Boot.NonceWindow, belonging
+//     to the connection's address (ipxe.Query.Remote: the address its answer went to); otherwise
 //     ipxe.ErrUnbound: the exit script, no secret, counted and logged by reason. An unknown
 //     MAC goes to discovery (ViaHTTP), where discovery.Config.DHCPFirst keeps the one
 //     "proxy DHCP saw it first" rule.

@@ -110,9 +110,11 @@ type Agent struct {
 	syncFailing uint64 // heartbeats failed in a row
 	transfers   transferCounters
 	nonces      *bootbind.Nonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
-	linkTLS     linkTLS
-	httpLimit   *connlimit.Listener // the caps on httpLn
-	metricLimit *connlimit.Listener // the caps on metricsLn
+	// noncesIssued wakes the saver of the nonces (bootnonce.go) after each one issued.
+	noncesIssued chan struct{}
+	linkTLS      linkTLS
+	httpLimit    *connlimit.Listener // the caps on httpLn
+	metricLimit  *connlimit.Listener // the caps on metricsLn
 
 	bmc *bmcAccess // bmc.* commands (bmc.go)
 
@@ -203,12 +205,13 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}
 	if c.Boot.ProxyDHCP {
 		a.nonces = bootbind.NewNonces(a.bindingConfig())
+		a.noncesIssued = make(chan struct{}, 1)
 		a.nonces.Neighbor = bootbind.NeighborMAC // a broadcast offer's nonce (HTTP boot) only for the machine's MAC
 		a.loadNonces()
 		a.dhcp = &proxydhcp.Server{
 			Handler:    proxydhcp.HandlerFunc(a.serveDHCP),
 			Discoverer: proxydhcp.DiscovererFunc(a.discoveredDHCP),
-			Binder:     a.nonces,
+			Binder:     proxydhcp.BinderFunc(a.bind),
 			ServerIP:   c.Boot.ServerIP,
 			HTTPPort:   a.httpPort(),
 			Relays:     c.Boot.Relays,
@@ -423,6 +426,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			for {
 				select {
 				case <-t.C:
+					a.saveNonces()
+				case <-a.noncesIssued:
 					a.saveNonces()
 				case <-gctx.Done():
 					return nil

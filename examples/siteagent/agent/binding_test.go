@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,4 +113,22 @@ func TestDamagedNoncesFileSetAside(t *testing.T) {
 	if st, body := getFrom(t, "127.0.0.1", scriptURL(a, e), http.MethodGet); st != http.StatusOK || !hasSecret(body) {
 		t.Errorf("a machine after the start with a damaged file: status %d", st)
 	}
+}
+
+// TestNonceSavedBeforeAnyStop (issue 37 item 3): a nonce is in the saved binding as soon as
+// it was issued, before any stop: an agent killed right after answering loses no boot.
+func TestNonceSavedBeforeAnyStop(t *testing.T) {
+	h := newHarness(t)
+	dir := t.TempDir()
+	a, _ := h.start(t, h.config(dir), h.plane.Link())
+	e := entry(44, h.clk.Now().Add(2*time.Hour))
+	h.prepare(t, a, e)
+	n := nonceOf(ipxeDHCP(a, e.MAC, iana.EFI_X86_64))
+	if n == "" {
+		t.Fatal("no nonce from proxy DHCP")
+	}
+	waitFor(t, "the nonce in "+agent.NoncesFileName, func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, agent.NoncesFileName))
+		return err == nil && strings.Contains(string(b), n)
+	})
 }

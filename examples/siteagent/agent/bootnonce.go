@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/netip"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/atomicfile"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/proxydhcp"
@@ -28,7 +30,8 @@ const (
 	// NoncesFileName is the file in Config.DataDir that keeps the boot nonces across a
 	// restart.
 	NoncesFileName = "boot-nonces.json"
-	// noncesSaveEvery is how often changed nonces are written.
+	// noncesSaveEvery is how often changed nonces are written besides after each one issued
+	// (a nonce bound to its first presenter changes too).
 	noncesSaveEvery = time.Second
 )
 
@@ -52,6 +55,24 @@ func (a *Agent) loadNonces() {
 		return
 	}
 	a.log.Info("boot nonces: kept across the restart", "nonces", n)
+}
+
+// bind is proxy DHCP's Binder: a chain nonce for an answer to the iPXE of mac sent to the
+// address to, saved at once (the saver writes it while the answer goes out).
+func (a *Agent) bind(ctx context.Context, mac hwid.MAC, to netip.Addr) (string, error) {
+	n, err := a.nonces.Bind(ctx, mac, to)
+	if err == nil {
+		a.nonceIssued()
+	}
+	return n, err
+}
+
+// nonceIssued wakes the saver of the nonces; writes coalesce while one is under way.
+func (a *Agent) nonceIssued() {
+	select {
+	case a.noncesIssued <- struct{}{}:
+	default:
+	}
 }
 
 // saveNonces writes the nonces when they changed (crash safe: a temporary file, fsynced and

@@ -103,7 +103,8 @@
 // _nonce-other-address; siteboot_boot_unbound_total) and logged without the nonce. The store
 // holds at most MaxNonces nonces, MaxNoncesPerMAC per MAC (answers to one address push out
 // only that address's nonces first), on the agent's Clock, and is saved in
-// Config.DataDir/boot-nonces.json (each second when it changed, and at the stop) and loaded
+// Config.DataDir/boot-nonces.json (after each nonce issued, each second when it changed,
+// and at the stop) and loaded
 // at the start: a machine between its chain and its script when the agent restarts boots on
 // within its window. The window bounds a whole boot's script fetches: a token that takes
 // longer than the window leaves the machine on the exit script until it boots again.

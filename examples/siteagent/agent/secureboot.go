@@ -330,6 +330,7 @@ func (a *Agent) answerSecureBoot(req *proxydhcp.Request) proxydhcp.Decision {
 	if err != nil {
 		return refuse(sbRefusedError)
 	}
+	a.nonceIssued()
 	if kind == bootbind.KindShim {
 		s.n().answersPXE.Add(1)
 		return proxydhcp.AnswerFile(sbDir + "/" + n + "/" + s.shimName)

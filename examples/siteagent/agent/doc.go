@@ -104,9 +104,8 @@
 // holds at most MaxNonces nonces, MaxNoncesPerMAC per MAC (answers to one address push out
 // only that address's nonces first), on the agent's Clock, and is saved in
 // Config.DataDir/boot-nonces.json (after each nonce issued, each second when it changed,
-// and at the stop) and loaded
-// at the start: a machine between its chain and its script when the agent restarts boots on
-// within its window. The window bounds a whole boot's script fetches: a token that takes
+// and at the stop) and loaded at the start: a machine between its chain and its script
+// when the agent restarts boots on within its window. The window bounds a whole boot's script fetches: a token that takes
 // longer than the window leaves the machine on the exit script until it boots again.
 //
 // Who can still take a machine's secrets is a host on the machine's own segment (or on the

@@ -102,8 +102,8 @@
 // answer keeps it: the token and sanboot waits, the fallback after failed fetches, the wait
 // after a host error; iPXE's own Retry-After asks the same URL. The handler keeps no policy:
 // it hands the nonce ([Query.Nonce]) and the connection's address ([Query.Remote]) to the
-// host's [Entries], which decides (the reference agent: the first address that presents a
-// nonce owns it, within a window after the DHCP answer) and says no with [ErrUnbound].
+// host's [Entries], which decides (package bootbind: a nonce belongs to the address its
+// proxy DHCP answer went to, within a window after the answer) and says no with [ErrUnbound].
 //
 // A request without a nonce (a site whose own DHCP server names /boot/chain.ipxe) is left
 // to the same host rule. A host that does not check the nonce trusts the network instead:

@@ -42,7 +42,7 @@ func BenchmarkRespond(b *testing.B) {
 		{"v6-relayed-solicit", relayForw(b, 0, relayLink, edk2LL, "52:54:00:00:00:04", edk2PXESolicit(duidUUID(b, ovmfUUID))), proxydhcp.PortDHCPv6},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			p := proxydhcp.Packet{Data: bc.pkt, Port: bc.port, Source: netip.MustParseAddrPort("192.0.2.100:4011"), Local: netip.MustParseAddr(serverIP)}
+			p := proxydhcp.Packet{Link: testLink, Data: bc.pkt, Port: bc.port, Source: netip.MustParseAddrPort("192.0.2.100:4011"), Local: netip.MustParseAddr(serverIP)}
 			if strings.HasPrefix(bc.name, "v6-") {
 				p.Source, p.Local = netip.MustParseAddrPort("["+edk2Addr+"]:4011"), netip.MustParseAddr(server6)
 			}

@@ -41,6 +41,25 @@
 // another giaddr (for DHCPv6, a RELAY-FORW from another address) is dropped before the
 // Handler hears of it and counted as [ReasonRelayNotAllowed].
 //
+// # Provisioning segments
+//
+// An answer that goes unicast to the requester (port 4011, a port-67 request with ciaddr, a
+// DHCPv6 request that was not relayed) is sent only to an address on a provisioning segment:
+// a subnet of the interface the request came in on (read per packet, in the socket's own
+// network namespace), an IPv6 link-local address, a subnet of [Server.Segments], or the
+// [Server.RelayPrefixLen] subnet of the relay the MAC's own relayed DISCOVER came through
+// (learned for [LearnedRelayTTL]: a relayed machine sends its 4011 request straight to this
+// server, not through the relay). Anything else is dropped before the Handler hears of it
+// and counted as [ReasonOffSegment]: a host on another network cannot make this server
+// answer it for a MAC.
+//
+// A [Binder] binds each answer to iPXE to the machine (DESIGN.md S1): the unicast answer's
+// chain URL carries the Binder's token (?n=TOKEN, [BindParam]), and an answer that is
+// broadcast (or sent through a relay, which broadcasts it) names no boot file, so that iPXE
+// asks again on port 4011 from its new address (iPXE's dhcp.c: a ProxyDHCP offer without a
+// boot file and menu leads to a ProxyDHCPREQUEST) and gets the token unicast. No token
+// travels in a broadcast.
+//
 // # DHCPv6
 //
 // [Server.ServeDHCPv6] answers on UDP 547 (a socket from [ListenDHCPv6], which joins

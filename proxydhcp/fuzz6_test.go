@@ -53,7 +53,7 @@ func FuzzParse6(f *testing.F) {
 			port proxydhcp.Port
 			src  string
 		}{{proxydhcp.PortDHCPv6, "[" + edk2LL + "]:546"}, {proxydhcp.PortBoot, "[" + edk2Addr + "]:4011"}} {
-			resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: b, Port: p.port, Source: netip.MustParseAddrPort(p.src), Local: netip.MustParseAddr(server6)})
+			resp := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: b, Port: p.port, Source: netip.MustParseAddrPort(p.src), Local: netip.MustParseAddr(server6)})
 			if resp.Request != nil {
 				checkRequest6(t, resp.Request)
 			}

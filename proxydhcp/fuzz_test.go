@@ -143,7 +143,7 @@ func checkPacket(t *testing.T, b []byte) {
 		}
 	}
 	for _, port := range []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot} {
-		resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: b, Port: port, Source: netip.MustParseAddrPort("192.0.2.50:68"), Local: local})
+		resp := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: b, Port: port, Source: netip.MustParseAddrPort("192.0.2.50:68"), Local: local})
 		if resp.Reply == nil {
 			continue
 		}

@@ -33,7 +33,7 @@ func TestGoldenOVMFIPv6Capture(t *testing.T) {
 		if p.DstPort == 4011 {
 			port, name = proxydhcp.PortBoot, "v6-ovmf-4011"
 		}
-		resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: p.Data, Port: port,
+		resp := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: p.Data, Port: port,
 			Source: netip.AddrPortFrom(p.Src, p.SrcPort), Local: p.Dst})
 		if resp.Reply == nil {
 			continue // a request for the site's server

@@ -81,12 +81,14 @@ const (
 	ReasonError                         // "error": the handler panicked or gave an unusable boot file
 	ReasonRelayNotAllowed               // "relay-not-allowed": relayed by an address not in Server.Relays
 	ReasonNoMAC                         // "no-mac": a DHCPv6 boot client whose MAC cannot be known (ErrNoMAC)
+	ReasonOffSegment                    // "off-segment": the answer would go to an address on no provisioning segment (Server.Segments)
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
 	"answered", "unknown", "fenced", "declined", "not-pxe", "malformed", "ignored",
 	"no-boot-file", "no-server-address", "overload", "error", "relay-not-allowed", "no-mac",
+	"off-segment",
 }
 
 // String returns the reason's name, as listed with the constants.

@@ -102,3 +102,6 @@ func parsePcap(b []byte) ([]udpPayload, error) {
 	}
 	return out, nil
 }
+
+// testLink is the subnets of the interface the tests' packets come in on (Packet.Link).
+var testLink = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8::/64")}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"strconv"
 )
 
@@ -23,6 +24,9 @@ type Packet struct {
 	// Local is the server's address for this packet: the address of the interface it came in
 	// on (or the unicast address it was sent to). Server.ServerIP, when set, wins.
 	Local netip.Addr
+	// Link lists the subnets of the interface it came in on (the server reads them per
+	// packet); nil when unknown. See Server.Segments.
+	Link []netip.Prefix
 }
 
 // Response is what the server does with a Packet: send Reply to Dest, or stay silent for
@@ -78,6 +82,9 @@ func (s *Server) respond(ctx context.Context, p Packet, buf []byte) (resp Respon
 		resp.Reason = ReasonRelayNotAllowed
 		return resp
 	}
+	if req.Relay.IsValid() && port == PortDHCP {
+		s.relays.learn(req.MAC, req.Relay, s.now())
+	}
 
 	req.Server = s.ServerIP
 	if !req.Server.IsValid() {
@@ -98,6 +105,12 @@ func (s *Server) respond(ctx context.Context, p Packet, buf []byte) (resp Respon
 		ack = true
 	default:
 		resp.Reason = ReasonIgnored
+		return resp
+	}
+
+	to, unicast := unicastTo(req, false)
+	if unicast && !s.onSegment(p.Link, to, req.MAC) {
+		resp.Reason = ReasonOffSegment
 		return resp
 	}
 
@@ -126,11 +139,33 @@ func (s *Server) respond(ctx context.Context, p Packet, buf []byte) (resp Respon
 			resp.Reason = ReasonNoBootFile
 			return resp
 		}
+		if req.IPXE && s.Binder != nil {
+			if file, err = s.bind(ctx, req, file, to, unicast); err != nil {
+				resp.Reason, resp.Err = ReasonError, err
+				return resp
+			}
+		}
 	}
 
 	resp.Reply = appendReply(buf[:0], req, file, ack)
 	resp.Dest = s.dest(req)
 	return resp
+}
+
+// bind is the chain URL of an answer to iPXE with a Binder: with the Binder's token when
+// the answer goes unicast to the requester at to, and no file at all when it does not.
+func (s *Server) bind(ctx context.Context, req *Request, file string, to netip.Addr, unicast bool) (string, error) {
+	if !unicast {
+		return "", nil
+	}
+	if to.Is6() && to.IsLinkLocalUnicast() {
+		to = netip.Addr{}
+	}
+	tok, err := s.Binder.Bind(ctx, req.MAC, to)
+	if err != nil {
+		return "", fmt.Errorf("proxydhcp: binder: %w", err)
+	}
+	return file + "?" + BindParam + "=" + url.QueryEscape(tok), nil
 }
 
 func (s *Server) decide(ctx context.Context, req *Request) Decision {

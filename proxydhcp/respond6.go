@@ -56,6 +56,11 @@ func (s *Server) respond6(ctx context.Context, p Packet, port Port, buf []byte) 
 		resp.Reason = ReasonRelayNotAllowed
 		return resp
 	}
+	if relayed && req.Relay.IsValid() && !req.Relay.IsUnspecified() {
+		// The innermost relay's link address is on the client's link: EDK2's 4011 REQUEST
+		// comes from there, straight to this server.
+		s.relays.learn(req.MAC, req.Relay.WithZone(""), s.now())
+	}
 
 	req.Server = s.ServerIP6
 	if !req.Server.IsValid() {
@@ -83,6 +88,12 @@ func (s *Server) respond6(ctx context.Context, p Packet, port Port, buf []byte) 
 		return resp
 	}
 
+	to, unicast := unicastTo(req, relayed)
+	if unicast && !s.onSegment(p.Link, to, req.MAC) {
+		resp.Reason = ReasonOffSegment
+		return resp
+	}
+
 	d := s.decide(ctx, req)
 	if !d.Answer {
 		switch resp.Reason = d.Reason; resp.Reason {
@@ -100,6 +111,17 @@ func (s *Server) respond6(ctx context.Context, p Packet, port Port, buf []byte) 
 	if !ok {
 		resp.Reason = ReasonNoBootFile
 		return resp
+	}
+	if req.IPXE && d.BootFile == "" && s.Binder != nil {
+		// A DHCPv6 answer is never broadcast: bound to the requester (through a relay, to
+		// whoever presents it first: the relay's segment is the machine's).
+		if !unicast {
+			to = netip.Addr{}
+		}
+		if url, err = s.bind(ctx, req, url, to, true); err != nil {
+			resp.Reason, resp.Err = ReasonError, err
+			return resp
+		}
 	}
 	if err := checkFile(url); err != nil {
 		resp.Reason, resp.Err = ReasonError, fmt.Errorf("proxydhcp: boot file URL: %w", err)

@@ -142,7 +142,7 @@ func TestGoldenReplies6(t *testing.T) {
 	srv := newServer6(answerAll)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := srv.Respond(context.Background(), proxydhcp.Packet{
+			resp := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink,
 				Data: tc.pkt, Port: tc.port, Source: netip.MustParseAddrPort(tc.source), Local: netip.MustParseAddr(tc.local),
 			})
 			if resp.Reply == nil {
@@ -192,7 +192,7 @@ func TestRequestSeenByHandler6(t *testing.T) {
 				return proxydhcp.Silence(proxydhcp.ReasonFenced)
 			})
 			src := netip.MustParseAddrPort(tc.source)
-			srv.Respond(context.Background(), proxydhcp.Packet{Data: tc.pkt, Port: proxydhcp.PortDHCPv6, Source: src, Local: a(server6)})
+			srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: tc.pkt, Port: proxydhcp.PortDHCPv6, Source: src, Local: a(server6)})
 			if got == nil {
 				t.Fatal("the handler was not asked")
 			}
@@ -266,7 +266,7 @@ func TestSilence6(t *testing.T) {
 			if local == "" {
 				local = server6
 			}
-			resp := srv.Respond(context.Background(), proxydhcp.Packet{
+			resp := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink,
 				Data: tc.pkt, Port: port, Source: netip.MustParseAddrPort(source), Local: netip.MustParseAddr(local),
 			})
 			if resp.Reply != nil || resp.Reason != tc.want {
@@ -304,7 +304,7 @@ func TestBootURL6(t *testing.T) {
 		{"server-ip6", &proxydhcp.Server{ServerIP6: netip.MustParseAddr("2001:db8:5::1"), Handler: proxydhcp.HandlerFunc(answerAll)}, ipxeInfoRequest(t, edk2MAC), "http://[2001:db8:5::1]/boot/chain.ipxe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := tc.srv.Respond(context.Background(), proxydhcp.Packet{Data: tc.pkt, Port: proxydhcp.PortDHCPv6,
+			resp := tc.srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: tc.pkt, Port: proxydhcp.PortDHCPv6,
 				Source: netip.MustParseAddrPort("[" + edk2LL + "]:546"), Local: netip.MustParseAddr(server6)})
 			if resp.Reply == nil {
 				t.Fatalf("silent: %v %v", resp.Reason, resp.Err)
@@ -325,14 +325,14 @@ func TestBootURL6(t *testing.T) {
 // Without ServerDUID, a server draws one DUID and keeps it: the 4011 request names it.
 func TestServerDUIDDrawnOnce(t *testing.T) {
 	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll)}
-	p := proxydhcp.Packet{Data: edk2PXESolicit(duidLLT(t, edk2MAC)), Port: proxydhcp.PortDHCPv6,
+	p := proxydhcp.Packet{Link: testLink, Data: edk2PXESolicit(duidLLT(t, edk2MAC)), Port: proxydhcp.PortDHCPv6,
 		Source: netip.MustParseAddrPort("[" + edk2LL + "]:546"), Local: netip.MustParseAddr(server6)}
 	a, b := fields6(t, srv.Respond(context.Background(), p)), fields6(t, srv.Respond(context.Background(), p))
 	if a.ServerID != b.ServerID || !strings.HasPrefix(a.ServerID, "0004") || len(a.ServerID) != 36 {
 		t.Fatalf("server IDs %s, %s: want one DUID-UUID", a.ServerID, b.ServerID)
 	}
 	sid, _ := hex.DecodeString(a.ServerID)
-	resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: edk2BootRequest(duidLLT(t, edk2MAC), sid), Port: proxydhcp.PortBoot,
+	resp := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: edk2BootRequest(duidLLT(t, edk2MAC), sid), Port: proxydhcp.PortBoot,
 		Source: netip.MustParseAddrPort("[" + edk2Addr + "]:4011"), Local: netip.MustParseAddr(server6)})
 	if resp.Reply == nil {
 		t.Fatalf("the boot-server request naming the drawn DUID got silence: %v", resp.Reason)
@@ -349,14 +349,14 @@ func TestMACRememberedFor4011(t *testing.T) {
 		return proxydhcp.Answer()
 	})
 	boot := func(s *proxydhcp.Server, pkt []byte) proxydhcp.Response {
-		return s.Respond(context.Background(), proxydhcp.Packet{Data: pkt, Port: proxydhcp.PortBoot,
+		return s.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: pkt, Port: proxydhcp.PortBoot,
 			Source: netip.MustParseAddrPort("[" + edk2Addr + "]:4011"), Local: netip.MustParseAddr(server6)})
 	}
 	req := edk2BootRequest(uuid, serverDUID)
 	if resp := boot(srv, req); resp.Reason != proxydhcp.ReasonNoMAC {
 		t.Fatalf("before any ADVERTISE: reason %v, want no-mac", resp.Reason)
 	}
-	adv := srv.Respond(context.Background(), proxydhcp.Packet{Data: edk2PXESolicit(uuid), Port: proxydhcp.PortDHCPv6,
+	adv := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: edk2PXESolicit(uuid), Port: proxydhcp.PortDHCPv6,
 		Source: netip.MustParseAddrPort("[" + edk2LL + "]:546"), Local: netip.MustParseAddr(server6)})
 	if adv.Reply == nil {
 		t.Fatalf("SOLICIT: %v", adv.Reason)

@@ -337,7 +337,7 @@ func TestGoldenReplies(t *testing.T) {
 	srv := newServer(answerAll)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := srv.Respond(context.Background(), proxydhcp.Packet{
+			resp := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink,
 				Data: tc.pkt, Port: tc.port, Source: netip.MustParseAddrPort(tc.source), Local: netip.MustParseAddr(serverIP),
 			})
 			if resp.Reply == nil {
@@ -430,7 +430,7 @@ func TestSilence(t *testing.T) {
 			if tc.local != "" {
 				local = tc.local
 			}
-			resp := srv.Respond(context.Background(), proxydhcp.Packet{
+			resp := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink,
 				Data: tc.pkt, Port: tc.port, Source: netip.MustParseAddrPort("0.0.0.0:68"), Local: netip.MustParseAddr(local),
 			})
 			if resp.Reply != nil || resp.Reason != tc.want {
@@ -489,7 +489,7 @@ func TestRespondOverridesAndTable(t *testing.T) {
 		{"long-url-in-67", srvLong, ovmfHTTP(t, "52:54:00:00:00:04"), "", "http://192.0.2.2/" + long},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := tc.srv.Respond(context.Background(), proxydhcp.Packet{Data: tc.pkt, Local: netip.MustParseAddr(serverIP)})
+			resp := tc.srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: tc.pkt, Local: netip.MustParseAddr(serverIP)})
 			if resp.Reply == nil {
 				t.Fatalf("silent: %v %v", resp.Reason, resp.Err)
 			}
@@ -503,7 +503,7 @@ func TestRespondOverridesAndTable(t *testing.T) {
 
 func TestServerIPFixed(t *testing.T) {
 	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll), ServerIP: netip.MustParseAddr("203.0.113.7")}
-	resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: ovmfHTTP(t, "52:54:00:00:00:04"), Local: netip.MustParseAddr(serverIP)})
+	resp := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: ovmfHTTP(t, "52:54:00:00:00:04"), Local: netip.MustParseAddr(serverIP)})
 	f := fieldsOf(t, resp)
 	got := []string{f.Opt54, f.SIAddr, f.File}
 	want := []string{"203.0.113.7", "203.0.113.7", "http://203.0.113.7/boot/files/ipxe.efi"}
@@ -522,7 +522,7 @@ func TestHandlerPanicRecovered(t *testing.T) {
 	srv := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(func(context.Context, *proxydhcp.Request) proxydhcp.Decision {
 		panic("host bug")
 	})}
-	resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: ovmfPXE(t, "52:54:00:00:00:02"), Local: netip.MustParseAddr(serverIP)})
+	resp := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: ovmfPXE(t, "52:54:00:00:00:02"), Local: netip.MustParseAddr(serverIP)})
 	if resp.Reply != nil || resp.Reason != proxydhcp.ReasonError || resp.Err == nil {
 		t.Fatalf("got %+v, want silence for error", resp)
 	}
@@ -544,7 +544,7 @@ func TestRequestSeenByHandler(t *testing.T) {
 	})}
 	relayed := ovmfPXE(t, "52:54:00:00:00:07", dhcpv4.WithRelay(net.IPv4(198, 51, 100, 1)))
 	for _, p := range [][]byte{bios, relayed, ovmfHTTP(t, "52:54:00:00:00:04"), seabiosIPXE(t, "52:54:00:00:00:01")} {
-		srv.Respond(context.Background(), proxydhcp.Packet{Data: p, Source: netip.MustParseAddrPort("198.51.100.1:67"), Local: netip.MustParseAddr(serverIP)})
+		srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: p, Source: netip.MustParseAddrPort("198.51.100.1:67"), Local: netip.MustParseAddr(serverIP)})
 	}
 	u := func(s string) hwid.UUID { x, _ := hwid.ParseUUID(s); return x }
 	m := func(s string) hwid.MAC { x, _ := hwid.ParseMAC(s); return x }
@@ -646,7 +646,7 @@ func TestHandlerTimeout(t *testing.T) {
 			left = time.Until(d)
 			return proxydhcp.Answer()
 		})}
-		srv.Respond(context.Background(), proxydhcp.Packet{Data: ovmfPXE(t, "52:54:00:00:00:02"), Local: netip.MustParseAddr(serverIP)})
+		srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: ovmfPXE(t, "52:54:00:00:00:02"), Local: netip.MustParseAddr(serverIP)})
 		if has != (timeout > 0) || (has && (left <= 0 || left > timeout)) {
 			t.Errorf("HandlerTimeout %v: deadline %v, %v left", timeout, has, left)
 		}
@@ -675,7 +675,7 @@ func TestRelayedBroadcastFlag(t *testing.T) {
 		{"on-link-flag", ipxe(dhcpv4.WithBroadcast(true)), "Broadcast"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: tc.pkt, Local: netip.MustParseAddr(serverIP)})
+			resp := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: tc.pkt, Local: netip.MustParseAddr(serverIP)})
 			if resp.Reply == nil {
 				t.Fatalf("silent: %v", resp.Reason)
 			}
@@ -716,7 +716,7 @@ func TestRelaysAllowed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			asked, heard = 0, 0
-			resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: tc.pkt, Local: netip.MustParseAddr(serverIP)})
+			resp := srv.Respond(context.Background(), proxydhcp.Packet{Link: testLink, Data: tc.pkt, Local: netip.MustParseAddr(serverIP)})
 			if got := resp.Reply != nil; got != tc.answer {
 				t.Fatalf("answered %v (reason %v), want %v", got, resp.Reason, tc.answer)
 			}

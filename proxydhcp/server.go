@@ -50,6 +50,28 @@ type Server struct {
 	// from). Requests that were not relayed are not affected. When nil, every relay is.
 	Relays []netip.Addr
 
+	// Segments lists the provisioning subnets besides those of the interface each request
+	// came in on: subnets behind the relays whose machines send their later requests (the
+	// PXE and iPXE REQUEST to port 4011) straight to this server. An answer that goes unicast
+	// to the requester (port 4011, a port-67 request with ciaddr, a DHCPv6 request not
+	// relayed) is sent only to an address on the receiving interface's own subnets, an IPv6
+	// link-local one, one on Segments, or one in the RelayPrefixLen subnet of the relay the
+	// MAC's own relayed requests came through (learned for LearnedRelayTTL); any other
+	// request is dropped before the Handler hears of it, counted as ReasonOffSegment. Where
+	// the server cannot read a request's interface (Respond without Packet.Link, or an OS
+	// without per-packet interface information) only the other rules admit it.
+	Segments []netip.Prefix
+
+	// RelayPrefixLen is the length of the subnet behind a relay learned from its giaddr.
+	// Default DefaultRelayPrefixLen (24) for IPv4, 64 for IPv6.
+	RelayPrefixLen int
+
+	// Binder, if set, binds each answer to iPXE to the machine it goes to: see Binder.
+	Binder Binder
+
+	// Now is the server's clock for what it learns about relays. Default time.Now.
+	Now func() time.Time
+
 	// ServerIP6, if set, is the IPv6 address DHCPv6 replies name in their boot file URLs.
 	// When zero, each reply names the address its request was sent to when that is a global
 	// one (a relayed request, or EDK2's boot-server request on port 4011), and for a request
@@ -105,6 +127,7 @@ type Server struct {
 
 	counters counters
 	files    atomic.Pointer[BootFiles]
+	relays   learnedRelays
 
 	duidOnce sync.Once
 	randDUID []byte
@@ -142,6 +165,14 @@ func (s *Server) Validate() error {
 		if v < 0 || v > 65535 {
 			return fmt.Errorf("proxydhcp: %s %d out of range", name, v)
 		}
+	}
+	for _, p := range s.Segments {
+		if !p.IsValid() || p.Bits() == 0 {
+			return fmt.Errorf("proxydhcp: segment %v is not a subnet", p)
+		}
+	}
+	if s.RelayPrefixLen < 0 || s.RelayPrefixLen > 128 {
+		return fmt.Errorf("proxydhcp: RelayPrefixLen %d out of range", s.RelayPrefixLen)
 	}
 	for _, r := range s.Relays {
 		if !r.IsValid() || r.IsUnspecified() || r.IsMulticast() || r == broadcast4 {
@@ -377,6 +408,7 @@ func (s *Server) serve(conn net.PacketConn, port Port) error {
 		}()
 	}
 	wg.Wait()
+	closeNetns(sc.netns)
 	close(errs)
 	for err := range errs {
 		if !errors.Is(err, ErrServerClosed) {
@@ -460,7 +492,7 @@ func (s *Server) localAddr(sc *serveConn, info pktInfo) (local, direct netip.Add
 }
 
 func (s *Server) handle(sc *serveConn, data, out []byte, src netip.AddrPort, ifIdx int, local, direct netip.Addr) {
-	resp := s.answer(sc, data, out, src, local)
+	resp := s.answer(sc, data, out, src, local, sc.links.prefixes(sc.netns, ifIdx, s.now()))
 	if resp.Reply == nil {
 		return
 	}
@@ -514,7 +546,7 @@ func (s *Server) resendLater(sc *serveConn, b []byte, dst netip.AddrPort, ifIdx 
 }
 
 // answer runs the decision for one datagram; the reply, if any, is built in out's storage.
-func (s *Server) answer(sc *serveConn, data, out []byte, src netip.AddrPort, local netip.Addr) (resp Response) {
+func (s *Server) answer(sc *serveConn, data, out []byte, src netip.AddrPort, local netip.Addr, link []netip.Prefix) (resp Response) {
 	log := s.logger()
 	defer func() {
 		if v := recover(); v != nil {
@@ -526,7 +558,7 @@ func (s *Server) answer(sc *serveConn, data, out []byte, src netip.AddrPort, loc
 	if s.ctx.Err() != nil {
 		return Response{}
 	}
-	resp = s.respond(s.ctx, Packet{Data: data, Port: sc.port, Source: src, Local: local}, out)
+	resp = s.respond(s.ctx, Packet{Data: data, Port: sc.port, Source: src, Local: local, Link: link}, out)
 	if resp.Reply == nil && log.Enabled(s.ctx, slog.LevelDebug) {
 		attrs := []any{"port", sc.port.String(), "src", src.String(), "reason", resp.Reason.String()}
 		if resp.Request != nil {
@@ -676,6 +708,8 @@ type serveConn struct {
 	addr   string
 	local  netip.Addr    // the socket's bound address, when specific
 	drops  atomic.Uint32 // the kernel's drop count last seen (SO_RXQ_OVFL)
+	netns  int           // the socket's network namespace when not the process's (socketNetns); -1
+	links  linkCache     // the subnets of the interfaces its requests came in on
 }
 
 // noteDrops records the kernel's cumulative drop count d and returns how many are new.
@@ -692,7 +726,7 @@ func (sc *serveConn) noteDrops(d uint32) uint64 {
 }
 
 func newServeConn(conn net.PacketConn, port Port) *serveConn {
-	sc := &serveConn{conn: conn, port: port}
+	sc := &serveConn{conn: conn, port: port, netns: -1}
 	if la := conn.LocalAddr(); la != nil {
 		sc.addr = la.String()
 		if ua, ok := la.(*net.UDPAddr); ok {
@@ -717,6 +751,7 @@ func newServeConn(conn net.PacketConn, port Port) *serveConn {
 			sc.oobLen = len(ipv4.NewControlMessage(ipv4.FlagDst|ipv4.FlagInterface)) + 64
 		}
 	}
+	sc.netns = socketNetns(sc.uc)
 	return sc
 }
 

@@ -32,9 +32,13 @@ func TestBootlab(t *testing.T) {
 		"machines booted: 6 of 6 (agent-a 3, agent-b 3)",
 		// Two DHCP answers per machine (firmware, then iPXE); kernel, initrd and deploy image
 		// from the cache; agent-a booted machine 1 once more for a spare script (its kernel and
-		// initrd too); agent-b refused one while standing by.
+		// initrd too); agent-b refused one while standing by, and answered the 4011 REQUEST whose
+		// nonce the bystander presents.
 		"agent-a counted: 8 proxy DHCP answers, 4 TFTP transfers, 4 scripts, 4 assertions signed, 11 cache answers, 0 fenced",
-		"agent-b counted: 6 proxy DHCP answers, 3 TFTP transfers, 3 scripts, 3 assertions signed, 9 cache answers, 1 fenced",
+		"agent-b counted: 7 proxy DHCP answers, 3 TFTP transfers, 3 scripts, 3 assertions signed, 9 cache answers, 1 fenced",
+		// The boot binding's refusals (issue 38): the off-segment requester, the bystander.
+		"ok    a requester whose answer would go to another network (198.51.100.77) is refused (off-segment)",
+		"ok    a bystander presenting the machine's nonce first, from its own address, is refused (404, nonce-other-address)",
 		"refused (replay)", "All 6 machines booted",
 		"ok    a stranger's sync in agent-b's name is refused (403): answered 403: forbidden",
 		"ok    an enrolled agent asking for a BMC credential no live command routed to it names is refused (403): answered 403: forbidden",

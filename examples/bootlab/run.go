@@ -13,11 +13,15 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/iana"
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bmc/bmctest"
@@ -204,6 +208,20 @@ func runLab(ctx context.Context, log *slog.Logger, out *printer, n int) (*lab, b
 	must("a script request that tries to inject a command is refused (400)", st == http.StatusBadRequest, "answered %d", st)
 	st, macOnly := httpGet(ctx, b.a.HTTPBase()+"/boot/ipxe?mac="+machineMAC(1).String())
 	must("a script request naming only a known MAC is refused, no secret in it (404, no-nonce)", st == http.StatusNotFound && !strings.Contains(macOnly, "bc.token"), "answered %d", st)
+	// The boot binding (issue 38): proxy DHCP answers no requester off the provisioning
+	// segments, and a nonce belongs to the address its answer went to.
+	before := b.a.Stats()["proxydhcp_silent_off-segment_67"]
+	askDHCP(ctx, netip.MustParseAddrPort(b.a.Addrs()["dhcp"]), netip.MustParseAddr("127.0.0.1"), machineMAC(1), netip.MustParseAddr("198.51.100.77"), true)
+	offSeg := b.a.Stats()["proxydhcp_silent_off-segment_67"] - before
+	must("a requester whose answer would go to another network (198.51.100.77) is refused (off-segment)", offSeg == 1, "counted %d", offSeg)
+	file := askDHCP(ctx, netip.MustParseAddrPort(b.a.Addrs()["pxe"]), machineIP(1), machineMAC(1), machineIP(1), false)
+	nonce := ""
+	if u, err := url.Parse(file); err == nil {
+		nonce = u.Query().Get("n")
+	}
+	st, read := getWith(ctx, machineClient(netip.MustParseAddr("127.0.0.66")), b.a.HTTPBase()+"/boot/ipxe?mac="+machineMAC(1).String()+"&n="+nonce)
+	must("a bystander presenting the machine's nonce first, from its own address, is refused (404, nonce-other-address)",
+		nonce != "" && st == http.StatusNotFound && !strings.Contains(read, "bc.token"), "nonce %q, answered %d", nonce, st)
 	// The control link: only the node a certificate names speaks for it.
 	stranger, err := l.nodeClient(siteIdentity("agent-x"))
 	if err != nil {
@@ -238,6 +256,57 @@ func runLab(ctx context.Context, log *slog.Logger, out *printer, n int) (*lab, b
 
 	out.section("5. Summary")
 	return l, l.summary(out, outcomes, checks, n, unknown, time.Since(start)), nil
+}
+
+// getWith GETs u with c.
+func getWith(ctx context.Context, c *http.Client, u string) (int, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b)
+}
+
+// askDHCP sends iPXE's DHCP request for mac (a DISCOVER to port 67, a REQUEST to 4011;
+// ciaddr set) to to from the address from, and returns the boot file of the answer that comes
+// back within a second, or "".
+func askDHCP(ctx context.Context, to netip.AddrPort, from netip.Addr, mac hwid.MAC, ciaddr netip.Addr, discover bool) string {
+	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(from, 0)))
+	if err != nil {
+		return ""
+	}
+	defer conn.Close()
+	typ := dhcpv4.MessageTypeRequest
+	if discover {
+		typ = dhcpv4.MessageTypeDiscover
+	}
+	req, err := dhcpv4.New(dhcpv4.WithHwAddr(net.HardwareAddr(mac[:])), dhcpv4.WithMessageType(typ),
+		dhcpv4.WithClientIP(net.IP(ciaddr.AsSlice())),
+		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00007:UNDI:003010")),
+		dhcpv4.WithOption(dhcpv4.OptClientArch(iana.EFI_X86_64)),
+		dhcpv4.WithGeneric(dhcpv4.OptionUserClassInformation, []byte("iPXE")))
+	if err != nil {
+		return ""
+	}
+	conn.WriteToUDPAddrPort(req.ToBytes(), to)
+	conn.SetReadDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 1500)
+	for ctx.Err() == nil {
+		n, _, err := conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return ""
+		}
+		if rep, err := dhcpv4.FromBytes(buf[:n]); err == nil && rep.TransactionID == req.TransactionID {
+			return rep.BootFileName
+		}
+	}
+	return ""
 }
 
 func siteIdentity(node string) sitetls.Identity { return sitetls.Identity{Site: siteID, Node: node} }

@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/bootbind"
 	"io"
 	"log/slog"
 	"net"
@@ -108,10 +109,12 @@ type Agent struct {
 	syncErrors  uint64
 	syncFailing uint64 // heartbeats failed in a row
 	transfers   transferCounters
-	nonces      *bootNonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
-	linkTLS     linkTLS
-	httpLimit   *connlimit.Listener // the caps on httpLn
-	metricLimit *connlimit.Listener // the caps on metricsLn
+	nonces      *bootbind.Nonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
+	// noncesIssued wakes the saver of the nonces (bootnonce.go) after each one issued.
+	noncesIssued chan struct{}
+	linkTLS      linkTLS
+	httpLimit    *connlimit.Listener // the caps on httpLn
+	metricLimit  *connlimit.Listener // the caps on metricsLn
 
 	bmc *bmcAccess // bmc.* commands (bmc.go)
 
@@ -201,19 +204,25 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		return nil, err
 	}
 	if c.Boot.ProxyDHCP {
-		a.nonces = newBootNonces(clock.Now, opt.Rand, c.Boot.NonceWindow)
+		a.nonces = bootbind.NewNonces(a.bindingConfig())
+		a.noncesIssued = make(chan struct{}, 1)
+		a.nonces.Neighbor = bootbind.NeighborMAC // a broadcast offer's nonce (HTTP boot) only for the machine's MAC
+		a.loadNonces()
 		a.dhcp = &proxydhcp.Server{
 			Handler:    proxydhcp.HandlerFunc(a.serveDHCP),
 			Discoverer: proxydhcp.DiscovererFunc(a.discoveredDHCP),
+			Binder:     proxydhcp.BinderFunc(a.bind),
 			ServerIP:   c.Boot.ServerIP,
 			HTTPPort:   a.httpPort(),
 			Relays:     c.Boot.Relays,
+			Segments:   c.Boot.Segments,
 			ClientPort: opt.DHCPClientPort,
+			Now:        clock.Now,
 			Logger:     log.With("component", "proxydhcp"),
 		}
 		if c.Boot.DHCPv6 {
 			a.dhcp.ServerIP6, a.dhcp.TFTPPort = c.Boot.ServerIP6, a.tftpPort()
-			a.v6.passes = newBootPasses(clock.Now, c.Boot.NonceWindow)
+			a.v6.passes = a.newPasses()
 		}
 		if err := a.dhcp.Validate(); err != nil {
 			return nil, err
@@ -410,6 +419,22 @@ func (a *Agent) Run(ctx context.Context) error {
 		serve("metrics", func() error { return a.metrics.Serve(a.metricsLn) }, http.ErrServerClosed)
 	}
 	g.Go(func() error { return a.syncLoop(gctx) })
+	if a.nonces != nil {
+		g.Go(func() error {
+			t := time.NewTicker(noncesSaveEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					a.saveNonces()
+				case <-a.noncesIssued:
+					a.saveNonces()
+				case <-gctx.Done():
+					return nil
+				}
+			}
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		a.stop()
@@ -438,6 +463,7 @@ func (a *Agent) stop() {
 		wg.Go(func() { s.Shutdown(ctx) })
 	}
 	wg.Wait()
+	a.saveNonces()
 	a.sb.close()
 	a.found.Close()
 	a.bmc.close()

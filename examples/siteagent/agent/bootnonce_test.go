@@ -32,11 +32,16 @@ func ipxeDHCP(a *running, mac hwid.MAC, arch iana.Arch) string {
 // port 4011 from 127.0.0.1, and returns the answer's boot file: "" with no error when no
 // answer came within a second; an error only when the request could not be sent.
 func askPXE(a *running, mac hwid.MAC, class string, arch iana.Arch, more ...dhcpv4.Modifier) (string, error) {
+	return askPXEFrom(a, netip.MustParseAddr("127.0.0.1"), mac, class, arch, more...)
+}
+
+// askPXEFrom is askPXE from the address from (ciaddr too).
+func askPXEFrom(a *running, from netip.Addr, mac hwid.MAC, class string, arch iana.Arch, more ...dhcpv4.Modifier) (string, error) {
 	pxe, err := netip.ParseAddrPort(a.Addrs()["pxe"])
 	if err != nil {
 		return "", err
 	}
-	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(from, 0)))
 	if err != nil {
 		return "", err
 	}
@@ -44,7 +49,7 @@ func askPXE(a *running, mac hwid.MAC, class string, arch iana.Arch, more ...dhcp
 	req, err := dhcpv4.New(append([]dhcpv4.Modifier{
 		dhcpv4.WithHwAddr(net.HardwareAddr(mac[:])),
 		dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest),
-		dhcpv4.WithClientIP(net.IPv4(127, 0, 0, 1)),
+		dhcpv4.WithClientIP(net.IP(from.AsSlice())),
 		dhcpv4.WithOption(dhcpv4.OptClassIdentifier(class)),
 		dhcpv4.WithOption(dhcpv4.OptClientArch(arch)),
 	}, more...)...)
@@ -170,9 +175,10 @@ func TestMACOnlyRequesterGetsNoSecret(t *testing.T) {
 	}
 }
 
-// TestNonceBelongsToFirstAddress (issue 17, attack 3): the first address that presents a
-// boot nonce owns it. Another host presenting the same nonce (sniffed off the segment,
-// after or before the machine) gets no secret; the owner's retries get their script.
+// TestNonceBelongsToFirstAddress (issue 17, attack 3; issue 38 item 4): a boot nonce
+// belongs to the address its proxy DHCP answer went to. Another host presenting the same
+// nonce (sniffed off the segment, after or before the machine) gets no secret; the owner's
+// retries get their script.
 func TestNonceBelongsToFirstAddress(t *testing.T) {
 	h := newHarness(t)
 	a, _ := h.start(t, h.config(t.TempDir()), h.plane.Link())
@@ -204,12 +210,15 @@ func TestNonceBelongsToFirstAddress(t *testing.T) {
 		t.Errorf("boot_unbound_nonce-other-address = %d, want 5", n)
 	}
 
-	// The attacker first: it owns the nonce it presented, which then boots nobody else
-	// (the machine asks DHCP again after its attempts and gets a fresh one).
+	// The attacker first (issue 38 item 4: a bystander that read the nonce presents it
+	// before the machine): the nonce belongs to the address its answer went to, so the
+	// attacker gets no secret and the machine still boots with it.
 	u2 := a.HTTPBase() + "/boot/ipxe?mac=" + e.MAC.String() + nonceParam(a, e.MAC)
-	getFrom(t, "127.0.0.2", u2, http.MethodGet)
-	if st, body := getFrom(t, "127.0.0.1", u2, http.MethodGet); st != http.StatusNotFound || hasSecret(body) {
-		t.Errorf("a nonce presented first by another address still boots the machine: %d", st)
+	if st, body := getFrom(t, "127.0.0.2", u2, http.MethodGet); st != http.StatusNotFound || hasSecret(body) {
+		t.Errorf("another address presenting the machine's fresh nonce first: status %d, secret %v", st, hasSecret(body))
+	}
+	if st, body := getFrom(t, "127.0.0.1", u2, http.MethodGet); st != http.StatusOK || !hasSecret(body) {
+		t.Errorf("the machine after another address presented its nonce: status %d, want 200 with its secrets", st)
 	}
 }
 

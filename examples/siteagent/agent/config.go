@@ -86,6 +86,11 @@ type BootConfig struct {
 	// request naming another giaddr (for DHCPv6, a RELAY-FORW from another address) is
 	// dropped and counted. IPv4 and IPv6 addresses. Nil: every relay.
 	Relays []netip.Addr
+	// Segments are provisioning subnets besides those of the interface a request comes in
+	// on: the subnets behind relays, whose machines send their port-4011 requests straight
+	// to the agent (proxydhcp.Server.Segments). Without them the subnet behind a relay is
+	// learned per machine from its relayed DISCOVER (a /24, or a /64). Nil: none.
+	Segments []netip.Prefix
 
 	// IPv6 boot (DESIGN.md V1; see ipv6.go and the package doc, "IPv6"). ServerIP6, when
 	// set, is the global IPv6 address machines reach this agent at: TFTP and HTTP then
@@ -315,6 +320,11 @@ func (c *Config) Validate() error {
 	for i, p := range b.ManagementNetworks {
 		if !p.IsValid() {
 			return bad("Boot.ManagementNetworks["+strconv.Itoa(i)+"]", "not a network")
+		}
+	}
+	for i, p := range b.Segments {
+		if !p.IsValid() || p.Bits() == 0 {
+			return bad("Boot.Segments["+strconv.Itoa(i)+"]", "want a subnet, got %v", p)
 		}
 	}
 	for i, ip := range b.Relays {

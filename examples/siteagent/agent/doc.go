@@ -39,25 +39,27 @@
 //
 //  1. proxydhcp.Server reads the datagram on UDP 67 (or 4011) and parses it into a
 //     proxydhcp.Request: chaddr as the MAC, option 93 as the arch, option 97 as the UUID,
-//     giaddr as the relay.
+//     giaddr as the relay. A request whose answer would go unicast to an address off the
+//     provisioning segments is dropped there (off-segment).
 //  2. The agent's proxy DHCP decision (serveDHCP) asks the fence, then [Entries] for the
 //     MAC's record (the entry with its UUID and arch parsed when it arrived), then the
 //     record's one match rule: option 93 against the entry's arch, option 97 against any
 //     spelling of its UUID, when both sides have one. A mismatch is silence, counted and
 //     logged by reason; no entry is silence too, and the Request goes on to
-//     discoveredDHCP, which hands the same typed fields to discovery.List.Seen. An answer
-//     to iPXE (option 77 "iPXE") names the chain URL with a fresh boot nonce
-//     (answerDHCP, bootnonce.go; see Boot secrets).
+//     discoveredDHCP, which hands the same typed fields to discovery.List.Seen. A unicast
+//     answer to iPXE (option 77 "iPXE") names the chain URL with a fresh boot nonce from
+//     bootbind (proxydhcp's Binder); a broadcast one names no file (see Boot secrets).
 //  3. Answered, the firmware fetches the iPXE build (tftpd or /boot/files/), iPXE asks DHCP
-//     again and is sent to /boot/chain.ipxe?n=NONCE, whose script reports the NIC iPXE
+//     again, then port 4011 from its new address, and is sent to
+//     /boot/chain.ipxe?n=NONCE, whose script reports the NIC iPXE
 //     booted from: ${netX/mac:hexhyp}, ${netX/ip}, with ${uuid}, ${platform} and
 //     ${buildarch}, and carries the nonce on (&n=NONCE).
 //  4. GET /boot/ipxe: ipxe.ParseQuery turns the query back into an ipxe.Query (the MAC, the
 //     UUID, the IP, the arch). The handler asks the fence, then ipxe.Config.Entries, which
 //     is the agent's ipxeEntry: the same record and the same match rule as in step 2. A
 //     mismatch is ipxe.ErrMismatch: the exit script, no secret. With proxy DHCP the request
-//     must then hold a nonce this agent handed that MAC within Boot.NonceWindow, presented
-//     first from the connection's address (ipxe.Query.Remote) or again from it; otherwise
+//     must then hold a nonce this agent handed that MAC within Boot.NonceWindow, belonging
+//     to the connection's address (ipxe.Query.Remote: the address its answer went to); otherwise
 //     ipxe.ErrUnbound: the exit script, no secret, counted and logged by reason. An unknown
 //     MAC goes to discovery (ViaHTTP), where discovery.Config.DHCPFirst keeps the one
 //     "proxy DHCP saw it first" rule.
@@ -83,26 +85,35 @@
 // # Boot secrets
 //
 // A script with a secret (the discovery token, a cache grant, a signed assertion) goes only
-// to the machine the agent booted (S1, S2). With proxy DHCP, each answer to iPXE names a
-// one-time boot nonce in its chain URL (http://SERVER/boot/chain.ipxe?n=NONCE, 128 bits
-// from Options.Rand, in hex). /boot/ipxe gives the entry's script only to a request with a
-// nonce handed to that MAC less than Boot.NonceWindow ago (DefaultNonceWindow, 5 minutes;
-// "nonce_window" in the file), and only from the first address that presented it: the
-// machine's retries, its Retry-After asks and its token waits (whose scripts keep the
-// nonce) get their script, anyone else gets the exit script, counted by reason
-// (boot_unbound_no-nonce, _unknown-nonce, _nonce-lapsed, _nonce-other-mac,
-// _nonce-other-address; siteboot_boot_unbound_total) and logged without the nonce. The
-// store holds at most MaxNonces nonces, MaxNoncesPerMAC per MAC (one not yet presented
-// gives way first), on the agent's Clock. The window bounds a whole boot's script
-// fetches: a token that takes longer than the window leaves the machine on the exit
-// script until it boots again.
+// to the machine the agent booted (S1, S2); the binding is package bootbind's. With proxy
+// DHCP, each answer to iPXE that goes unicast to the machine names a one-time boot nonce in
+// its chain URL (http://SERVER/boot/chain.ipxe?n=NONCE, 128 bits from Options.Rand, in hex):
+// proxy DHCP asks bootbind.Nonces for it (proxydhcp.Server.Binder), and the nonce belongs to
+// the address the answer went to. The broadcast proxy offer to iPXE names no boot file, so
+// iPXE asks again on port 4011 from its new address and gets the nonce there: no nonce
+// travels in a broadcast. Proxy DHCP answers such unicast requests only from a provisioning
+// segment: the interface's own subnets, Boot.Segments, and the subnet behind the relay a
+// machine's own relayed DISCOVER came through (proxydhcp's off-segment silence).
 //
-// What this trusts is the DHCP path: proxy DHCP answers whoever sends a request with the
-// MAC, so a host on the boot segment (or behind an allowed relay) that spoofs the MAC gets
-// a nonce of its own, as it could always have answered for the machine. What it stops is
-// everyone else: a requester that only knows a MAC (MACs are in every broadcast), one that
-// reaches the HTTP port from another network, one that replays a chain URL it saw after
-// the machine used it, and a second requester per DHCP answer.
+// /boot/ipxe gives the entry's script only to a request with a nonce handed to that MAC less
+// than Boot.NonceWindow ago (DefaultNonceWindow, 5 minutes; "nonce_window" in the file), from
+// the address it belongs to: the machine's retries, its Retry-After asks and its token waits
+// (whose scripts keep the nonce) get their script, anyone else gets the exit script, counted
+// by reason (boot_unbound_no-nonce, _unknown-nonce, _nonce-lapsed, _nonce-other-mac,
+// _nonce-other-address; siteboot_boot_unbound_total) and logged without the nonce. The store
+// holds at most MaxNonces nonces, MaxNoncesPerMAC per MAC (answers to one address push out
+// only that address's nonces first), on the agent's Clock, and is saved in
+// Config.DataDir/boot-nonces.json (after each nonce issued, each second when it changed,
+// and at the stop) and loaded at the start: a machine between its chain and its script
+// when the agent restarts boots on within its window. The window bounds a whole boot's script fetches: a token that takes
+// longer than the window leaves the machine on the exit script until it boots again.
+//
+// Who can still take a machine's secrets is a host on the machine's own segment (or on the
+// subnet behind its relay) that sends DHCP requests with the machine's MAC (it gets nonces of
+// its own, bound to its own address), as it could always have answered for the machine;
+// nobody else: not a host on another network, not a bystander reading broadcasts, not a
+// requester that knows only a MAC, nor one that replays a chain URL (bootbind's package doc,
+// "Who can still do what").
 //
 // Without proxy DHCP (Boot.ProxyDHCP false: the site's own DHCP server names
 // /boot/chain.ipxe) there is no nonce and the old rule applies: whoever reaches the agent's
@@ -256,10 +267,13 @@
 // the agent gives a machine's firmware while Boot.DHCPv6 is on (EDK2's SOLICIT or 4011
 // REQUEST, and on a dual-stack segment its DHCPv4 requests too: Debian's iPXE then takes
 // the DHCPv6 server's chain URL over the IPv4 proxy's; for a MAC with a live entry, while
-// the fence is active) issues the MAC one boot pass for the nonce window: the first script request over IPv6 for that MAC without a nonce claims it for its
-// address, and only that address's retries use it. This is weaker than a nonce (a host on
-// the segment that knows the MAC and asks first takes the pass; the machine is then
-// refused, and its firmware's next DHCPv6 answer issues a new pass), and it is counted
+// the fence is active, from a provisioning segment) issues the MAC a boot pass
+// (bootbind.Passes) for the nonce window. A script request over IPv6 for that MAC without a
+// nonce holds it only from the provisioning segment (an on-link prefix of Boot.Interface, or
+// Boot.Segments) and only from an address that got one of those DHCPv6 answers, or that is
+// the MAC's own: its EUI-64 interface identifier, or an address the kernel's neighbour table
+// resolves to the MAC. A host that asks first from another address is refused; a host on
+// the segment that spoofs the machine's MAC can still take it. The passes are counted
 // (boot_v6_passes_issued, boot_v6_passes_used). With stateless DHCPv6 (the O flag) iPXE
 // takes the first REPLY to its INFORMATION-REQUEST, which proxy DHCP answers with the
 // chain URL and a nonce, as over IPv4.

@@ -3,19 +3,16 @@ package agent
 import (
 	"context"
 	"fmt"
+	"github.com/bettercompute/siteboot/bootbind"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/proxydhcp"
 )
@@ -30,10 +27,10 @@ var (
 // names IPv6 URLs, and the passes that bind an iPXE script request over IPv6 to this
 // agent's DHCPv6 answer to the machine's firmware.
 type ipv6Part struct {
-	dhcpConn, pxeConn net.PacketConn // UDP 547 and [::]:4011; nil without Boot.DHCPv6
-	httpBase          string         // HTTPBase6, or derived from ServerIP6; "" without IPv6
-	boot              *ipxe.Handler  // the /boot/ handler for requests that came over IPv6
-	passes            *bootPasses    // nil without proxy DHCP over IPv6
+	dhcpConn, pxeConn net.PacketConn   // UDP 547 and [::]:4011; nil without Boot.DHCPv6
+	httpBase          string           // HTTPBase6, or derived from ServerIP6; "" without IPv6
+	boot              *ipxe.Handler    // the /boot/ handler for requests that came over IPv6
+	passes            *bootbind.Passes // nil without proxy DHCP over IPv6
 }
 
 // validateIPv6 checks the IPv6 boot fields (Config.Validate).
@@ -258,7 +255,8 @@ func (a *Agent) stats6(m map[string]uint64) {
 		m["proxydhcp_resent_4011"] = a.dhcp.Stats().Resent
 	}
 	if p := a.v6.passes; p != nil {
-		m["boot_v6_passes_issued"], m["boot_v6_passes_used"] = p.issued.Load(), p.used.Load()
+		st := p.Stats()
+		m["boot_v6_passes_issued"], m["boot_v6_passes_used"] = st.Issued, st.Used
 	}
 }
 
@@ -268,8 +266,9 @@ var descPasses6 = prometheus.NewDesc("siteboot_boot_v6_passes_total",
 // collect6 exports the IPv6 boot passes (/metrics).
 func (a *Agent) collect6(ch chan<- prometheus.Metric) {
 	if p := a.v6.passes; p != nil {
-		ch <- prometheus.MustNewConstMetric(descPasses6, prometheus.CounterValue, float64(p.issued.Load()), "issued")
-		ch <- prometheus.MustNewConstMetric(descPasses6, prometheus.CounterValue, float64(p.used.Load()), "used")
+		st := p.Stats()
+		ch <- prometheus.MustNewConstMetric(descPasses6, prometheus.CounterValue, float64(st.Issued), "issued")
+		ch <- prometheus.MustNewConstMetric(descPasses6, prometheus.CounterValue, float64(st.Used), "used")
 	}
 }
 
@@ -282,97 +281,70 @@ func (a *Agent) collect6(ch chan<- prometheus.Metric) {
 // this agent's DHCP answer instead is the answer the agent gave the machine's firmware
 // (EDK2's SOLICIT or its 4011 REQUEST, or on a dual-stack segment its DHCPv4 DISCOVER or
 // 4011 REQUEST: Debian's iPXE then takes the DHCPv6 server's chain URL over the IPv4
-// proxy's, seen in TestE2E_IPv6DualStack; for the MAC the entry names): each such answer
-// issues one pass for the MAC, valid for the nonce window; the first script request
-// over IPv6 for that MAC without a nonce claims it for its address, and only that address's
-// retries use it after. It is weaker than a nonce (a host on the segment that knows the MAC
-// and asks first takes the pass; the machine is then refused and its firmware's next
-// DHCPv6 answer issues a new one), and it is used only when no nonce is presented.
+// proxy's, seen in TestE2E_IPv6DualStack): each such answer issues the MAC's pass
+// (bootbind.Passes), valid for the nonce window, and only a script request over IPv6 from
+// the provisioning segment (an on-link prefix of the boot interface), from an address that
+// got one of those DHCPv6 answers or that is the MAC's own (its EUI-64 interface identifier,
+// or an address the kernel's neighbour table resolves to the MAC) holds it. A host on the
+// segment that spoofs the MAC (or the machine's address) can still take it (bootbind's
+// package doc); anyone else is refused.
 
-// bootPasses are the IPv6 boot passes, by MAC; bounded by MaxNonces, on the agent's clock.
-type bootPasses struct {
-	now    func() time.Time
-	window time.Duration
-
-	mu sync.Mutex
-	m  map[hwid.MAC]*bootPass
-
-	issued, used atomic.Uint64
+// newPasses is the IPv6 boot passes' store, tied to the boot interface's on-link prefixes.
+func (a *Agent) newPasses() *bootbind.Passes {
+	p := bootbind.NewPasses(a.bindingConfig())
+	p.Segment = a.onSegment6
+	p.Neighbor = bootbind.NeighborMAC
+	return p
 }
 
-type bootPass struct {
-	issued time.Time
-	owner  netip.Addr // the first address that used it; invalid until then
-}
-
-func newBootPasses(now func() time.Time, window time.Duration) *bootPasses {
-	if window == 0 {
-		window = DefaultNonceWindow
+// onSegment6 reports whether an IPv6 address is on an on-link prefix of the boot interface
+// (Boot.Interface, or any interface when unset) or on Boot.Segments.
+func (a *Agent) onSegment6(addr netip.Addr) bool {
+	if addr.IsLinkLocalUnicast() {
+		return true
 	}
-	return &bootPasses{now: now, window: window, m: map[hwid.MAC]*bootPass{}}
-}
-
-// issue gives mac a fresh pass: its firmware was answered over DHCPv6 now.
-func (p *bootPasses) issue(mac hwid.MAC) {
-	now := p.now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.m[mac]; !ok && len(p.m) >= MaxNonces {
-		for k, b := range p.m {
-			if now.Sub(b.issued) >= p.window {
-				delete(p.m, k)
-			}
-		}
-		if len(p.m) >= MaxNonces {
-			var oldest hwid.MAC
-			var at time.Time
-			for k, b := range p.m {
-				if at.IsZero() || b.issued.Before(at) {
-					oldest, at = k, b.issued
-				}
-			}
-			delete(p.m, oldest)
+	for _, p := range a.cfg.Boot.Segments {
+		if p.Contains(addr) {
+			return true
 		}
 	}
-	p.m[mac] = &bootPass{issued: now}
-	p.issued.Add(1)
-}
-
-// claim reports whether a script request for mac from the IPv6 address from holds the MAC's
-// pass: issued within the window, and not claimed yet (from then owns it) or owned by from.
-func (p *bootPasses) claim(mac hwid.MAC, from netip.Addr) bool {
-	if !from.Is6() || from.Is4In6() {
+	var addrs []net.Addr
+	var err error
+	if name := a.cfg.Boot.Interface; name != "" {
+		var ifi *net.Interface
+		if ifi, err = net.InterfaceByName(name); err == nil {
+			addrs, err = ifi.Addrs()
+		}
+	} else {
+		addrs, err = net.InterfaceAddrs()
+	}
+	if err != nil {
 		return false
 	}
-	now := p.now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b, ok := p.m[mac]
-	switch {
-	case !ok:
-		return false
-	case now.Sub(b.issued) >= p.window:
-		delete(p.m, mac)
-		return false
-	case !b.owner.IsValid():
-		b.owner = from
-	case b.owner != from:
-		return false
+	for _, x := range addrs {
+		if n, ok := x.(*net.IPNet); ok && n.IP.To4() == nil && n.Contains(addr.AsSlice()) {
+			return true
+		}
 	}
-	p.used.Add(1)
-	return true
+	return false
 }
 
 // answered6 notes proxy DHCP's answer to a machine's firmware, over DHCPv6 or DHCPv4
-// (serveDHCP), while DHCPv6 is on: it issues the MAC's IPv6 boot pass.
+// (serveDHCP), while DHCPv6 is on: it issues the MAC's IPv6 boot pass, for the address the
+// DHCPv6 answer goes to.
 func (a *Agent) answered6(req *proxydhcp.Request) {
-	if !req.IPXE && a.v6.passes != nil {
-		a.v6.passes.issue(req.MAC)
+	if req.IPXE || a.v6.passes == nil {
+		return
 	}
+	var to netip.Addr
+	if req.IPv6 && !req.Relay.IsValid() {
+		to = req.Source.Addr()
+	}
+	a.v6.passes.Issue(req.MAC, to)
 }
 
 // bound6 is bindScript's IPv6 case: a request without a nonce, over IPv6, holding the MAC's
 // boot pass.
 func (a *Agent) bound6(q ipxe.Query) bool {
-	return q.Nonce == "" && a.v6.passes != nil && a.v6.passes.claim(q.MAC, q.Remote)
+	return q.Nonce == "" && a.v6.passes != nil && a.v6.passes.Claim(q.MAC, q.Remote) == bootbind.Bound
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"syscall"
 
 	"github.com/bettercompute/siteboot/connlimit"
@@ -64,11 +65,69 @@ func (a *Agent) limitListeners() error {
 	}
 	a.httpLn = a.httpLimit
 	if a.metricsLn != nil {
-		if a.metricLimit, err = connlimit.New(a.metricsLn, connlimit.Limits{Total: metricsTotal, PerSource: metricsPerSource}); err != nil {
+		// Per source capped by connlimit; in all, the oldest connection gives way to a new one
+		// (16 slow connections never take /metrics down).
+		if a.metricLimit, err = connlimit.New(a.metricsLn, connlimit.Limits{Total: 4 * metricsTotal, PerSource: metricsPerSource}); err != nil {
 			return err
 		}
-		a.metricsLn = a.metricLimit
+		a.metricsLn = &oldestGivesWay{Listener: a.metricLimit, max: metricsTotal}
 	}
 	a.log.Debug("http connection caps", "nofile", soft, "total", total, "per_source", a.httpLimit.Limits().PerSource)
 	return nil
+}
+
+// oldestGivesWay is a listener that holds at most max connections open: when a new one
+// arrives at the cap, the oldest still open is closed. The metrics listener uses it, so that
+// connections held open without a request (slow or stalled clients) cannot keep a scraper
+// out: each new connection takes the place of the oldest.
+type oldestGivesWay struct {
+	net.Listener
+	max int
+
+	mu    sync.Mutex
+	conns []*givesWayConn // oldest first
+}
+
+type givesWayConn struct {
+	net.Conn
+	l    *oldestGivesWay
+	once sync.Once
+}
+
+func (c *givesWayConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.forget(c) })
+	return err
+}
+
+func (l *oldestGivesWay) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	gc := &givesWayConn{Conn: c, l: l}
+	l.mu.Lock()
+	var victim *givesWayConn
+	if len(l.conns) >= l.max {
+		victim = l.conns[0]
+		l.conns = l.conns[1:]
+	}
+	l.conns = append(l.conns, gc)
+	l.mu.Unlock()
+	if victim != nil {
+		victim.once.Do(func() {})
+		victim.Conn.Close()
+	}
+	return gc, nil
+}
+
+func (l *oldestGivesWay) forget(c *givesWayConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, x := range l.conns {
+		if x == c {
+			l.conns = append(l.conns[:i:i], l.conns[i+1:]...)
+			return
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/bootbind"
 	"io"
 	"io/fs"
 	"net/http"
@@ -138,7 +139,7 @@ type sbCounters struct {
 	nonceFetches            atomic.Uint64 // fetches over TFTP under a machine's nonce by its owner
 	images                  atomic.Uint64 // RAM disks served, each with a key
 	configWaits             atomic.Uint64 // configurations not made within renderWait
-	unbound                 [numUnbound]atomic.Uint64
+	unbound                 [bootbind.NoPass + 1]atomic.Uint64
 }
 
 // secureBoot is the signed chain (DESIGN.md SB1): shim and GRUB over TFTP, the GRUB
@@ -148,7 +149,7 @@ type secureBoot struct {
 	a                    *Agent
 	shimName, loaderName string // shimx64.efi, grubx64.efi
 	chain                []byte // grub/grub.cfg
-	keys                 *bootKeys
+	keys                 *bootbind.Keys
 	filesMu              sync.Mutex
 	built                *sbFiles // nil until the first machine that boots the chain asks
 	root                 fs.FS    // Boot.TFTPRoot
@@ -202,7 +203,7 @@ func (a *Agent) setupSecureBoot() error {
 			return err
 		}
 	}
-	s.keys = newBootKeys(a.clock.Now, a.opt.Rand, b.NonceWindow)
+	s.keys = bootbind.NewKeys(a.bindingConfig())
 	root, err := os.OpenRoot(b.TFTPRoot)
 	if err != nil {
 		return fmt.Errorf("agent: tftp root: %w", err)
@@ -321,15 +322,16 @@ func (a *Agent) answerSecureBoot(req *proxydhcp.Request) proxydhcp.Decision {
 		s.n().answersPXE.Add(1)
 		return proxydhcp.AnswerFile(sbDir + "/" + s.shimName)
 	}
-	kind := nonceShim
+	kind := bootbind.KindShim
 	if req.Kind == proxydhcp.KindHTTP {
-		kind = nonceImage
+		kind = bootbind.KindImage
 	}
-	n, err := a.nonces.issue(req.MAC, kind)
+	n, err := a.nonces.Issue(req.MAC, kind, toAddr(req))
 	if err != nil {
 		return refuse(sbRefusedError)
 	}
-	if kind == nonceShim {
+	a.nonceIssued()
+	if kind == bootbind.KindShim {
 		s.n().answersPXE.Add(1)
 		return proxydhcp.AnswerFile(sbDir + "/" + n + "/" + s.shimName)
 	}
@@ -382,7 +384,7 @@ func (s *secureBoot) openSB(name string) (fs.File, error) {
 	file := rest
 	if dir, f, ok := strings.Cut(rest, "/"); ok {
 		// sb/NONCE/FILE: only under a nonce of a PXE answer, while it lives.
-		if !s.a.nonces.live(dir, nonceShim) {
+		if !s.a.nonces.Live(dir, bootbind.KindShim) {
 			return nil, errNotServed
 		}
 		file = f
@@ -405,10 +407,10 @@ func (s *secureBoot) openSB(name string) (fs.File, error) {
 // its transfer (tftpTransfer), for a MAC whose shim was fetched under one of its nonces.
 func (s *secureBoot) openKey(name, rawQuery string) (fs.File, error) {
 	mac, ok := macOfQuery(rawQuery)
-	if !ok || !s.a.nonces.fetchedAny(mac, nonceShim) {
+	if !ok || !s.a.nonces.FetchedAny(mac, bootbind.KindShim) {
 		return nil, errNotServed
 	}
-	k, err := s.keys.issue(mac, netip.Addr{})
+	k, err := s.keys.Issue(mac, netip.Addr{})
 	if err != nil {
 		return nil, errNotServed
 	}
@@ -450,8 +452,8 @@ func (s *secureBoot) tftpTransfer(t tftpd.Transfer) {
 		if !ok {
 			return
 		}
-		delivered := t.Outcome == tftpd.OutcomeOK && s.a.nonces.owns(mac, nonceShim, peer)
-		if pending, active := s.keys.resolve(mac, peer, delivered); pending && !active {
+		delivered := t.Outcome == tftpd.OutcomeOK && s.a.nonces.Owns(mac, bootbind.KindShim, peer)
+		if pending, active := s.keys.Resolve(mac, peer, delivered); pending && !active {
 			s.a.log.Warn("secure boot: key file not delivered to the machine; key dropped", "mac", mac.String(),
 				"peer", peer.String(), "outcome", string(t.Outcome))
 		}
@@ -461,10 +463,10 @@ func (s *secureBoot) tftpTransfer(t tftpd.Transfer) {
 	if !ok {
 		return
 	}
-	switch mac, u := s.a.nonces.fetched(dir, nonceShim, peer); u {
-	case bound:
+	switch mac, u := s.a.nonces.Fetched(dir, bootbind.KindShim, peer); u {
+	case bootbind.Bound:
 		s.n().nonceFetches.Add(1)
-	case unboundOtherOwner:
+	case bootbind.OtherAddress:
 		s.n().otherAddress.Add(1)
 		s.a.log.Warn("secure boot: a second address fetched under a machine's nonce", "mac", mac.String(), "peer", peer.String())
 	}
@@ -485,7 +487,7 @@ func (s *secureBoot) openConfig(name string, from netip.Addr) (fs.File, error) {
 	if err != nil {
 		return nil, errNotServed
 	}
-	if u := s.keys.claim(q.Nonce, q.MAC, from); u != bound {
+	if u := s.keys.Claim(q.Nonce, q.MAC, from); u != bootbind.Bound {
 		s.n().unbound[u].Add(1)
 		return nil, errNotServed
 	}
@@ -654,7 +656,7 @@ func (s *secureBoot) tftpCacheURL(u string) (string, error) {
 func (s *secureBoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, "/"+sbDir+"/")
 	n, file, ok := strings.Cut(rest, "/")
-	if !ok || file != sbImageName || viaIPv6(r.Context()) || !s.a.nonces.live(n, nonceImage) {
+	if !ok || file != sbImageName || viaIPv6(r.Context()) || !s.a.nonces.Live(n, bootbind.KindImage) {
 		http.NotFound(w, r)
 		return
 	}
@@ -679,9 +681,9 @@ func (s *secureBoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	remote := remoteAddrOf(r)
-	mac, u := s.a.nonces.fetched(n, nonceImage, remote)
-	if u != bound {
-		if u == unboundOtherOwner {
+	mac, u := s.a.nonces.Fetched(n, bootbind.KindImage, remote)
+	if u != bootbind.Bound {
+		if u == bootbind.OtherAddress {
 			s.n().otherAddress.Add(1)
 			s.a.log.Warn("secure boot: a second address fetched a machine's RAM disk", "mac", mac.String(), "remote", remote.String())
 		}
@@ -689,7 +691,7 @@ func (s *secureBoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	k, err := s.keys.issue(mac, remote)
+	k, err := s.keys.Issue(mac, remote)
 	var cfg []byte
 	if err == nil {
 		cfg, err = grubcfg.Chain{URL: "tftp://" + s.a.cfg.Boot.ServerIP.String() + PathGRUBConfig, Key: k, MAC: mac.String()}.Render()
@@ -717,9 +719,9 @@ func (a *Agent) bindGRUB(q ipxe.Query) error {
 	if a.sb == nil {
 		return fmt.Errorf("%w: the signed chain is not served", ipxe.ErrUnbound)
 	}
-	u := a.sb.keys.claim(q.Nonce, q.MAC, q.Remote)
+	u := a.sb.keys.Claim(q.Nonce, q.MAC, q.Remote)
 	a.sbN.unbound[u].Add(1)
-	if u != bound {
+	if u != bootbind.Bound {
 		return fmt.Errorf("%w: boot key: %s", ipxe.ErrUnbound, u)
 	}
 	return nil
@@ -744,12 +746,12 @@ func (a *Agent) sbStats(m map[string]uint64) {
 	}
 	m["sb_fetch_other_address"], m["sb_images"], m["sb_config_waits"] = n.otherAddress.Load(), n.images.Load(), n.configWaits.Load()
 	m["sb_nonce_fetches"] = n.nonceFetches.Load()
-	for u := unboundNoNonce; u < numUnbound; u++ {
+	for _, u := range bootbind.Refusals() {
 		m["sb_unbound_"+u.String()] = n.unbound[u].Load()
 	}
 	if a.sb != nil {
-		k := a.sb.keys
-		m["sb_keys_issued"], m["sb_keys_activated"], m["sb_keys_dropped"], m["sb_keys_busy"] = k.issued.Load(), k.activated.Load(), k.dropped.Load(), k.busy.Load()
+		k := a.sb.keys.Stats()
+		m["sb_keys_issued"], m["sb_keys_activated"], m["sb_keys_dropped"], m["sb_keys_busy"] = k.Issued, k.Activated, k.Dropped, k.Busy
 	}
 }
 
@@ -778,7 +780,7 @@ func (a *Agent) collectSB(ch chan<- prometheus.Metric) {
 	for _, r := range sbRefusedNames {
 		c(descSBRefused, m["sb_refused_"+r], r)
 	}
-	for u := unboundNoNonce; u < numUnbound; u++ {
+	for _, u := range bootbind.Refusals() {
 		c(descSBUnbound, m["sb_unbound_"+u.String()], u.String())
 	}
 	for _, e := range []string{"issued", "activated", "dropped", "busy"} {

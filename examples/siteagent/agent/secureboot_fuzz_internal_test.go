@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"github.com/bettercompute/siteboot/bootbind"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -37,10 +38,10 @@ func FuzzSecureBootNames(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { cache.Close() })
-	a := &Agent{nonces: newBootNonces(clock, nil, 0), cache: cache, log: slog.New(slog.DiscardHandler)}
+	a := &Agent{nonces: bootbind.NewNonces(bootbind.Config{Now: clock}), cache: cache, log: slog.New(slog.DiscardHandler)}
 	s := &secureBoot{
 		a: a, shimName: "shimx64.efi", loaderName: "grubx64.efi", built: &sbFiles{shim: []byte("MZshim"), grub: []byte("MZgrub")},
-		chain: []byte("# chain\n"), keys: newBootKeys(clock, nil, 0), renders: map[string]*render{},
+		chain: []byte("# chain\n"), keys: bootbind.NewKeys(bootbind.Config{Now: clock}), renders: map[string]*render{},
 		root: fstest.MapFS{"ipxe.efi": {Data: []byte("MZipxe")}},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -59,10 +60,10 @@ func FuzzSecureBootNames(f *testing.F) {
 			t.Errorf("%q: %v", name, err)
 		}
 		s.tftpTransfer(tftpd.Transfer{Requested: name, File: name, Peer: netip.MustParseAddrPort("192.0.2.100:1024"), Outcome: outcomes[o%4]})
-		if n := s.keys.activated.Load(); n != 0 {
+		if n := s.keys.Stats().Activated; n != 0 {
 			t.Fatalf("%q: a report activated %d keys", name, n)
 		}
-		if a.nonces.fetchedAny(hwid.MAC{0x52, 0x54, 0, 0x12, 0x34, 0x56}, nonceShim) {
+		if a.nonces.FetchedAny(hwid.MAC{0x52, 0x54, 0, 0x12, 0x34, 0x56}, bootbind.KindShim) {
 			t.Fatalf("%q: a nonce never handed out is bound", name)
 		}
 	})

@@ -106,6 +106,7 @@ type file struct {
 		AllowedSources   []string          `toml:"allowed_source_networks"`
 		Management       []string          `toml:"management_networks"`
 		Relays           []string          `toml:"relays"`
+		Segments         []string          `toml:"segments"`
 		ServerIP6        string            `toml:"server_ip6"`
 		DHCPv6           bool              `toml:"dhcpv6"`
 		DHCPv6Listen     string            `toml:"dhcpv6_listen"`
@@ -213,6 +214,9 @@ func keyOf(field string) string {
 	if strings.HasPrefix(field, "Boot.ManagementNetworks[") {
 		return "boot.management_networks"
 	}
+	if strings.HasPrefix(field, "Boot.Segments[") {
+		return "boot.segments"
+	}
 	if strings.HasPrefix(field, "Boot.Relays[") {
 		return "boot.relays"
 	}
@@ -280,6 +284,13 @@ func (f *file) toConfig() (*File, error) {
 			return nil, &KeyError{Key: "boot.relays", Err: fmt.Errorf("want relay addresses such as \"198.51.100.1\", got %q", r)}
 		}
 		b.Relays = append(b.Relays, ip)
+	}
+	for _, n := range fb.Segments {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			return nil, &KeyError{Key: "boot.segments", Err: fmt.Errorf("want subnets such as \"198.51.100.0/24\", got %q", n)}
+		}
+		b.Segments = append(b.Segments, p.Masked())
 	}
 	b.DHCPv6, b.HTTPBase6 = fb.DHCPv6, fb.HTTPBase6
 	b.SecureBoot, b.Shim, b.GRUB = fb.SecureBoot, fb.Shim, fb.GRUB

@@ -156,8 +156,10 @@ func (g grants) CacheURL(ctx context.Context, e ipxe.Entry) (string, error) {
 	}
 	return g.h.base + "/cache/t/" + gr.Token + "/", nil
 }
-func (grants) ISOReady(context.Context, string) (bool, error)          { return false, nil }
-func (grants) SanbootURL(context.Context, ipxe.Entry) (string, error) { return "", errors.ErrUnsupported }
+func (grants) ISOReady(context.Context, string) (bool, error) { return false, nil }
+func (grants) SanbootURL(context.Context, ipxe.Entry) (string, error) {
+	return "", errors.ErrUnsupported
+}
 
 // tftpFS serves the iPXE builds, and cached images under a grant as t/GRANT/SHA256.
 type tftpFS struct{ builds, grants fs.FS }

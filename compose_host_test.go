@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync/atomic"
 
@@ -22,18 +21,19 @@ import (
 	"github.com/bettercompute/siteboot/tftpd"
 )
 
-// hostConfig is what an embedder hands the host: where it serves, the site's ramdisk, the
-// machines to boot, and what the control plane gives (discovery tokens, the node's issuer).
+// hostConfig is what an embedder hands the host: the sockets it bound on the boot segment,
+// the site's ramdisk, the machines to boot, and what the control plane gives (discovery
+// tokens, the node's issuer).
 type hostConfig struct {
-	IP             netip.Addr              // the boot segment's address every socket binds
-	ClientPort     int                     // where port-67 answers go (68 on a real segment)
-	CacheDir       string                  // the image cache's directory
-	Sources        []netip.Prefix          // image sources the cache's policy would refuse otherwise
-	Kernel, Initrd imagecache.Image        // the site's ramdisk, pulled into the cache
-	Builds         fs.FS                   // the iPXE builds, served over TFTP
-	Entries        map[hwid.MAC]ipxe.Entry // the machines to boot; read-only once the host runs
-	Tokens         ipxe.Tokens             // their discovery tokens
-	Issuer         *assertion.Issuer       // signs the discovery assertions
+	DHCP, PXE, TFTP net.PacketConn          // UDP 67, 4011 and 69 of the boot segment's address
+	HTTP            net.Listener            // the boot HTTP server's (port 80)
+	ClientPort      int                     // where port-67 answers go (68 on a real segment)
+	Cache           imagecache.Config       // the image cache (the host sets its Fence)
+	Kernel, Initrd  imagecache.Image        // the site's ramdisk, pulled into the cache
+	Builds          fs.FS                   // the iPXE builds, served over TFTP
+	Entries         map[hwid.MAC]ipxe.Entry // the machines to boot; read-only once the host runs
+	Tokens          ipxe.Tokens             // their discovery tokens
+	Issuer          *assertion.Issuer       // signs the discovery assertions
 }
 
 // host is a boot server composed from library packages alone: proxy DHCP (67 and 4011)
@@ -46,51 +46,20 @@ type host struct {
 	nonces *bootbind.Nonces
 	cache  *imagecache.Cache
 	dhcp   *proxydhcp.Server
+	tftp   *tftpd.Server
 	boot   *ipxe.Handler
-	udp    map[string]net.PacketConn // "dhcp" (67), "pxe" (4011), "tftp"
-	ln     net.Listener              // the boot HTTP server's
-	base   string                    // its URL
-	stop   []func() error
+	web    *http.Server
+	base   string // the boot HTTP server's URL
 	run    errgroup.Group
 }
 
 func (h *host) active() (uint64, bool) { e := h.epoch.Load(); return e, e != 0 }
 
-// newHost pulls the ramdisk into the cache, binds every socket on cfg.IP and serves.
-func newHost(ctx context.Context, cfg hostConfig) (*host, error) {
-	h := &host{cfg: cfg, nonces: bootbind.NewNonces(bootbind.Config{}), udp: map[string]net.PacketConn{}}
-	if err := h.start(ctx); err != nil {
-		h.Close()
-		return nil, err
-	}
-	return h, nil
-}
-
-func (h *host) start(ctx context.Context) (err error) {
-	c := h.cfg
-	if h.cache, err = imagecache.Open(ctx, imagecache.Config{Dir: c.CacheDir, AllowedSourceNetworks: c.Sources,
-		Fence: imagecache.FenceFunc(func() bool { _, ok := h.active(); return ok })}); err != nil {
-		return err
-	}
-	h.stop = append(h.stop, h.cache.Close)
-	for _, im := range []imagecache.Image{c.Kernel, c.Initrd} {
-		if err := h.cache.Pull(ctx, im); err != nil {
-			return err
-		}
-	}
-	for _, name := range []string{"dhcp", "pxe", "tftp"} {
-		if h.udp[name], err = net.ListenPacket("udp4", netip.AddrPortFrom(c.IP, 0).String()); err != nil {
-			return err
-		}
-		h.stop = append(h.stop, h.udp[name].Close)
-	}
-	if h.ln, err = net.Listen("tcp4", netip.AddrPortFrom(c.IP, 0).String()); err != nil {
-		return err
-	}
-	h.stop, h.base = append(h.stop, h.ln.Close), "http://"+h.ln.Addr().String()
-	h.dhcp = &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(h.answer), Binder: h.nonces, ServerIP: c.IP,
-		HTTPPort: h.ln.Addr().(*net.TCPAddr).Port, ClientPort: c.ClientPort}
-	tftp := &tftpd.Server{FS: tftpFS{builds: c.Builds, grants: h.cache.GrantFS()}}
+// newHost pulls the ramdisk into the cache and serves on the embedder's sockets, which the
+// servers close when the host closes.
+func newHost(ctx context.Context, c hostConfig) (*host, error) {
+	h := &host{cfg: c, nonces: bootbind.NewNonces(bootbind.Config{}), base: "http://" + c.HTTP.Addr().String()}
+	var err error
 	if h.boot, err = ipxe.NewHandler(ipxe.Config{
 		Entries: ipxe.EntriesFunc(h.entry), Fence: ipxe.FenceFunc(h.active), Tokens: c.Tokens, Cache: grants{h},
 		Signer: ipxe.SignerFunc(func(ctx context.Context, cl ipxe.Claims) (string, error) {
@@ -100,26 +69,29 @@ func (h *host) start(ctx context.Context) (err error) {
 		Kernel: ipxe.CacheImage(c.Kernel.SHA256.String()), Initrds: []string{ipxe.CacheImage(c.Initrd.SHA256.String())},
 		BaseURL: h.base,
 	}); err != nil {
-		return err
+		return nil, err
 	}
+	c.Cache.Fence = imagecache.FenceFunc(func() bool { _, ok := h.active(); return ok })
+	if h.cache, err = imagecache.Open(ctx, c.Cache); err != nil {
+		return nil, err
+	}
+	for _, im := range []imagecache.Image{c.Kernel, c.Initrd} {
+		if err := h.cache.Pull(ctx, im); err != nil {
+			return nil, errors.Join(err, h.cache.Close())
+		}
+	}
+	h.dhcp = &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(h.answer), Binder: h.nonces, ClientPort: c.ClientPort,
+		ServerIP: c.DHCP.LocalAddr().(*net.UDPAddr).AddrPort().Addr(), HTTPPort: c.HTTP.Addr().(*net.TCPAddr).Port}
+	h.tftp = &tftpd.Server{FS: tftpFS{builds: c.Builds, grants: h.cache.GrantFS()}}
 	mux := http.NewServeMux()
 	mux.Handle("/boot/", h.boot)
 	mux.Handle("/cache/", h.cache)
-	web := ipxe.NewServer(mux)
-	h.stop = append(h.stop, h.dhcp.Close, tftp.Close, web.Close)
-	serve := func(closed error, run func() error) {
-		h.run.Go(func() error {
-			if err := run(); !errors.Is(err, closed) {
-				return err
-			}
-			return nil
-		})
-	}
-	serve(proxydhcp.ErrServerClosed, func() error { return h.dhcp.Serve(h.udp["dhcp"]) })
-	serve(proxydhcp.ErrServerClosed, func() error { return h.dhcp.ServeBoot(h.udp["pxe"]) })
-	serve(tftpd.ErrServerClosed, func() error { return tftp.Serve(h.udp["tftp"]) })
-	serve(http.ErrServerClosed, func() error { return web.Serve(h.ln) })
-	return nil
+	h.web = ipxe.NewServer(mux)
+	h.run.Go(func() error { return h.dhcp.Serve(c.DHCP) })
+	h.run.Go(func() error { return h.dhcp.ServeBoot(c.PXE) })
+	h.run.Go(func() error { return h.tftp.Serve(c.TFTP) })
+	h.run.Go(func() error { return h.web.Serve(c.HTTP) })
+	return h, nil
 }
 
 // answer is proxy DHCP's decision: a machine with an entry, while this host holds the lease.
@@ -171,11 +143,13 @@ func (f tftpFS) Open(name string) (fs.File, error) {
 	return f.builds.Open(name)
 }
 
-// Close stops the servers (a socket a server already closed only says so), waits for them,
-// and closes the cache.
+// Close stops the servers, waits for them, and closes the cache.
 func (h *host) Close() error {
-	for i := len(h.stop) - 1; i >= 0; i-- {
-		h.stop[i]()
+	err := errors.Join(h.web.Close(), h.dhcp.Close(), h.tftp.Close())
+	// The first server to end: one Close ended, or one that failed on its own before.
+	if e := h.run.Wait(); !errors.Is(e, proxydhcp.ErrServerClosed) && !errors.Is(e, tftpd.ErrServerClosed) &&
+		!errors.Is(e, http.ErrServerClosed) {
+		err = errors.Join(err, e)
 	}
-	return h.run.Wait()
+	return errors.Join(err, h.cache.Close())
 }

@@ -269,9 +269,25 @@ func TestComposeHost(t *testing.T) {
 	clientPort := probe.LocalAddr().(*net.UDPAddr).Port
 	probe.Close()
 
+	// The embedder binds the host's sockets: unprivileged ports of the host's address.
+	var udp [3]net.PacketConn // 67, 4011, TFTP
+	for i := range udp {
+		if udp[i], err = net.ListenPacket("udp4", netip.AddrPortFrom(hostIP, 0).String()); err != nil {
+			t.Fatal(err)
+		}
+		defer udp[i].Close()
+	}
+	ln, err := net.Listen("tcp4", netip.AddrPortFrom(hostIP, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addrOf := func(pc net.PacketConn) netip.AddrPort { return pc.LocalAddr().(*net.UDPAddr).AddrPort() }
+	dhcp, pxe, tftpAddr, httpBase := addrOf(udp[0]), addrOf(udp[1]), udp[2].LocalAddr().String(), "http://"+ln.Addr().String()
+
 	h, err := newHost(ctx, hostConfig{
-		IP: hostIP, ClientPort: clientPort, CacheDir: t.TempDir(),
-		Sources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		DHCP: udp[0], PXE: udp[1], TFTP: udp[2], HTTP: ln, ClientPort: clientPort,
+		Cache:   imagecache.Config{Dir: t.TempDir(), AllowedSourceNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 		Kernel:  imagecache.Image{URL: src.URL + "/vmlinuz", SHA256: digestOf(kernel), Format: "kernel"},
 		Initrd:  imagecache.Image{URL: src.URL + "/initrd.img", SHA256: digestOf(initrd), Format: "initrd"},
 		Builds:  fstest.MapFS{"ipxe.efi": {Data: build}},
@@ -294,7 +310,6 @@ func TestComposeHost(t *testing.T) {
 	h.epoch.Store(1)
 
 	machine, bystander := clientFrom(machineIP), clientFrom(bystanderIP)
-	pxe, tftpAddr, httpBase := h.udp["pxe"].LocalAddr().(*net.UDPAddr).AddrPort(), h.udp["tftp"].LocalAddr().String(), h.base
 	joinOf := func(i byte) assertion.Join {
 		return assertion.Join{Site: composeSite, MACs: []hwid.MAC{macOf(i)}, UUID: uuidOf(i)}
 	}
@@ -305,7 +320,7 @@ func TestComposeHost(t *testing.T) {
 	nonceOf := func(t *testing.T, file string) string {
 		t.Helper()
 		u, err := url.Parse(file)
-		if err != nil || u.Path != ipxe.PathChain || u.Host != hostIP.String()+":"+fmt.Sprint(h.ln.Addr().(*net.TCPAddr).Port) {
+		if err != nil || u.Path != ipxe.PathChain || "http://"+u.Host != httpBase {
 			t.Fatalf("proxy DHCP answered %q, want the chain URL of %s", file, httpBase)
 		}
 		n, err := bootbind.ParseToken(u.Query().Get(proxydhcp.BindParam))
@@ -374,7 +389,7 @@ func TestComposeHost(t *testing.T) {
 	t.Run("simulated machine", func(t *testing.T) {
 		m := &simmachine.Machine{
 			Name: "m2", MAC: macOf(2), UUID: uuidOf(2), IP: simIP, ClientPort: clientPort,
-			DHCPServers: []netip.AddrPort{h.udp["dhcp"].LocalAddr().(*net.UDPAddr).AddrPort()},
+			DHCPServers: []netip.AddrPort{dhcp},
 			TFTPAddr:    func(netip.Addr) netip.AddrPort { return netip.MustParseAddrPort(tftpAddr) },
 			HTTP:        clientFrom(simIP), DHCPAttempts: 2,
 		}
@@ -443,7 +458,6 @@ func TestComposeHost(t *testing.T) {
 			return httpStatus(clientFrom(strangerIP), scriptURL(3, strangerIP, ""))
 		}, "404", map[string]uint64{"ipxe/unknown": 1}},
 		{"off-segment: a requester whose answer would go to another network", func(t *testing.T) string {
-			dhcp := h.udp["dhcp"].LocalAddr().(*net.UDPAddr).AddrPort()
 			return dhcpAnswer(askDHCP(t, dhcpv4.MessageTypeDiscover, dhcp, machineIP, netip.MustParseAddr("198.51.100.77"), known, uuidOf(1), 500*time.Millisecond))
 		}, "silence", map[string]uint64{"dhcp-67/off-segment": 1}},
 		{"injected query: a script request that tries to add a command", func(t *testing.T) string {

@@ -21,9 +21,8 @@ import (
 	"github.com/bettercompute/siteboot/tftpd"
 )
 
-// hostConfig is what an embedder hands the host: the sockets it bound on the boot segment,
-// the site's ramdisk, the machines to boot, and what the control plane gives (discovery
-// tokens, the node's issuer).
+// hostConfig is what an embedder hands the host: the sockets it bound, the site's ramdisk, the
+// machines to boot, and what the control plane gives (discovery tokens, the node's issuer).
 type hostConfig struct {
 	DHCP, PXE, TFTP net.PacketConn          // UDP 67, 4011 and 69 of the boot segment's address
 	HTTP            net.Listener            // the boot HTTP server's (port 80)
@@ -36,10 +35,9 @@ type hostConfig struct {
 	Issuer          *assertion.Issuer       // signs the discovery assertions
 }
 
-// host is a boot server composed from library packages alone: proxy DHCP (67 and 4011)
-// naming a boot nonce in each answer to iPXE, TFTP of the iPXE builds and of cached images
-// under a grant, the boot decision (ipxe's handler) under bootbind's rule, the image cache
-// and the assertion issuer, all gated by the lease epoch its embedder sets.
+// host is a boot server of library packages alone: proxy DHCP naming a boot nonce in each
+// answer to iPXE, TFTP of the iPXE builds and of cached images under a grant, the boot decision
+// under bootbind's rule, the image cache and the assertion issuer, gated by the lease epoch.
 type host struct {
 	cfg    hostConfig
 	epoch  atomic.Uint64 // the boot lease epoch the embedder says this host holds; 0: fenced
@@ -57,11 +55,10 @@ func (h *host) active() (uint64, bool) { e := h.epoch.Load(); return e, e != 0 }
 
 // newHost pulls the ramdisk into the cache and serves on the embedder's sockets, which the
 // servers close when the host closes.
-func newHost(ctx context.Context, c hostConfig) (*host, error) {
+func newHost(ctx context.Context, c hostConfig) (_ *host, err error) {
 	h := &host{cfg: c, nonces: bootbind.NewNonces(bootbind.Config{}), base: "http://" + c.HTTP.Addr().String()}
-	var err error
 	if h.boot, err = ipxe.NewHandler(ipxe.Config{
-		Entries: ipxe.EntriesFunc(h.entry), Fence: ipxe.FenceFunc(h.active), Tokens: c.Tokens, Cache: grants{h},
+		Entries: ipxe.EntriesFunc(h.entry), Fence: ipxe.FenceFunc(h.active), Tokens: c.Tokens, Cache: h,
 		Signer: ipxe.SignerFunc(func(ctx context.Context, cl ipxe.Claims) (string, error) {
 			return c.Issuer.Issue(ctx, assertion.Fields{Epoch: cl.Epoch, MAC: cl.MAC, IP: cl.IP, UUID: cl.UUID,
 				Workflow: cl.Workflow, NotAfter: cl.NotAfter})
@@ -118,20 +115,18 @@ func (h *host) entry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error
 	return e, true, nil
 }
 
-// grants mints the one boot grant of an entry that its scripts carry; no sanboot here.
-type grants struct{ h *host }
-
-func (g grants) CacheURL(ctx context.Context, e ipxe.Entry) (string, error) {
-	gr, err := g.h.cache.BootGrantFor(e.MAC.String()+"/"+e.Workflow, e.NotAfter)
+// CacheURL is the bc.cache of e's scripts: the one boot grant of the entry (ipxe.Cache).
+func (h *host) CacheURL(ctx context.Context, e ipxe.Entry) (string, error) {
+	g, err := h.cache.BootGrantFor(e.MAC.String()+"/"+e.Workflow, e.NotAfter)
 	if err != nil {
 		return "", err
 	}
-	return g.h.base + "/cache/t/" + gr.Token + "/", nil
+	return h.base + "/cache/t/" + g.Token + "/", nil
 }
-func (grants) ISOReady(context.Context, string) (bool, error) { return false, nil }
-func (grants) SanbootURL(context.Context, ipxe.Entry) (string, error) {
-	return "", errors.ErrUnsupported
-}
+
+// ISOReady and SanbootURL: this host boots no ISO.
+func (*host) ISOReady(context.Context, string) (bool, error)         { return false, nil }
+func (*host) SanbootURL(context.Context, ipxe.Entry) (string, error) { return "", fs.ErrNotExist }
 
 // tftpFS serves the iPXE builds, and cached images under a grant as t/GRANT/SHA256.
 type tftpFS struct{ builds, grants fs.FS }
@@ -146,7 +141,6 @@ func (f tftpFS) Open(name string) (fs.File, error) {
 // Close stops the servers, waits for them, and closes the cache.
 func (h *host) Close() error {
 	err := errors.Join(h.web.Close(), h.dhcp.Close(), h.tftp.Close())
-	// The first server to end: one Close ended, or one that failed on its own before.
 	if e := h.run.Wait(); !errors.Is(e, proxydhcp.ErrServerClosed) && !errors.Is(e, tftpd.ErrServerClosed) &&
 		!errors.Is(e, http.ErrServerClosed) {
 		err = errors.Join(err, e)

@@ -432,6 +432,15 @@ func TestComposeHost(t *testing.T) {
 		}
 		return fmt.Sprint(err)
 	}
+	tftpError := func(t *testing.T, name string) string {
+		_, _, err := tftpdtest.Fetch(tftpAddr, name, 1468)
+		for _, e := range []string{"file not found", "access violation"} {
+			if err != nil && strings.Contains(err.Error(), e) {
+				return e
+			}
+		}
+		return fmt.Sprint(err)
+	}
 	known, stranger := macOf(1), macOf(3)
 	guess := hex.EncodeToString(randomBytes(t, 16))
 	for _, c := range []struct {
@@ -467,9 +476,8 @@ func TestComposeHost(t *testing.T) {
 			return httpStatus(machine, httpBase+"/cache/t/"+guess+"/"+digestOf(kernel).String())
 		}, "404", map[string]uint64{"cache/unknown-grant": 1}},
 		{"guessed grant over TFTP", func(t *testing.T) string {
-			_, _, err := tftpdtest.Fetch(tftpAddr, "t/"+guess+"/"+digestOf(kernel).String(), 1468)
-			return fmt.Sprint(err != nil && strings.Contains(err.Error(), "file not found"))
-		}, "true", map[string]uint64{"cache/unknown-grant": 1}},
+			return tftpError(t, "t/"+guess+"/"+digestOf(kernel).String())
+		}, "file not found", map[string]uint64{"cache/unknown-grant": 1}},
 		{"plain /cache/SHA256 without a grant", func(t *testing.T) string {
 			return httpStatus(machine, httpBase+"/cache/"+digestOf(kernel).String())
 		}, "404", map[string]uint64{"cache/malformed": 1}},
@@ -489,6 +497,9 @@ func TestComposeHost(t *testing.T) {
 		{"fenced: the machine's own grant", func(t *testing.T) string {
 			return httpStatus(machine, httpBase+"/cache/"+grant+digestOf(kernel).String())
 		}, "503", map[string]uint64{"cache/fenced": 1}},
+		{"fenced: the machine's own grant over TFTP", func(t *testing.T) string {
+			return tftpError(t, grant+digestOf(initrd).String())
+		}, "access violation", map[string]uint64{"cache/fenced": 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := counters(h, cp.v)

@@ -231,6 +231,12 @@ func scriptOf(t *testing.T, body string) (kernel, initrd string, params map[stri
 	return kernel, initrd, params
 }
 
+// TestComposeHost drives the host of compose_host_test.go, a boot server wired from library
+// packages alone, on loopback: a machine boots through it (proxy DHCP on 4011, its chain URL
+// with a nonce, its script from the address the answer went to, the ramdisk under its grant
+// over HTTP and TFTP, the assertion verified once), a simulated machine boots from its DHCP
+// DISCOVER to its kernel, and each refusal bootlab prints is asserted with its status and
+// with exactly the counters it moves.
 func TestComposeHost(t *testing.T) {
 	ctx := t.Context()
 	kernel, initrd, build := randomBytes(t, 1<<20), randomBytes(t, 3<<20/2), randomBytes(t, 300<<10)

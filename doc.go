@@ -38,4 +38,58 @@
 // imagecache grants; proxydhcp and ipxe feed discovery; ipxe's assertions are signed by
 // assertion. examples/siteagent is a reference agent that wires every package, and
 // examples/bootlab runs it with simulated machines in one command.
+//
+// # Conventions every package follows
+//
+// Every package, present and future, follows these rules, so that an embedder who has
+// learned one package has learned the shape of all of them.
+//
+// Lifecycle. A server starts and stops like [net/http.Server]: Serve(l) on a listener or
+// socket the caller bound; ListenAndServe() binding the Addr field of the struct (the zero
+// Addr names the protocol's default); Shutdown(ctx) graceful, Close() immediate, both
+// making Serve and ListenAndServe return the package's ErrServerClosed. No goroutine
+// outlives Shutdown or Close, and a leak check in the package's tests proves it. A type
+// that is not a server but holds goroutines or files (a cache, a bounded list) has
+// Close() error, and Shutdown(ctx) error when it has work to drain; a type that only runs
+// a loop has Run(ctx) error, returning when ctx is done.
+//
+// Configuration. Exported struct fields whose comments state the default used when zero,
+// the defaults exported as constants, and Validate() error where fields can conflict or
+// be out of range. A constructor that must do I/O (opening a directory) takes such a
+// struct. Functional options only for building messages.
+//
+// Time. A Clock field of type [github.com/bettercompute/siteboot/clock.Clock]; nil means
+// [github.com/bettercompute/siteboot/clock.Real]. No package calls time.Now, time.Since
+// or time.AfterFunc directly for a rule that depends on time. Tests, ours and an
+// embedder's, move time with [github.com/bettercompute/siteboot/clock/clocktest.Fake] and
+// never sleep.
+//
+// Errors. Package-prefixed sentinels, typed errors with Unwrap, always %w. Every package
+// that refuses or fails for reasons a host counts has
+//
+//	func ReasonOf(err error) string
+//
+// returning a short stable name ("stale-epoch", "not-found", ...) for the first error of
+// the package in err's chain, and "" for nil or an error the package does not know. The
+// names are documented beside the function and meant for logs and metric labels.
+//
+// Fence. A package that must act only while this agent is the site's active boot server
+// declares, in its own words, the one-method interface
+//
+//	type Fence interface {
+//		Active() (epoch uint64, active bool)
+//	}
+//
+// with a FenceFunc adapter of the same signature; [github.com/bettercompute/siteboot/lease.Fence]
+// satisfies it. The epoch is the lease term this agent holds; a consumer that records it
+// (an assertion, a grant) treats epoch 0 as no lease.
+//
+// Statistics. A Stats() method returning a struct of uint64 counters (and gauges), copied
+// under no lock the caller sees; never a map keyed by strings.
+//
+// Test helpers. A package an embedder would fake or run in a test ships an xxxtest
+// package: NewServer(t or handler...) returning a *Server that is already serving on
+// 127.0.0.1 with a URL or Addr field, and Close() with no result, like
+// [net/http/httptest.Server]; Close blocks until every goroutine the helper started has
+// ended.
 package siteboot

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/clock"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -125,8 +126,8 @@ type Config struct {
 	// DHCPFirst makes a ViaHTTP sighting count only for a MAC already listed (which only a
 	// ViaDHCP sighting can add). Set it when proxy DHCP feeds the list.
 	DHCPFirst bool
-	// Clock is the time source. Nil means the system clock.
-	Clock Clock
+	// Clock is the time source; nil means [clock.Real].
+	Clock clock.Clock
 	// Logger receives debug events (new machines, evictions). Nil means discard.
 	Logger *slog.Logger
 }
@@ -172,7 +173,7 @@ type List struct {
 	every       time.Duration
 	wanted      func()
 	dhcpFirst   bool
-	clock       Clock
+	clock       clock.Clock
 	log         *slog.Logger
 
 	mu         sync.Mutex
@@ -206,13 +207,10 @@ func NewList(c Config) (*List, error) {
 		every:       cmp0(c.ReportEvery, DefaultReportEvery),
 		wanted:      c.ReportWanted,
 		dhcpFirst:   c.DHCPFirst,
-		clock:       c.Clock,
+		clock:       clock.Or(c.Clock),
 		log:         c.Logger,
 		head:        none,
 		tail:        none,
-	}
-	if l.clock == nil {
-		l.clock = systemClock{}
 	}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)

@@ -348,12 +348,12 @@ func TestCloseStopsTrailingReport(t *testing.T) {
 	l, clk := newList(t, discovery.Config{ReportWanted: func() { calls++ }})
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(1))})
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(2))})
-	if clk.pending() != 1 {
-		t.Fatalf("%d timers armed, want 1", clk.pending())
+	if clk.Pending() != 1 {
+		t.Fatalf("%d timers armed, want 1", clk.Pending())
 	}
 	l.Close()
-	if clk.pending() != 0 {
-		t.Errorf("%d timers armed after Close", clk.pending())
+	if clk.Pending() != 0 {
+		t.Errorf("%d timers armed after Close", clk.Pending())
 	}
 	clk.Advance(time.Hour)
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(3))})
@@ -551,9 +551,7 @@ func TestReportWantedMayReadTheList(t *testing.T) {
 func TestClockSetBack(t *testing.T) {
 	l, clk := newList(t, discovery.Config{})
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macA)})
-	clk.mu.Lock()
-	clk.now = clk.now.Add(-time.Hour)
-	clk.mu.Unlock()
+	clk.Set(clk.Now().Add(-time.Hour))
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macA)})
 	e, ok := l.Get(hwid.MustParseMAC(macA))
 	if !ok || !e.LastSeen.Equal(epoch) || !e.FirstSeen.Equal(epoch) || e.Count != 2 {

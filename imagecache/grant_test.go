@@ -17,14 +17,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/imagecache"
-	"github.com/bettercompute/siteboot/internal/fakeclock"
 )
 
 // grantFixture is a cache holding two images, on a fake clock, with a fence tests flip.
 type grantFixture struct {
 	c          *imagecache.Cache
-	clk        *fakeclock.Clock
+	clk        *clocktest.Fake
 	fence      atomic.Bool
 	img1, img2 imagecache.Image
 	body1      []byte

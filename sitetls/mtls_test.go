@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/internal/fakeclock"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -30,7 +30,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 	type setup struct {
 		ca, otherCA *sitetlstest.CA
-		clock       *fakeclock.Clock
+		clock       *clocktest.Fake
 	}
 	tests := []struct {
 		name string
@@ -122,7 +122,7 @@ func TestMutualTLS(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			clock := fakeclock.New(t0)
+			clock := clocktest.New(t0)
 			s := setup{ca: newCA(t, clock), otherCA: newCA(t, clock), clock: clock}
 			srvPair := issue(t, s.ca, sitetlstest.Request{Hosts: []string{testIP}, Lifetime: 48 * time.Hour})
 			if tt.server != nil {
@@ -220,7 +220,7 @@ func issueNoT(ca *sitetlstest.CA, r sitetlstest.Request) *sitetlstest.Pair {
 // URL with a host name, the connection's name is verified.
 func TestNoServerName(t *testing.T) {
 	dir := t.TempDir()
-	clock := fakeclock.New(t0)
+	clock := clocktest.New(t0)
 	ca := newCA(t, clock)
 	caFile := writeCA(t, dir, "ca.pem", ca)
 	sf := write(t, issue(t, ca, sitetlstest.Request{Hosts: []string{"localhost"}}), dir, "server")
@@ -253,7 +253,7 @@ func TestPerSiteIntermediate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			clock := fakeclock.New(t0)
+			clock := clocktest.New(t0)
 			root := newCA(t, clock)
 			site, err := root.NewIntermediate("site-fsn1 issuer", "site-fsn1")
 			if err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/internal/fakeclock"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -20,7 +20,7 @@ const interval = 10 * time.Second
 // link is a control plane and an agent on loopback, on one fake clock, with the files of
 // both in one directory.
 type link struct {
-	clock       *fakeclock.Clock
+	clock       *clocktest.Fake
 	ca          *sitetlstest.CA
 	dir         string
 	caFile      string
@@ -51,7 +51,7 @@ func (w *lockedBuffer) String() string {
 
 func newLink(t *testing.T) *link {
 	t.Helper()
-	l := &link{clock: fakeclock.New(t0), dir: t.TempDir()}
+	l := &link{clock: clocktest.New(t0), dir: t.TempDir()}
 	l.ca = newCA(t, l.clock)
 	l.caFile = writeCA(t, l.dir, "ca.pem", l.ca)
 	l.srvF = write(t, issue(t, l.ca, sitetlstest.Request{Hosts: []string{testIP}}), l.dir, "server")

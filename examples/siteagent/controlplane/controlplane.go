@@ -52,7 +52,7 @@ import (
 // connected.
 const DefaultSessionTimeout = 3 * time.Second
 
-// Plane is the control plane. Set the exported fields before Start.
+// Plane is the control plane. Set the exported fields before Run or Handler.
 type Plane struct {
 	// Lease is the lease store; New sets a lease.MemoryStore.
 	Lease lease.Store

@@ -102,7 +102,7 @@ func newSite(t testing.TB) *site {
 	}
 	s.lease.set("site-a", "agent-a1", 7)
 	s.lease.set("site-b", "agent-b1", 3)
-	s.issuer = &assertion.Issuer{Site: "site-a", Agent: "agent-a1", Signer: s.keyA1, Now: s.agentClock.Now}
+	s.issuer = &assertion.Issuer{Site: "site-a", Agent: "agent-a1", Signer: s.keyA1, Clock: s.agentClock}
 	s.verifier = &assertion.Verifier{
 		Keys: assertion.StaticKeys{
 			"agent-a1": {PublicKey: s.keyA1.Public(), Site: "site-a", Role: assertion.RoleSite},
@@ -112,7 +112,7 @@ func newSite(t testing.TB) *site {
 		},
 		Leases: s.lease,
 		Replay: s.replay,
-		Now:    s.cpClock.Now,
+		Clock:  s.cpClock,
 	}
 	s.fields = assertion.Fields{
 		Epoch: 7, MAC: s.mac, IP: netip.MustParseAddr("192.0.2.20"), UUID: s.uuid,

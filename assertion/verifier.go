@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/clock"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -121,7 +122,11 @@ type Verifier struct {
 	// Skew is how far the agent's clock may be from ours, applied at both edges (issued-at
 	// in the future; past not-after or 15 minutes of age). Zero means DefaultSkew (30 s).
 	Skew time.Duration
-	// Now is the control plane's clock. Nil means time.Now.
+	// Clock is the control plane's clock. Nil means [clock.Real].
+	Clock clock.Clock
+	// Now is the wall clock when Clock is nil.
+	//
+	// Deprecated: set Clock; Now is used only when Clock is nil.
 	Now func() time.Time
 	// Logger receives a debug line per admission and an info line per refusal. Nil
 	// discards.
@@ -230,8 +235,10 @@ func (v *Verifier) verify(ctx context.Context, text string, j Join) (Assertion, 
 		return Assertion{}, refuse(ReasonWrongSite, "assertion for site %q, join for site %q", a.Site, j.Site)
 	}
 
-	now := time.Now
-	if v.Now != nil {
+	now := clock.Real.Now
+	if v.Clock != nil {
+		now = v.Clock.Now
+	} else if v.Now != nil {
 		now = v.Now
 	}
 	t := now()

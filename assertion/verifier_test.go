@@ -321,7 +321,7 @@ func TestFailover(t *testing.T) {
 	if _, err := s.verifier.Verify(context.Background(), old, s.join); !errors.Is(err, assertion.ReasonStaleEpoch) {
 		t.Fatalf("old holder's assertion after failover: %v", err)
 	}
-	standby := &assertion.Issuer{Site: "site-a", Agent: "agent-a2", Signer: s.keyA2, Now: s.agentClock.Now}
+	standby := &assertion.Issuer{Site: "site-a", Agent: "agent-a2", Signer: s.keyA2, Clock: s.agentClock}
 	s.fields.Epoch = 8
 	text, err := standby.Issue(context.Background(), s.fields)
 	if err != nil {

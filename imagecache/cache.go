@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/clock"
 	"io"
 	"log/slog"
 	"net/http"
@@ -133,8 +134,13 @@ type Config struct {
 	// Rand is the source of grant tokens. Nil: crypto/rand.
 	Rand io.Reader
 
-	// Now is the clock for grants, last-used times and the retries of failed images.
-	// Nil: time.Now.
+	// Clock is the clock for grants, last-used times and the retries of failed images.
+	// Nil: [clock.Real].
+	Clock clock.Clock
+
+	// Now is the wall clock when Clock is nil.
+	//
+	// Deprecated: set Clock; Now is used only when Clock is nil.
 	Now func() time.Time
 
 	// Logger receives pull, eviction and refusal events. Nil: discard.
@@ -306,8 +312,10 @@ func Open(ctx context.Context, cfg Config) (*Cache, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	if c.now == nil {
-		c.now = time.Now
+	if cfg.Clock != nil {
+		c.now = cfg.Clock.Now
+	} else if c.now == nil {
+		c.now = clock.Real.Now
 	}
 	if c.rand == nil {
 		c.rand = rand.Reader

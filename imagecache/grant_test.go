@@ -40,7 +40,7 @@ func newGrantFixture(t *testing.T) *grantFixture {
 	src1 := newSource(t, f.body1, "good", false)
 	src2 := newSource(t, body2, "good", false)
 	cfg := fastConfig(t)
-	cfg.Now = f.clk.Now
+	cfg.Clock = f.clk
 	cfg.Fence = imagecache.FenceFunc(f.fence.Load)
 	f.c = open(t, cfg)
 	f.dir = cfg.Dir
@@ -177,7 +177,7 @@ func TestNilFenceFailsClosed(t *testing.T) {
 func TestGrantIssue(t *testing.T) {
 	clk := newClock()
 	cfg := fastConfig(t)
-	cfg.Now = clk.Now
+	cfg.Clock = clk
 	cfg.MaxGrants = 100
 	// A counting source: tokens are exactly what Rand gave.
 	var calls uint64

@@ -156,7 +156,7 @@ func TestSetPinnedRetriesFailedLater(t *testing.T) {
 	src := newSource(t, body, "404", false)
 	clk := newClock()
 	cfg := fastConfig(t)
-	cfg.Now = clk.Now
+	cfg.Clock = clk
 	cfg.RetryFailedAfter = time.Minute
 	c := open(t, cfg)
 	img := imagecache.Image{URL: src.URL(), SHA256: sha256.Sum256(body)}

@@ -190,7 +190,7 @@ func TestFailedPinnedBackoff(t *testing.T) {
 	o.set(func(o *origin) { o.code = 404 })
 	clk := newClock()
 	cfg := fastConfig(t)
-	cfg.Now = clk.Now
+	cfg.Clock = clk
 	cfg.RetryFailedAfter = time.Minute
 	cfg.MaxRetryFailedAfter = 4 * time.Minute
 	c := open(t, cfg)

@@ -115,7 +115,7 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 func TestEviction(t *testing.T) {
 	clk := newClock()
 	cfg := fastConfig(t)
-	cfg.Now = clk.Now
+	cfg.Clock = clk
 	cfg.MaxBytes = 3000
 	cfg.Fence = imagecache.FenceFunc(func() bool { return true })
 	c := open(t, cfg)

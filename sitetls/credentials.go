@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/clock"
 	"log/slog"
 	"sync"
 	"time"
@@ -44,7 +45,12 @@ type Config struct {
 	// CheckInterval is how often, at most, a handshake compares the files' metadata
 	// with what was loaded. Zero means DefaultCheckInterval.
 	CheckInterval time.Duration
-	// Now is the clock for certificate validity and for CheckInterval; nil means time.Now.
+	// Clock is the clock for certificate validity and for CheckInterval; nil means
+	// [clock.Real].
+	Clock clock.Clock
+	// Now is the wall clock when Clock is nil.
+	//
+	// Deprecated: set Clock; Now is used only when Clock is nil.
 	Now func() time.Time
 	// Logger receives a line per reload and per failed reload (naming the file, never its
 	// content); nil discards.
@@ -99,8 +105,10 @@ func Load(cfg Config) (*Credentials, error) {
 		return nil, err
 	}
 	c := &Credentials{cfg: cfg, now: cfg.Now, interval: cfg.CheckInterval, log: cfg.Logger}
-	if c.now == nil {
-		c.now = time.Now
+	if cfg.Clock != nil {
+		c.now = cfg.Clock.Now
+	} else if c.now == nil {
+		c.now = clock.Real.Now
 	}
 	if c.interval == 0 {
 		c.interval = DefaultCheckInterval

@@ -122,7 +122,7 @@ func goodFiles(t *testing.T) fileSet {
 }
 
 func (f fileSet) config() sitetls.Config {
-	return sitetls.Config{CertFile: f.cert, KeyFile: f.key, CAFile: f.ca, Now: f.clock.Now}
+	return sitetls.Config{CertFile: f.cert, KeyFile: f.key, CAFile: f.ca, Clock: f.clock}
 }
 
 // TestLoadRefuses: every bad file is refused at Load with a *FileError naming it, and the

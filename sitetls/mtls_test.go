@@ -134,8 +134,8 @@ func TestMutualTLS(t *testing.T) {
 			}
 			caFile := writeCA(t, dir, "ca.pem", s.ca)
 			sf, af := write(t, srvPair, dir, "server"), write(t, agPair, dir, "agent")
-			srvCreds := load(t, sitetls.Config{CertFile: sf.cert, KeyFile: sf.key, CAFile: caFile, Now: clock.Now})
-			agCreds := load(t, sitetls.Config{CertFile: af.cert, KeyFile: af.key, CAFile: caFile, Now: clock.Now})
+			srvCreds := load(t, sitetls.Config{CertFile: sf.cert, KeyFile: sf.key, CAFile: caFile, Clock: clock})
+			agCreds := load(t, sitetls.Config{CertFile: af.cert, KeyFile: af.key, CAFile: caFile, Clock: clock})
 			srv := serve(t, srvCreds)
 			clock.Advance(tt.advance)
 
@@ -225,8 +225,8 @@ func TestNoServerName(t *testing.T) {
 	caFile := writeCA(t, dir, "ca.pem", ca)
 	sf := write(t, issue(t, ca, sitetlstest.Request{Hosts: []string{"localhost"}}), dir, "server")
 	af := write(t, issue(t, ca, sitetlstest.Request{Node: nodeA}), dir, "agent")
-	srv := serve(t, load(t, sitetls.Config{CertFile: sf.cert, KeyFile: sf.key, CAFile: caFile, Now: clock.Now}))
-	ag := load(t, sitetls.Config{CertFile: af.cert, KeyFile: af.key, CAFile: caFile, Now: clock.Now})
+	srv := serve(t, load(t, sitetls.Config{CertFile: sf.cert, KeyFile: sf.key, CAFile: caFile, Clock: clock}))
+	ag := load(t, sitetls.Config{CertFile: af.cert, KeyFile: af.key, CAFile: caFile, Clock: clock})
 
 	got := get(client(t, ag.ClientConfig("")), srv.url)
 	if !errors.Is(got.err, sitetls.ErrNoServerName) {
@@ -263,8 +263,8 @@ func TestPerSiteIntermediate(t *testing.T) {
 			sf := write(t, issue(t, root, sitetlstest.Request{Hosts: []string{testIP}}), dir, "server")
 			agPair := issue(t, site, sitetlstest.Request{Node: tt.id})
 			af := write(t, agPair, dir, "agent")
-			srv := serve(t, load(t, sitetls.Config{CertFile: sf.cert, KeyFile: sf.key, CAFile: caFile, Now: clock.Now}))
-			ag := load(t, sitetls.Config{CertFile: af.cert, KeyFile: af.key, CAFile: caFile, Now: clock.Now})
+			srv := serve(t, load(t, sitetls.Config{CertFile: sf.cert, KeyFile: sf.key, CAFile: caFile, Clock: clock}))
+			ag := load(t, sitetls.Config{CertFile: af.cert, KeyFile: af.key, CAFile: caFile, Clock: clock})
 			got := get(client(t, ag.ClientConfig(testIP)), srv.url)
 			if ok := got.err == nil && got.status == 200; ok != tt.wantOK {
 				t.Fatalf("admitted %v (%d %q, %v), want %v", ok, got.status, got.body, got.err, tt.wantOK)

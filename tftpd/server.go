@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/clock"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -114,7 +115,11 @@ type Server struct {
 	// ends, and once for every refused request (write, mode, name, missing file). It runs
 	// on the transfer's goroutine, or on the listening loop for refusals: it must not block.
 	OnTransfer func(Transfer)
-	// Now is the clock for Transfer.Start and Duration. Nil means time.Now.
+	// Clock is the clock for Transfer.Start and Duration. Nil means [clock.Real].
+	Clock clock.Clock
+	// Now is the wall clock when Clock is nil.
+	//
+	// Deprecated: set Clock; Now is used only when Clock is nil.
 	Now func() time.Time
 
 	mu        sync.Mutex
@@ -272,10 +277,13 @@ func (s *Server) evictAfter() time.Duration {
 }
 func (s *Server) now() time.Time { return s.clock()() }
 func (s *Server) clock() func() time.Time {
+	if s.Clock != nil {
+		return s.Clock.Now
+	}
 	if s.Now != nil {
 		return s.Now
 	}
-	return time.Now
+	return clock.Real.Now
 }
 
 // discard is the logger of a Server whose Logger is nil.

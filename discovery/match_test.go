@@ -91,7 +91,7 @@ func TestMatch(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			q := discovery.Query{MachineID: "m1", UUID: u, PoweredAt: P, Now: now, Seen: tt.seen, Site: tt.site}
 			c, err := discovery.Match(q)
-			got := want{mac: c.MAC, reason: discovery.ReasonOf(err)}
+			got := want{mac: c.MAC, reason: discovery.Reason(discovery.ReasonOf(err))}
 			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(want{})); diff != "" {
 				t.Fatalf("Match (-want +got):\n%s\nerr: %v", diff, err)
 			}
@@ -244,7 +244,7 @@ func TestIdentityVerify(t *testing.T) {
 			if (err == nil) != tt.ok {
 				t.Fatalf("Verify = %v, want ok=%v", err, tt.ok)
 			}
-			if err != nil && (!errors.Is(err, discovery.ErrIdentityMismatch) || discovery.ReasonOf(err) != discovery.ReasonIdentityMismatch) {
+			if err != nil && (!errors.Is(err, discovery.ErrIdentityMismatch) || discovery.ReasonOf(err) != string(discovery.ReasonIdentityMismatch)) {
 				t.Errorf("Verify = %v, want machine-identity-mismatch", err)
 			}
 		})

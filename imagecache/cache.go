@@ -912,7 +912,7 @@ func (c *Cache) pull(img Image) (err error) {
 			}
 			c.stats.pullsFailed.Add(1)
 			c.log.Warn("imagecache: pull failed", "sha256", d.String(), "url", img.URL, "attempts", attempts,
-				"reason", Reason(pe.Err), "err", pe.Err, "failures", st.failures, "next_retry", st.nextRetry)
+				"reason", ReasonOf(pe.Err), "err", pe.Err, "failures", st.failures, "next_retry", st.nextRetry)
 			c.armRetryLocked(now)
 			return
 		}

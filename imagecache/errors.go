@@ -144,14 +144,20 @@ var (
 	_ error = &SourceError{}
 )
 
-// Reason names why a pull failed in a few stable words a host can report or count:
-// "digest-mismatch", "short-body", "stalled", "too-slow", "deadline", "source-refused",
-// "http-NNN", "no-space", "too-large", "bad-image", "closed", "network"; "" for nil.
-func Reason(err error) string {
+// ReasonOf names why a pull failed or an image was refused, in a few stable words a host
+// can report or count. A pull: "digest-mismatch", "short-body", "stalled", "too-slow",
+// "deadline", "source-refused", "http-NNN", "no-space", "too-large", "bad-image",
+// "closed", and "network" for any other failure (the source could not be reached or
+// stopped answering). An image refused under a grant ([*GrantError]): its [Refusal]
+// ("unknown-grant", "expired", "fenced", ...). "" for nil.
+func ReasonOf(err error) string {
 	var se *StatusError
+	var ge *GrantError
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &ge):
+		return string(ge.Reason)
 	case errors.Is(err, ErrDeadline):
 		return "deadline"
 	case errors.Is(err, ErrDigestMismatch):

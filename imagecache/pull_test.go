@@ -102,7 +102,7 @@ func TestPullSources(t *testing.T) {
 			} else if !errors.Is(err, tt.wantErr) {
 				t.Errorf("Pull error %v, want %v", err, tt.wantErr)
 			}
-			if got := imagecache.Reason(st[0].Err); got != tt.reason {
+			if got := imagecache.ReasonOf(st[0].Err); got != tt.reason {
 				t.Errorf("Reason = %q, want %q", got, tt.reason)
 			}
 			if st[0].State != imagecache.StateFailed || !errors.Is(st[0].Err, pe.Err) {

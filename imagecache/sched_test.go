@@ -170,8 +170,8 @@ func TestPullDeadline(t *testing.T) {
 	start := time.Now()
 	err := c.Pull(context.Background(), imagecache.Image{URL: o.URL(), SHA256: sha256.Sum256(body)})
 	took := time.Since(start)
-	if !errors.Is(err, imagecache.ErrDeadline) || imagecache.Reason(err) != "deadline" {
-		t.Fatalf("Pull = %v (reason %q), want ErrDeadline", err, imagecache.Reason(err))
+	if !errors.Is(err, imagecache.ErrDeadline) || imagecache.ReasonOf(err) != "deadline" {
+		t.Fatalf("Pull = %v (reason %q), want ErrDeadline", err, imagecache.ReasonOf(err))
 	}
 	// The deadline: 300 ms + 64 bytes at 1 KiB/s = 362.5 ms of attempts and back-offs.
 	if took < 362*time.Millisecond {
@@ -205,8 +205,8 @@ func TestFailedPinnedBackoff(t *testing.T) {
 		if got := st.NextRetry.Sub(st.Since); got != delay {
 			t.Errorf("failure %d: next retry %v after the failure, want %v", i+1, got, delay)
 		}
-		if imagecache.Reason(st.Err) != "http-404" {
-			t.Errorf("failure %d: reason %q", i+1, imagecache.Reason(st.Err))
+		if imagecache.ReasonOf(st.Err) != "http-404" {
+			t.Errorf("failure %d: reason %q", i+1, imagecache.ReasonOf(st.Err))
 		}
 		clk.Advance(delay - time.Second)
 		c.SetPinned([]imagecache.Image{img})
@@ -243,7 +243,7 @@ func TestFailedPinnedRetriedUnasked(t *testing.T) {
 		st = status(c, img.SHA256)
 		return st.State == imagecache.StateFailed && st.Failures >= 3
 	})
-	if imagecache.Reason(st.Err) != "http-503" || st.NextRetry.Before(st.Since.Add(cfg.MaxRetryFailedAfter)) {
+	if imagecache.ReasonOf(st.Err) != "http-503" || st.NextRetry.Before(st.Since.Add(cfg.MaxRetryFailedAfter)) {
 		t.Errorf("Status %+v, want http-503 and the next retry at the cap", st)
 	}
 }

@@ -111,7 +111,7 @@ func TestSourcePolicyRefuses(t *testing.T) {
 			if se.Reason != tt.reason {
 				t.Errorf("reason %q, want %q (%v)", se.Reason, tt.reason, err)
 			}
-			if got := imagecache.Reason(err); got != "source-refused" {
+			if got := imagecache.ReasonOf(err); got != "source-refused" {
 				t.Errorf("Reason = %q", got)
 			}
 			var pe *imagecache.PullError

@@ -133,7 +133,7 @@ type Verifier struct {
 	Logger *slog.Logger
 
 	admitted atomic.Uint64
-	refused  [numReasons]atomic.Uint64
+	refused  [len(reasonNames)]atomic.Uint64
 }
 
 // VerifierStats are the Verifier's counters.
@@ -146,8 +146,8 @@ type VerifierStats struct {
 // Stats returns the Verifier's counters.
 func (v *Verifier) Stats() VerifierStats {
 	s := VerifierStats{Admitted: v.admitted.Load(), Refused: map[Reason]uint64{}}
-	for _, r := range Reasons() {
-		if n := v.refused[r].Load(); n > 0 {
+	for i, r := range reasons {
+		if n := v.refused[i].Load(); n > 0 {
 			s.Refused[r] = n
 		}
 	}
@@ -187,7 +187,9 @@ func (v *Verifier) Verify(ctx context.Context, text string, j Join) (Assertion, 
 	if err != nil {
 		var re *RefusedError
 		if errors.As(err, &re) {
-			v.refused[re.Reason].Add(1)
+			if i := reasonIndex(re.Reason); i >= 0 {
+				v.refused[i].Add(1)
+			}
 			if v.Logger != nil {
 				v.Logger.LogAttrs(ctx, slog.LevelInfo, "assertion refused",
 					slog.String("reason", re.Reason.String()), slog.String("agent", re.Agent),

@@ -109,6 +109,13 @@ type Server struct {
 	// means DefaultQueueWait (5 s, longer than EDK2's retransmission time-out).
 	QueueWait time.Duration
 
+	// Fence, when set, is asked for every read request: while it reports this agent
+	// inactive, requests are answered "access violation" (Transfer.Err wraps ErrFenced)
+	// and no file is opened. Nil serves regardless. [lease.Fence] implements it.
+	//
+	// [lease.Fence]: https://pkg.go.dev/github.com/bettercompute/siteboot/lease#Fence
+	Fence Fence
+
 	// Logger receives the detail of refusals and failures. Nil discards.
 	Logger *slog.Logger
 	// OnTransfer, when set, is called once for every admitted request when its transfer
@@ -161,7 +168,7 @@ type counters struct {
 	requests, transfers, completed, failed, bytes atomic.Uint64
 	notFound, denied, refusedWrite, refusedMode   atomic.Uint64
 	droppedBusy, droppedSource, droppedMalformed  atomic.Uint64
-	evicted, windowed, queued                     atomic.Uint64
+	evicted, windowed, queued, fenced             atomic.Uint64
 	waiting                                       atomic.Int64 // held in the queues now
 }
 
@@ -182,9 +189,22 @@ type Stats struct {
 	Evicted          uint64 // transfers ended before their first acknowledgement to make room
 	Windowed         uint64 // transfers granted a windowsize above 1
 	Queued           uint64 // requests that waited in the queue for a slot
+	Fenced           uint64 // read requests refused while the Fence was inactive (also counted in Denied)
 	Active           int    // transfers running now
 	Waiting          int    // requests in the queue now
 }
+
+// Fence tells whether this agent is the site's active boot server.
+type Fence interface {
+	// Active reports the lease epoch and whether this agent holds the lease now.
+	Active() (epoch uint64, active bool)
+}
+
+// FenceFunc adapts a function to [Fence].
+type FenceFunc func() (uint64, bool)
+
+// Active calls f.
+func (f FenceFunc) Active() (uint64, bool) { return f() }
 
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() Stats {
@@ -207,6 +227,7 @@ func (s *Server) Stats() Stats {
 		Evicted:          s.c.evicted.Load(),
 		Windowed:         s.c.windowed.Load(),
 		Queued:           s.c.queued.Load(),
+		Fenced:           s.c.fenced.Load(),
 		Active:           active,
 		Waiting:          int(s.c.waiting.Load()),
 	}

@@ -41,7 +41,7 @@ func newGrantFixture(t *testing.T) *grantFixture {
 	src2 := newSource(t, body2, "good", false)
 	cfg := fastConfig(t)
 	cfg.Clock = f.clk
-	cfg.Fence = imagecache.FenceFunc(f.fence.Load)
+	cfg.Fence = boolFence{&f.fence}
 	f.c = open(t, cfg)
 	f.dir = cfg.Dir
 	f.img1 = imagecache.Image{URL: src1.URL(), SHA256: sha256.Sum256(f.body1), Format: "iso"}

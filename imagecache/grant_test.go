@@ -146,9 +146,9 @@ func TestGrants(t *testing.T) {
 			t.Errorf("%s: body differs from the image", tt.name)
 		}
 	}
-	s := f.c.Stats()
-	got := []int64{s.RefusedPath, s.RefusedGrant, s.RefusedExpired, s.RefusedDigest, s.RefusedMissing, s.RefusedFenced, s.Served}
-	want := []int64{8, 3, 4, 3, 1, 2, 9}
+	s := f.c.Counters()
+	got := []uint64{s.RefusedPath, s.RefusedGrant, s.RefusedExpired, s.RefusedDigest, s.RefusedMissing, s.RefusedFenced, s.Served}
+	want := []uint64{8, 3, 4, 3, 1, 2, 9}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("refusals path/grant/expired/digest/missing/fenced, served (-want +got):\n%s", diff)
 	}
@@ -286,7 +286,7 @@ func TestGrantGuessing(t *testing.T) {
 	if hits != 0 {
 		t.Errorf("%d of %d random grants were not refused", hits, guesses)
 	}
-	if s := f.c.Stats(); s.RefusedGrant != int64(guesses) {
+	if s := f.c.Counters(); s.RefusedGrant != uint64(guesses) {
 		t.Errorf("RefusedGrant = %d, want %d", s.RefusedGrant, guesses)
 	}
 }

@@ -145,7 +145,7 @@ func TestPullSingleflight(t *testing.T) {
 	if n := len(src.Requests()); n != 1 {
 		t.Errorf("source got %d requests for 16 concurrent pulls, want 1", n)
 	}
-	if s := c.Stats(); s.PullsOK != 1 || s.BytesPulled != int64(len(body)) {
+	if s := c.Counters(); s.PullsOK != 1 || s.BytesPulled != uint64(len(body)) {
 		t.Errorf("Stats PullsOK %d BytesPulled %d, want 1 %d", s.PullsOK, s.BytesPulled, len(body))
 	}
 }

@@ -205,7 +205,8 @@ func TestGrantFSOverTFTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := srv.Close(); err != nil {
+		srv.Close()
+		if err := srv.Err(); err != nil {
 			t.Error(err)
 		}
 	}()

@@ -48,6 +48,8 @@ const knownSources = 4096
 // not change afterwards. A Server serves any number of sockets at once (Serve per socket); the
 // limits hold across all of them.
 type Server struct {
+	// Addr is the UDP address ListenAndServe binds. Empty means DefaultAddr (":69").
+	Addr string
 	// Dir is the directory served, opened with os.OpenRoot when Serve is first called:
 	// "..", absolute names and symbolic links cannot lead out of it. Exactly one of Dir and
 	// FS is set.
@@ -343,8 +345,16 @@ func (s *Server) start() error {
 	return nil
 }
 
-// ListenAndServe binds addr (DefaultAddr when empty) for UDP and serves it.
-func (s *Server) ListenAndServe(addr string) error {
+// ListenAndServe binds Addr (DefaultAddr when empty) for UDP and serves it, as Serve does.
+// After Shutdown or Close it returns ErrServerClosed.
+func (s *Server) ListenAndServe() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrServerClosed
+	}
+	addr := s.Addr
 	if addr == "" {
 		addr = DefaultAddr
 	}

@@ -368,15 +368,17 @@ func (l *List) trailing(gen uint64) {
 	}
 }
 
-// Close stops the trailing report: once it returns, ReportWanted is not called again. The
-// list itself stays usable.
-func (l *List) Close() {
+// Close stops the trailing report: once it returns, ReportWanted is not called again and
+// no goroutine of the list is left. The list itself stays usable. It returns nil; the
+// error is there so that a List closes like every other siteboot type (io.Closer).
+func (l *List) Close() error {
 	l.mu.Lock()
 	l.closed = true
 	l.pending = false
 	l.disarm()
 	l.mu.Unlock()
 	l.inflight.Wait()
+	return nil
 }
 
 // Forget drops the given MACs (they got boot entries) and returns how many were listed.

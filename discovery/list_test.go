@@ -38,7 +38,7 @@ func newList(t testing.TB, c discovery.Config) (*discovery.List, *fakeClock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(l.Close)
+	t.Cleanup(func() { l.Close() })
 	return l, clk
 }
 
@@ -351,7 +351,9 @@ func TestCloseStopsTrailingReport(t *testing.T) {
 	if clk.Pending() != 1 {
 		t.Fatalf("%d timers armed, want 1", clk.Pending())
 	}
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if clk.Pending() != 0 {
 		t.Errorf("%d timers armed after Close", clk.Pending())
 	}
@@ -380,7 +382,9 @@ func TestCloseSystemClock(t *testing.T) {
 	}
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(1))})
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(2))}) // arms an hour's timer
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if calls != 1 {

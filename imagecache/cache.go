@@ -664,7 +664,7 @@ func (c *Cache) setPinned(images []Image) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return ErrClosed
+		return ErrServerClosed
 	}
 	now := c.now()
 	pinned := make(map[Digest]Image, len(images))
@@ -825,7 +825,7 @@ func (c *Cache) Pull(ctx context.Context, img Image) error {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
-			return ErrClosed
+			return ErrServerClosed
 		}
 		if _, ok := c.entries[img.SHA256]; ok {
 			c.mu.Unlock()
@@ -899,7 +899,7 @@ func (c *Cache) pull(img Image) (err error) {
 			st.state, st.err, st.since = StateFailed, pe, now
 			st.failures++
 			st.nextRetry, st.retryMono = time.Time{}, time.Time{}
-			if !errors.Is(err, ErrClosed) {
+			if !errors.Is(err, ErrServerClosed) {
 				delay := c.retryDelay(st.failures)
 				st.nextRetry, st.retryMono = now.Add(delay), time.Now().Add(delay)
 			}
@@ -1001,7 +1001,7 @@ func (c *Cache) pull(img Image) (err error) {
 	if err != nil {
 		keep = (retryable(err) || errors.Is(err, ErrDeadline) || c.ctx.Err() != nil) && t.n > 0
 		if c.ctx.Err() != nil {
-			return fmt.Errorf("%w: %w", ErrClosed, err)
+			return fmt.Errorf("%w: %w", ErrServerClosed, err)
 		}
 		if errors.Is(err, ErrSourceRefused) {
 			c.stats.sourceRefused.Add(1)

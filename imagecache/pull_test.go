@@ -232,7 +232,7 @@ func TestShutdownCancelsPulls(t *testing.T) {
 	if err := c.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	if err := c.Pull(context.Background(), img); !errors.Is(err, imagecache.ErrClosed) {
+	if err := c.Pull(context.Background(), img); !errors.Is(err, imagecache.ErrServerClosed) {
 		t.Errorf("Pull after Shutdown: %v, want ErrClosed", err)
 	}
 	// The partial copy stays, for the next Open to resume; nothing is visible.
@@ -243,7 +243,7 @@ func TestShutdownCancelsPulls(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(cfg.Dir, wantFiles[0])); err != nil || fi.Size() != int64(len(body)/2) {
 		t.Errorf("partial copy: %v, want %d bytes", err, len(body)/2)
 	}
-	if st := c.Status(); st[0].State != imagecache.StateFailed || !errors.Is(st[0].Err, imagecache.ErrClosed) {
+	if st := c.Status(); st[0].State != imagecache.StateFailed || !errors.Is(st[0].Err, imagecache.ErrServerClosed) {
 		t.Errorf("Status after Shutdown: %v %v", st[0].State, st[0].Err)
 	}
 }

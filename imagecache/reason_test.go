@@ -28,7 +28,7 @@ func TestReasonOf(t *testing.T) {
 		{wrap(imagecache.ErrNoSpace), "no-space"},
 		{wrap(imagecache.ErrTooLarge), "too-large"},
 		{wrap(imagecache.ErrBadImage), "bad-image"},
-		{wrap(imagecache.ErrClosed), "closed"},
+		{wrap(imagecache.ErrServerClosed), "closed"},
 		{wrap(io.ErrUnexpectedEOF), "network"},
 		{fmt.Errorf("serving: %w", &imagecache.GrantError{Reason: imagecache.RefusedFenced}), "fenced"},
 		{&imagecache.GrantError{Reason: imagecache.RefusedExpired}, "expired"},

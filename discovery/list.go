@@ -103,7 +103,7 @@ type Stats struct {
 	Forgotten      uint64 // machines dropped by Forget or ForgetFunc
 	ReportsWanted  uint64 // calls of ReportWanted
 	ReportsDelayed uint64 // new machines whose report request waited for the throttle
-	Len            int    // machines listed now
+	Len            uint64 // machines listed now
 }
 
 // Config configures a [List]. The zero value is usable.
@@ -471,7 +471,7 @@ func (l *List) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.stats
-	s.Len = len(l.index)
+	s.Len = uint64(len(l.index))
 	return s
 }
 

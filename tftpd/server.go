@@ -192,8 +192,8 @@ type Stats struct {
 	Windowed         uint64 // transfers granted a windowsize above 1
 	Queued           uint64 // requests that waited in the queue for a slot
 	Fenced           uint64 // read requests refused while the Fence was inactive (also counted in Denied)
-	Active           int    // transfers running now
-	Waiting          int    // requests in the queue now
+	Active           uint64 // transfers running now
+	Waiting          uint64 // requests in the queue now
 }
 
 // Fence tells whether this agent is the site's active boot server.
@@ -230,8 +230,8 @@ func (s *Server) Stats() Stats {
 		Windowed:         s.c.windowed.Load(),
 		Queued:           s.c.queued.Load(),
 		Fenced:           s.c.fenced.Load(),
-		Active:           active,
-		Waiting:          int(s.c.waiting.Load()),
+		Active:           uint64(max(active, 0)),
+		Waiting:          uint64(max(s.c.waiting.Load(), 0)),
 	}
 }
 

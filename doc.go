@@ -28,6 +28,8 @@
 //     binding, client, server-side handler) and its OpenAPI specification.
 //   - connlimit: a listener that caps connections per source and in total, so a flood of
 //     HTTP connections cannot take the descriptors other protocols need.
+//   - clock: the one clock interface every package takes, and clock/clocktest, a fake that
+//     moves and fires timers only when a test says so.
 //
 // # Wiring
 //
@@ -70,8 +72,11 @@
 //	func ReasonOf(err error) string
 //
 // returning a short stable name ("stale-epoch", "not-found", ...) for the first error of
-// the package in err's chain, and "" for nil or an error the package does not know. The
-// names are documented beside the function and meant for logs and metric labels.
+// the package in err's chain, and "" for nil. The names are documented beside the
+// function and meant for logs and metric labels; so is what it returns for an error it
+// does not recognise ("" in most packages; imagecache names any other pull failure
+// "network"). Typed reasons, where a package has them, are untyped constants or convert
+// to the same strings.
 //
 // Fence. A package that must act only while this agent is the site's active boot server
 // declares, in its own words, the one-method interface
@@ -88,8 +93,10 @@
 // under no lock the caller sees; never a map keyed by strings.
 //
 // Test helpers. A package an embedder would fake or run in a test ships an xxxtest
-// package: NewServer(t or handler...) returning a *Server that is already serving on
-// 127.0.0.1 with a URL or Addr field, and Close() with no result, like
-// [net/http/httptest.Server]; Close blocks until every goroutine the helper started has
-// ended.
+// package (tftpd/tftpdtest, ipxe/ipxetest, imagecache/imagecachetest, bmc/bmctest,
+// lease/leasetest, casreg/casregtest, sitetls/sitetlstest, clock/clocktest): a
+// constructor returning a value that is already serving on 127.0.0.1 with a URL or Addr
+// field, and Close() with no result, like [net/http/httptest.Server]; Close blocks until
+// every goroutine the helper started has ended, and the helper's own tests check that
+// with a leak check.
 package siteboot

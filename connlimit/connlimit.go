@@ -317,3 +317,25 @@ func (c *conn) ReadFrom(r io.Reader) (int64, error) {
 
 // NetConn returns the wrapped connection.
 func (c *conn) NetConn() net.Conn { return c.Conn }
+
+// ReasonOf names the first of the package's errors in err's chain in a word a host can count:
+// "limits", "no-room"; "" for nil or an error of another package.
+func ReasonOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return ""
+}
+
+var reasons = [...]struct {
+	err  error
+	name string
+}{
+	{ErrLimits, "limits"},
+	{ErrNoRoom, "no-room"},
+}

@@ -238,7 +238,7 @@ type image struct {
 	since     time.Time
 	failures  int
 	nextRetry time.Time
-	retryMono time.Time // nextRetry on the monotonic clock: a step back of Config.Now delays no retry
+	retryMono time.Time // nextRetry on the monotonic clock: a step back of Config.Clock delays no retry
 	seq       uint64    // its place in the slot queue while warming
 }
 
@@ -751,7 +751,7 @@ func (c *Cache) startLocked(img Image, now time.Time) {
 	}()
 }
 
-// retryDue says whether a failed image's retry is due: its time has come by Config.Now
+// retryDue says whether a failed image's retry is due: its time has come by Config.Clock
 // (now), or its delay has passed on the monotonic clock (mono, from time.Now).
 func (st *image) retryDue(now, mono time.Time) bool {
 	return !now.Before(st.nextRetry) || (!st.retryMono.IsZero() && !mono.Before(st.retryMono))
@@ -771,7 +771,7 @@ func (c *Cache) armRetryLocked(now time.Time) {
 	if c.closed {
 		return
 	}
-	// The wait is the shorter of what Config.Now and the monotonic clock say: a clock
+	// The wait is the shorter of what Config.Clock and the monotonic clock say: a clock
 	// stepped forward retries early, as SetPinned would; one stepped back delays nothing.
 	wait, armed := time.Duration(0), false
 	mono := time.Now()

@@ -131,7 +131,7 @@
 // A pinned image whose pull failed is pulled again by the cache itself after
 // Config.RetryFailedAfter (30 s), the wait doubling with each consecutive failure up to
 // Config.MaxRetryFailedAfter (15 min); SetPinned does not retry it sooner. The wait is
-// kept on both clocks: the retry is due when Config.Now reaches NextRetry or when the wait
+// kept on both clocks: the retry is due when Config.Clock reaches NextRetry or when the wait
 // has passed on the monotonic clock, so a clock stepped back delays no retry. Status reports
 // the failure (Err, a *PullError; Reason gives a stable word for it), the count of
 // consecutive failures and when the next pull is due.

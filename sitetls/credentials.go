@@ -284,7 +284,7 @@ func (c *Credentials) Status() Status {
 // the current certificate and verifies the server's certificate against the current CA
 // bundle, for serverName (a DNS name or an IP address; empty means the name the connection
 // was made for, which an http.Transport sets from the URL's host, except for an IP
-// address), for server authentication, at Config.Now. TLS 1.3 only.
+// address), for server authentication, at Config.Clock. TLS 1.3 only.
 //
 // The verification is this package's own, in VerifyConnection, because crypto/tls's
 // RootCAs cannot change after the first handshake: InsecureSkipVerify is set only to hand
@@ -336,7 +336,7 @@ func (c *Credentials) verifyServer(cs tls.ConnectionState, serverName string) er
 
 // ServerConfig returns a TLS configuration for the control plane's side of the link: it
 // presents the current certificate and requires a client certificate that chains to the
-// current CA bundle, for client authentication, at Config.Now. TLS 1.3 only; session
+// current CA bundle, for client authentication, at Config.Clock. TLS 1.3 only; session
 // tickets are off, so every connection is verified against the CA bundle in use when it
 // is made. The per-connection configuration is a copy of the returned one (its NextProtos,
 // cipher and curve settings, as set before serving) with those fields filled in.

@@ -176,7 +176,7 @@ type waiting struct {
 	req   request
 	name  string    // req.Filename, cleaned
 	key   string    // the peer and the datagram: a request sent again has the same
-	start time.Time // when it was first read (Server.Now)
+	start time.Time // when it was first read (Server.Clock)
 	last  time.Time // when it was last read (time.Now): it expires QueueWait after
 }
 

@@ -199,4 +199,10 @@
 // Bytes are trusted only by digest: neither the cache's sources nor the cache itself can
 // substitute an image for a Fetcher. The Fetcher's destination must be a regular file path
 // on a writable file system (the temp file lives beside it so that the rename is atomic).
+//
+// # Testing
+//
+// Package imagecachetest is an origin for tests: it serves images by digest on loopback,
+// with byte ranges, and imagecachetest.Loopback is what AllowedSourceNetworks must hold
+// to pull from it.
 package imagecache

@@ -15,7 +15,9 @@ import (
 const FenceHistory = 64
 
 // Fence is the agent side of the lease: it says whether this agent is the site's active
-// boot server. The zero value is ready to use; it is safe for concurrent use.
+// boot server. The zero value is ready to use; it is safe for concurrent use. Its Active
+// method is the fence interface every package takes (tftpd.Fence, ipxe.Fence,
+// imagecache.Fence), so a *Fence is handed to them as it is.
 type Fence struct {
 	// Clock's Monotonic reading measures the window; nil: [clock.Real].
 	Clock clock.Clock

@@ -62,9 +62,11 @@
 //
 // Time. A Clock field of type [github.com/bettercompute/siteboot/clock.Clock]; nil means
 // [github.com/bettercompute/siteboot/clock.Real]. No package calls time.Now, time.Since
-// or time.AfterFunc directly for a rule that depends on time. Tests, ours and an
-// embedder's, move time with [github.com/bettercompute/siteboot/clock/clocktest.Fake] and
-// never sleep.
+// or time.AfterFunc directly for a rule that depends on time (expiries, leases, grants,
+// throttles, retries); deadlines of socket I/O stay on the process's clock. Tests, ours
+// and an embedder's, move time with [github.com/bettercompute/siteboot/clock/clocktest.Fake]
+// and never sleep. A package that took a Now func() time.Time keeps it, deprecated, as
+// the fallback when Clock is nil, until its callers move.
 //
 // Errors. Package-prefixed sentinels, typed errors with Unwrap, always %w. Every package
 // that refuses or fails for reasons a host counts has
@@ -85,8 +87,8 @@
 //		Active() (epoch uint64, active bool)
 //	}
 //
-// with a FenceFunc adapter of the same signature; [github.com/bettercompute/siteboot/lease.Fence]
-// satisfies it. The epoch is the lease term this agent holds; a consumer that records it
+// with a FenceFunc adapter of func() (uint64, bool);
+// [github.com/bettercompute/siteboot/lease.Fence] satisfies it as it is. The epoch is the lease term this agent holds; a consumer that records it
 // (an assertion, a grant) treats epoch 0 as no lease.
 //
 // Statistics. A Stats() method returning a struct of uint64 counters (and gauges), copied
@@ -94,9 +96,9 @@
 //
 // Test helpers. A package an embedder would fake or run in a test ships an xxxtest
 // package (tftpd/tftpdtest, ipxe/ipxetest, imagecache/imagecachetest, bmc/bmctest,
-// lease/leasetest, casreg/casregtest, sitetls/sitetlstest, clock/clocktest): a
-// constructor returning a value that is already serving on 127.0.0.1 with a URL or Addr
-// field, and Close() with no result, like [net/http/httptest.Server]; Close blocks until
-// every goroutine the helper started has ended, and the helper's own tests check that
-// with a leak check.
+// lease/leasetest, casreg/casregtest, sitetls/sitetlstest, clock/clocktest). A helper
+// that serves returns a value already serving on 127.0.0.1, with a URL or Addr field, and
+// Close() with no result, like [net/http/httptest.Server]: Close blocks until every
+// goroutine the helper started has ended, and the helper's own tests check that with a
+// leak check.
 package siteboot

@@ -105,7 +105,9 @@ type Join struct {
 	// MACs are the MAC addresses the machine claims; they must include the asserted MAC.
 	MACs []hwid.MAC
 	// UUID is the machine's product UUID as it reports it; zero when it reports none. When
-	// the assertion names a UUID, this must be one of its spellings.
+	// the assertion names a UUID, this must be the same machine in any spelling of either
+	// ([hwid.SameMachine]): the assertion holds the entry's spelling, the machine may report
+	// another.
 	UUID hwid.UUID
 }
 
@@ -174,8 +176,9 @@ func (v *Verifier) Validate() error {
 // known; the signature is the agent's under the purpose "discovery-assertion"; the agent is a
 // site agent of the asserted site, which is j's site; the lifetime is at most 15 minutes
 // and now is within it (with the skew allowance); the asserted epoch is the site's current
-// lease epoch and the agent holds the lease; j's MACs include the asserted MAC; the UUID
-// matches when asserted; and the assertion was not used before.
+// lease epoch and the agent holds the lease; j's MACs include the asserted MAC; the UUID,
+// when asserted, is the same machine as j's ([hwid.SameMachine]); and the assertion was not
+// used before.
 //
 // A refusal is a *RefusedError naming its Reason; an invalid configuration is an error
 // wrapping ErrConfig.

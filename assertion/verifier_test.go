@@ -36,13 +36,25 @@ func TestVerifyAdmits(t *testing.T) {
 	}
 }
 
-// TestVerifyUUIDSpellings: the machine may report its UUID in any of the three spellings.
+// TestVerifyUUIDSpellings: the entry, and so the assertion, may hold the machine's UUID in
+// any of its three spellings, and the joining machine may report it in any of them: each
+// against each is admitted (A2), the SMBIOS spelling against the reversed one included.
 func TestVerifyUUIDSpellings(t *testing.T) {
-	for i, spelling := range hwid.MustParseUUID("4c4c4544-0031-3510-8052-b4c04f4e4b32").Spellings() {
-		s := newSite(t)
-		s.join.UUID = spelling
-		if _, err := s.verifier.Verify(context.Background(), s.issue(t), s.join); err != nil {
-			t.Errorf("spelling %d (%s): %v", i, spelling, err)
+	u := hwid.MustParseUUID("4c4c4544-0031-3510-8052-b4c04f4e4b32")
+	names := []string{"as given", "SMBIOS", "reversed"}
+	for i, asserted := range u.Spellings() {
+		for j, reported := range u.Spellings() {
+			t.Run(names[i]+" asserted, "+names[j]+" reported", func(t *testing.T) {
+				s := newSite(t)
+				s.fields.UUID, s.join.UUID = asserted, reported
+				a, err := s.verifier.Verify(context.Background(), s.issue(t), s.join)
+				if err != nil {
+					t.Fatalf("asserted %s, reported %s: %v", asserted, reported, err)
+				}
+				if a.UUID != asserted {
+					t.Errorf("admitted UUID %s, want %s as asserted", a.UUID, asserted)
+				}
+			})
 		}
 	}
 	// No UUID asserted: whatever the machine reports (or nothing) is fine.
@@ -177,6 +189,12 @@ func refusalCases() []refusalCase {
 		}, assertion.ReasonMACMismatch, nil},
 		{"uuid-of-another-machine", func(t *testing.T, s *site) string {
 			s.join.UUID = hwid.MustParseUUID("4c4c4544-0031-3510-8052-b4c04f4e4b33")
+			return s.issue(t)
+		}, assertion.ReasonUUIDMismatch, nil},
+		{"uuid-of-another-machine-smbios-asserted-reversed-reported", func(t *testing.T, s *site) string {
+			other := s.uuid
+			other[15] ^= 1
+			s.fields.UUID, s.join.UUID = s.uuid.SMBIOS(), other.Reversed()
 			return s.issue(t)
 		}, assertion.ReasonUUIDMismatch, nil},
 		{"uuid-asserted-machine-reports-none", func(t *testing.T, s *site) string {

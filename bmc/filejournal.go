@@ -14,9 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/bettercompute/siteboot/internal/atomicfile"
+	"github.com/bettercompute/siteboot/internal/filelock"
 )
 
 // Names and defaults of FileJournal.
@@ -51,8 +50,8 @@ var ErrJournalLocked = errors.New("bmc: journal in use by another process")
 //   - one that was still waiting for its claim (Record.Claiming) never reached the BMC: it
 //     becomes a Retryable failure, and a repeat claims it again.
 //
-// One process at a time: OpenFileJournal takes an exclusive lock (flock) on JournalLock,
-// held until Close or the process's end.
+// One process at a time: OpenFileJournal takes an exclusive lock on JournalLock (flock(2)
+// on Unix systems, LockFileEx on Windows), held until Close or the process's end.
 type FileJournal struct {
 	// Window and Size as for MemoryJournal; zero means DefaultFileJournalWindow and
 	// DefaultFileJournalSize. Set them before first use.
@@ -95,9 +94,9 @@ func OpenFileJournal(dir string) (*FileJournal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bmc: journal: %w", err)
 	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := filelock.TryLock(lock); err != nil {
 		lock.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, filelock.ErrLocked) {
 			return nil, fmt.Errorf("%w: %s", ErrJournalLocked, dir)
 		}
 		return nil, fmt.Errorf("bmc: journal: lock: %w", err)

@@ -50,4 +50,7 @@
 // of machines fetching one file each. It is only as good as the preference: an address any
 // host can claim (one that merely asked for a script) gains a flood nothing, one that proxy
 // DHCP answered on the provisioning segment does.
+//
+// [NOFILE] and [RaiseNOFILE] read and raise RLIMIT_NOFILE on Unix systems; elsewhere
+// (Windows) they return errors.ErrUnsupported, and a host sets the caps itself.
 package connlimit

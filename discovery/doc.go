@@ -55,16 +55,17 @@
 // [Match] applies the candidate rule to a machine enrolled with a product UUID and no MACs,
 // right after the control plane power-cycled it into PXE: a MAC is its candidate when it was
 // first seen within 10 minutes after the power command (30 s of slack before it), it is the
-// only MAC the UUID was seen from in the last 24 hours in any of the UUID's three spellings
-// ([hwid.UUID.Spellings]), no other machine of the site shares the UUID, and no enrolled
+// only MAC the UUID was seen from in the last 24 hours in any of the UUID's three spellings,
+// whichever spelling the enrollment holds ([hwid.SameMachine], the one rule every siteboot
+// package compares UUIDs by), no other machine of the site shares the UUID, and no enrolled
 // machine has the MAC. Otherwise it returns a [*MatchError] whose [Reason] is one of
 // [ReasonSharedUUID], [ReasonNotSeen], [ReasonAmbiguous] or [ReasonMACEnrolled].
 // Placeholder UUIDs ([hwid.UUID.IsPlaceholder]) never match.
 //
 // [Identity.Verify] is the backstop once the ramdisk reports its own system UUID and NICs:
-// for a MAC that came from discovery, the reported UUID must be a spelling of the enrolled one
-// and the NICs must include the MAC, otherwise [ReasonIdentityMismatch]
-// (machine-identity-mismatch).
+// for a MAC that came from discovery, the reported UUID must be the same machine as the
+// enrolled one (any spelling of it against any other, [hwid.SameMachine]) and the NICs must
+// include the MAC, otherwise [ReasonIdentityMismatch] (machine-identity-mismatch).
 //
 // # Time
 //

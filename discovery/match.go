@@ -129,10 +129,11 @@ type Identity struct {
 }
 
 // Verify is the identity backstop. For a MAC from discovery (any source but MACFromOperator
-// and MACFromInspection), the reported UUID must be a spelling of the enrolled one and the
-// reported NICs must include the MAC. For a trusted MAC, a UUID present on both sides (not a
-// placeholder on either) must still be a spelling of the other. Otherwise it returns a
-// [*MatchError] with ReasonIdentityMismatch.
+// and MACFromInspection), the reported UUID must be the same machine as the enrolled one
+// ([hwid.SameMachine]: any spelling of it against any other) and the reported NICs must
+// include the MAC. For a trusted MAC, a UUID present on both sides (not a placeholder on
+// either) must still be the same machine ([hwid.DifferentMachines] is false). Otherwise it
+// returns a [*MatchError] with ReasonIdentityMismatch.
 func (id Identity) Verify() error {
 	mismatch := func(format string, args ...any) error {
 		return &MatchError{Reason: ReasonIdentityMismatch, UUID: id.EnrolledUUID, MACs: []hwid.MAC{id.MAC},
@@ -140,10 +141,7 @@ func (id Identity) Verify() error {
 	}
 	switch id.MACSource {
 	case MACFromOperator, MACFromInspection:
-		if id.EnrolledUUID.IsPlaceholder() || id.ReportedUUID.IsPlaceholder() {
-			return nil
-		}
-		if !hwid.SameMachine(id.EnrolledUUID, id.ReportedUUID) {
+		if hwid.DifferentMachines(id.EnrolledUUID, id.ReportedUUID) {
 			return mismatch("reported UUID %s is not a spelling of enrolled %s", id.ReportedUUID, id.EnrolledUUID)
 		}
 		return nil

@@ -36,8 +36,10 @@ func TestMatch(t *testing.T) {
 		{"seen as given", []discovery.Merged{seen(mac1, u, at(time.Minute), at(time.Minute))}, nil, want{mac: mac1}},
 		{"seen in SMBIOS order", []discovery.Merged{seen(mac1, u.SMBIOS(), at(time.Minute), at(time.Minute))}, nil, want{mac: mac1}},
 		{"seen reversed as IPMI prints it", []discovery.Merged{seen(mac1, u.Reversed(), at(time.Minute), at(time.Minute))}, nil, want{mac: mac1}},
-		{"seen reversed SMBIOS order is not a spelling", []discovery.Merged{seen(mac1, u.SMBIOS().Reversed(), at(time.Minute), at(time.Minute))}, nil,
-			want{reason: discovery.ReasonNotSeen}},
+		// Spellings of spellings: the firmware reports one spelling, the enrollment holds another.
+		{"seen as the SMBIOS spelling reversed", []discovery.Merged{seen(mac1, u.SMBIOS().Reversed(), at(time.Minute), at(time.Minute))}, nil, want{mac: mac1}},
+		{"seen as the reversal in SMBIOS order", []discovery.Merged{seen(mac1, u.Reversed().SMBIOS(), at(time.Minute), at(time.Minute))}, nil, want{mac: mac1}},
+		{"seen with one bit changed", []discovery.Merged{seen(mac1, flip(u.SMBIOS()), at(time.Minute), at(time.Minute))}, nil, want{reason: discovery.ReasonNotSeen}},
 		{"another UUID", []discovery.Merged{seen(mac1, other, at(time.Minute), at(time.Minute))}, nil, want{reason: discovery.ReasonNotSeen}},
 		{"no UUID", []discovery.Merged{{MAC: mac1, FirstSeen: at(time.Minute), LastSeen: at(time.Minute)}}, nil, want{reason: discovery.ReasonNotSeen}},
 
@@ -54,6 +56,8 @@ func TestMatch(t *testing.T) {
 
 		// The only MAC in 24 hours.
 		{"two MACs in the window", []discovery.Merged{seen(mac1, u, at(time.Minute), at(time.Minute)), seen(mac2, u.SMBIOS(), at(2*time.Minute), at(2*time.Minute))}, nil,
+			want{reason: discovery.ReasonAmbiguous}},
+		{"two MACs in the window, as SMBIOS and IPMI spell it", []discovery.Merged{seen(mac1, u.SMBIOS(), at(time.Minute), at(time.Minute)), seen(mac2, u.SMBIOS().Reversed(), at(2*time.Minute), at(2*time.Minute))}, nil,
 			want{reason: discovery.ReasonAmbiguous}},
 		{"another MAC earlier today", []discovery.Merged{seen(mac1, u, at(time.Minute), at(time.Minute)), seen(mac2, u, at(-5*time.Hour), at(-5*time.Hour))}, nil,
 			want{reason: discovery.ReasonAmbiguous}},
@@ -78,6 +82,10 @@ func TestMatch(t *testing.T) {
 			[]discovery.Machine{{ID: "m2", UUID: u}}, want{reason: discovery.ReasonSharedUUID}},
 		{"another machine has it in SMBIOS order", []discovery.Merged{seen(mac1, u, at(time.Minute), at(time.Minute))},
 			[]discovery.Machine{{ID: "m2", UUID: u.SMBIOS()}}, want{reason: discovery.ReasonSharedUUID}},
+		{"another machine has it as the SMBIOS spelling reversed", []discovery.Merged{seen(mac1, u, at(time.Minute), at(time.Minute))},
+			[]discovery.Machine{{ID: "m2", UUID: u.SMBIOS().Reversed()}}, want{reason: discovery.ReasonSharedUUID}},
+		{"another machine has it with one bit changed", []discovery.Merged{seen(mac1, u, at(time.Minute), at(time.Minute))},
+			[]discovery.Machine{{ID: "m2", UUID: flip(u)}}, want{mac: mac1}},
 		{"shared UUID before not-seen", nil,
 			[]discovery.Machine{{ID: "m2", UUID: u.Reversed()}}, want{reason: discovery.ReasonSharedUUID}},
 		{"the machine's own row is skipped", []discovery.Merged{seen(mac1, u, at(time.Minute), at(time.Minute))},
@@ -107,6 +115,12 @@ func TestMatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// flip returns u with the lowest bit of its last byte changed: another machine.
+func flip(u hwid.UUID) hwid.UUID {
+	u[15] ^= 1
+	return u
 }
 
 func TestMatchErrorDetails(t *testing.T) {
@@ -154,8 +168,9 @@ func TestMatchPlaceholderQuery(t *testing.T) {
 }
 
 // Properties over random UUIDs: whichever spelling the machine was enrolled with and
-// whichever the firmware reported, the candidate is found; a UUID that is not a spelling
-// never matches; a placeholder sighting never matches anything.
+// whichever the firmware reported (the SMBIOS one against the reversed one included), the
+// candidate is found and the identity backstop agrees; a UUID with one bit changed never
+// matches; a placeholder sighting never matches anything.
 func TestMatchSpellingProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
 	mac := hwid.MustParseMAC(macA)
@@ -173,34 +188,31 @@ func TestMatchSpellingProperties(t *testing.T) {
 		reported := u.Spellings()[r.IntN(3)]
 		q := discovery.Query{MachineID: "m1", UUID: enrolled, PoweredAt: epoch, Now: epoch.Add(time.Minute),
 			Seen: []discovery.Merged{{MAC: mac, ProductUUID: reported.String(), FirstSeen: epoch, LastSeen: epoch}}}
-		sameSpellingClass := hwid.SameMachine(enrolled, reported)
-		c, err := discovery.Match(q)
-		if sameSpellingClass && (err != nil || c.MAC != mac) {
-			t.Fatalf("enrolled %s, reported %s (spellings of %s): %v", enrolled, reported, u, err)
+		if c, err := discovery.Match(q); err != nil || c.MAC != mac {
+			t.Fatalf("enrolled %s, reported %s (spellings of %s): %v, %v; want %s", enrolled, reported, u, c.MAC, err, mac)
 		}
-		if !sameSpellingClass && !errors.Is(err, discovery.ErrNotSeen) {
-			// Enrolled in SMBIOS order and reported reversed (or the other way round) is not
-			// one of the three spellings of either: it must not match.
-			t.Fatalf("enrolled %s, reported %s: %v, want not-seen", enrolled, reported, err)
+		// The identity backstop agrees with the matcher.
+		id := discovery.Identity{EnrolledUUID: enrolled, MAC: mac, MACSource: discovery.MACDiscovered, ReportedUUID: reported,
+			ReportedNICs: []hwid.MAC{mac}}
+		if err := id.Verify(); err != nil {
+			t.Fatalf("Verify(enrolled %s, reported %s, spellings of %s) = %v", enrolled, reported, u, err)
 		}
-		// Flip one bit: a different machine.
+		// Flip one bit: a different machine, for the matcher and the backstop.
 		flipped := reported
 		flipped[r.IntN(16)] ^= 1 << r.IntN(8)
 		q.Seen[0].ProductUUID = flipped.String()
-		if c, err := discovery.Match(q); err == nil && !hwid.SameMachine(enrolled, flipped) {
-			t.Fatalf("enrolled %s matched %s via %s", enrolled, c.MAC, flipped)
+		if c, err := discovery.Match(q); !errors.Is(err, discovery.ErrNotSeen) {
+			t.Fatalf("enrolled %s, seen %s (one bit from %s): %v, %v; want not-seen", enrolled, flipped, reported, c.MAC, err)
+		}
+		id.ReportedUUID = flipped
+		if err := id.Verify(); discovery.ReasonOf(err) != discovery.ReasonIdentityMismatch {
+			t.Fatalf("Verify(enrolled %s, reported %s) = %v, want an identity mismatch", enrolled, flipped, err)
 		}
 		// Placeholders, in every spelling, are never the machine's.
 		p := placeholders[r.IntN(len(placeholders))].Spellings()[r.IntN(3)]
 		q.Seen[0].ProductUUID = p.String()
 		if _, err := discovery.Match(q); !errors.Is(err, discovery.ErrNotSeen) {
 			t.Fatalf("placeholder %s sighting: %v, want not-seen", p, err)
-		}
-		// The identity backstop agrees with the matcher.
-		id := discovery.Identity{EnrolledUUID: enrolled, MAC: mac, MACSource: discovery.MACDiscovered, ReportedUUID: reported,
-			ReportedNICs: []hwid.MAC{mac}}
-		if err := id.Verify(); (err == nil) != sameSpellingClass {
-			t.Fatalf("Verify(enrolled %s, reported %s) = %v", enrolled, reported, err)
 		}
 	}
 }
@@ -223,6 +235,9 @@ func TestIdentityVerify(t *testing.T) {
 		{"discovered, same UUID", discovery.MACDiscovered, u, u, nics, true},
 		{"discovered, SMBIOS spelling", discovery.MACDiscovered, u, u.SMBIOS(), nics, true},
 		{"discovered, reversed spelling", discovery.MACDiscovered, u.SMBIOS(), u.SMBIOS().Reversed(), nics, true},
+		{"discovered, SMBIOS spelling enrolled, reversed reported", discovery.MACDiscovered, u.SMBIOS(), u.Reversed(), nics, true},
+		{"discovered, reversed enrolled, SMBIOS spelling reported", discovery.MACDiscovered, u.Reversed(), u.SMBIOS(), nics, true},
+		{"discovered, one bit apart", discovery.MACDiscovered, u.SMBIOS(), flip(u.SMBIOS()), nics, false},
 		{"discovered, other UUID", discovery.MACDiscovered, u, other, nics, false},
 		{"discovered, no UUID reported", discovery.MACDiscovered, u, zero, nics, false},
 		{"discovered, placeholder on both sides", discovery.MACDiscovered, ones, ones, nics, false},
@@ -232,6 +247,8 @@ func TestIdentityVerify(t *testing.T) {
 		{"unknown source, all well", "", u, u.Reversed(), nics, true},
 		{"operator, other UUID", discovery.MACFromOperator, u, other, nil, false},
 		{"operator, spelling, NICs not checked", discovery.MACFromOperator, u, u.Reversed(), nil, true},
+		{"operator, SMBIOS spelling enrolled, reversed reported", discovery.MACFromOperator, u.SMBIOS(), u.Reversed(), nil, true},
+		{"inspection, reversed enrolled, SMBIOS spelling reported", discovery.MACFromInspection, u.Reversed(), u.SMBIOS(), nil, true},
 		{"operator, no reported UUID", discovery.MACFromOperator, u, zero, nil, true},
 		{"operator, enrolled without UUID", discovery.MACFromOperator, zero, other, nil, true},
 		{"operator, placeholder reported", discovery.MACFromOperator, u, ones, nil, true},

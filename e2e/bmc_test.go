@@ -87,7 +87,7 @@ func (b *bmcMachine) target() sitelink.BMCTarget {
 
 // entry is m's boot entry, as EnsureRamdisk sends it.
 func (m *machine) entry(arch string) sitelink.ProxyDhcpEntry {
-	return sitelink.ProxyDhcpEntry{MAC: m.mac, UUID: m.uuid.String(), Arch: arch, Workflow: m.workflow(), TokenRef: m.tokenRef(), NotAfter: time.Now().Add(time.Hour)}
+	return sitelink.ProxyDhcpEntry{MAC: m.mac, UUID: m.entrySpelling().String(), Arch: arch, Workflow: m.workflow(), TokenRef: m.tokenRef(), NotAfter: time.Now().Add(time.Hour)}
 }
 
 // power carries out one of ipmi_sim's power calls, from the Chassis' goroutine: what

@@ -104,15 +104,21 @@ func TestE2E_UEFIPXE(t *testing.T) {
 }
 
 // tftpPackets returns the UDP payloads of the segment's capture sent by agent (fromAgent) or
-// to it, on any port but DHCP's, as tcpdump prints them in hex.
+// to it, on any port but DHCP's.
 func (l *lab) tftpPackets(agent netip.Addr, fromAgent bool) [][]byte {
 	l.t.Helper()
 	dir := "dst"
 	if fromAgent {
 		dir = "src"
 	}
-	out, err := exec.Command("tcpdump", "-r", l.capture, "-n", "-x",
-		"udp and "+dir+" host "+agent.String()+" and not port 67 and not port 68 and not port 4011").Output()
+	return l.udpPayloads("udp and " + dir + " host " + agent.String() + " and not port 67 and not port 68 and not port 4011")
+}
+
+// udpPayloads returns the UDP payloads of the IPv4 packets of the segment's capture that
+// match a tcpdump filter expression, as tcpdump prints them in hex.
+func (l *lab) udpPayloads(filter string) [][]byte {
+	l.t.Helper()
+	out, err := exec.Command("tcpdump", "-r", l.capture, "-n", "-x", filter).Output()
 	if err != nil {
 		l.t.Fatalf("tcpdump -r %s: %v", l.capture, err)
 	}

@@ -38,6 +38,12 @@
 //     with the relay's address.
 //   - TestE2E_UUIDMismatch: a machine whose option 97 is not its entry's UUID (in any
 //     spelling) gets no answer, counted under a reason of its own.
+//   - TestE2E_UUIDSpellingsBIOS, TestE2E_UUIDSpellingsUEFIPXE: three machines whose UUIDs
+//     QEMU gives as SMBIOS type 1 fields (-smbios type=1,uuid=), each with an entry holding
+//     its UUID in one of the three spellings (as given, SMBIOS order, reversed as IPMI
+//     prints it), under SeaBIOS and under OVMF: whichever spelling option 97 and iPXE's
+//     query carry, each machine boots, its assertion carries the entry's spelling and
+//     verifies for a machine reporting any of the three, and no UUID mismatch is counted.
 //   - TestE2E_IPv6PXE, TestE2E_IPv6HTTPBoot: on an IPv6-only segment (router advertisements
 //     and a DHCPv6 address server from dnsmasq), OVMF's IPv6 PXE and IPv6 HTTP boot boot the
 //     ramdisk through the agent's DHCPv6 proxy, and the assertion names the IPv6 address.

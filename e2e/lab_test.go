@@ -130,9 +130,7 @@ func requirePeers(t *testing.T) {
 		ipxeRoot + "/ipxe.efi":              "ipxe",
 		"/usr/lib/ipxe/qemu/efi-virtio.rom": "ipxe-qemu",
 	} {
-		if _, err := os.Stat(file); err != nil {
-			testpeer.Unavailable(t, "no %s: install the Debian package %s", file, pkg)
-		}
+		testpeer.File(t, file, pkg)
 	}
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		testpeer.Unavailable(t, "no /dev/net/tun for the machines' taps")
@@ -566,7 +564,7 @@ func waitFor(limit time.Duration, cond func() bool) bool {
 func (l *lab) prepare(node string, m *machine, arch string) {
 	l.t.Helper()
 	l.plane.Prepare(node, []agent.Entry{{
-		MAC: m.mac, UUID: m.uuid.String(), Arch: arch, Workflow: m.workflow(), TokenRef: m.tokenRef(),
+		MAC: m.mac, UUID: m.entrySpelling().String(), Arch: arch, Workflow: m.workflow(), TokenRef: m.tokenRef(),
 		NotAfter: time.Now().Add(time.Hour),
 	}})
 	l.waitReady(node)

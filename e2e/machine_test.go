@@ -44,6 +44,9 @@ type machine struct {
 	mac  hwid.MAC   // the NIC with the boot entry, which the machine boots from
 	nics []hwid.MAC // every NIC in boot order, mac among them
 	uuid hwid.UUID
+	// entryUUID is the spelling of uuid its boot entry holds; zero means uuid as QEMU's
+	// -uuid spells it.
+	entryUUID hwid.UUID
 	// routed puts the machine on the lab's second segment, behind the DHCP relay.
 	routed bool
 	// bootLimit bounds power-on to the ramdisk's command line; zero means bootTimeout.
@@ -58,6 +61,14 @@ type machine struct {
 }
 
 func (m *machine) workflow() string { return "wf-" + m.name }
+
+// entrySpelling is the UUID the machine's boot entry holds.
+func (m *machine) entrySpelling() hwid.UUID {
+	if m.entryUUID == (hwid.UUID{}) {
+		return m.uuid
+	}
+	return m.entryUUID
+}
 func (m *machine) tokenRef() string { return "tok-" + m.name }
 
 // newMachine names a machine; i makes its MAC and UUID.
@@ -101,6 +112,9 @@ type bootOpts struct {
 	// secureBoot (OVMF) runs the firmware with Secure Boot enforced: the Secure Boot build
 	// with SMM and the Microsoft keys enrolled (secureboot_test.go).
 	secureBoot bool
+	// smbiosUUID gives the machine its UUID as an SMBIOS type 1 field (-smbios
+	// type=1,uuid=), instead of QEMU's -uuid (uuid_test.go).
+	smbiosUUID bool
 }
 
 // powerOn starts m on a new tap of the lab's bridge, once a machine slot is free.
@@ -125,7 +139,12 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 	m.serial = filepath.Join(l.dir, m.name+".serial.log")
 	args := []string{
 		"-accel", "tcg", "-m", "512", "-nodefaults", "-display", "none",
-		"-serial", "file:" + m.serial, "-uuid", m.uuid.String(),
+		"-serial", "file:" + m.serial,
+	}
+	if o.smbiosUUID {
+		args = append(args, "-smbios", "type=1,uuid="+m.uuid.String())
+	} else {
+		args = append(args, "-uuid", m.uuid.String())
 	}
 	var nics []string
 	for k, mac := range m.nics {
@@ -163,9 +182,7 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 		}
 	case fwUEFIPXE, fwUEFIHTTP, fwUEFIPXE6, fwUEFIHTTP6:
 		for _, f := range []string{ovmfCode, ovmfVars} {
-			if _, err := os.Stat(f); err != nil {
-				testpeer.Unavailable(t, "no %s: install the Debian package ovmf", f)
-			}
+			testpeer.File(t, f, "ovmf")
 		}
 		code, varsFile, machineType := ovmfCode, ovmfVars, "q35,graphics=off"
 		if o.secureBoot {
@@ -320,8 +337,9 @@ func param(words []string, name string) string {
 
 // checkBooted verifies what the machine's kernel command line says, as the ramdisk and the
 // control plane would: the assertion verifies for this machine and was signed by the agent
-// holding the lease at its epoch, with the machine's MAC and UUID as QEMU spelled it; the
-// token is the one minted for the entry; the cache URL is a grant of the agent that served.
+// holding the lease at its epoch, with the machine's MAC and its UUID as the entry holds it;
+// the token is the one minted for the entry; the cache URL is a grant of the agent that
+// served.
 func (l *lab) checkBooted(m *machine, words []string, by *labAgent) assertion.Assertion {
 	t := l.t
 	t.Helper()
@@ -344,10 +362,11 @@ func (l *lab) checkBooted(m *machine, words []string, by *labAgent) assertion.As
 	if a.MAC != m.mac {
 		t.Errorf("assertion MAC %s, want %s, the NIC with the entry that the machine booted from (its NICs: %v)", a.MAC, m.mac, m.nics)
 	}
-	// QEMU's -uuid is the SMBIOS product UUID in its canonical spelling; the firmware must
-	// have reported it (not a byte-swapped spelling) and the assertion must carry it so.
-	if a.UUID != m.uuid {
-		t.Errorf("assertion UUID %s, want %s exactly as QEMU's -uuid spells it (a spelling of it: %v)", a.UUID, m.uuid, hwid.SameMachine(a.UUID, m.uuid))
+	// The assertion carries the entry's UUID (S2), which the firmware's was checked against:
+	// QEMU's -uuid in its canonical spelling, or the spelling the test gave the entry. It
+	// verified above for a machine reporting QEMU's.
+	if want := m.entrySpelling(); a.UUID != want {
+		t.Errorf("assertion UUID %s, want %s exactly as the entry holds it (a spelling of it: %v)", a.UUID, want, hwid.SameMachine(a.UUID, want))
 	}
 	if first, last := m.addressRange(); a.IP.Less(first) || last.Less(a.IP) {
 		t.Errorf("assertion IP %s, want the dnsmasq lease in %s-%s", a.IP, first, last)

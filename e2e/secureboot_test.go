@@ -41,9 +41,7 @@ func requireSecureBoot(t *testing.T) {
 		ovmfCodeSecBoot: "ovmf", ovmfVarsMS: "ovmf",
 		agent.DefaultShim: "shim-signed", agent.DefaultGRUB: "grub-efi-amd64-signed",
 	} {
-		if _, err := os.Stat(file); err != nil {
-			testpeer.Unavailable(t, "no %s: install the Debian package %s", file, pkg)
-		}
+		testpeer.File(t, file, pkg)
 	}
 }
 

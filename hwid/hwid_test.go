@@ -149,6 +149,165 @@ func TestSpellingProperties(t *testing.T) {
 	}
 }
 
+// closure is every UUID reached from u by taking spellings of spellings, found with nothing
+// but [hwid.UUID.Spellings]: the UUIDs that are the same machine as u when any spelling of a
+// UUID matches any other spelling of it and the matching is an equivalence.
+func closure(u hwid.UUID) map[hwid.UUID]bool {
+	seen := map[hwid.UUID]bool{u: true}
+	queue := []hwid.UUID{u}
+	for len(queue) > 0 {
+		x := queue[0]
+		queue = queue[1:]
+		for _, s := range x.Spellings() {
+			if !seen[s] {
+				seen[s] = true
+				queue = append(queue, s)
+			}
+		}
+	}
+	return seen
+}
+
+func randomUUID(r *rand.Rand) hwid.UUID {
+	var u hwid.UUID
+	for i := range u {
+		u[i] = byte(r.Uint32())
+	}
+	return u
+}
+
+// TestSameMachine: the spellings of one UUID, each against each, the SMBIOS spelling against
+// the reversed one included; what is not a spelling; placeholders.
+func TestSameMachine(t *testing.T) {
+	const (
+		given    = "01234567-89ab-cdef-0123-456789abcdef"
+		smbios   = "67452301-ab89-efcd-0123-456789abcdef" // first three fields byte-swapped
+		reversed = "efcdab89-6745-2301-efcd-ab8967452301" // all 16 bytes reversed (IPMI)
+		// The SMBIOS spelling of the reversed one: a spelling of a spelling.
+		smbiosOfReversed = "89abcdef-4567-0123-efcd-ab8967452301"
+	)
+	tests := []struct {
+		name string
+		a, b string
+		want bool
+	}{
+		{"as given, SMBIOS", given, smbios, true},
+		{"as given, reversed", given, reversed, true},
+		{"SMBIOS, reversed", smbios, reversed, true},
+		{"reversed, SMBIOS", reversed, smbios, true},
+		{"SMBIOS, itself", smbios, smbios, true},
+		{"SMBIOS, the SMBIOS spelling of the reversed one", smbios, smbiosOfReversed, true},
+		{"as given, in upper case", given, "01234567-89AB-CDEF-0123-456789ABCDEF", true},
+		{"one bit apart", given, "01234567-89ab-cdef-0123-456789abcdee", false},
+		{"one bit apart, SMBIOS", smbios, "efcdab89-6745-2301-efcd-ab8967452300", false},
+		{"fourth field swapped: no spelling", given, "01234567-89ab-cdef-2301-456789abcdef", false},
+		{"first field alone swapped: no spelling", given, "67452301-89ab-cdef-0123-456789abcdef", false},
+		{"another machine", given, "4c4c4544-0031-3510-8052-b4c04f4e4b32", false},
+		{"placeholder sequence, its SMBIOS spelling", "03000200-0400-0500-0006-000700080009", "00020003-0004-0005-0006-000700080009", false},
+		{"placeholder sequence, itself", "00020003-0004-0005-0006-000700080009", "00020003-0004-0005-0006-000700080009", false},
+		{"placeholder sequence reversed, itself", "09000800-0700-0600-0500-040003000200", "09000800-0700-0600-0500-040003000200", false},
+		{"all zeros, itself", "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000", false},
+		{"all ones, itself", "ffffffff-ffff-ffff-ffff-ffffffffffff", "ffffffff-ffff-ffff-ffff-ffffffffffff", false},
+		{"a machine, all zeros", given, "00000000-0000-0000-0000-000000000000", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := mustUUID(t, tt.a), mustUUID(t, tt.b)
+			if got := hwid.SameMachine(a, b); got != tt.want {
+				t.Errorf("SameMachine(%s, %s) = %v, want %v", a, b, got, tt.want)
+			}
+			if got := hwid.SameMachine(b, a); got != tt.want {
+				t.Errorf("SameMachine(%s, %s) = %v, want %v", b, a, got, tt.want)
+			}
+			// Two machines differ when both are machines and not the same one.
+			wantDiff := !tt.want && !a.IsPlaceholder() && !b.IsPlaceholder()
+			if got := hwid.DifferentMachines(a, b); got != wantDiff {
+				t.Errorf("DifferentMachines(%s, %s) = %v, want %v", a, b, got, wantDiff)
+			}
+		})
+	}
+}
+
+// TestSameMachineProperties checks the one rule on random UUIDs: every pair of spellings of a
+// UUID is the same machine, and so is every UUID reached through spellings of spellings; the
+// rule is symmetric and transitive; it matches nothing else (a UUID with a byte changed or
+// two bytes exchanged is another machine unless the closure holds it, and so is another
+// random UUID); and a placeholder, in any order of its bytes the closure reaches, matches
+// nothing, itself included.
+func TestSameMachineProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		u := randomUUID(r)
+		if u.IsPlaceholder() {
+			t.Fatalf("random %s is a placeholder", u)
+		}
+		cl := closure(u)
+		sp := u.Spellings()
+		for _, a := range sp {
+			for _, b := range sp {
+				if !hwid.SameMachine(a, b) {
+					t.Fatalf("SameMachine(%s, %s) = false: both are spellings of %s", a, b, u)
+				}
+			}
+		}
+		members := make([]hwid.UUID, 0, len(cl))
+		for m := range cl {
+			members = append(members, m)
+		}
+		a, b, c := members[r.IntN(len(members))], members[r.IntN(len(members))], members[r.IntN(len(members))]
+		if !hwid.SameMachine(a, b) || !hwid.SameMachine(b, c) || !hwid.SameMachine(c, a) {
+			t.Fatalf("%s, %s and %s, each reached from %s through spellings: SameMachine %v %v %v",
+				a, b, c, u, hwid.SameMachine(a, b), hwid.SameMachine(b, c), hwid.SameMachine(c, a))
+		}
+
+		flipped := u
+		flipped[r.IntN(16)] ^= byte(1 + r.IntN(255))
+		exchanged := u
+		i, j := r.IntN(16), r.IntN(16)
+		exchanged[i], exchanged[j] = exchanged[j], exchanged[i]
+		for _, v := range []hwid.UUID{flipped, exchanged, randomUUID(r)} {
+			got, back := hwid.SameMachine(u, v), hwid.SameMachine(v, u)
+			if got != back {
+				t.Fatalf("SameMachine(%s, %s) = %v, but %v the other way round", u, v, got, back)
+			}
+			if want := cl[v] && !v.IsPlaceholder(); got != want {
+				t.Fatalf("SameMachine(%s, %s) = %v, want %v (reached through spellings: %v)", u, v, got, want, cl[v])
+			}
+			if hwid.DifferentMachines(u, v) != !got || hwid.DifferentMachines(v, u) != !got {
+				t.Fatalf("DifferentMachines(%s, %s) = %v, SameMachine %v", u, v, hwid.DifferentMachines(u, v), got)
+			}
+		}
+		if hwid.DifferentMachines(a, b) || hwid.DifferentMachines(u, hwid.UUID{}) || hwid.DifferentMachines(hwid.UUID{}, u) {
+			t.Fatalf("DifferentMachines true for %s and %s (both reached from %s), or against no UUID", a, b, u)
+		}
+	}
+
+	for _, s := range []string{
+		"00000000-0000-0000-0000-000000000000",
+		"ffffffff-ffff-ffff-ffff-ffffffffffff",
+		"03000200-0400-0500-0006-000700080009",
+		"00020003-0004-0005-0006-000700080009",
+	} {
+		for p := range closure(mustUUID(t, s)) {
+			if !p.IsPlaceholder() {
+				t.Errorf("%s, reached from placeholder %s through spellings, is not a placeholder", p, s)
+			}
+			u := randomUUID(r)
+			for q := range closure(mustUUID(t, s)) {
+				if hwid.SameMachine(p, q) {
+					t.Errorf("placeholder %s matched %s", p, q)
+				}
+			}
+			if hwid.SameMachine(p, u) || hwid.SameMachine(u, p) {
+				t.Errorf("placeholder %s matched %s", p, u)
+			}
+			if hwid.DifferentMachines(p, u) || hwid.DifferentMachines(u, p) {
+				t.Errorf("placeholder %s is a machine other than %s", p, u)
+			}
+		}
+	}
+}
+
 func TestTextRoundTrip(t *testing.T) {
 	var m hwid.MAC
 	if err := m.UnmarshalText([]byte("AA:BB:CC:DD:EE:FF")); err != nil {

@@ -87,9 +87,10 @@ func (u *UUID) UnmarshalText(b []byte) error {
 
 // IsPlaceholder reports whether u is a firmware placeholder (all zeros, all ones,
 // 03000200-0400-0500-0006-000700080009 or 00020003-0004-0005-0006-000700080009) in any of
-// its spellings.
+// the byte orders [SameMachine] counts as one machine: whatever is the same machine as a
+// placeholder is one too.
 func (u UUID) IsPlaceholder() bool {
-	for _, s := range u.Spellings() {
+	for _, s := range u.orders() {
 		switch s {
 		case placeholderZero, placeholderOnes, placeholderSeq, placeholderSeqSMBIOS:
 			return true
@@ -122,20 +123,49 @@ func (u UUID) Reversed() UUID {
 // Spellings returns u as given, in SMBIOS order and reversed.
 func (u UUID) Spellings() [3]UUID { return [3]UUID{u, u.SMBIOS(), u.Reversed()} }
 
-// SameMachine reports whether a and b name the same machine: one is a spelling of the other.
-// A placeholder never names a machine, so SameMachine is false whenever either is one.
+// SameMachine reports whether a and b name the same machine. It is siteboot's one rule for
+// that, wherever a UUID is held against another: proxy DHCP's option 97 and the script's
+// query against a boot entry, an assertion against the joining machine, discovery's
+// sightings and enrolled machines.
+//
+// Any spelling of a UUID ([UUID.Spellings]) is the same machine as any other spelling of it,
+// whichever of them the firmware reported and whichever an entry holds. On UUIDs that are
+// not placeholders the rule is an equivalence (reflexive, symmetric, transitive): the UUIDs
+// that are the same machine as a are the eight byte orders of a that the two swaps reach
+// (see the package documentation). A placeholder ([UUID.IsPlaceholder]) names no machine:
+// SameMachine is false whenever either is one, itself against itself included.
 func SameMachine(a, b UUID) bool {
-	if a.IsPlaceholder() || b.IsPlaceholder() {
+	if a.IsPlaceholder() {
 		return false
 	}
-	for _, s := range a.Spellings() {
+	// a's orders are b's when b is among them, so b is no placeholder either.
+	for _, s := range a.orders() {
 		if s == b {
 			return true
 		}
 	}
-	// b may be the reversal of a's SMBIOS spelling, which is not among a's three; that is
-	// deliberate: no tool prints that order, and accepting it would widen what matches.
 	return false
+}
+
+// DifferentMachines reports whether a and b name two machines that are not the same one:
+// neither is a placeholder (the zero UUID, which stands for "none", is one) and
+// [SameMachine] is false. It is the check of a UUID held against another only when both
+// sides have one, such as option 97 against a boot entry's: a side without a UUID, or with a
+// placeholder, contradicts nothing.
+func DifferentMachines(a, b UUID) bool {
+	return !a.IsPlaceholder() && !b.IsPlaceholder() && !SameMachine(a, b)
+}
+
+// orders returns the byte orders of u that the swaps of its spellings reach, one swap after
+// the other: u and its spellings, the other spelling of each spelling (the SMBIOS spelling
+// reversed, the reversal in SMBIOS order), and the three those reach. The two swaps generate
+// a group of eight permutations of the bytes (their product has order four), so there are no
+// more.
+func (u UUID) orders() [8]UUID {
+	s, r := u.SMBIOS(), u.Reversed()
+	rs, sr := s.Reversed(), r.SMBIOS()
+	srs, rsr := rs.SMBIOS(), sr.Reversed()
+	return [8]UUID{u, s, r, rs, sr, srs, rsr, srs.Reversed()}
 }
 
 // MustParseUUID is ParseUUID for UUIDs known to be valid, such as constants in tests and

@@ -17,10 +17,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/bettercompute/siteboot/internal/filelock"
 )
 
 // Defaults used when the matching Config field is zero.
@@ -352,9 +353,12 @@ func Open(ctx context.Context, cfg Config) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("imagecache: open: %w", err)
 	}
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := filelock.TryLock(lf); err != nil {
 		lf.Close()
-		return nil, fmt.Errorf("%w: %s: %w", ErrLocked, c.dir, err)
+		if errors.Is(err, filelock.ErrLocked) {
+			return nil, fmt.Errorf("%w: %s: %w", ErrLocked, c.dir, err)
+		}
+		return nil, fmt.Errorf("imagecache: open: lock %s: %w", c.dir, err)
 	}
 	c.lockFile = lf
 	if err := c.scan(ctx); err != nil {

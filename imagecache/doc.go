@@ -101,8 +101,8 @@
 // Open reads no image. It removes the temp files of interrupted writes (an older version's
 // ".pull-DIGEST-*", a partial file without its record, a record or stamp whose file is gone,
 // the ".tmp-*" files of an interrupted stamp or record write), keeps partial copies with
-// their record for a resume, and takes an exclusive flock on DIR/.lock, so two processes
-// never share a directory. It then serves at once every image whose verification stamp
+// their record for a resume, and takes an exclusive lock on DIR/.lock (flock(2) on Unix
+// systems, LockFileEx on Windows), so two processes never share a directory. It then serves at once every image whose verification stamp
 // matches the file; the others are hashed again in the background, one at a time, boot
 // images first, then pinned ones, then the smallest, and served (and stamped) once they
 // match; a file whose bytes do not match its name is removed. Until then such an image is
@@ -121,6 +121,10 @@
 // would not. A host that wants every image hashed at every start anyway sets
 // Config.IgnoreStamps (still in the background, boot images first). A missing or stale
 // stamp costs one hash of that image, never a wrong byte served.
+//
+// Stamps are written on Linux, macOS, FreeBSD and NetBSD, whose file information carries an
+// inode and a change time. Elsewhere (Windows) no stamp is written and every image found at
+// Open is hashed again before it is served, as with IgnoreStamps.
 //
 // Image formats are not stored on disk: after a restart an image's Format is empty until the
 // host names it again in SetPinned. Last-used times persist as the files' mtimes (updated at

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/bettercompute/siteboot/internal/atomicfile"
 )
@@ -72,17 +71,6 @@ type fileStamp struct {
 	Dev   uint64 `json:"dev"`
 }
 
-func stampOf(fi fs.FileInfo) (fileStamp, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileStamp{}, false
-	}
-	return fileStamp{
-		Size: fi.Size(), Mtime: fi.ModTime().UnixNano(), Ctime: st.Ctim.Nano(),
-		Ino: uint64(st.Ino), Dev: uint64(st.Dev),
-	}, true
-}
-
 func readStamp(path string) (fileStamp, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil || len(b) > 4096 {
@@ -103,7 +91,7 @@ func (c *Cache) writeStamp(d Digest) error {
 	}
 	s, ok := stampOf(fi)
 	if !ok {
-		return errors.New("imagecache: no file identity on this system")
+		return nil // no identity on this system: the image is hashed again at every start
 	}
 	b, err := json.Marshal(s)
 	if err != nil {

@@ -59,8 +59,9 @@
 //     bound to its DHCP answer to the machine ([ErrUnbound]; see Boot nonces), counted as
 //     Unbound, the host's reason logged;
 //   - 404 with the exit script, and no secret, when the query's ip is not the connection's
-//     address (IPRefused) or its uuid is no spelling of the entry's UUID (UUIDRefused),
-//     whatever the host checked;
+//     address (IPRefused) or its uuid is another machine's than the entry's UUID, in
+//     whichever spellings the two are ([hwid.DifferentMachines]; UUIDRefused), whatever the
+//     host checked;
 //   - 503 with the fenced script while this agent is not the active boot server;
 //   - 400 for a query that does not parse, 405 for methods other than GET and HEAD and for
 //     HEAD /boot/ipxe, 431 for a header over 8 KiB, 500 with a wait script when a host
@@ -86,11 +87,11 @@
 //
 // [Claims] holds what the server knows, not what the query claims (S2): the IP is the
 // connection's address, and a query ip that differs gets no secret; the UUID is the
-// entry's when it has one (a firmware placeholder counts as none), and a query uuid that is
-// no spelling of it ([hwid.SameMachine]) gets no secret; only an entry without a UUID takes
-// the query's. A host behind a NAT or a proxy that knows its clients' addresses sets the
-// request's RemoteAddr before the handler runs (the QEMU tests do, for QEMU's user-mode
-// network).
+// entry's when it has one, in the spelling the entry holds (a firmware placeholder counts as
+// none), and a query uuid that is not the same machine ([hwid.SameMachine]: any spelling of
+// it against any other) gets no secret; only an entry without a UUID takes the query's. A
+// host behind a NAT or a proxy that knows its clients' addresses sets the request's
+// RemoteAddr before the handler runs (the QEMU tests do, for QEMU's user-mode network).
 //
 // # Boot nonces
 //

@@ -374,7 +374,7 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request, ld *Loader) 
 	if entryUUID.IsPlaceholder() {
 		entryUUID = hwid.UUID{} // a firmware placeholder names no machine
 	}
-	if entryUUID != (hwid.UUID{}) && q.UUID != (hwid.UUID{}) && !q.UUID.IsPlaceholder() && !hwid.SameMachine(entryUUID, q.UUID) {
+	if hwid.DifferentMachines(entryUUID, q.UUID) {
 		h.n.uuidRefused.Add(1)
 		log.Warn("ipxe: query UUID is no spelling of the entry's; no script", "uuid", q.UUID.String())
 		exit(http.StatusNotFound, q)

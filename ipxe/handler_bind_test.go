@@ -110,22 +110,35 @@ func TestUnboundGetsNoSecret(t *testing.T) {
 // TestAssertionStatesWhatTheServerKnows (S2): the assertion's UUID is the entry's and its IP
 // the connection's. A query UUID that is no spelling of the entry's, or a query IP that is
 // not the connection's address, gets the exit script and no secret, whatever the host
-// checked; a spelling of the entry's UUID is asserted as the entry's.
+// checked; any spelling of the entry's UUID, whichever spelling the entry holds, is asserted
+// as the entry's.
 func TestAssertionStatesWhatTheServerKnows(t *testing.T) {
+	other := uuid1
+	other[15] ^= 1
 	for _, tc := range []struct {
-		name     string
-		uuid     hwid.UUID
-		ip       string
-		status   int
-		wantUUID hwid.UUID
+		name      string
+		entryUUID hwid.UUID // zero: the fake host's (uuid1)
+		uuid      hwid.UUID
+		ip        string
+		status    int
+		wantUUID  hwid.UUID
 	}{
-		{"another machine's uuid", uuid2, "", http.StatusNotFound, hwid.UUID{}},
-		{"another ip", uuid1, "192.0.2.66", http.StatusNotFound, hwid.UUID{}},
-		{"the uuid as smbios spells it", uuid1.SMBIOS(), "127.0.0.1", http.StatusOK, uuid1},
-		{"the uuid as ipmi prints it", uuid1.Reversed(), "", http.StatusOK, uuid1},
+		{"another machine's uuid", hwid.UUID{}, uuid2, "", http.StatusNotFound, hwid.UUID{}},
+		{"another ip", hwid.UUID{}, uuid1, "192.0.2.66", http.StatusNotFound, hwid.UUID{}},
+		{"the uuid as smbios spells it", hwid.UUID{}, uuid1.SMBIOS(), "127.0.0.1", http.StatusOK, uuid1},
+		{"the uuid as ipmi prints it", hwid.UUID{}, uuid1.Reversed(), "", http.StatusOK, uuid1},
+		{"entry in smbios order, the uuid as ipmi prints it", uuid1.SMBIOS(), uuid1.Reversed(), "", http.StatusOK, uuid1.SMBIOS()},
+		{"entry as ipmi prints it, the uuid in smbios order", uuid1.Reversed(), uuid1.SMBIOS(), "", http.StatusOK, uuid1.Reversed()},
+		{"entry as ipmi prints it, the uuid as given", uuid1.Reversed(), uuid1, "", http.StatusOK, uuid1.Reversed()},
+		{"entry in smbios order, one bit from the uuid as ipmi prints it", uuid1.SMBIOS(), other.Reversed(), "", http.StatusNotFound, hwid.UUID{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			host := newFakeHost() // its Entries checks nothing: the handler's rule must hold alone
+			if tc.entryUUID != (hwid.UUID{}) {
+				e := host.entries[mac1]
+				e.UUID = tc.entryUUID
+				host.entries[mac1] = e
+			}
 			h, srv := serve(t, host.config())
 			a := get(t, srv, http.MethodGet, bootPath(mac1, tc.uuid, tc.ip))
 			if a.status != tc.status {

@@ -51,10 +51,7 @@ const qemuNonce = "qemu-boot-nonce_0123456789abcdef"
 func startQEMU(t *testing.T, h http.Handler, mac hwid.MAC, uuid hwid.UUID, after func(path string, status int)) *qemuMachine {
 	t.Helper()
 	qemu := testpeer.LookPath(t, "qemu-system-x86_64", "qemu-system-x86")
-	const rom = "/usr/lib/ipxe/qemu/efi-virtio.rom" // QEMU's default virtio-net ROM
-	if _, err := os.Stat(rom); err != nil {
-		testpeer.Unavailable(t, "no iPXE ROM at %s (Debian package ipxe-qemu)", rom)
-	}
+	testpeer.File(t, "/usr/lib/ipxe/qemu/efi-virtio.rom", "ipxe-qemu") // QEMU's default virtio-net ROM
 	m := &qemuMachine{serial: filepath.Join(t.TempDir(), "serial.log")}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && ap.Addr().IsLoopback() {
@@ -269,10 +266,10 @@ func tail(b []byte, n int) []byte {
 // reads by HTTP ranges. The ISO is Debian's ipxe.iso, which starts iPXE again: its second
 // request for chain.ipxe shows the ISO booted.
 func TestQEMU_RealIPXESanboots(t *testing.T) {
-	const isoPath = "/usr/lib/ipxe/ipxe.iso"
+	isoPath := testpeer.File(t, "/usr/lib/ipxe/ipxe.iso", "ipxe")
 	iso, err := os.ReadFile(isoPath)
 	if err != nil {
-		testpeer.Unavailable(t, "no %s (Debian package ipxe)", isoPath)
+		t.Fatal(err)
 	}
 	mac := hwid.MAC{0x52, 0x54, 0x00, 0x5b, 0x00, 0x03}
 	uuid, _ := hwid.ParseUUID("4c4c4544-0031-1020-8030-b1c04f504e34")

@@ -43,7 +43,8 @@
 //
 // On a handshake, at most once per Config.CheckInterval (5 s by default) by the injected
 // clock, the files' metadata (device, inode, size, modification and change time, mode) is
-// compared with what was loaded; a difference, or a failure last time, re-reads them. A
+// compared with what was loaded (device, inode and change time on Linux only; elsewhere size,
+// modification time and mode); a difference, or a failure last time, re-reads them. A
 // host may also call [Credentials.Check] from a loop of its own (the agent's heartbeat).
 // A new pair replaces the old only whole and valid: both files read, the key is the
 // certificate's, the certificate is within its validity, and it chains to the CA bundle

@@ -171,7 +171,7 @@ func recvFrom(fd int, b []byte, flags uintptr, from *unix.RawSockaddrAny, flen *
 // and on a lightly loaded server that is nearly every window. Made raw, a poller transfer's
 // send and read no longer wake it: over a 30 s spread of 1,000 machines, sysmon's wake-ups
 // by a system call fell from 26,004 to 7,376 and its sleeps from 127,280 to 87,275
-// (BENCHMARKS.md). A send from a mapping may still fault the file's pages in from disk
+// (bench/results/HISTORY.md). A send from a mapping may still fault the file's pages in from disk
 // while it holds its P, as any read of mapped memory may.
 func sysMaybeWait(noWait bool, trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr, syscall.Errno) {
 	if noWait {

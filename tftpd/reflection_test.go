@@ -39,6 +39,7 @@ func reflected(t *testing.T, ip string, addr *net.UDPAddr, req []byte, quiet tim
 // of 1 s, which changes neither count.
 func TestReflectionBesideTFTPDHPA(t *testing.T) {
 	tftpdHPA := testpeer.LookPath(t, "in.tftpd", "tftpd-hpa")
+	testpeer.RequireRoot(t) // tftpd-hpa chroots into its directory (--secure) and changes user
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string][]byte{"ipxe.efi": payload(100_000, 33)})
 	if err := os.Chmod(dir, 0o755); err != nil {

@@ -10,10 +10,11 @@
 // 20 µs tick, hands it to another thread and keeps polling at that tick, and the thread that
 // made the call then parks, since its P is gone. In the agent's boot storm that was some
 // 3,000 Ps handed over, twice the futex(2) calls and 30-50% more of sysmon's sleeps than
-// without (BENCHMARKS.md, "Images sent without the scheduler's bookkeeping"). A call that
-// cannot block needs none of it: the socket does not block (it is in Go's network poller),
-// and a read from the page cache does not wait for a disk. So each call first asks cachestat(2) (Linux 6.5) whether every page of the range it
-// is about to send is cached, and if so makes the call with syscall.RawSyscall6; otherwise,
+// without (bench/results/HISTORY.md, "Images sent without the scheduler's bookkeeping").
+// A call that cannot block needs none of it: the socket does not block (it is in Go's
+// network poller), and a read from the page cache does not wait for a disk. So each call
+// first asks cachestat(2) (Linux 6.5) whether every page of the range it is about to send
+// is cached, and if so makes the call with syscall.RawSyscall6; otherwise,
 // or where cachestat is missing, with syscall.Syscall6 as net does, so that a read from disk
 // lets the scheduler run other goroutines on the P meanwhile. A page evicted between the
 // two calls is read from disk while the P is held, as a read of a mapped file would be. A

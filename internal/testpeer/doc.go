@@ -10,6 +10,23 @@
 // SITEBOOT_REQUIRE_PEERS=1 in the environment (CI sets it after installing every peer) the
 // same test fails instead, so a missing install step can never hide behind a skip.
 //
+// With SITEBOOT_HIDE_PEERS=1 every peer looks missing (LookPath, File, Glob, Ramdisk and the
+// emulators skip without looking), as on a machine where none is installed: CI runs the
+// tests so before it installs the peers, to prove that a fresh machine passes them. A
+// comma-separated list instead hides the peers it names, by program, file or Debian
+// package, as on a machine where only some are installed. A test
+// that needs a peer asks for it before it starts anything of its own (a server, a
+// goroutine), so that its skip leaves nothing behind for a leak check to find. Root is not
+// hidden: a test that needs root and no peer runs as root either way.
+//
+// # Systems
+//
+// The package builds on every system the library does. Network namespaces are Linux's:
+// elsewhere NewNetns skips and Netns.Do returns an error wrapping errors.ErrUnsupported. The
+// parent-death signal (see Cleanup) is Linux's too; elsewhere a process outlives a test
+// binary that dies without its clean-up. On Windows, Stop ends a process at once (there is
+// no SIGTERM and no process group).
+//
 // # Cleanup
 //
 // Everything this package starts or makes is undone through t.Cleanup: processes are stopped

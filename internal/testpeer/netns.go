@@ -8,14 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 var (
@@ -95,9 +92,12 @@ type Netns struct {
 }
 
 // NewNetns makes a network namespace with its loopback up and deletes it at cleanup. It needs
-// root and iproute2's ip.
+// Linux, root and iproute2's ip.
 func NewNetns(t testing.TB) *Netns {
 	t.Helper()
+	if !namespaces {
+		Unavailable(t, "network namespaces need Linux")
+	}
 	RequireRoot(t)
 	LookPath(t, "ip", "iproute2")
 	removeStaleOnce.Do(func() {
@@ -124,26 +124,7 @@ func (n *Netns) Name() string { return n.name }
 // Do runs f on an OS thread that has entered the namespace. Sockets f opens belong to the
 // namespace for their whole life, so a server can be bound in Do and served outside it.
 // Goroutines f starts run outside the namespace.
-func (n *Netns) Do(f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		// The thread is never unlocked: it leaves with this goroutine instead of going back
-		// to the scheduler inside another namespace.
-		runtime.LockOSThread()
-		fd, err := unix.Open("/var/run/netns/"+n.name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- fmt.Errorf("testpeer: open namespace %s: %w", n.name, err)
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("testpeer: enter namespace %s: %w", n.name, err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
+func (n *Netns) Do(f func() error) error { return n.do(f) }
 
 // Run runs a command inside the namespace and returns its combined output, failing the test
 // if it fails.

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"regexp"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -66,9 +65,10 @@ func Start(t testing.TB, c Cmd) *Process {
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, so that a stop reaches children a wrapper (ip netns exec
-	// execs in place, but shells do not) may start; and SIGKILL when the test binary dies,
-	// so that a run killed by its timeout leaves nothing running (see startTied).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// execs in place, but shells do not) may start; and, on Linux, SIGKILL when the test
+	// binary dies, so that a run killed by its timeout leaves nothing running (see
+	// startTied).
+	setGroup(cmd)
 	if err := startTied(cmd); err != nil {
 		t.Fatalf("testpeer: start %s: %v", c.Path, err)
 	}
@@ -175,15 +175,14 @@ func (p *Process) Err() error {
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Stop sends SIGTERM to the process group, then SIGKILL after 5 s, and waits for the process
-// to exit. Calling it again does nothing.
+// to exit (on Windows, it ends the process at once). Calling it again does nothing.
 func (p *Process) Stop() {
 	p.once.Do(func() {
-		pid := p.PID()
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
+		terminateGroup(p.cmd)
 		select {
 		case <-p.done:
 		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			killGroup(p.cmd)
 			<-p.done
 		}
 	})
@@ -193,7 +192,7 @@ func (p *Process) Stop() {
 // would end it.
 func (p *Process) Kill() {
 	p.once.Do(func() {
-		_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
+		killGroup(p.cmd)
 		<-p.done
 	})
 }

@@ -27,6 +27,7 @@ var ramdisk struct {
 // when Required) without a kernel or a static busybox. Both are built once per process.
 func Ramdisk(t testing.TB) (kernel, initrd []byte) {
 	t.Helper()
+	hidden(t, "the ramdisk's kernel and busybox", "linux-image-amd64 busybox-static")
 	r := &ramdisk
 	r.once.Do(func() {
 		kernels, _ := filepath.Glob("/boot/vmlinuz-*")

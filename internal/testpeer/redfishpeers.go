@@ -59,13 +59,13 @@ func PeerArchive(t testing.TB, name string) string {
 // checking that the modules exist, or skips (fails when Required) naming the packages.
 func python(t testing.TB, modules ...string) string {
 	t.Helper()
-	py := "/usr/bin/python3"
-	if _, err := os.Stat(py); err != nil {
-		py = LookPath(t, "python3", "python3")
+	py := LookPath(t, "python3", "python3")
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		py = "/usr/bin/python3"
 	}
 	var missing []string
 	for _, m := range modules {
-		if err := exec.Command(py, "-c", "import "+m).Run(); err != nil {
+		if !pythonHas(py, m, redfishDebs[m]) {
 			missing = append(missing, redfishDebs[m])
 		}
 	}
@@ -73,6 +73,23 @@ func python(t testing.TB, modules ...string) string {
 		Unavailable(t, "%s lacks Python modules: install the Debian packages %s", py, strings.Join(missing, " "))
 	}
 	return py
+}
+
+// PythonModule skips (fails when Required) unless the Python interpreter py imports module,
+// naming debPkg, the Debian package that provides it; HideEnv hides it by module or package.
+func PythonModule(t testing.TB, py, module, debPkg string) {
+	t.Helper()
+	if !pythonHas(py, module, debPkg) {
+		Unavailable(t, "%s cannot import %s: install the Debian package %s", py, module, debPkg)
+	}
+}
+
+// pythonHas reports whether py imports module and HideEnv hides neither it nor debPkg.
+func pythonHas(py, module, debPkg string) bool {
+	if hiddenName(module, debPkg) {
+		return false
+	}
+	return exec.Command(py, "-c", "import "+module).Run() == nil
 }
 
 // untar extracts a .tar.gz into dir, refusing paths that leave it.

@@ -361,9 +361,7 @@ func StartPyghmi(t testing.TB) *Pyghmi {
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
 		py = "/usr/bin/python3" // Debian's, whose dist-packages hold pyghmi
 	}
-	if err := exec.Command(py, "-c", "import pyghmi.cmd.fakebmc").Run(); err != nil {
-		testpeer.Unavailable(t, "pyghmi not importable by %s: install the Debian package python3-pyghmi", py)
-	}
+	testpeer.PythonModule(t, py, "pyghmi.cmd.fakebmc", "python3-pyghmi")
 	dir := t.TempDir()
 	script := filepath.Join(dir, "bmc.py")
 	if err := os.WriteFile(script, []byte(pyghmiScript), 0o644); err != nil {

@@ -1,6 +1,7 @@
 package ipmitest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -63,14 +63,10 @@ func StartVirtualBMC(t testing.TB) *VirtualBMC {
 	virsh := testpeer.LookPath(t, "virsh", "libvirt-clients")
 	qemu := testpeer.LookPath(t, "qemu-system-x86_64", "qemu-system-x86")
 	setpriv := testpeer.LookPath(t, "setpriv", "util-linux")
-	if m, _ := filepath.Glob("/usr/lib/*/libvirt/connection-driver/libvirt_driver_qemu.so"); len(m) == 0 {
-		testpeer.Unavailable(t, "libvirt's QEMU driver not found: install the Debian package libvirt-daemon-driver-qemu")
-	}
-	py := "/usr/bin/python3"
+	testpeer.Glob(t, "/usr/lib/*/libvirt/connection-driver/libvirt_driver_qemu.so", "libvirt-daemon-driver-qemu")
+	py := testpeer.File(t, "/usr/bin/python3", "python3") // Debian's, whose dist-packages hold its modules
 	for mod, deb := range map[string]string{"libvirt": "python3-libvirt", "pyghmi": "python3-pyghmi", "pbr": "python3-pbr", "venv": "python3-venv", "ensurepip": "python3-venv"} {
-		if err := exec.Command(py, "-c", "import "+mod).Run(); err != nil {
-			testpeer.Unavailable(t, "%s cannot import %s: install the Debian package %s", py, mod, deb)
-		}
+		testpeer.PythonModule(t, py, mod, deb)
 	}
 	// A folder nobody can enter (t.TempDir's parents are private to root).
 	dir, err := os.MkdirTemp("", "siteboot-vbmc-")
@@ -191,13 +187,16 @@ func runOK(t testing.TB, dir, name string, args ...string) {
 	}
 }
 
-// tied runs c to its end, killed if the test binary dies first: the parent-death signal
-// comes when the forking thread ends, so the thread is held for the run.
+// tied runs c to its end and returns its combined output, killed if the test binary dies
+// first (testpeer.StartTied).
 func tied(c *exec.Cmd) ([]byte, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return c.CombinedOutput()
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	if err := testpeer.StartTied(c); err != nil {
+		return nil, err
+	}
+	err := c.Wait()
+	return out.Bytes(), err
 }
 
 func (v *VirtualBMC) virsh(args ...string) (string, error) {

@@ -30,7 +30,7 @@ type BootConfig struct {
 	ProxyDHCP  bool           // answer PXE and HTTP boot beside the site's DHCP server
 	DHCPListen netip.AddrPort // DefaultConfig: 0.0.0.0:67
 	PXEListen  netip.AddrPort // DefaultConfig: 0.0.0.0:4011
-	Interface  string         // bind proxy DHCP to this interface (SO_BINDTODEVICE); "" means all
+	Interface  string         // bind proxy DHCP to this interface (SO_BINDTODEVICE, Linux only); "" means all
 	ServerIP   netip.Addr     // required with ProxyDHCP or TFTP: the IPv4 address machines reach this agent at
 	TFTP       bool           // serve the iPXE builds over TFTP
 	TFTPListen netip.AddrPort // DefaultConfig: 0.0.0.0:69

@@ -174,6 +174,13 @@
 // broadcast), a Boot.NonceWindow outside 10s..1h, and Boot.SecureBoot without proxy DHCP,
 // TFTP, or the shim and GRUB files (Boot.Shim, Boot.GRUB).
 //
+// The agent builds for Linux, macOS, FreeBSD and Windows; it serves as described here on
+// Linux. Binding proxy DHCP to one interface (Boot.Interface) is Linux's SO_BINDTODEVICE:
+// on other systems the agent does not start with it set (an error wrapping
+// errors.ErrUnsupported), and the images it serves go out through net's own sendfile path
+// (internal/sendfile). On Windows it does not start at all: its HTTP connection caps come
+// from the descriptor limit, which connlimit cannot read there.
+//
 // # The control plane
 //
 // A Link carries a heartbeat (Report, with the fence's heartbeat number, the discovered

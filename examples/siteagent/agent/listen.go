@@ -6,24 +6,18 @@ import (
 	"net"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/internal/sendfile"
 	"github.com/bettercompute/siteboot/tftpd"
 )
 
 // listenUDP binds a UDP socket for proxy DHCP: broadcast allowed, and tied to one interface
-// when iface is set, so the agent answers only the segment it serves.
+// when iface is set, so the agent answers only the segment it serves (on Linux only: see
+// bindUDP).
 func listenUDP(addr, iface string) (net.PacketConn, error) {
 	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
 		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_BROADCAST, 1)
-			if serr == nil && iface != "" {
-				serr = unix.BindToDevice(int(fd), iface)
-			}
-		})
+		err := c.Control(func(fd uintptr) { serr = bindUDP(fd, iface) })
 		if err != nil {
 			return err
 		}

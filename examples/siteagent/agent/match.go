@@ -33,14 +33,14 @@ func (m mismatch) String() string {
 }
 
 // match is the one decision on whether the machine asking is the one r names: its arch and
-// UUID are compared when both the request and the entry have one. A firmware placeholder
-// UUID identifies nothing, so it is never compared.
+// UUID are compared when both the request and the entry have one, the UUID in any spelling
+// against any other ([hwid.DifferentMachines]). A firmware placeholder UUID identifies
+// nothing, so it is never compared.
 func (r record) match(arch hwid.Arch, hasArch bool, uuid hwid.UUID) mismatch {
 	if hasArch && !hwid.SameArch(arch, r.arch) {
 		return mismatchArch
 	}
-	if uuid != (hwid.UUID{}) && !uuid.IsPlaceholder() && r.uuid != (hwid.UUID{}) && !r.uuid.IsPlaceholder() &&
-		!hwid.SameMachine(r.uuid, uuid) {
+	if hwid.DifferentMachines(r.uuid, uuid) {
 		return mismatchUUID
 	}
 	return matches

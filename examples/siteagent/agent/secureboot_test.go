@@ -27,11 +27,11 @@ import (
 func requireChain(t *testing.T) (shim, grub []byte) {
 	t.Helper()
 	var err error
-	if shim, err = os.ReadFile(agent.DefaultShim); err != nil {
-		testpeer.Unavailable(t, "no %s: install the Debian package shim-signed", agent.DefaultShim)
+	if shim, err = os.ReadFile(testpeer.File(t, agent.DefaultShim, "shim-signed")); err != nil {
+		t.Fatal(err)
 	}
-	if grub, err = os.ReadFile(agent.DefaultGRUB); err != nil {
-		testpeer.Unavailable(t, "no %s: install the Debian package grub-efi-amd64-signed", agent.DefaultGRUB)
+	if grub, err = os.ReadFile(testpeer.File(t, agent.DefaultGRUB, "grub-efi-amd64-signed")); err != nil {
+		t.Fatal(err)
 	}
 	return shim, grub
 }

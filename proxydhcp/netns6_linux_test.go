@@ -23,10 +23,10 @@ import (
 // dhclient6 runs ISC dhclient in stateless mode (-6 -S: INFORMATION-REQUEST) on eth0 of ns,
 // once, configured as a PXE client (vendor class 343 "PXEClient:Arch:00007:UNDI:003000",
 // option 61 = 7) asking for option 59, and returns the boot file URL it received, or "" when
-// none came. Its DUID is a DUID-LL of eth0's MAC, generated fresh.
-func dhclient6(t *testing.T, ns *testpeer.Netns) string {
+// none came. Its DUID is a DUID-LL of eth0's MAC, generated fresh. dhclient is its path:
+// callers look it up before they start anything, so that its absence leaves nothing behind.
+func dhclient6(t *testing.T, dhclient string, ns *testpeer.Netns) string {
 	t.Helper()
-	dhclient := testpeer.LookPath(t, "dhclient", "isc-dhcp-client")
 	dir := t.TempDir()
 	class := "PXEClient:Arch:00007:UNDI:003000"
 	conf := fmt.Sprintf("option dhcp6.vendor-class code 16 = { unsigned integer 32, unsigned integer 16, text };\n"+
@@ -106,6 +106,7 @@ func serve6InNetns(t *testing.T, ns *testpeer.Netns, srv *proxydhcp.Server) (wai
 // (IPV6_PKTINFO), and sent again Resend6Delay later. Needs root (namespaces) and
 // isc-dhcp-client.
 func TestNetnsDHCPv6Dhclient(t *testing.T) {
+	dhclient := testpeer.LookPath(t, "dhclient", "isc-dhcp-client")
 	server, client := testpeer.NewNetns(t), testpeer.NewNetns(t)
 	server.Run(t, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", client.Name())
 	const clientMAC = "52:54:00:dd:00:01"
@@ -138,7 +139,7 @@ func TestNetnsDHCPv6Dhclient(t *testing.T) {
 		wait()
 	}()
 
-	if got, want := dhclient6(t, client), "tftp://[2001:db8::10]/ipxe.efi"; got != want {
+	if got, want := dhclient6(t, dhclient, client), "tftp://[2001:db8::10]/ipxe.efi"; got != want {
 		t.Errorf("dhclient's boot file URL %q, want %q (server stats %+v)", got, want, srv.Stats().DHCPv6)
 	}
 	mu.Lock()
@@ -210,6 +211,7 @@ func TestNetnsDHCPv6Dhclient(t *testing.T) {
 // relay's link address. Needs root, dnsmasq and isc-dhcp-client.
 func TestNetnsDHCPv6DnsmasqRelay(t *testing.T) {
 	dnsmasq := testpeer.LookPath(t, "dnsmasq", "dnsmasq")
+	dhclient := testpeer.LookPath(t, "dhclient", "isc-dhcp-client")
 	server, relay, client := testpeer.NewNetns(t), testpeer.NewNetns(t), testpeer.NewNetns(t)
 	relay.Run(t, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", server.Name())
 	relay.Run(t, "ip", "link", "add", "eth1", "type", "veth", "peer", "name", "eth0", "netns", client.Name())
@@ -252,7 +254,7 @@ func TestNetnsDHCPv6DnsmasqRelay(t *testing.T) {
 		wait()
 	}()
 
-	if got, want := dhclient6(t, client), "tftp://[2001:db8::10]/ipxe.efi"; got != want {
+	if got, want := dhclient6(t, dhclient, client), "tftp://[2001:db8::10]/ipxe.efi"; got != want {
 		t.Errorf("boot file URL through the relay %q, want %q (server stats %+v)", got, want, srv.Stats().DHCPv6)
 	}
 	mu.Lock()
@@ -267,6 +269,7 @@ func TestNetnsDHCPv6DnsmasqRelay(t *testing.T) {
 // [::]:4011 for DHCPv6; dhclient on the link gets its boot file URL, and Shutdown ends
 // ListenAndServe with ErrServerClosed. Needs root (namespaces) and isc-dhcp-client.
 func TestNetnsListenAndServeIPv6(t *testing.T) {
+	dhclient := testpeer.LookPath(t, "dhclient", "isc-dhcp-client")
 	server, client := testpeer.NewNetns(t), testpeer.NewNetns(t)
 	server.Run(t, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", client.Name())
 	server.Run(t, "ip", "addr", "add", "2001:db8::10/64", "dev", "eth0", "nodad")
@@ -280,7 +283,7 @@ func TestNetnsListenAndServeIPv6(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- server.Do(srv.ListenAndServe) }()
 	// ListenAndServe binds as it starts; the first INFORMATION-REQUEST may come before.
-	if got, want := dhclient6(t, client), "tftp://[2001:db8::10]/ipxe.efi"; got != want {
+	if got, want := dhclient6(t, dhclient, client), "tftp://[2001:db8::10]/ipxe.efi"; got != want {
 		t.Errorf("boot file URL %q, want %q (stats %+v)", got, want, srv.Stats().DHCPv6)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -38,13 +38,9 @@ func TestOVMFFirmwareQEMURoot(t *testing.T) {
 	testpeer.RequireRoot(t)
 	qemu := testpeer.LookPath(t, "qemu-system-x86_64", "qemu-system-x86")
 	dnsmasq := testpeer.LookPath(t, "dnsmasq", "dnsmasq")
-	const code = "/usr/share/OVMF/OVMF_CODE_4M.fd"
-	if _, err := os.Stat(code); err != nil {
-		testpeer.Unavailable(t, "%s missing: install the Debian package ovmf", code)
-	}
-	if _, err := os.Stat("/usr/lib/ipxe/ipxe.efi"); err != nil {
-		testpeer.Unavailable(t, "/usr/lib/ipxe/ipxe.efi missing: install the Debian package ipxe")
-	}
+	code := testpeer.File(t, "/usr/share/OVMF/OVMF_CODE_4M.fd", "ovmf")
+	testpeer.File(t, "/usr/share/OVMF/OVMF_VARS_4M.fd", "ovmf")
+	testpeer.File(t, "/usr/lib/ipxe/ipxe.efi", "ipxe")
 	tmp := t.TempDir()
 	root := filepath.Join(tmp, "root")
 	if err := os.Mkdir(root, 0o755); err != nil {

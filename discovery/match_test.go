@@ -205,7 +205,7 @@ func TestMatchSpellingProperties(t *testing.T) {
 			t.Fatalf("enrolled %s, seen %s (one bit from %s): %v, %v; want not-seen", enrolled, flipped, reported, c.MAC, err)
 		}
 		id.ReportedUUID = flipped
-		if err := id.Verify(); discovery.ReasonOf(err) != discovery.ReasonIdentityMismatch {
+		if err := id.Verify(); discovery.ReasonOf(err) != string(discovery.ReasonIdentityMismatch) {
 			t.Fatalf("Verify(enrolled %s, reported %s) = %v, want an identity mismatch", enrolled, flipped, err)
 		}
 		// Placeholders, in every spelling, are never the machine's.

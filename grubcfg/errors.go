@@ -1,6 +1,10 @@
 package grubcfg
 
-import "github.com/bettercompute/siteboot/internal/bootscript"
+import (
+	"errors"
+
+	"github.com/bettercompute/siteboot/internal/bootscript"
+)
 
 // Sentinel errors; a [ValueError] unwraps to one of them.
 var (
@@ -23,3 +27,25 @@ type ValueError = bootscript.ValueError
 func unsafeErr(field, reason string) error { return lang.Unsafe(field, reason) }
 
 func invalidErr(field, reason string) error { return lang.Invalid(field, reason) }
+
+// ReasonOf names the first of the package's errors in err's chain in a word a host can count:
+// "unsafe", "invalid"; "" for nil or an error of another package.
+func ReasonOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return ""
+}
+
+var reasons = [...]struct {
+	err  error
+	name string
+}{
+	{ErrUnsafe, "unsafe"},
+	{ErrInvalid, "invalid"},
+}

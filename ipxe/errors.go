@@ -67,3 +67,30 @@ func (e *QueryError) Unwrap() []error { return []error{ErrBadQuery, e.Err} }
 func unsafeErr(field, reason string) error { return lang.Unsafe(field, reason) }
 
 func invalidErr(field, reason string) error { return lang.Invalid(field, reason) }
+
+// ReasonOf names the first of the package's errors in err's chain in a word a host can count:
+// "bad-query", "not-ready", "mismatch", "unbound", "unsafe", "invalid"; "" for nil or an error
+// of another package.
+func ReasonOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return ""
+}
+
+var reasons = [...]struct {
+	err  error
+	name string
+}{
+	{ErrBadQuery, "bad-query"},
+	{ErrNotReady, "not-ready"},
+	{ErrMismatch, "mismatch"},
+	{ErrUnbound, "unbound"},
+	{ErrUnsafe, "unsafe"},
+	{ErrInvalid, "invalid"},
+}

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"github.com/bettercompute/siteboot/clock"
 	"time"
 )
 
@@ -29,8 +30,8 @@ func (r Record) Check(node string, epoch uint64, now time.Time) error {
 type Checker struct {
 	// Store keeps the records. Required.
 	Store Store
-	// Clock's wall time decides whether the lease has lapsed; nil: SystemClock().
-	Clock Clock
+	// Clock's wall time decides whether the lease has lapsed; nil: [clock.Real].
+	Clock clock.Clock
 }
 
 // CheckEpoch returns nil when node holds site's lease at epoch and the lease has not

@@ -67,3 +67,30 @@ var _ error = &NoAgentError{}
 func (e *NoAgentError) Error() string { return fmt.Sprintf("%v for site %q", ErrNoAgent, e.Site) }
 
 func (e *NoAgentError) Unwrap() error { return ErrNoAgent }
+
+// ReasonOf names the first of the package's errors in err's chain in a word a host can count:
+// "conflict", "stale-epoch", "not-holder", "lapsed", "no-agent", "bad-record"; "" for nil or
+// an error of another package.
+func ReasonOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return ""
+}
+
+var reasons = [...]struct {
+	err  error
+	name string
+}{
+	{ErrConflict, "conflict"},
+	{ErrStaleEpoch, "stale-epoch"},
+	{ErrNotHolder, "not-holder"},
+	{ErrLapsed, "lapsed"},
+	{ErrNoAgent, "no-agent"},
+	{ErrBadRecord, "bad-record"},
+}

@@ -76,3 +76,42 @@ func (e *FileError) Error() string {
 
 // Unwrap returns the cause.
 func (e *FileError) Unwrap() error { return e.Err }
+
+// ReasonOf names the first of the package's errors in err's chain in a word a host can count:
+// "insecure-file", "not-regular", "too-large", "no-certificate", "no-key", "unsupported-key",
+// "key-mismatch", "expired", "not-yet-valid", "untrusted-cert", "no-server-name",
+// "peer-not-verified", "no-tls", "no-verified-cert", "no-identity", "config"; "" for nil or an
+// error of another package.
+func ReasonOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return ""
+}
+
+var reasons = [...]struct {
+	err  error
+	name string
+}{
+	{ErrInsecureFile, "insecure-file"},
+	{ErrNotRegular, "not-regular"},
+	{ErrTooLarge, "too-large"},
+	{ErrNoCertificate, "no-certificate"},
+	{ErrNoKey, "no-key"},
+	{ErrUnsupportedKey, "unsupported-key"},
+	{ErrKeyMismatch, "key-mismatch"},
+	{ErrExpired, "expired"},
+	{ErrNotYetValid, "not-yet-valid"},
+	{ErrUntrustedCert, "untrusted-cert"},
+	{ErrNoServerName, "no-server-name"},
+	{ErrPeerNotVerified, "peer-not-verified"},
+	{ErrNoTLS, "no-tls"},
+	{ErrNoVerifiedCert, "no-verified-cert"},
+	{ErrNoIdentity, "no-identity"},
+	{ErrConfig, "config"},
+}

@@ -31,7 +31,36 @@ var (
 	ErrEvicted = errors.New("tftpd: evicted before the first acknowledgement")
 	// ErrConfig: a Server field is out of range (see Validate).
 	ErrConfig = errors.New("tftpd: invalid configuration")
+	// ErrFenced: a read request while Server.Fence says this agent is not the active boot
+	// server; answered "access violation".
+	ErrFenced = errors.New("tftpd: boot server inactive")
 )
+
+// ReasonOf names the first of the package's sentinel errors in err's chain in a word a
+// host can count: "server-closed", "not-found", "denied", "fenced", "malformed",
+// "write-refused", "mode", "timeout", "aborted", "shutdown", "evicted", "config"; "" for
+// nil or an error of another package.
+func ReasonOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return ""
+}
+
+var reasons = [...]struct {
+	err  error
+	name string
+}{
+	{ErrServerClosed, "server-closed"}, {ErrNotFound, "not-found"}, {ErrFenced, "fenced"},
+	{ErrDenied, "denied"}, {ErrMalformed, "malformed"}, {ErrWriteRefused, "write-refused"},
+	{ErrMode, "mode"}, {ErrTimeout, "timeout"}, {ErrAborted, "aborted"},
+	{ErrShutdown, "shutdown"}, {ErrEvicted, "evicted"}, {ErrConfig, "config"},
+}
 
 // OpError is an error of one operation of the server (opening the root, reading the
 // listening socket, serving a file), with the cause in Err.

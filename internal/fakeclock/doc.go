@@ -1,4 +1,3 @@
-// Package fakeclock is a wall clock for tests that moves only when told, so that rules that
-// depend on time (grants, leases, assertions, journals) are tested without sleeping. Its Now
-// method fits every siteboot field of type func() time.Time.
+// Package fakeclock is what bmc's tests still import: an alias of
+// [github.com/bettercompute/siteboot/clock/clocktest.Fake]. New code uses clocktest.
 package fakeclock

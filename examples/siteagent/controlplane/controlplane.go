@@ -52,7 +52,7 @@ import (
 // connected.
 const DefaultSessionTimeout = 3 * time.Second
 
-// Plane is the control plane. Set the exported fields before Start.
+// Plane is the control plane. Set the exported fields before Run or Handler.
 type Plane struct {
 	// Lease is the lease store; New sets a lease.MemoryStore.
 	Lease lease.Store
@@ -65,7 +65,7 @@ type Plane struct {
 	// Logger: nil discards.
 	Logger *slog.Logger
 	// Clock is the plane's time: the lease records and the agents' sessions. Nil means
-	// lease.SystemClock(). A test shares one fake clock with its agents.
+	// clock.Real. A test shares one fake clock with its agents.
 	Clock lease.Clock
 	// ClaimStore keeps the BMC claims (bmc.go); nil means a bmc.MemoryClaimStore. Set it
 	// before the first heartbeat.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/bettercompute/siteboot/clock"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -94,6 +95,12 @@ type simClock struct {
 
 func (c *simClock) Monotonic() time.Duration {
 	return c.base + time.Duration(float64(c.s.now-c.start)*c.rate)
+}
+
+// AfterFunc is never called: the fence and the controller take no timers, and the
+// simulation steps them itself.
+func (c *simClock) AfterFunc(time.Duration, func()) clock.Timer {
+	panic("leasesim: no timers on the simulated timeline")
 }
 
 func (c *simClock) Now() time.Time {

@@ -58,3 +58,27 @@ var (
 func malformed(field string, format string, args ...any) error {
 	return &ParseError{Field: field, Err: fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)}
 }
+
+// ReasonOf returns the short name of the first error of this package in err's chain, for
+// logs and metric labels: "server-closed", "malformed" (every *ParseError), "not-pxe",
+// "no-mac", "no-handler"; "" for nil and for an error it does not recognise. Why a request
+// got silence rather than an error is a Decision's Reason, named by Reason.String.
+func ReasonOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, r := range errReasons {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return ""
+}
+
+var errReasons = [...]struct {
+	err  error
+	name string
+}{
+	{ErrServerClosed, "server-closed"}, {ErrMalformed, "malformed"}, {ErrNotPXE, "not-pxe"},
+	{ErrNoMAC, "no-mac"}, {ErrNoHandler, "no-handler"},
+}

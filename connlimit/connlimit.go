@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Defaults used for zero Limits fields.
@@ -320,22 +322,9 @@ func (c *conn) NetConn() net.Conn { return c.Conn }
 
 // ReasonOf names the first of the package's errors in err's chain in a word a host can count:
 // "limits", "no-room"; "" for nil or an error of another package.
-func ReasonOf(err error) string {
-	if err == nil {
-		return ""
-	}
-	for _, r := range reasons {
-		if errors.Is(err, r.err) {
-			return r.name
-		}
-	}
-	return ""
-}
+func ReasonOf(err error) string { return reasons.Of(err) }
 
-var reasons = [...]struct {
-	err  error
-	name string
-}{
-	{ErrLimits, "limits"},
-	{ErrNoRoom, "no-room"},
+var reasons = errname.Table{
+	{Err: ErrLimits, Name: "limits"},
+	{Err: ErrNoRoom, Name: "no-room"},
 }

@@ -1,9 +1,8 @@
 package grubcfg
 
 import (
-	"errors"
-
 	"github.com/bettercompute/siteboot/internal/bootscript"
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Sentinel errors; a [ValueError] unwraps to one of them.
@@ -30,22 +29,9 @@ func invalidErr(field, reason string) error { return lang.Invalid(field, reason)
 
 // ReasonOf names the first of the package's errors in err's chain in a word a host can count:
 // "unsafe", "invalid"; "" for nil or an error of another package.
-func ReasonOf(err error) string {
-	if err == nil {
-		return ""
-	}
-	for _, r := range reasons {
-		if errors.Is(err, r.err) {
-			return r.name
-		}
-	}
-	return ""
-}
+func ReasonOf(err error) string { return reasons.Of(err) }
 
-var reasons = [...]struct {
-	err  error
-	name string
-}{
-	{ErrUnsafe, "unsafe"},
-	{ErrInvalid, "invalid"},
+var reasons = errname.Table{
+	{Err: ErrUnsafe, Name: "unsafe"},
+	{Err: ErrInvalid, Name: "invalid"},
 }

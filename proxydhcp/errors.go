@@ -3,6 +3,8 @@ package proxydhcp
 import (
 	"errors"
 	"fmt"
+
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Sentinel errors. Match them with errors.Is.
@@ -63,22 +65,9 @@ func malformed(field string, format string, args ...any) error {
 // logs and metric labels: "server-closed", "malformed" (every *ParseError), "not-pxe",
 // "no-mac", "no-handler"; "" for nil and for an error it does not recognise. Why a request
 // got silence rather than an error is a Decision's Reason, named by Reason.String.
-func ReasonOf(err error) string {
-	if err == nil {
-		return ""
-	}
-	for _, r := range errReasons {
-		if errors.Is(err, r.err) {
-			return r.name
-		}
-	}
-	return ""
-}
+func ReasonOf(err error) string { return errReasons.Of(err) }
 
-var errReasons = [...]struct {
-	err  error
-	name string
-}{
-	{ErrServerClosed, "server-closed"}, {ErrMalformed, "malformed"}, {ErrNotPXE, "not-pxe"},
-	{ErrNoMAC, "no-mac"}, {ErrNoHandler, "no-handler"},
+var errReasons = errname.Table{
+	{Err: ErrServerClosed, Name: "server-closed"}, {Err: ErrMalformed, Name: "malformed"}, {Err: ErrNotPXE, Name: "not-pxe"},
+	{Err: ErrNoMAC, Name: "no-mac"}, {Err: ErrNoHandler, Name: "no-handler"},
 }

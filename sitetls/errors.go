@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Sentinel errors. Every error of this package wraps one of them; errors about a file are a
@@ -82,36 +84,23 @@ func (e *FileError) Unwrap() error { return e.Err }
 // "key-mismatch", "expired", "not-yet-valid", "untrusted-cert", "no-server-name",
 // "peer-not-verified", "no-tls", "no-verified-cert", "no-identity", "config"; "" for nil or an
 // error of another package.
-func ReasonOf(err error) string {
-	if err == nil {
-		return ""
-	}
-	for _, r := range reasons {
-		if errors.Is(err, r.err) {
-			return r.name
-		}
-	}
-	return ""
-}
+func ReasonOf(err error) string { return reasons.Of(err) }
 
-var reasons = [...]struct {
-	err  error
-	name string
-}{
-	{ErrInsecureFile, "insecure-file"},
-	{ErrNotRegular, "not-regular"},
-	{ErrTooLarge, "too-large"},
-	{ErrNoCertificate, "no-certificate"},
-	{ErrNoKey, "no-key"},
-	{ErrUnsupportedKey, "unsupported-key"},
-	{ErrKeyMismatch, "key-mismatch"},
-	{ErrExpired, "expired"},
-	{ErrNotYetValid, "not-yet-valid"},
-	{ErrUntrustedCert, "untrusted-cert"},
-	{ErrNoServerName, "no-server-name"},
-	{ErrPeerNotVerified, "peer-not-verified"},
-	{ErrNoTLS, "no-tls"},
-	{ErrNoVerifiedCert, "no-verified-cert"},
-	{ErrNoIdentity, "no-identity"},
-	{ErrConfig, "config"},
+var reasons = errname.Table{
+	{Err: ErrInsecureFile, Name: "insecure-file"},
+	{Err: ErrNotRegular, Name: "not-regular"},
+	{Err: ErrTooLarge, Name: "too-large"},
+	{Err: ErrNoCertificate, Name: "no-certificate"},
+	{Err: ErrNoKey, Name: "no-key"},
+	{Err: ErrUnsupportedKey, Name: "unsupported-key"},
+	{Err: ErrKeyMismatch, Name: "key-mismatch"},
+	{Err: ErrExpired, Name: "expired"},
+	{Err: ErrNotYetValid, Name: "not-yet-valid"},
+	{Err: ErrUntrustedCert, Name: "untrusted-cert"},
+	{Err: ErrNoServerName, Name: "no-server-name"},
+	{Err: ErrPeerNotVerified, Name: "peer-not-verified"},
+	{Err: ErrNoTLS, Name: "no-tls"},
+	{Err: ErrNoVerifiedCert, Name: "no-verified-cert"},
+	{Err: ErrNoIdentity, Name: "no-identity"},
+	{Err: ErrConfig, Name: "config"},
 }

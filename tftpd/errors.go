@@ -3,6 +3,8 @@ package tftpd
 import (
 	"errors"
 	"fmt"
+
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Errors returned by Serve, Validate and reported in Transfer.Err.
@@ -40,26 +42,13 @@ var (
 // host can count: "server-closed", "not-found", "denied", "fenced", "malformed",
 // "write-refused", "mode", "timeout", "aborted", "shutdown", "evicted", "config"; "" for
 // nil or an error of another package.
-func ReasonOf(err error) string {
-	if err == nil {
-		return ""
-	}
-	for _, r := range reasons {
-		if errors.Is(err, r.err) {
-			return r.name
-		}
-	}
-	return ""
-}
+func ReasonOf(err error) string { return reasons.Of(err) }
 
-var reasons = [...]struct {
-	err  error
-	name string
-}{
-	{ErrServerClosed, "server-closed"}, {ErrNotFound, "not-found"}, {ErrFenced, "fenced"},
-	{ErrDenied, "denied"}, {ErrMalformed, "malformed"}, {ErrWriteRefused, "write-refused"},
-	{ErrMode, "mode"}, {ErrTimeout, "timeout"}, {ErrAborted, "aborted"},
-	{ErrShutdown, "shutdown"}, {ErrEvicted, "evicted"}, {ErrConfig, "config"},
+var reasons = errname.Table{
+	{Err: ErrServerClosed, Name: "server-closed"}, {Err: ErrNotFound, Name: "not-found"}, {Err: ErrFenced, Name: "fenced"},
+	{Err: ErrDenied, Name: "denied"}, {Err: ErrMalformed, Name: "malformed"}, {Err: ErrWriteRefused, Name: "write-refused"},
+	{Err: ErrMode, Name: "mode"}, {Err: ErrTimeout, Name: "timeout"}, {Err: ErrAborted, Name: "aborted"},
+	{Err: ErrShutdown, Name: "shutdown"}, {Err: ErrEvicted, Name: "evicted"}, {Err: ErrConfig, Name: "config"},
 }
 
 // OpError is an error of one operation of the server (opening the root, reading the

@@ -2,8 +2,9 @@ package lease
 
 import (
 	"context"
-	"github.com/bettercompute/siteboot/clock"
 	"time"
+
+	"github.com/bettercompute/siteboot/clock"
 )
 
 // Check is the control plane's check of an agent's claim to the lease (an assertion's

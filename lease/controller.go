@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/bettercompute/siteboot/clock"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bettercompute/siteboot/clock"
 )
 
 // Fleet is what a Controller asks the control plane about its site agents.

@@ -3,11 +3,12 @@ package lease
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"github.com/bettercompute/siteboot/clock"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/bettercompute/siteboot/clock"
 )
 
 // FenceHistory is how many recent heartbeats a Fence remembers the sending time of. A word

@@ -94,20 +94,10 @@ func TestStore(t *testing.T, s lease.Store) {
 	}
 }
 
-// Clock is a [clocktest.Fake] with JumpWall: Advance moves the wall and the monotonic
-// readings together and runs the timers that fall due, JumpWall only the wall clock.
-// NewClock starts at a fixed date. It is safe for concurrent use.
-//
-// Deprecated: use [clocktest.Fake] (its Set moves only the wall clock).
-type Clock struct{ *clocktest.Fake }
-
-var _ lease.Clock = Clock{}
-
-// NewClock returns a Clock at 2026-03-01 12:00 UTC, monotonic reading 0.
-func NewClock() *Clock { return &Clock{clocktest.New(t0())} }
-
-// JumpWall moves only the wall clock, by d (either way).
-func (c *Clock) JumpWall(d time.Duration) { c.Set(c.Now().Add(d)) }
+// NewClock returns a [clocktest.Fake] at 2026-03-01 12:00 UTC, monotonic reading 0: Advance
+// moves the wall and the monotonic readings together and runs the timers that fall due, Set
+// only the wall clock (a jump either way).
+func NewClock() *clocktest.Fake { return clocktest.New(t0()) }
 
 // Fleet is a lease.Fleet of Sites sites named site-0000, site-0001, ..., each with two
 // connected agents (SITE-a, SITE-b).

@@ -43,6 +43,7 @@ import (
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/lease"
 	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
@@ -66,7 +67,7 @@ type Plane struct {
 	Logger *slog.Logger
 	// Clock is the plane's time: the lease records and the agents' sessions. Nil means
 	// clock.Real. A test shares one fake clock with its agents.
-	Clock lease.Clock
+	Clock clock.Clock
 	// ClaimStore keeps the BMC claims (bmc.go); nil means a bmc.MemoryClaimStore. Set it
 	// before the first heartbeat.
 	ClaimStore bmc.ClaimStore

@@ -28,6 +28,8 @@
 //     binding, client, server-side handler) and its OpenAPI specification.
 //   - connlimit: a listener that caps connections per source and in total, so a flood of
 //     HTTP connections cannot take the descriptors other protocols need.
+//   - clock: the one clock interface every package takes, and clock/clocktest, a fake that
+//     moves and fires timers only when a test says so.
 //
 // # Wiring
 //
@@ -38,4 +40,65 @@
 // imagecache grants; proxydhcp and ipxe feed discovery; ipxe's assertions are signed by
 // assertion. examples/siteagent is a reference agent that wires every package, and
 // examples/bootlab runs it with simulated machines in one command.
+//
+// # Conventions every package follows
+//
+// Every package, present and future, follows these rules, so that an embedder who has
+// learned one package has learned the shape of all of them.
+//
+// Lifecycle. A server starts and stops like [net/http.Server]: Serve(l) on a listener or
+// socket the caller bound; ListenAndServe() binding the Addr field of the struct (the zero
+// Addr names the protocol's default); Shutdown(ctx) graceful, Close() immediate, both
+// making Serve and ListenAndServe return the package's ErrServerClosed. No goroutine
+// outlives Shutdown or Close, and a leak check in the package's tests proves it. A type
+// that is not a server but holds goroutines or files (a cache, a bounded list) has
+// Close() error, and Shutdown(ctx) error when it has work to drain; a type that only runs
+// a loop has Run(ctx) error, returning when ctx is done.
+//
+// Configuration. Exported struct fields whose comments state the default used when zero,
+// the defaults exported as constants, and Validate() error where fields can conflict or
+// be out of range. A constructor that must do I/O (opening a directory) takes such a
+// struct. Functional options only for building messages.
+//
+// Time. A Clock field of type [github.com/bettercompute/siteboot/clock.Clock]; nil means
+// [github.com/bettercompute/siteboot/clock.Real]. No package calls time.Now, time.Since
+// or time.AfterFunc directly for a rule that depends on time (expiries, leases, grants,
+// throttles, retries); deadlines of socket I/O stay on the process's clock. Tests, ours
+// and an embedder's, move time with [github.com/bettercompute/siteboot/clock/clocktest.Fake]
+// and never sleep. A package that took a Now func() time.Time keeps it, deprecated, as
+// the fallback when Clock is nil, until its callers move.
+//
+// Errors. Package-prefixed sentinels, typed errors with Unwrap, always %w. Every package
+// that refuses or fails for reasons a host counts has
+//
+//	func ReasonOf(err error) string
+//
+// returning a short stable name ("stale-epoch", "not-found", ...) for the first error of
+// the package in err's chain, and "" for nil. The names are documented beside the
+// function and meant for logs and metric labels; so is what it returns for an error it
+// does not recognise ("" in most packages; imagecache names any other pull failure
+// "network"). Typed reasons, where a package has them, are untyped constants or convert
+// to the same strings.
+//
+// Fence. A package that must act only while this agent is the site's active boot server
+// declares, in its own words, the one-method interface
+//
+//	type Fence interface {
+//		Active() (epoch uint64, active bool)
+//	}
+//
+// with a FenceFunc adapter of func() (uint64, bool);
+// [github.com/bettercompute/siteboot/lease.Fence] satisfies it as it is. The epoch is the lease term this agent holds; a consumer that records it
+// (an assertion, a grant) treats epoch 0 as no lease.
+//
+// Statistics. A Stats() method returning a struct of uint64 counters (and gauges), copied
+// under no lock the caller sees; never a map keyed by strings.
+//
+// Test helpers. A package an embedder would fake or run in a test ships an xxxtest
+// package (tftpd/tftpdtest, ipxe/ipxetest, imagecache/imagecachetest, bmc/bmctest,
+// lease/leasetest, casreg/casregtest, sitetls/sitetlstest, clock/clocktest). A helper
+// that serves returns a value already serving on 127.0.0.1, with a URL or Addr field, and
+// Close() with no result, like [net/http/httptest.Server]: Close blocks until every
+// goroutine the helper started has ended, and the helper's own tests check that with a
+// leak check.
 package siteboot

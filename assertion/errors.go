@@ -2,7 +2,7 @@ package assertion
 
 import (
 	"errors"
-	"fmt"
+	"slices"
 )
 
 // Sentinel errors. Errors returned by this package wrap one of them, or are a *RefusedError.
@@ -34,89 +34,70 @@ var (
 	ErrConfig = errors.New("assertion: bad configuration")
 )
 
-// Reason is why [Verifier.Verify] refused an assertion. A caller switches on it after
-// errors.As to a *RefusedError, or tests one with errors.Is(err, ReasonReplay): a Reason is
-// itself an error that matches any RefusedError carrying it.
-type Reason uint8
+// Reason is why [Verifier.Verify] refused an assertion, one of the Reason constants. A
+// caller compares [ReasonOf](err) with them, or switches on RefusedError.Reason after
+// errors.As; a Reason is also an error that matches, under errors.Is, any RefusedError
+// carrying it.
+type Reason string
 
-// The refusal reasons. Their text forms (String) are stable and meant for logs and metrics.
+// The refusal reasons: stable names meant for logs and metrics. They are untyped
+// constants, so that they compare with both a Reason and the string [ReasonOf] returns.
 const (
 	// ReasonMalformed: the text does not decode (base64, version, bounds, trailing bytes).
-	ReasonMalformed Reason = iota + 1
+	ReasonMalformed = "malformed"
 	// ReasonUnknownAgent: the key resolver does not know the asserted agent node id.
-	ReasonUnknownAgent
+	ReasonUnknownAgent = "unknown-agent"
 	// ReasonBadSignature: the signature is not the agent's over this payload under the
 	// purpose "discovery-assertion" (including a valid signature made for another purpose),
 	// or the agent's key is of an unsupported type.
-	ReasonBadSignature
+	ReasonBadSignature = "bad-signature"
 	// ReasonNotSiteAgent: the signer is a node but not a site agent (role other than "site").
-	ReasonNotSiteAgent
+	ReasonNotSiteAgent = "not-site-agent"
 	// ReasonWrongSite: the agent belongs to another site than the one asserted, or the
 	// assertion names another site than the joining machine's.
-	ReasonWrongSite
+	ReasonWrongSite = "wrong-site"
 	// ReasonBadLifetime: not-after is before issued-at or more than 15 minutes after it.
-	ReasonBadLifetime
+	ReasonBadLifetime = "bad-lifetime"
 	// ReasonNotYetValid: issued-at is later than now plus the skew allowance.
-	ReasonNotYetValid
+	ReasonNotYetValid = "not-yet-valid"
 	// ReasonExpired: now is past not-after, or past issued-at + 15 minutes, plus the skew.
-	ReasonExpired
+	ReasonExpired = "expired"
 	// ReasonStaleEpoch: the asserted epoch is not the site's current lease epoch (for
 	// instance the lease failed over or was released since).
-	ReasonStaleEpoch
+	ReasonStaleEpoch = "stale-epoch"
 	// ReasonNotLeaseHolder: the epoch is current but the agent does not hold the lease:
 	// another agent does, nobody does, or the lease lapsed.
-	ReasonNotLeaseHolder
+	ReasonNotLeaseHolder = "not-lease-holder"
 	// ReasonMACMismatch: the joining machine's MACs do not include the asserted MAC.
-	ReasonMACMismatch
+	ReasonMACMismatch = "mac-mismatch"
 	// ReasonUUIDMismatch: a UUID is asserted and the machine's is not a spelling of it
 	// (or either is a firmware placeholder).
-	ReasonUUIDMismatch
+	ReasonUUIDMismatch = "uuid-mismatch"
 	// ReasonReplay: this assertion was already used.
-	ReasonReplay
+	ReasonReplay = "replay"
 	// ReasonUnavailable: a resolver, the lease check or the replay cache failed; nothing
 	// is known about the assertion, and the same text may be presented again later.
-	ReasonUnavailable
-
-	numReasons = iota + 1
+	ReasonUnavailable = "unavailable"
 )
 
-var reasonNames = [numReasons]string{
-	ReasonMalformed:      "malformed",
-	ReasonUnknownAgent:   "unknown-agent",
-	ReasonBadSignature:   "bad-signature",
-	ReasonNotSiteAgent:   "not-site-agent",
-	ReasonWrongSite:      "wrong-site",
-	ReasonBadLifetime:    "bad-lifetime",
-	ReasonNotYetValid:    "not-yet-valid",
-	ReasonExpired:        "expired",
-	ReasonStaleEpoch:     "stale-epoch",
-	ReasonNotLeaseHolder: "not-lease-holder",
-	ReasonMACMismatch:    "mac-mismatch",
-	ReasonUUIDMismatch:   "uuid-mismatch",
-	ReasonReplay:         "replay",
-	ReasonUnavailable:    "unavailable",
-}
+var reasonNames = [...]Reason{ReasonMalformed, ReasonUnknownAgent, ReasonBadSignature, ReasonNotSiteAgent,
+	ReasonWrongSite, ReasonBadLifetime, ReasonNotYetValid, ReasonExpired, ReasonStaleEpoch,
+	ReasonNotLeaseHolder, ReasonMACMismatch, ReasonUUIDMismatch, ReasonReplay, ReasonUnavailable}
+
+var reasons = reasonNames[:]
+
+// reasonIndex numbers the reasons from 0, in declaration order, for counters.
+func reasonIndex(r Reason) int { return slices.Index(reasons, r) }
 
 // Reasons lists every refusal reason, in declaration order.
-func Reasons() []Reason {
-	rs := make([]Reason, 0, numReasons-1)
-	for r := Reason(1); r < numReasons; r++ {
-		rs = append(rs, r)
-	}
-	return rs
-}
+func Reasons() []Reason { return slices.Clone(reasons) }
 
 // String returns the reason's stable name, such as "stale-epoch".
-func (r Reason) String() string {
-	if r > 0 && int(r) < numReasons {
-		return reasonNames[r]
-	}
-	return fmt.Sprintf("reason(%d)", uint8(r))
-}
+func (r Reason) String() string { return string(r) }
 
 // Error makes a Reason usable as an errors.Is target. It returns the same as String, so
 // that printing a Reason shows its name.
-func (r Reason) Error() string { return r.String() }
+func (r Reason) Error() string { return string(r) }
 
 // RefusedError is the error [Verifier.Verify] returns for an assertion it does not admit.
 type RefusedError struct {
@@ -150,11 +131,12 @@ func (e *RefusedError) Is(target error) bool {
 	return ok && r == e.Reason
 }
 
-// ReasonOf returns the refusal reason carried by err, or 0 when err is not a refusal.
-func ReasonOf(err error) Reason {
+// ReasonOf returns the name of the refusal reason carried by err (one of the Reason
+// constants), or "" when err is nil or not a refusal.
+func ReasonOf(err error) string {
 	var re *RefusedError
 	if errors.As(err, &re) {
-		return re.Reason
+		return string(re.Reason)
 	}
-	return 0
+	return ""
 }

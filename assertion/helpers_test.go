@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/hwid"
-	"github.com/bettercompute/siteboot/internal/fakeclock"
 )
 
 // signText signs a under purpose the way the package documents it, independently of the
@@ -80,7 +80,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // verifier, on fake clocks.
 type site struct {
 	keyA1, keyA2, keyB1, keyWorker ed25519.PrivateKey
-	agentClock, cpClock            *fakeclock.Clock
+	agentClock, cpClock            *clocktest.Fake
 	lease                          *fakeLease
 	replay                         *assertion.MemoryReplayCache
 	issuer                         *assertion.Issuer
@@ -94,7 +94,7 @@ type site struct {
 func newSite(t testing.TB) *site {
 	s := &site{
 		keyA1: seedKey(1), keyA2: seedKey(2), keyB1: seedKey(3), keyWorker: seedKey(4),
-		agentClock: fakeclock.New(t0), cpClock: fakeclock.New(t0.Add(20 * time.Second)),
+		agentClock: clocktest.New(t0), cpClock: clocktest.New(t0.Add(20 * time.Second)),
 		lease:  &fakeLease{},
 		replay: &assertion.MemoryReplayCache{},
 		mac:    hwid.MustParseMAC("3c:ec:ef:12:34:56"),
@@ -102,7 +102,7 @@ func newSite(t testing.TB) *site {
 	}
 	s.lease.set("site-a", "agent-a1", 7)
 	s.lease.set("site-b", "agent-b1", 3)
-	s.issuer = &assertion.Issuer{Site: "site-a", Agent: "agent-a1", Signer: s.keyA1, Now: s.agentClock.Now}
+	s.issuer = &assertion.Issuer{Site: "site-a", Agent: "agent-a1", Signer: s.keyA1, Clock: s.agentClock}
 	s.verifier = &assertion.Verifier{
 		Keys: assertion.StaticKeys{
 			"agent-a1": {PublicKey: s.keyA1.Public(), Site: "site-a", Role: assertion.RoleSite},
@@ -112,7 +112,7 @@ func newSite(t testing.TB) *site {
 		},
 		Leases: s.lease,
 		Replay: s.replay,
-		Now:    s.cpClock.Now,
+		Clock:  s.cpClock,
 	}
 	s.fields = assertion.Fields{
 		Epoch: 7, MAC: s.mac, IP: netip.MustParseAddr("192.0.2.20"), UUID: s.uuid,

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"github.com/bettercompute/siteboot/clock"
 	"io"
 	"net/netip"
 	"sync/atomic"
@@ -50,7 +51,11 @@ type Issuer struct {
 	// Lifetime is how long an assertion is valid after issue. Zero means MaxLifetime
 	// (15 minutes), which is also the most allowed.
 	Lifetime time.Duration
-	// Now is the agent's clock. Nil means time.Now.
+	// Clock is the agent's clock. Nil means [clock.Real].
+	Clock clock.Clock
+	// Now is the wall clock when Clock is nil.
+	//
+	// Deprecated: set Clock; Now is used only when Clock is nil.
 	Now func() time.Time
 	// Rand is the randomness handed to the Signer (ECDSA needs it; Ed25519 ignores it).
 	// Nil means crypto/rand.Reader.
@@ -121,8 +126,10 @@ func (is *Issuer) issue(ctx context.Context, f Fields) (string, error) {
 	if f.Epoch == 0 {
 		return "", ErrNoEpoch
 	}
-	now := time.Now
-	if is.Now != nil {
+	now := clock.Real.Now
+	if is.Clock != nil {
+		now = is.Clock.Now
+	} else if is.Now != nil {
 		now = is.Now
 	}
 	lifetime := is.Lifetime

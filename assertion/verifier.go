@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/clock"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -123,14 +124,18 @@ type Verifier struct {
 	// Skew is how far the agent's clock may be from ours, applied at both edges (issued-at
 	// in the future; past not-after or 15 minutes of age). Zero means DefaultSkew (30 s).
 	Skew time.Duration
-	// Now is the control plane's clock. Nil means time.Now.
+	// Clock is the control plane's clock. Nil means [clock.Real].
+	Clock clock.Clock
+	// Now is the wall clock when Clock is nil.
+	//
+	// Deprecated: set Clock; Now is used only when Clock is nil.
 	Now func() time.Time
 	// Logger receives a debug line per admission and an info line per refusal. Nil
 	// discards.
 	Logger *slog.Logger
 
 	admitted atomic.Uint64
-	refused  [numReasons]atomic.Uint64
+	refused  [len(reasonNames)]atomic.Uint64
 }
 
 // VerifierStats are the Verifier's counters.
@@ -143,8 +148,8 @@ type VerifierStats struct {
 // Stats returns the Verifier's counters.
 func (v *Verifier) Stats() VerifierStats {
 	s := VerifierStats{Admitted: v.admitted.Load(), Refused: map[Reason]uint64{}}
-	for _, r := range Reasons() {
-		if n := v.refused[r].Load(); n > 0 {
+	for i, r := range reasons {
+		if n := v.refused[i].Load(); n > 0 {
 			s.Refused[r] = n
 		}
 	}
@@ -185,7 +190,9 @@ func (v *Verifier) Verify(ctx context.Context, text string, j Join) (Assertion, 
 	if err != nil {
 		var re *RefusedError
 		if errors.As(err, &re) {
-			v.refused[re.Reason].Add(1)
+			if i := reasonIndex(re.Reason); i >= 0 {
+				v.refused[i].Add(1)
+			}
 			if v.Logger != nil {
 				v.Logger.LogAttrs(ctx, slog.LevelInfo, "assertion refused",
 					slog.String("reason", re.Reason.String()), slog.String("agent", re.Agent),
@@ -233,8 +240,10 @@ func (v *Verifier) verify(ctx context.Context, text string, j Join) (Assertion, 
 		return Assertion{}, refuse(ReasonWrongSite, "assertion for site %q, join for site %q", a.Site, j.Site)
 	}
 
-	now := time.Now
-	if v.Now != nil {
+	now := clock.Real.Now
+	if v.Clock != nil {
+		now = v.Clock.Now
+	} else if v.Now != nil {
 		now = v.Now
 	}
 	t := now()

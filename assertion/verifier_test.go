@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rsa"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/big"
 	"strings"
@@ -253,7 +254,7 @@ func TestVerifyRefusals(t *testing.T) {
 			if !errors.As(err, &re) || re.Reason != tt.want {
 				t.Fatalf("Verify = %v, want a refusal for %s", err, tt.want)
 			}
-			if !errors.Is(err, tt.want) || assertion.ReasonOf(err) != tt.want {
+			if !errors.Is(err, tt.want) || assertion.ReasonOf(err) != string(tt.want) {
 				t.Errorf("errors.Is / ReasonOf do not find %s in %v", tt.want, err)
 			}
 			for _, other := range assertion.Reasons() {
@@ -289,7 +290,7 @@ func TestRefusalDoesNotConsume(t *testing.T) {
 	s := newSite(t)
 	text := s.issue(t)
 	thief := assertion.Join{Site: "site-a", MACs: []hwid.MAC{hwid.MustParseMAC("02:00:00:00:00:01")}, UUID: s.uuid}
-	if _, err := s.verifier.Verify(context.Background(), text, thief); !errors.Is(err, assertion.ReasonMACMismatch) {
+	if _, err := s.verifier.Verify(context.Background(), text, thief); assertion.ReasonOf(err) != assertion.ReasonMACMismatch {
 		t.Fatalf("thief: %v", err)
 	}
 	if _, err := s.verifier.Verify(context.Background(), text, s.join); err != nil {
@@ -308,11 +309,11 @@ func TestSkewEdges(t *testing.T) {
 		tests := []struct {
 			name string
 			now  time.Time
-			want assertion.Reason // 0: admitted
+			want assertion.Reason // "": admitted
 		}{
-			{"agent-clock-ahead-by-skew", t0.Add(-eff), 0},
+			{"agent-clock-ahead-by-skew", t0.Add(-eff), ""},
 			{"agent-clock-ahead-beyond-skew", t0.Add(-eff - time.Second), assertion.ReasonNotYetValid},
-			{"at-not-after-plus-skew", t0.Add(10*time.Minute + eff), 0},
+			{"at-not-after-plus-skew", t0.Add(10*time.Minute + eff), ""},
 			{"beyond-not-after-plus-skew", t0.Add(10*time.Minute + eff + time.Second), assertion.ReasonExpired},
 		}
 		for _, tt := range tests {
@@ -322,7 +323,7 @@ func TestSkewEdges(t *testing.T) {
 				s.fields.NotAfter = t0.Add(10 * time.Minute)
 				s.cpClock.Set(tt.now)
 				_, err := s.verifier.Verify(context.Background(), s.issue(t), s.join)
-				if got := assertion.ReasonOf(err); got != tt.want || (tt.want == 0 && err != nil) {
+				if got := assertion.ReasonOf(err); got != string(tt.want) || (tt.want == "" && err != nil) {
 					t.Errorf("Verify = %v, want reason %v", err, tt.want)
 				}
 			})
@@ -336,10 +337,10 @@ func TestFailover(t *testing.T) {
 	s := newSite(t)
 	old := s.issue(t)
 	s.lease.set("site-a", "agent-a2", 8)
-	if _, err := s.verifier.Verify(context.Background(), old, s.join); !errors.Is(err, assertion.ReasonStaleEpoch) {
+	if _, err := s.verifier.Verify(context.Background(), old, s.join); assertion.ReasonOf(err) != assertion.ReasonStaleEpoch {
 		t.Fatalf("old holder's assertion after failover: %v", err)
 	}
-	standby := &assertion.Issuer{Site: "site-a", Agent: "agent-a2", Signer: s.keyA2, Now: s.agentClock.Now}
+	standby := &assertion.Issuer{Site: "site-a", Agent: "agent-a2", Signer: s.keyA2, Clock: s.agentClock}
 	s.fields.Epoch = 8
 	text, err := standby.Issue(context.Background(), s.fields)
 	if err != nil {
@@ -365,7 +366,7 @@ func TestReplaySameBytesNewSignature(t *testing.T) {
 	if _, err := s.verifier.Verify(context.Background(), first, s.join); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.verifier.Verify(context.Background(), second, s.join); !errors.Is(err, assertion.ReasonReplay) {
+	if _, err := s.verifier.Verify(context.Background(), second, s.join); assertion.ReasonOf(err) != assertion.ReasonReplay {
 		t.Fatalf("same assertion, new signature: %v, want replay", err)
 	}
 }
@@ -391,7 +392,7 @@ func TestVerifyConcurrentReplay(t *testing.T) {
 		switch {
 		case err == nil:
 			admitted++
-		case errors.Is(err, assertion.ReasonReplay):
+		case assertion.ReasonOf(err) == assertion.ReasonReplay:
 			replays++
 		default:
 			t.Errorf("unexpected: %v", err)
@@ -419,7 +420,7 @@ func TestVerifierValidate(t *testing.T) {
 			text := s.issue(t)
 			tt.change(s.verifier)
 			_, err := s.verifier.Verify(context.Background(), text, s.join)
-			if !errors.Is(err, assertion.ErrConfig) || assertion.ReasonOf(err) != 0 {
+			if !errors.Is(err, assertion.ErrConfig) || assertion.ReasonOf(err) != "" {
 				t.Errorf("Verify = %v, want ErrConfig and no refusal reason", err)
 			}
 		})
@@ -447,14 +448,33 @@ func TestReasonNames(t *testing.T) {
 	for _, r := range assertion.Reasons() {
 		name := r.String()
 		if name == "" || strings.HasPrefix(name, "reason(") || seen[name] || r.Error() != name {
-			t.Errorf("reason %d named %q", r, name)
+			t.Errorf("reason %q named %q", string(r), name)
 		}
 		seen[name] = true
 	}
 	if len(seen) != 14 {
 		t.Errorf("%d reasons", len(seen))
 	}
-	if got := assertion.Reason(200).String(); got != "reason(200)" {
-		t.Errorf("unknown reason prints %q", got)
+}
+
+func TestReasonOfTable(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{errors.New("elsewhere"), ""},
+		{assertion.ErrMalformed, ""}, // a decoding error, not a refusal
+		{&assertion.RefusedError{Reason: assertion.ReasonReplay}, "replay"},
+		{fmt.Errorf("joining: %w", &assertion.RefusedError{Reason: assertion.ReasonStaleEpoch, Err: assertion.ErrStaleEpoch}), "stale-epoch"},
+	} {
+		if got := assertion.ReasonOf(tt.err); got != tt.want {
+			t.Errorf("ReasonOf(%v) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+	// The refusal still matches its typed Reason under errors.Is, and no other.
+	err := fmt.Errorf("joining: %w", &assertion.RefusedError{Reason: assertion.ReasonReplay})
+	if !errors.Is(err, assertion.Reason(assertion.ReasonReplay)) || errors.Is(err, assertion.Reason(assertion.ReasonExpired)) {
+		t.Errorf("errors.Is does not single out the Reason of %v", err)
 	}
 }

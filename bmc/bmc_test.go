@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bettercompute/siteboot/bmc"
-	"github.com/bettercompute/siteboot/internal/fakeclock"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 )
 
 type fakeDriver struct{ name string }
@@ -113,7 +113,7 @@ func TestBootDeviceValidate(t *testing.T) {
 }
 
 func TestRunnerDoesNotSendARepeatTwice(t *testing.T) {
-	clk := fakeclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	j := &bmc.MemoryJournal{Window: 10 * time.Minute}
 	r := &bmc.Runner{Journal: j, Now: clk.Now}
 	ctx := context.Background()
@@ -145,7 +145,7 @@ func TestRunnerDoesNotSendARepeatTwice(t *testing.T) {
 }
 
 func TestRunnerReplaysAFailure(t *testing.T) {
-	clk := fakeclock.New(time.Unix(1e9, 0))
+	clk := clocktest.New(time.Unix(1e9, 0))
 	r := &bmc.Runner{Journal: &bmc.MemoryJournal{}, Now: clk.Now}
 	calls := 0
 	fail := func(context.Context) error {
@@ -214,7 +214,7 @@ func TestRunnerRefusesARepeatWhileRunning(t *testing.T) {
 }
 
 func TestMemoryJournalIsBounded(t *testing.T) {
-	clk := fakeclock.New(time.Unix(1e9, 0))
+	clk := clocktest.New(time.Unix(1e9, 0))
 	j := &bmc.MemoryJournal{Window: time.Hour, Size: 3}
 	r := &bmc.Runner{Journal: j, Now: clk.Now}
 	ok := func(context.Context) error { return nil }

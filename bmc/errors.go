@@ -249,3 +249,8 @@ func (e *PartialError) Failed() []string {
 	}
 	return out
 }
+
+// ReasonOf is the classification every siteboot package offers (the root package's
+// conventions): the short name of err's kind, as KindName gives it, "" for nil and for an
+// error of no known kind.
+func ReasonOf(err error) string { return KindName(err) }

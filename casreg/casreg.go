@@ -13,6 +13,15 @@ type Version int64
 // ErrConflict: a compare-and-swap found the key's version changed since it was read.
 var ErrConflict = errors.New("casreg: version changed meanwhile")
 
+// ReasonOf returns "conflict" when err wraps ErrConflict, and "" otherwise (nil
+// included): a store's own failures belong to the store.
+func ReasonOf(err error) string {
+	if errors.Is(err, ErrConflict) {
+		return "conflict"
+	}
+	return ""
+}
+
 // Register keeps values by key with compare-and-swap. Implementations are safe for
 // concurrent use.
 type Register interface {

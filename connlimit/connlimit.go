@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Defaults used for zero Limits fields.
@@ -91,9 +93,9 @@ func (l Limits) Validate() error {
 
 // Stats are a Listener's counters.
 type Stats struct {
-	Open     int // connections open now
-	Sources  int // sources (addresses or IPv6 prefixes) with a connection open
-	PeakOpen int // the most connections open at once
+	Open     uint64 // connections open now
+	Sources  uint64 // sources (addresses or IPv6 prefixes) with a connection open
+	PeakOpen uint64 // the most connections open at once
 	// Accepted counts connections handed to the caller.
 	Accepted uint64
 	// RefusedPerSource and RefusedTotal count connections closed at once because their
@@ -189,7 +191,7 @@ func (l *Listener) Limits() Limits {
 func (l *Listener) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{Open: l.open, Sources: len(l.bySource), PeakOpen: l.peak,
+	return Stats{Open: uint64(l.open), Sources: uint64(len(l.bySource)), PeakOpen: uint64(l.peak),
 		Accepted: l.accepted, RefusedPerSource: l.refPer, RefusedTotal: l.refTotal,
 		RefusedReserve: l.refRes, AcceptedPreferred: l.accPref}
 }
@@ -317,3 +319,12 @@ func (c *conn) ReadFrom(r io.Reader) (int64, error) {
 
 // NetConn returns the wrapped connection.
 func (c *conn) NetConn() net.Conn { return c.Conn }
+
+// ReasonOf names the first of the package's errors in err's chain in a word a host can count:
+// "limits", "no-room"; "" for nil or an error of another package.
+func ReasonOf(err error) string { return reasons.Of(err) }
+
+var reasons = errname.Table{
+	{Err: ErrLimits, Name: "limits"},
+	{Err: ErrNoRoom, Name: "no-room"},
+}

@@ -16,7 +16,7 @@ func benchList(b *testing.B, c discovery.Config) *discovery.List {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(l.Close)
+	b.Cleanup(func() { l.Close() })
 	return l
 }
 

@@ -1,23 +1,15 @@
 package discovery
 
-import "time"
+import "github.com/bettercompute/siteboot/clock"
 
 // Clock is the time source of a [List]: the current time for first- and last-seen, the
 // day's forgetting and the report throttle, and a timer for the trailing report. A test hands
-// in a fake one and moves it by hand; nil means the system clock.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f in its own goroutine once d has passed, like [time.AfterFunc].
-	AfterFunc(d time.Duration, f func()) Timer
-}
+// in a [github.com/bettercompute/siteboot/clock/clocktest.Fake]; nil means [clock.Real].
+//
+// Deprecated: use [clock.Clock], which this is.
+type Clock = clock.Clock
 
-// Timer is a pending [Clock.AfterFunc] call. [*time.Timer] implements it.
-type Timer interface {
-	// Stop prevents the call if it has not started, reporting whether it did so.
-	Stop() bool
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                            { return time.Now() }
-func (systemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+// Timer is a pending [clock.Clock.AfterFunc] call.
+//
+// Deprecated: use [clock.Timer], which this is.
+type Timer = clock.Timer

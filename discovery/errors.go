@@ -81,10 +81,18 @@ func (e *MatchError) Unwrap() error {
 	return nil
 }
 
-// ReasonOf returns the reason of a [*MatchError] in err's chain, and "" when there is none.
-func ReasonOf(err error) Reason {
+// ReasonOf returns the reason of a [*MatchError] in err's chain ("not-seen", "ambiguous",
+// "shared-uuid", "mac-enrolled", "machine-identity-mismatch"), "unusable-uuid" for
+// [ErrUnusableUUID], "incomplete-query" for [ErrQuery], and "" for nil or any other error.
+func ReasonOf(err error) string {
 	if me, ok := errors.AsType[*MatchError](err); ok {
-		return me.Reason
+		return string(me.Reason)
+	}
+	switch {
+	case errors.Is(err, ErrUnusableUUID):
+		return "unusable-uuid"
+	case errors.Is(err, ErrQuery):
+		return "incomplete-query"
 	}
 	return ""
 }

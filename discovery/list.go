@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/clock"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -102,7 +103,7 @@ type Stats struct {
 	Forgotten      uint64 // machines dropped by Forget or ForgetFunc
 	ReportsWanted  uint64 // calls of ReportWanted
 	ReportsDelayed uint64 // new machines whose report request waited for the throttle
-	Len            int    // machines listed now
+	Len            uint64 // machines listed now
 }
 
 // Config configures a [List]. The zero value is usable.
@@ -125,8 +126,8 @@ type Config struct {
 	// DHCPFirst makes a ViaHTTP sighting count only for a MAC already listed (which only a
 	// ViaDHCP sighting can add). Set it when proxy DHCP feeds the list.
 	DHCPFirst bool
-	// Clock is the time source. Nil means the system clock.
-	Clock Clock
+	// Clock is the time source; nil means [clock.Real].
+	Clock clock.Clock
 	// Logger receives debug events (new machines, evictions). Nil means discard.
 	Logger *slog.Logger
 }
@@ -172,7 +173,7 @@ type List struct {
 	every       time.Duration
 	wanted      func()
 	dhcpFirst   bool
-	clock       Clock
+	clock       clock.Clock
 	log         *slog.Logger
 
 	mu         sync.Mutex
@@ -206,13 +207,10 @@ func NewList(c Config) (*List, error) {
 		every:       cmp0(c.ReportEvery, DefaultReportEvery),
 		wanted:      c.ReportWanted,
 		dhcpFirst:   c.DHCPFirst,
-		clock:       c.Clock,
+		clock:       clock.Or(c.Clock),
 		log:         c.Logger,
 		head:        none,
 		tail:        none,
-	}
-	if l.clock == nil {
-		l.clock = systemClock{}
 	}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
@@ -370,15 +368,17 @@ func (l *List) trailing(gen uint64) {
 	}
 }
 
-// Close stops the trailing report: once it returns, ReportWanted is not called again. The
-// list itself stays usable.
-func (l *List) Close() {
+// Close stops the trailing report: once it returns, ReportWanted is not called again and
+// no goroutine of the list is left. The list itself stays usable. It returns nil; the
+// error is there so that a List closes like every other siteboot type (io.Closer).
+func (l *List) Close() error {
 	l.mu.Lock()
 	l.closed = true
 	l.pending = false
 	l.disarm()
 	l.mu.Unlock()
 	l.inflight.Wait()
+	return nil
 }
 
 // Forget drops the given MACs (they got boot entries) and returns how many were listed.
@@ -471,7 +471,7 @@ func (l *List) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.stats
-	s.Len = len(l.index)
+	s.Len = uint64(len(l.index))
 	return s
 }
 

@@ -38,7 +38,7 @@ func newList(t testing.TB, c discovery.Config) (*discovery.List, *fakeClock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(l.Close)
+	t.Cleanup(func() { l.Close() })
 	return l, clk
 }
 
@@ -348,12 +348,14 @@ func TestCloseStopsTrailingReport(t *testing.T) {
 	l, clk := newList(t, discovery.Config{ReportWanted: func() { calls++ }})
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(1))})
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(2))})
-	if clk.pending() != 1 {
-		t.Fatalf("%d timers armed, want 1", clk.pending())
+	if clk.Pending() != 1 {
+		t.Fatalf("%d timers armed, want 1", clk.Pending())
 	}
-	l.Close()
-	if clk.pending() != 0 {
-		t.Errorf("%d timers armed after Close", clk.pending())
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if clk.Pending() != 0 {
+		t.Errorf("%d timers armed after Close", clk.Pending())
 	}
 	clk.Advance(time.Hour)
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(3))})
@@ -380,7 +382,9 @@ func TestCloseSystemClock(t *testing.T) {
 	}
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(1))})
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macN(2))}) // arms an hour's timer
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if calls != 1 {
@@ -551,9 +555,7 @@ func TestReportWantedMayReadTheList(t *testing.T) {
 func TestClockSetBack(t *testing.T) {
 	l, clk := newList(t, discovery.Config{})
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macA)})
-	clk.mu.Lock()
-	clk.now = clk.now.Add(-time.Hour)
-	clk.mu.Unlock()
+	clk.Set(clk.Now().Add(-time.Hour))
 	l.Seen(discovery.Sighting{MAC: hwid.MustParseMAC(macA)})
 	e, ok := l.Get(hwid.MustParseMAC(macA))
 	if !ok || !e.LastSeen.Equal(epoch) || !e.FirstSeen.Equal(epoch) || e.Count != 2 {

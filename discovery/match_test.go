@@ -99,7 +99,7 @@ func TestMatch(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			q := discovery.Query{MachineID: "m1", UUID: u, PoweredAt: P, Now: now, Seen: tt.seen, Site: tt.site}
 			c, err := discovery.Match(q)
-			got := want{mac: c.MAC, reason: discovery.ReasonOf(err)}
+			got := want{mac: c.MAC, reason: discovery.Reason(discovery.ReasonOf(err))}
 			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(want{})); diff != "" {
 				t.Fatalf("Match (-want +got):\n%s\nerr: %v", diff, err)
 			}
@@ -205,7 +205,7 @@ func TestMatchSpellingProperties(t *testing.T) {
 			t.Fatalf("enrolled %s, seen %s (one bit from %s): %v, %v; want not-seen", enrolled, flipped, reported, c.MAC, err)
 		}
 		id.ReportedUUID = flipped
-		if err := id.Verify(); discovery.ReasonOf(err) != discovery.ReasonIdentityMismatch {
+		if err := id.Verify(); discovery.ReasonOf(err) != string(discovery.ReasonIdentityMismatch) {
 			t.Fatalf("Verify(enrolled %s, reported %s) = %v, want an identity mismatch", enrolled, flipped, err)
 		}
 		// Placeholders, in every spelling, are never the machine's.
@@ -261,7 +261,7 @@ func TestIdentityVerify(t *testing.T) {
 			if (err == nil) != tt.ok {
 				t.Fatalf("Verify = %v, want ok=%v", err, tt.ok)
 			}
-			if err != nil && (!errors.Is(err, discovery.ErrIdentityMismatch) || discovery.ReasonOf(err) != discovery.ReasonIdentityMismatch) {
+			if err != nil && (!errors.Is(err, discovery.ErrIdentityMismatch) || discovery.ReasonOf(err) != string(discovery.ReasonIdentityMismatch)) {
 				t.Errorf("Verify = %v, want machine-identity-mismatch", err)
 			}
 		})

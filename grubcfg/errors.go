@@ -1,6 +1,9 @@
 package grubcfg
 
-import "github.com/bettercompute/siteboot/internal/bootscript"
+import (
+	"github.com/bettercompute/siteboot/internal/bootscript"
+	"github.com/bettercompute/siteboot/internal/errname"
+)
 
 // Sentinel errors; a [ValueError] unwraps to one of them.
 var (
@@ -23,3 +26,12 @@ type ValueError = bootscript.ValueError
 func unsafeErr(field, reason string) error { return lang.Unsafe(field, reason) }
 
 func invalidErr(field, reason string) error { return lang.Invalid(field, reason) }
+
+// ReasonOf names the first of the package's errors in err's chain in a word a host can count:
+// "unsafe", "invalid"; "" for nil or an error of another package.
+func ReasonOf(err error) string { return reasons.Of(err) }
+
+var reasons = errname.Table{
+	{Err: ErrUnsafe, Name: "unsafe"},
+	{Err: ErrInvalid, Name: "invalid"},
+}

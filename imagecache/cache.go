@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/clock"
 	"io"
 	"log/slog"
 	"net/http"
@@ -134,8 +135,13 @@ type Config struct {
 	// Rand is the source of grant tokens. Nil: crypto/rand.
 	Rand io.Reader
 
-	// Now is the clock for grants, last-used times and the retries of failed images.
-	// Nil: time.Now.
+	// Clock is the clock for grants, last-used times and the retries of failed images.
+	// Nil: [clock.Real].
+	Clock clock.Clock
+
+	// Now is the wall clock when Clock is nil.
+	//
+	// Deprecated: set Clock; Now is used only when Clock is nil.
 	Now func() time.Time
 
 	// Logger receives pull, eviction and refusal events. Nil: discard.
@@ -233,7 +239,7 @@ type image struct {
 	since     time.Time
 	failures  int
 	nextRetry time.Time
-	retryMono time.Time // nextRetry on the monotonic clock: a step back of Config.Now delays no retry
+	retryMono time.Time // nextRetry on the monotonic clock: a step back of Config.Clock delays no retry
 	seq       uint64    // its place in the slot queue while warming
 }
 
@@ -307,8 +313,10 @@ func Open(ctx context.Context, cfg Config) (*Cache, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	if c.now == nil {
-		c.now = time.Now
+	if cfg.Clock != nil {
+		c.now = cfg.Clock.Now
+	} else if c.now == nil {
+		c.now = clock.Real.Now
 	}
 	if c.rand == nil {
 		c.rand = rand.Reader
@@ -660,7 +668,7 @@ func (c *Cache) setPinned(images []Image) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return ErrClosed
+		return ErrServerClosed
 	}
 	now := c.now()
 	pinned := make(map[Digest]Image, len(images))
@@ -747,7 +755,7 @@ func (c *Cache) startLocked(img Image, now time.Time) {
 	}()
 }
 
-// retryDue says whether a failed image's retry is due: its time has come by Config.Now
+// retryDue says whether a failed image's retry is due: its time has come by Config.Clock
 // (now), or its delay has passed on the monotonic clock (mono, from time.Now).
 func (st *image) retryDue(now, mono time.Time) bool {
 	return !now.Before(st.nextRetry) || (!st.retryMono.IsZero() && !mono.Before(st.retryMono))
@@ -767,7 +775,7 @@ func (c *Cache) armRetryLocked(now time.Time) {
 	if c.closed {
 		return
 	}
-	// The wait is the shorter of what Config.Now and the monotonic clock say: a clock
+	// The wait is the shorter of what Config.Clock and the monotonic clock say: a clock
 	// stepped forward retries early, as SetPinned would; one stepped back delays nothing.
 	wait, armed := time.Duration(0), false
 	mono := time.Now()
@@ -821,7 +829,7 @@ func (c *Cache) Pull(ctx context.Context, img Image) error {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
-			return ErrClosed
+			return ErrServerClosed
 		}
 		if _, ok := c.entries[img.SHA256]; ok {
 			c.mu.Unlock()
@@ -895,7 +903,7 @@ func (c *Cache) pull(img Image) (err error) {
 			st.state, st.err, st.since = StateFailed, pe, now
 			st.failures++
 			st.nextRetry, st.retryMono = time.Time{}, time.Time{}
-			if !errors.Is(err, ErrClosed) {
+			if !errors.Is(err, ErrServerClosed) {
 				delay := c.retryDelay(st.failures)
 				st.nextRetry, st.retryMono = now.Add(delay), time.Now().Add(delay)
 			}
@@ -908,7 +916,7 @@ func (c *Cache) pull(img Image) (err error) {
 			}
 			c.stats.pullsFailed.Add(1)
 			c.log.Warn("imagecache: pull failed", "sha256", d.String(), "url", img.URL, "attempts", attempts,
-				"reason", Reason(pe.Err), "err", pe.Err, "failures", st.failures, "next_retry", st.nextRetry)
+				"reason", ReasonOf(pe.Err), "err", pe.Err, "failures", st.failures, "next_retry", st.nextRetry)
 			c.armRetryLocked(now)
 			return
 		}
@@ -997,7 +1005,7 @@ func (c *Cache) pull(img Image) (err error) {
 	if err != nil {
 		keep = (retryable(err) || errors.Is(err, ErrDeadline) || c.ctx.Err() != nil) && t.n > 0
 		if c.ctx.Err() != nil {
-			return fmt.Errorf("%w: %w", ErrClosed, err)
+			return fmt.Errorf("%w: %w", ErrServerClosed, err)
 		}
 		if errors.Is(err, ErrSourceRefused) {
 			c.stats.sourceRefused.Add(1)

@@ -135,7 +135,7 @@
 // A pinned image whose pull failed is pulled again by the cache itself after
 // Config.RetryFailedAfter (30 s), the wait doubling with each consecutive failure up to
 // Config.MaxRetryFailedAfter (15 min); SetPinned does not retry it sooner. The wait is
-// kept on both clocks: the retry is due when Config.Now reaches NextRetry or when the wait
+// kept on both clocks: the retry is due when Config.Clock reaches NextRetry or when the wait
 // has passed on the monotonic clock, so a clock stepped back delays no retry. Status reports
 // the failure (Err, a *PullError; Reason gives a stable word for it), the count of
 // consecutive failures and when the next pull is due.
@@ -203,4 +203,10 @@
 // Bytes are trusted only by digest: neither the cache's sources nor the cache itself can
 // substitute an image for a Fetcher. The Fetcher's destination must be a regular file path
 // on a writable file system (the temp file lives beside it so that the rename is atomic).
+//
+// # Testing
+//
+// Package imagecachetest is an origin for tests: it serves images by digest on loopback,
+// with byte ranges, and imagecachetest.Loopback is what AllowedSourceNetworks must hold
+// to pull from it.
 package imagecache

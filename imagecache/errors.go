@@ -11,8 +11,13 @@ import (
 
 // Sentinel errors. Test for them with errors.Is; the typed errors below wrap them.
 var (
-	// ErrClosed is returned by calls on a cache after Shutdown or Close.
-	ErrClosed = errors.New("imagecache: cache closed")
+	// ErrServerClosed is returned by calls on a cache after Shutdown or Close, and wrapped
+	// by the error of a pull they cancelled.
+	ErrServerClosed = errors.New("imagecache: cache closed")
+	// ErrClosed is ErrServerClosed.
+	//
+	// Deprecated: use ErrServerClosed, the name every siteboot package gives it.
+	ErrClosed = ErrServerClosed
 	// ErrBadDigest: a digest that is not 64 hex digits.
 	ErrBadDigest = errors.New("imagecache: malformed sha256 digest")
 	// ErrBadImage: an Image that fails Validate.
@@ -144,14 +149,20 @@ var (
 	_ error = &SourceError{}
 )
 
-// Reason names why a pull failed in a few stable words a host can report or count:
-// "digest-mismatch", "short-body", "stalled", "too-slow", "deadline", "source-refused",
-// "http-NNN", "no-space", "too-large", "bad-image", "closed", "network"; "" for nil.
-func Reason(err error) string {
+// ReasonOf names why a pull failed or an image was refused, in a few stable words a host
+// can report or count. A pull: "digest-mismatch", "short-body", "stalled", "too-slow",
+// "deadline", "source-refused", "http-NNN", "no-space", "too-large", "bad-image",
+// "closed" (ErrServerClosed), and "network" for any other failure (the source could not be reached or
+// stopped answering). An image refused under a grant ([*GrantError]): its [Refusal]
+// ("unknown-grant", "expired", "fenced", ...). "" for nil.
+func ReasonOf(err error) string {
 	var se *StatusError
+	var ge *GrantError
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &ge):
+		return string(ge.Reason)
 	case errors.Is(err, ErrDeadline):
 		return "deadline"
 	case errors.Is(err, ErrDigestMismatch):
@@ -172,7 +183,7 @@ func Reason(err error) string {
 		return "too-large"
 	case errors.Is(err, ErrBadImage):
 		return "bad-image"
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, ErrServerClosed):
 		return "closed"
 	}
 	return "network"

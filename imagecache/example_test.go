@@ -124,7 +124,7 @@ func ExampleConfig_sourcePolicy() {
 		err := cache.Pull(context.Background(), imagecache.Image{URL: url, SHA256: d})
 		var se *imagecache.SourceError
 		if errors.As(err, &se) {
-			fmt.Println(imagecache.Reason(err), se.Reason)
+			fmt.Println(imagecache.ReasonOf(err), se.Reason)
 		}
 	}
 	// Output:

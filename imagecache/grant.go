@@ -53,16 +53,25 @@ func (g Grant) Path(d Digest) string {
 	return "/cache/t/" + g.Token + "/" + d.String()
 }
 
-// Fence says whether this agent is the active boot server right now.
+// Fence says whether this agent is the active boot server right now. [lease.Fence]
+// implements it; the cache uses only active.
+//
+// [lease.Fence]: https://pkg.go.dev/github.com/bettercompute/siteboot/lease#Fence
 type Fence interface {
-	Active() bool
+	// Active reports the lease epoch and whether this agent holds the lease now.
+	Active() (epoch uint64, active bool)
 }
 
-// FenceFunc adapts a function to Fence.
+// FenceFunc adapts a function that knows only whether the agent is active to [Fence]; its
+// Active reports epoch 0.
+//
+// Deprecated: pass the lease's fence itself, or a value whose Active returns the epoch
+// too. FenceFunc will take the signature func() (uint64, bool), as the other packages'
+// FenceFunc do, once no caller passes a func() bool.
 type FenceFunc func() bool
 
 // Active calls f.
-func (f FenceFunc) Active() bool { return f() }
+func (f FenceFunc) Active() (uint64, bool) { return 0, f() }
 
 type grantRec struct {
 	key      string // the host's key for reuse, or ""
@@ -256,8 +265,13 @@ func (c *Cache) checkGrant(tok *[TokenLen / 2]byte, d Digest) verdict {
 	if !digest.IsZero() && subtle.ConstantTimeCompare(digest[:], d[:]) != 1 {
 		return verdictOtherDigest
 	}
-	if kind == GrantBoot && (c.cfg.Fence == nil || !c.cfg.Fence.Active()) {
+	if kind == GrantBoot && (c.cfg.Fence == nil || !fenceActive(c.cfg.Fence)) {
 		return verdictFenced
 	}
 	return verdictOK
+}
+
+func fenceActive(f Fence) bool {
+	_, active := f.Active()
+	return active
 }

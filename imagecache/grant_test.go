@@ -17,14 +17,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/imagecache"
-	"github.com/bettercompute/siteboot/internal/fakeclock"
 )
 
 // grantFixture is a cache holding two images, on a fake clock, with a fence tests flip.
 type grantFixture struct {
 	c          *imagecache.Cache
-	clk        *fakeclock.Clock
+	clk        *clocktest.Fake
 	fence      atomic.Bool
 	img1, img2 imagecache.Image
 	body1      []byte
@@ -40,8 +40,8 @@ func newGrantFixture(t *testing.T) *grantFixture {
 	src1 := newSource(t, f.body1, "good", false)
 	src2 := newSource(t, body2, "good", false)
 	cfg := fastConfig(t)
-	cfg.Now = f.clk.Now
-	cfg.Fence = imagecache.FenceFunc(f.fence.Load)
+	cfg.Clock = f.clk
+	cfg.Fence = boolFence{&f.fence}
 	f.c = open(t, cfg)
 	f.dir = cfg.Dir
 	f.img1 = imagecache.Image{URL: src1.URL(), SHA256: sha256.Sum256(f.body1), Format: "iso"}
@@ -146,9 +146,9 @@ func TestGrants(t *testing.T) {
 			t.Errorf("%s: body differs from the image", tt.name)
 		}
 	}
-	s := f.c.Stats()
-	got := []int64{s.RefusedPath, s.RefusedGrant, s.RefusedExpired, s.RefusedDigest, s.RefusedMissing, s.RefusedFenced, s.Served}
-	want := []int64{8, 3, 4, 3, 1, 2, 9}
+	s := f.c.Counters()
+	got := []uint64{s.RefusedPath, s.RefusedGrant, s.RefusedExpired, s.RefusedDigest, s.RefusedMissing, s.RefusedFenced, s.Served}
+	want := []uint64{8, 3, 4, 3, 1, 2, 9}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("refusals path/grant/expired/digest/missing/fenced, served (-want +got):\n%s", diff)
 	}
@@ -177,7 +177,7 @@ func TestNilFenceFailsClosed(t *testing.T) {
 func TestGrantIssue(t *testing.T) {
 	clk := newClock()
 	cfg := fastConfig(t)
-	cfg.Now = clk.Now
+	cfg.Clock = clk
 	cfg.MaxGrants = 100
 	// A counting source: tokens are exactly what Rand gave.
 	var calls uint64
@@ -286,7 +286,7 @@ func TestGrantGuessing(t *testing.T) {
 	if hits != 0 {
 		t.Errorf("%d of %d random grants were not refused", hits, guesses)
 	}
-	if s := f.c.Stats(); s.RefusedGrant != int64(guesses) {
+	if s := f.c.Counters(); s.RefusedGrant != uint64(guesses) {
 		t.Errorf("RefusedGrant = %d, want %d", s.RefusedGrant, guesses)
 	}
 }

@@ -18,8 +18,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/imagecache"
-	"github.com/bettercompute/siteboot/internal/fakeclock"
 )
 
 func TestMain(m *testing.M) {
@@ -30,8 +30,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func newClock() *fakeclock.Clock {
-	return fakeclock.New(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+func newClock() *clocktest.Fake {
+	return clocktest.New(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 }
 
 // randomBytes returns n reproducible pseudo-random bytes.

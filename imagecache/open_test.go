@@ -115,9 +115,9 @@ func TestOpenGranted(t *testing.T) {
 			t.Errorf("%s: Close: %v", tc.name, err)
 		}
 	}
-	s := f.c.Stats()
-	got := []int64{s.RefusedPath, s.RefusedGrant, s.RefusedExpired, s.RefusedDigest, s.RefusedMissing, s.RefusedFenced, s.Served}
-	want := []int64{3, 3, 2, 2, 1, 2, 6}
+	s := f.c.Counters()
+	got := []uint64{s.RefusedPath, s.RefusedGrant, s.RefusedExpired, s.RefusedDigest, s.RefusedMissing, s.RefusedFenced, s.Served}
+	want := []uint64{3, 3, 2, 2, 1, 2, 6}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("refusals path/grant/expired/digest/missing/fenced, served (-want +got):\n%s", diff)
 	}
@@ -205,7 +205,8 @@ func TestGrantFSOverTFTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := srv.Close(); err != nil {
+		srv.Close()
+		if err := srv.Err(); err != nil {
 			t.Error(err)
 		}
 	}()

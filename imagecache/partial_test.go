@@ -91,8 +91,8 @@ func TestShortBodyPartialsHoldBudget(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cfg.Dir, ".pull-"+last.String())); err != nil {
 		t.Errorf("the newest failure's partial copy is gone: %v", err)
 	}
-	s := c.Stats()
-	if want := int64(images - partials); s.PartialsTrimmed != want || s.PartialBytesTrimmed != want*size/2 {
+	s := c.Counters()
+	if want := uint64(images - partials); s.PartialsTrimmed != want || s.PartialBytesTrimmed != want*size/2 {
 		t.Errorf("PartialsTrimmed %d (%d bytes), want %d (%d bytes)", s.PartialsTrimmed, s.PartialBytesTrimmed, want, want*size/2)
 	}
 }

@@ -102,7 +102,7 @@ func TestPullSources(t *testing.T) {
 			} else if !errors.Is(err, tt.wantErr) {
 				t.Errorf("Pull error %v, want %v", err, tt.wantErr)
 			}
-			if got := imagecache.Reason(st[0].Err); got != tt.reason {
+			if got := imagecache.ReasonOf(st[0].Err); got != tt.reason {
 				t.Errorf("Reason = %q, want %q", got, tt.reason)
 			}
 			if st[0].State != imagecache.StateFailed || !errors.Is(st[0].Err, pe.Err) {
@@ -145,7 +145,7 @@ func TestPullSingleflight(t *testing.T) {
 	if n := len(src.Requests()); n != 1 {
 		t.Errorf("source got %d requests for 16 concurrent pulls, want 1", n)
 	}
-	if s := c.Stats(); s.PullsOK != 1 || s.BytesPulled != int64(len(body)) {
+	if s := c.Counters(); s.PullsOK != 1 || s.BytesPulled != uint64(len(body)) {
 		t.Errorf("Stats PullsOK %d BytesPulled %d, want 1 %d", s.PullsOK, s.BytesPulled, len(body))
 	}
 }
@@ -156,7 +156,7 @@ func TestSetPinnedRetriesFailedLater(t *testing.T) {
 	src := newSource(t, body, "404", false)
 	clk := newClock()
 	cfg := fastConfig(t)
-	cfg.Now = clk.Now
+	cfg.Clock = clk
 	cfg.RetryFailedAfter = time.Minute
 	c := open(t, cfg)
 	img := imagecache.Image{URL: src.URL(), SHA256: sha256.Sum256(body)}
@@ -232,7 +232,7 @@ func TestShutdownCancelsPulls(t *testing.T) {
 	if err := c.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	if err := c.Pull(context.Background(), img); !errors.Is(err, imagecache.ErrClosed) {
+	if err := c.Pull(context.Background(), img); !errors.Is(err, imagecache.ErrServerClosed) {
 		t.Errorf("Pull after Shutdown: %v, want ErrClosed", err)
 	}
 	// The partial copy stays, for the next Open to resume; nothing is visible.
@@ -243,7 +243,7 @@ func TestShutdownCancelsPulls(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(cfg.Dir, wantFiles[0])); err != nil || fi.Size() != int64(len(body)/2) {
 		t.Errorf("partial copy: %v, want %d bytes", err, len(body)/2)
 	}
-	if st := c.Status(); st[0].State != imagecache.StateFailed || !errors.Is(st[0].Err, imagecache.ErrClosed) {
+	if st := c.Status(); st[0].State != imagecache.StateFailed || !errors.Is(st[0].Err, imagecache.ErrServerClosed) {
 		t.Errorf("Status after Shutdown: %v %v", st[0].State, st[0].Err)
 	}
 }

@@ -110,7 +110,7 @@ func TestBootImagePreemptsLowerPriority(t *testing.T) {
 	if rt, bt := rest.Times(), boot.Times(); len(rt) == 2 && len(bt) == 1 && !bt[0].Before(rt[1]) {
 		t.Errorf("the preempted pull resumed at %v, before the kernel was asked for at %v", rt[1], bt[0])
 	}
-	if s := c.Stats(); s.Preemptions != 1 {
+	if s := c.Counters(); s.Preemptions != 1 {
 		t.Errorf("Preemptions %d, want 1", s.Preemptions)
 	}
 	checkVisibleVerified(t, cfg.Dir)
@@ -148,7 +148,7 @@ func TestEqualPrioritiesShareSlots(t *testing.T) {
 	if len(reqs) < 2 || reqs[1].Status != 206 || reqs[1].IfRange != `"v1"` {
 		t.Errorf("long pull's requests %+v, want a resume (206 under If-Range) after the first", reqs)
 	}
-	if s := c.Stats(); s.Yields < 1 || s.Preemptions != 0 {
+	if s := c.Counters(); s.Yields < 1 || s.Preemptions != 0 {
 		t.Errorf("Yields %d Preemptions %d, want at least 1 and 0", s.Yields, s.Preemptions)
 	}
 	checkVisibleVerified(t, cfg.Dir)
@@ -170,8 +170,8 @@ func TestPullDeadline(t *testing.T) {
 	start := time.Now()
 	err := c.Pull(context.Background(), imagecache.Image{URL: o.URL(), SHA256: sha256.Sum256(body)})
 	took := time.Since(start)
-	if !errors.Is(err, imagecache.ErrDeadline) || imagecache.Reason(err) != "deadline" {
-		t.Fatalf("Pull = %v (reason %q), want ErrDeadline", err, imagecache.Reason(err))
+	if !errors.Is(err, imagecache.ErrDeadline) || imagecache.ReasonOf(err) != "deadline" {
+		t.Fatalf("Pull = %v (reason %q), want ErrDeadline", err, imagecache.ReasonOf(err))
 	}
 	// The deadline: 300 ms + 64 bytes at 1 KiB/s = 362.5 ms of attempts and back-offs.
 	if took < 362*time.Millisecond {
@@ -190,7 +190,7 @@ func TestFailedPinnedBackoff(t *testing.T) {
 	o.set(func(o *origin) { o.code = 404 })
 	clk := newClock()
 	cfg := fastConfig(t)
-	cfg.Now = clk.Now
+	cfg.Clock = clk
 	cfg.RetryFailedAfter = time.Minute
 	cfg.MaxRetryFailedAfter = 4 * time.Minute
 	c := open(t, cfg)
@@ -205,8 +205,8 @@ func TestFailedPinnedBackoff(t *testing.T) {
 		if got := st.NextRetry.Sub(st.Since); got != delay {
 			t.Errorf("failure %d: next retry %v after the failure, want %v", i+1, got, delay)
 		}
-		if imagecache.Reason(st.Err) != "http-404" {
-			t.Errorf("failure %d: reason %q", i+1, imagecache.Reason(st.Err))
+		if imagecache.ReasonOf(st.Err) != "http-404" {
+			t.Errorf("failure %d: reason %q", i+1, imagecache.ReasonOf(st.Err))
 		}
 		clk.Advance(delay - time.Second)
 		c.SetPinned([]imagecache.Image{img})
@@ -243,7 +243,7 @@ func TestFailedPinnedRetriedUnasked(t *testing.T) {
 		st = status(c, img.SHA256)
 		return st.State == imagecache.StateFailed && st.Failures >= 3
 	})
-	if imagecache.Reason(st.Err) != "http-503" || st.NextRetry.Before(st.Since.Add(cfg.MaxRetryFailedAfter)) {
+	if imagecache.ReasonOf(st.Err) != "http-503" || st.NextRetry.Before(st.Since.Add(cfg.MaxRetryFailedAfter)) {
 		t.Errorf("Status %+v, want http-503 and the next retry at the cap", st)
 	}
 }

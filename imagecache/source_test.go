@@ -111,7 +111,7 @@ func TestSourcePolicyRefuses(t *testing.T) {
 			if se.Reason != tt.reason {
 				t.Errorf("reason %q, want %q (%v)", se.Reason, tt.reason, err)
 			}
-			if got := imagecache.Reason(err); got != "source-refused" {
+			if got := imagecache.ReasonOf(err); got != "source-refused" {
 				t.Errorf("Reason = %q", got)
 			}
 			var pe *imagecache.PullError
@@ -123,7 +123,7 @@ func TestSourcePolicyRefuses(t *testing.T) {
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the loopback server got %d requests", n)
 	}
-	if s := c.Stats(); s.SourceRefused != int64(len(tests)) {
+	if s := c.Counters(); s.SourceRefused != uint64(len(tests)) {
 		t.Errorf("SourceRefused %d, want %d", s.SourceRefused, len(tests))
 	}
 }

@@ -148,6 +148,11 @@
 // (qemu-system-x86), busybox (busybox-static), the iPXE ROM (ipxe-qemu) or a kernel in
 // /boot is missing, and fail instead under SITEBOOT_REQUIRE_PEERS=1.
 //
+// # Testing
+//
+// Package ipxetest serves fixed iPXE scripts on loopback to a test, recording what was
+// asked for.
+//
 // # Limits
 //
 // Query strings are at most [MaxQueryLen] bytes; URLs [MaxURLLen]; values [MaxValueLen];

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/bettercompute/siteboot/internal/bootscript"
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Sentinel errors. A [ValueError] or [QueryError] unwraps to one of them, so callers choose
@@ -67,3 +68,17 @@ func (e *QueryError) Unwrap() []error { return []error{ErrBadQuery, e.Err} }
 func unsafeErr(field, reason string) error { return lang.Unsafe(field, reason) }
 
 func invalidErr(field, reason string) error { return lang.Invalid(field, reason) }
+
+// ReasonOf names the first of the package's errors in err's chain in a word a host can count:
+// "bad-query", "not-ready", "mismatch", "unbound", "unsafe", "invalid"; "" for nil or an error
+// of another package.
+func ReasonOf(err error) string { return reasons.Of(err) }
+
+var reasons = errname.Table{
+	{Err: ErrBadQuery, Name: "bad-query"},
+	{Err: ErrNotReady, Name: "not-ready"},
+	{Err: ErrMismatch, Name: "mismatch"},
+	{Err: ErrUnbound, Name: "unbound"},
+	{Err: ErrUnsafe, Name: "unsafe"},
+	{Err: ErrInvalid, Name: "invalid"},
+}

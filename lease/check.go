@@ -3,6 +3,8 @@ package lease
 import (
 	"context"
 	"time"
+
+	"github.com/bettercompute/siteboot/clock"
 )
 
 // Check is the control plane's check of an agent's claim to the lease (an assertion's
@@ -29,8 +31,8 @@ func (r Record) Check(node string, epoch uint64, now time.Time) error {
 type Checker struct {
 	// Store keeps the records. Required.
 	Store Store
-	// Clock's wall time decides whether the lease has lapsed; nil: SystemClock().
-	Clock Clock
+	// Clock's wall time decides whether the lease has lapsed; nil: [clock.Real].
+	Clock clock.Clock
 }
 
 // CheckEpoch returns nil when node holds site's lease at epoch and the lease has not

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bettercompute/siteboot/clock"
 )
 
 // Fleet is what a Controller asks the control plane about its site agents.
@@ -28,8 +30,8 @@ type Controller struct {
 	Store Store
 	// Fleet lists sites and their connected agents. Required.
 	Fleet Fleet
-	// Clock: wall time for records, monotonic time for watching them; nil: SystemClock().
-	Clock Clock
+	// Clock: wall time for records, monotonic time for watching them; nil: [clock.Real].
+	Clock clock.Clock
 	// TTL of a renewed lease; zero: DefaultTTL.
 	TTL time.Duration
 	// Interval between passes in Run; zero: DefaultInterval.
@@ -43,7 +45,7 @@ type Controller struct {
 	OnDecision func(ctx context.Context, d Decision)
 
 	once  sync.Once
-	clock Clock
+	clock clock.Clock
 	mu    sync.Mutex
 	seen  map[string]observation
 
@@ -110,7 +112,7 @@ func (c *Controller) init() {
 	c.once.Do(func() {
 		c.clock = c.Clock
 		if c.clock == nil {
-			c.clock = SystemClock()
+			c.clock = clock.Real
 		}
 	})
 }

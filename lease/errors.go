@@ -3,6 +3,8 @@ package lease
 import (
 	"errors"
 	"fmt"
+
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Sentinel errors, matched with errors.Is.
@@ -67,3 +69,17 @@ var _ error = &NoAgentError{}
 func (e *NoAgentError) Error() string { return fmt.Sprintf("%v for site %q", ErrNoAgent, e.Site) }
 
 func (e *NoAgentError) Unwrap() error { return ErrNoAgent }
+
+// ReasonOf names the first of the package's errors in err's chain in a word a host can count:
+// "conflict", "stale-epoch", "not-holder", "lapsed", "no-agent", "bad-record"; "" for nil or
+// an error of another package.
+func ReasonOf(err error) string { return reasons.Of(err) }
+
+var reasons = errname.Table{
+	{Err: ErrConflict, Name: "conflict"},
+	{Err: ErrStaleEpoch, Name: "stale-epoch"},
+	{Err: ErrNotHolder, Name: "not-holder"},
+	{Err: ErrLapsed, Name: "lapsed"},
+	{Err: ErrNoAgent, Name: "no-agent"},
+	{Err: ErrBadRecord, Name: "bad-record"},
+}

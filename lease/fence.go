@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/bettercompute/siteboot/clock"
 )
 
 // FenceHistory is how many recent heartbeats a Fence remembers the sending time of. A word
@@ -14,10 +16,12 @@ import (
 const FenceHistory = 64
 
 // Fence is the agent side of the lease: it says whether this agent is the site's active
-// boot server. The zero value is ready to use; it is safe for concurrent use.
+// boot server. The zero value is ready to use; it is safe for concurrent use. Its Active
+// method is the fence interface every package takes (tftpd.Fence, ipxe.Fence,
+// imagecache.Fence), so a *Fence is handed to them as it is.
 type Fence struct {
-	// Clock's Monotonic reading measures the window; nil: SystemClock().
-	Clock Clock
+	// Clock's Monotonic reading measures the window; nil: [clock.Real].
+	Clock clock.Clock
 	// TTL is used for a word that carries none; zero: DefaultTTL.
 	TTL time.Duration
 	// Margin is taken off the TTL for clock-rate drift (see the package documentation);
@@ -31,7 +35,7 @@ type Fence struct {
 
 	mu      sync.Mutex
 	started bool
-	clock   Clock
+	clock   clock.Clock
 	next    uint64
 	sent    [FenceHistory]sentBeat
 	n       int // heartbeats sent so far (index of the next slot: n % FenceHistory)
@@ -72,7 +76,7 @@ func (f *Fence) init() {
 	f.started = true
 	f.clock = f.Clock
 	if f.clock == nil {
-		f.clock = SystemClock()
+		f.clock = clock.Real
 	}
 	var b [8]byte
 	r := f.Rand

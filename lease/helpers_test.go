@@ -1,8 +1,11 @@
 package lease_test
 
-import "github.com/bettercompute/siteboot/lease/leasetest"
+import (
+	"github.com/bettercompute/siteboot/clock/clocktest"
+	"github.com/bettercompute/siteboot/lease/leasetest"
+)
 
-type fakeClock = leasetest.Clock
+type fakeClock = clocktest.Fake
 
 func newFakeClock() *fakeClock { return leasetest.NewClock() }
 

@@ -3,6 +3,8 @@ package proxydhcp
 import (
 	"errors"
 	"fmt"
+
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Sentinel errors. Match them with errors.Is.
@@ -57,4 +59,15 @@ var (
 
 func malformed(field string, format string, args ...any) error {
 	return &ParseError{Field: field, Err: fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)}
+}
+
+// ReasonOf returns the short name of the first error of this package in err's chain, for
+// logs and metric labels: "server-closed", "malformed" (every *ParseError), "not-pxe",
+// "no-mac", "no-handler"; "" for nil and for an error it does not recognise. Why a request
+// got silence rather than an error is a Decision's Reason, named by Reason.String.
+func ReasonOf(err error) string { return errReasons.Of(err) }
+
+var errReasons = errname.Table{
+	{Err: ErrServerClosed, Name: "server-closed"}, {Err: ErrMalformed, Name: "malformed"}, {Err: ErrNotPXE, Name: "not-pxe"},
+	{Err: ErrNoMAC, Name: "no-mac"}, {Err: ErrNoHandler, Name: "no-handler"},
 }

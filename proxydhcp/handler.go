@@ -107,3 +107,15 @@ func Reasons() []Reason {
 	}
 	return rs
 }
+
+// Fence says whether this agent is the site's active boot server, and under which lease
+// epoch: the one method every siteboot package that acts only while active takes.
+type Fence interface {
+	Active() (epoch uint64, active bool)
+}
+
+// FenceFunc adapts a function to a Fence.
+type FenceFunc func() (uint64, bool)
+
+// Active calls f.
+func (f FenceFunc) Active() (uint64, bool) { return f() }

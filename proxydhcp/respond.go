@@ -172,6 +172,11 @@ func (s *Server) decide(ctx context.Context, req *Request) Decision {
 	if s.Handler == nil {
 		return Silence(ReasonDeclined)
 	}
+	if s.Fence != nil {
+		if _, active := s.Fence.Active(); !active {
+			return Silence(ReasonFenced)
+		}
+	}
 	if t := s.HandlerTimeout; t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t)

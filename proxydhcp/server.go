@@ -69,6 +69,11 @@ type Server struct {
 	// Binder, if set, binds each answer to iPXE to the machine it goes to: see Binder.
 	Binder Binder
 
+	// Fence, if set, keeps the server silent while this agent is not the site's active boot
+	// server: every request then gets ReasonFenced before the Handler or the Discoverer hear
+	// of it (DESIGN.md P5). *lease.Fence is one. When nil, the Handler decides alone.
+	Fence Fence
+
 	// Now is the server's clock for what it learns about relays. Default time.Now.
 	Now func() time.Time
 

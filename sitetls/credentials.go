@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/clock"
 	"log/slog"
 	"sync"
 	"time"
@@ -44,7 +45,12 @@ type Config struct {
 	// CheckInterval is how often, at most, a handshake compares the files' metadata
 	// with what was loaded. Zero means DefaultCheckInterval.
 	CheckInterval time.Duration
-	// Now is the clock for certificate validity and for CheckInterval; nil means time.Now.
+	// Clock is the clock for certificate validity and for CheckInterval; nil means
+	// [clock.Real].
+	Clock clock.Clock
+	// Now is the wall clock when Clock is nil.
+	//
+	// Deprecated: set Clock; Now is used only when Clock is nil.
 	Now func() time.Time
 	// Logger receives a line per reload and per failed reload (naming the file, never its
 	// content); nil discards.
@@ -99,8 +105,10 @@ func Load(cfg Config) (*Credentials, error) {
 		return nil, err
 	}
 	c := &Credentials{cfg: cfg, now: cfg.Now, interval: cfg.CheckInterval, log: cfg.Logger}
-	if c.now == nil {
-		c.now = time.Now
+	if cfg.Clock != nil {
+		c.now = cfg.Clock.Now
+	} else if c.now == nil {
+		c.now = clock.Real.Now
 	}
 	if c.interval == 0 {
 		c.interval = DefaultCheckInterval
@@ -276,7 +284,7 @@ func (c *Credentials) Status() Status {
 // the current certificate and verifies the server's certificate against the current CA
 // bundle, for serverName (a DNS name or an IP address; empty means the name the connection
 // was made for, which an http.Transport sets from the URL's host, except for an IP
-// address), for server authentication, at Config.Now. TLS 1.3 only.
+// address), for server authentication, at Config.Clock. TLS 1.3 only.
 //
 // The verification is this package's own, in VerifyConnection, because crypto/tls's
 // RootCAs cannot change after the first handshake: InsecureSkipVerify is set only to hand
@@ -328,7 +336,7 @@ func (c *Credentials) verifyServer(cs tls.ConnectionState, serverName string) er
 
 // ServerConfig returns a TLS configuration for the control plane's side of the link: it
 // presents the current certificate and requires a client certificate that chains to the
-// current CA bundle, for client authentication, at Config.Now. TLS 1.3 only; session
+// current CA bundle, for client authentication, at Config.Clock. TLS 1.3 only; session
 // tickets are off, so every connection is verified against the CA bundle in use when it
 // is made. The per-connection configuration is a copy of the returned one (its NextProtos,
 // cipher and curve settings, as set before serving) with those fields filled in.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Sentinel errors. Every error of this package wraps one of them; errors about a file are a
@@ -76,3 +78,29 @@ func (e *FileError) Error() string {
 
 // Unwrap returns the cause.
 func (e *FileError) Unwrap() error { return e.Err }
+
+// ReasonOf names the first of the package's errors in err's chain in a word a host can count:
+// "insecure-file", "not-regular", "too-large", "no-certificate", "no-key", "unsupported-key",
+// "key-mismatch", "expired", "not-yet-valid", "untrusted-cert", "no-server-name",
+// "peer-not-verified", "no-tls", "no-verified-cert", "no-identity", "config"; "" for nil or an
+// error of another package.
+func ReasonOf(err error) string { return reasons.Of(err) }
+
+var reasons = errname.Table{
+	{Err: ErrInsecureFile, Name: "insecure-file"},
+	{Err: ErrNotRegular, Name: "not-regular"},
+	{Err: ErrTooLarge, Name: "too-large"},
+	{Err: ErrNoCertificate, Name: "no-certificate"},
+	{Err: ErrNoKey, Name: "no-key"},
+	{Err: ErrUnsupportedKey, Name: "unsupported-key"},
+	{Err: ErrKeyMismatch, Name: "key-mismatch"},
+	{Err: ErrExpired, Name: "expired"},
+	{Err: ErrNotYetValid, Name: "not-yet-valid"},
+	{Err: ErrUntrustedCert, Name: "untrusted-cert"},
+	{Err: ErrNoServerName, Name: "no-server-name"},
+	{Err: ErrPeerNotVerified, Name: "peer-not-verified"},
+	{Err: ErrNoTLS, Name: "no-tls"},
+	{Err: ErrNoVerifiedCert, Name: "no-verified-cert"},
+	{Err: ErrNoIdentity, Name: "no-identity"},
+	{Err: ErrConfig, Name: "config"},
+}

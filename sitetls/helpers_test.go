@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/internal/fakeclock"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 	"go.uber.org/goleak"
@@ -54,7 +54,7 @@ func writeCA(t *testing.T, dir, name string, cas ...*sitetlstest.CA) string {
 	return path
 }
 
-func newCA(t *testing.T, clock *fakeclock.Clock) *sitetlstest.CA {
+func newCA(t *testing.T, clock *clocktest.Fake) *sitetlstest.CA {
 	t.Helper()
 	ca, err := sitetlstest.NewCA("test CA", clock.Now)
 	if err != nil {

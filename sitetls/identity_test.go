@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bettercompute/siteboot/internal/fakeclock"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 	"github.com/google/go-cmp/cmp"
@@ -94,7 +94,7 @@ func FuzzParseIdentity(f *testing.F) {
 
 // TestNodeFrom: the identity comes only from a verified chain's leaf.
 func TestNodeFrom(t *testing.T) {
-	clock := fakeclock.New(t0)
+	clock := clocktest.New(t0)
 	ca := newCA(t, clock)
 	good := issue(t, ca, sitetlstest.Request{Node: nodeA}).Cert
 	two := clientCertWithURIs(ca, "spiffe://site-fsn1/agent/node-agent-a", "spiffe://site-fsn1/agent/node-agent-b").Cert

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/internal/fakeclock"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -30,7 +30,7 @@ type loadCase struct {
 type fileSet struct {
 	cert, key, ca string
 	ca1           *sitetlstest.CA
-	clock         *fakeclock.Clock
+	clock         *clocktest.Fake
 	dir           string
 }
 
@@ -114,7 +114,7 @@ func spoilers() []loadCase {
 
 func goodFiles(t *testing.T) fileSet {
 	dir := t.TempDir()
-	clock := fakeclock.New(t0)
+	clock := clocktest.New(t0)
 	ca := newCA(t, clock)
 	p := issue(t, ca, sitetlstest.Request{Node: nodeA})
 	f := write(t, p, dir, "agent")
@@ -122,7 +122,7 @@ func goodFiles(t *testing.T) fileSet {
 }
 
 func (f fileSet) config() sitetls.Config {
-	return sitetls.Config{CertFile: f.cert, KeyFile: f.key, CAFile: f.ca, Now: f.clock.Now}
+	return sitetls.Config{CertFile: f.cert, KeyFile: f.key, CAFile: f.ca, Clock: f.clock}
 }
 
 // TestLoadRefuses: every bad file is refused at Load with a *FileError naming it, and the

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/internal/fakeclock"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -30,7 +30,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 	type setup struct {
 		ca, otherCA *sitetlstest.CA
-		clock       *fakeclock.Clock
+		clock       *clocktest.Fake
 	}
 	tests := []struct {
 		name string
@@ -122,7 +122,7 @@ func TestMutualTLS(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			clock := fakeclock.New(t0)
+			clock := clocktest.New(t0)
 			s := setup{ca: newCA(t, clock), otherCA: newCA(t, clock), clock: clock}
 			srvPair := issue(t, s.ca, sitetlstest.Request{Hosts: []string{testIP}, Lifetime: 48 * time.Hour})
 			if tt.server != nil {
@@ -134,8 +134,8 @@ func TestMutualTLS(t *testing.T) {
 			}
 			caFile := writeCA(t, dir, "ca.pem", s.ca)
 			sf, af := write(t, srvPair, dir, "server"), write(t, agPair, dir, "agent")
-			srvCreds := load(t, sitetls.Config{CertFile: sf.cert, KeyFile: sf.key, CAFile: caFile, Now: clock.Now})
-			agCreds := load(t, sitetls.Config{CertFile: af.cert, KeyFile: af.key, CAFile: caFile, Now: clock.Now})
+			srvCreds := load(t, sitetls.Config{CertFile: sf.cert, KeyFile: sf.key, CAFile: caFile, Clock: clock})
+			agCreds := load(t, sitetls.Config{CertFile: af.cert, KeyFile: af.key, CAFile: caFile, Clock: clock})
 			srv := serve(t, srvCreds)
 			clock.Advance(tt.advance)
 
@@ -220,13 +220,13 @@ func issueNoT(ca *sitetlstest.CA, r sitetlstest.Request) *sitetlstest.Pair {
 // URL with a host name, the connection's name is verified.
 func TestNoServerName(t *testing.T) {
 	dir := t.TempDir()
-	clock := fakeclock.New(t0)
+	clock := clocktest.New(t0)
 	ca := newCA(t, clock)
 	caFile := writeCA(t, dir, "ca.pem", ca)
 	sf := write(t, issue(t, ca, sitetlstest.Request{Hosts: []string{"localhost"}}), dir, "server")
 	af := write(t, issue(t, ca, sitetlstest.Request{Node: nodeA}), dir, "agent")
-	srv := serve(t, load(t, sitetls.Config{CertFile: sf.cert, KeyFile: sf.key, CAFile: caFile, Now: clock.Now}))
-	ag := load(t, sitetls.Config{CertFile: af.cert, KeyFile: af.key, CAFile: caFile, Now: clock.Now})
+	srv := serve(t, load(t, sitetls.Config{CertFile: sf.cert, KeyFile: sf.key, CAFile: caFile, Clock: clock}))
+	ag := load(t, sitetls.Config{CertFile: af.cert, KeyFile: af.key, CAFile: caFile, Clock: clock})
 
 	got := get(client(t, ag.ClientConfig("")), srv.url)
 	if !errors.Is(got.err, sitetls.ErrNoServerName) {
@@ -253,7 +253,7 @@ func TestPerSiteIntermediate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			clock := fakeclock.New(t0)
+			clock := clocktest.New(t0)
 			root := newCA(t, clock)
 			site, err := root.NewIntermediate("site-fsn1 issuer", "site-fsn1")
 			if err != nil {
@@ -263,8 +263,8 @@ func TestPerSiteIntermediate(t *testing.T) {
 			sf := write(t, issue(t, root, sitetlstest.Request{Hosts: []string{testIP}}), dir, "server")
 			agPair := issue(t, site, sitetlstest.Request{Node: tt.id})
 			af := write(t, agPair, dir, "agent")
-			srv := serve(t, load(t, sitetls.Config{CertFile: sf.cert, KeyFile: sf.key, CAFile: caFile, Now: clock.Now}))
-			ag := load(t, sitetls.Config{CertFile: af.cert, KeyFile: af.key, CAFile: caFile, Now: clock.Now})
+			srv := serve(t, load(t, sitetls.Config{CertFile: sf.cert, KeyFile: sf.key, CAFile: caFile, Clock: clock}))
+			ag := load(t, sitetls.Config{CertFile: af.cert, KeyFile: af.key, CAFile: caFile, Clock: clock})
 			got := get(client(t, ag.ClientConfig(testIP)), srv.url)
 			if ok := got.err == nil && got.status == 200; ok != tt.wantOK {
 				t.Fatalf("admitted %v (%d %q, %v), want %v", ok, got.status, got.body, got.err, tt.wantOK)

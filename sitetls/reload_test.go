@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/internal/fakeclock"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -20,7 +20,7 @@ const interval = 10 * time.Second
 // link is a control plane and an agent on loopback, on one fake clock, with the files of
 // both in one directory.
 type link struct {
-	clock       *fakeclock.Clock
+	clock       *clocktest.Fake
 	ca          *sitetlstest.CA
 	dir         string
 	caFile      string
@@ -51,14 +51,14 @@ func (w *lockedBuffer) String() string {
 
 func newLink(t *testing.T) *link {
 	t.Helper()
-	l := &link{clock: fakeclock.New(t0), dir: t.TempDir()}
+	l := &link{clock: clocktest.New(t0), dir: t.TempDir()}
 	l.ca = newCA(t, l.clock)
 	l.caFile = writeCA(t, l.dir, "ca.pem", l.ca)
 	l.srvF = write(t, issue(t, l.ca, sitetlstest.Request{Hosts: []string{testIP}}), l.dir, "server")
 	l.agF = write(t, issue(t, l.ca, sitetlstest.Request{Node: nodeA}), l.dir, "agent")
-	l.srv = load(t, sitetls.Config{CertFile: l.srvF.cert, KeyFile: l.srvF.key, CAFile: l.caFile, Now: l.clock.Now, CheckInterval: interval})
+	l.srv = load(t, sitetls.Config{CertFile: l.srvF.cert, KeyFile: l.srvF.key, CAFile: l.caFile, Clock: l.clock, CheckInterval: interval})
 	l.agentLog = &lockedBuffer{}
-	l.ag = load(t, sitetls.Config{CertFile: l.agF.cert, KeyFile: l.agF.key, CAFile: l.caFile, Now: l.clock.Now,
+	l.ag = load(t, sitetls.Config{CertFile: l.agF.cert, KeyFile: l.agF.key, CAFile: l.caFile, Clock: l.clock,
 		CheckInterval: interval, Logger: slog.New(slog.NewTextHandler(l.agentLog, nil))})
 	l.server = serve(t, l.srv)
 	c := client(t, l.ag.ClientConfig(testIP))
@@ -309,7 +309,7 @@ func TestReloadRefusesUntrustedIssuer(t *testing.T) {
 		ownFile := writeCA(t, dir, "issuer.pem", own)
 		f := write(t, issue(t, own, sitetlstest.Request{Node: nodeA}), dir, "node")
 		creds := load(t, sitetls.Config{CertFile: f.cert, KeyFile: f.key, CAFile: l.caFile, IssuerFile: ownFile,
-			Now: l.clock.Now, CheckInterval: interval})
+			Clock: l.clock, CheckInterval: interval})
 		next := issue(t, own, sitetlstest.Request{Node: nodeA, NotBefore: l.clock.Now()})
 		if err := next.WriteFiles(f.cert, f.key); err != nil {
 			t.Fatal(err)

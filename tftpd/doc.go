@@ -7,11 +7,11 @@
 //
 // A Server serves a directory (Dir, opened through os.Root so that nothing outside it can be
 // reached) or any fs.FS (FS, e.g. an embed.FS holding iPXE builds). Serve takes a UDP socket
-// the caller bound (port 69 in production, any port in tests); ListenAndServe binds one.
+// the caller bound (port 69 in production, any port in tests); ListenAndServe binds Addr.
 // Shutdown stops accepting requests and waits for running transfers; Close also aborts them.
 //
-//	srv := &tftpd.Server{Dir: "/srv/tftp", Logger: logger, OnTransfer: record}
-//	go srv.ListenAndServe(":69")
+//	srv := &tftpd.Server{Addr: ":69", Dir: "/srv/tftp", Logger: logger, OnTransfer: record}
+//	go srv.ListenAndServe()
 //	...
 //	srv.Shutdown(ctx)
 //

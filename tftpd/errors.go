@@ -3,6 +3,8 @@ package tftpd
 import (
 	"errors"
 	"fmt"
+
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Errors returned by Serve, Validate and reported in Transfer.Err.
@@ -31,7 +33,23 @@ var (
 	ErrEvicted = errors.New("tftpd: evicted before the first acknowledgement")
 	// ErrConfig: a Server field is out of range (see Validate).
 	ErrConfig = errors.New("tftpd: invalid configuration")
+	// ErrFenced: a read request while Server.Fence says this agent is not the active boot
+	// server; answered "access violation".
+	ErrFenced = errors.New("tftpd: boot server inactive")
 )
+
+// ReasonOf names the first of the package's sentinel errors in err's chain in a word a
+// host can count: "server-closed", "not-found", "denied", "fenced", "malformed",
+// "write-refused", "mode", "timeout", "aborted", "shutdown", "evicted", "config"; "" for
+// nil or an error of another package.
+func ReasonOf(err error) string { return reasons.Of(err) }
+
+var reasons = errname.Table{
+	{Err: ErrServerClosed, Name: "server-closed"}, {Err: ErrNotFound, Name: "not-found"}, {Err: ErrFenced, Name: "fenced"},
+	{Err: ErrDenied, Name: "denied"}, {Err: ErrMalformed, Name: "malformed"}, {Err: ErrWriteRefused, Name: "write-refused"},
+	{Err: ErrMode, Name: "mode"}, {Err: ErrTimeout, Name: "timeout"}, {Err: ErrAborted, Name: "aborted"},
+	{Err: ErrShutdown, Name: "shutdown"}, {Err: ErrEvicted, Name: "evicted"}, {Err: ErrConfig, Name: "config"},
+}
 
 // OpError is an error of one operation of the server (opening the root, reading the
 // listening socket, serving a file), with the cause in Err.

@@ -95,7 +95,8 @@ func TestServeAfterShutdown(t *testing.T) {
 	if err := srv.Serve(conn); !errors.Is(err, tftpd.ErrServerClosed) {
 		t.Fatalf("Serve after Shutdown = %v, want ErrServerClosed", err)
 	}
-	if err := srv.ListenAndServe("127.0.0.1:0"); !errors.Is(err, tftpd.ErrServerClosed) {
+	srv.Addr = "127.0.0.1:0"
+	if err := srv.ListenAndServe(); !errors.Is(err, tftpd.ErrServerClosed) {
 		t.Fatalf("ListenAndServe after Shutdown = %v, want ErrServerClosed", err)
 	}
 }
@@ -361,5 +362,52 @@ func TestSilentClient(t *testing.T) {
 	pkt, tid2 := c2.recvFrom(5*time.Second, 0)
 	if got := c2.download(pkt, tid2, 512); len(got) != 5000 {
 		t.Fatalf("after the time-out: got %d bytes", len(got))
+	}
+}
+
+// TestListenAndServeAddr: ListenAndServe binds the Addr field, serves on it, and returns
+// ErrServerClosed after Shutdown; an Addr it cannot bind comes back as a listen OpError
+// naming it.
+func TestListenAndServeAddr(t *testing.T) {
+	busy, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	taken := &tftpd.Server{FS: fstest.MapFS{}, Addr: busy.LocalAddr().String()}
+	var op *tftpd.OpError
+	if err := taken.ListenAndServe(); !errors.As(err, &op) || op.Op != "listen" || op.Name != taken.Addr {
+		t.Fatalf("ListenAndServe on a bound address = %v, want a listen OpError naming %s", err, taken.Addr)
+	}
+
+	free, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := free.LocalAddr().(*net.UDPAddr)
+	free.Close()
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: []byte("hello")}}, Addr: addr.String()}
+	done := make(chan error, 1)
+	go func() { done <- srv.ListenAndServe() }()
+	c := newRawClient(t, "127.0.0.1")
+	for {
+		c.send(addr, rrq("f", "octet"))
+		if b, _, ok := c.recv(100 * time.Millisecond); ok {
+			if len(b) < 4 || b[1] != 3 || string(b[4:]) != "hello" {
+				t.Fatalf("answer %q, want DATA 1 \"hello\"", b)
+			}
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("ListenAndServe = %v before serving", err)
+		default:
+		}
+	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, tftpd.ErrServerClosed) {
+		t.Fatalf("ListenAndServe after Shutdown = %v, want ErrServerClosed", err)
 	}
 }

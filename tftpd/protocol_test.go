@@ -3,6 +3,7 @@ package tftpd_test
 import (
 	"bytes"
 	"errors"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -371,5 +372,23 @@ func TestInjectedClock(t *testing.T) {
 	r := rec.waitN(t, 1)[0]
 	if !r.Start.Equal(t0) || r.Duration != 90*time.Second {
 		t.Errorf("Start %v Duration %v; want %v and 1m30s from the injected clock", r.Start, r.Duration, t0)
+	}
+}
+
+// TestClockBeforeNow: Server.Clock, when set, is the clock, and the deprecated Now is not
+// asked.
+func TestClockBeforeNow(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rec := newRecorder()
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: payload(3000, 10)}}, Clock: clocktest.New(t0),
+		Now: func() time.Time { t.Error("Now asked while Clock is set"); return time.Time{} }, OnTransfer: rec.hook}
+	addr := serve(t, srv, "127.0.0.1")
+	c := newRawClient(t, "127.0.0.1")
+	c.send(addr, rrq("f", "octet"))
+	pkt, tid := c.recvFrom(5*time.Second, 0)
+	c.download(pkt, tid, 512)
+	r := rec.waitN(t, 1)[0]
+	if !r.Start.Equal(t0) || r.Duration != 0 {
+		t.Errorf("Start %v Duration %v; want %v and 0 from a clock that did not move", r.Start, r.Duration, t0)
 	}
 }

@@ -137,7 +137,7 @@ func TestLimitGlobalQueued(t *testing.T) {
 	sock0, _ := fdCount(t)
 	served, tids, first := holdAll(t, addr, clients, time.Second)
 	c := srv.Stats()
-	if n := count(served); n != 64 || c.Active != 64 || c.Waiting+int(c.Evicted) != 36 || c.DroppedBusy != 0 {
+	if n := count(served); n != 64 || c.Active != 64 || c.Waiting+c.Evicted != 36 || c.DroppedBusy != 0 {
 		t.Fatalf("served %d, counters %+v; want 64 served and active, 36 waiting (or evicted)", n, c)
 	}
 	if sock, _ := fdCount(t); sock != sock0+64 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/clock"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -47,6 +48,8 @@ const knownSources = 4096
 // not change afterwards. A Server serves any number of sockets at once (Serve per socket); the
 // limits hold across all of them.
 type Server struct {
+	// Addr is the UDP address ListenAndServe binds. Empty means DefaultAddr (":69").
+	Addr string
 	// Dir is the directory served, opened with os.OpenRoot when Serve is first called:
 	// "..", absolute names and symbolic links cannot lead out of it. Exactly one of Dir and
 	// FS is set.
@@ -108,13 +111,24 @@ type Server struct {
 	// means DefaultQueueWait (5 s, longer than EDK2's retransmission time-out).
 	QueueWait time.Duration
 
+	// Fence, when set, is asked for every read request: while it reports this agent
+	// inactive, requests are answered "access violation" (Transfer.Err wraps ErrFenced)
+	// and no file is opened. Nil serves regardless. [lease.Fence] implements it.
+	//
+	// [lease.Fence]: https://pkg.go.dev/github.com/bettercompute/siteboot/lease#Fence
+	Fence Fence
+
 	// Logger receives the detail of refusals and failures. Nil discards.
 	Logger *slog.Logger
 	// OnTransfer, when set, is called once for every admitted request when its transfer
 	// ends, and once for every refused request (write, mode, name, missing file). It runs
 	// on the transfer's goroutine, or on the listening loop for refusals: it must not block.
 	OnTransfer func(Transfer)
-	// Now is the clock for Transfer.Start and Duration. Nil means time.Now.
+	// Clock is the clock for Transfer.Start and Duration. Nil means [clock.Real].
+	Clock clock.Clock
+	// Now is the wall clock when Clock is nil.
+	//
+	// Deprecated: set Clock; Now is used only when Clock is nil.
 	Now func() time.Time
 
 	mu        sync.Mutex
@@ -156,7 +170,7 @@ type counters struct {
 	requests, transfers, completed, failed, bytes atomic.Uint64
 	notFound, denied, refusedWrite, refusedMode   atomic.Uint64
 	droppedBusy, droppedSource, droppedMalformed  atomic.Uint64
-	evicted, windowed, queued                     atomic.Uint64
+	evicted, windowed, queued, fenced             atomic.Uint64
 	waiting                                       atomic.Int64 // held in the queues now
 }
 
@@ -177,9 +191,22 @@ type Stats struct {
 	Evicted          uint64 // transfers ended before their first acknowledgement to make room
 	Windowed         uint64 // transfers granted a windowsize above 1
 	Queued           uint64 // requests that waited in the queue for a slot
-	Active           int    // transfers running now
-	Waiting          int    // requests in the queue now
+	Fenced           uint64 // read requests refused while the Fence was inactive (also counted in Denied)
+	Active           uint64 // transfers running now
+	Waiting          uint64 // requests in the queue now
 }
+
+// Fence tells whether this agent is the site's active boot server.
+type Fence interface {
+	// Active reports the lease epoch and whether this agent holds the lease now.
+	Active() (epoch uint64, active bool)
+}
+
+// FenceFunc adapts a function to [Fence].
+type FenceFunc func() (uint64, bool)
+
+// Active calls f.
+func (f FenceFunc) Active() (uint64, bool) { return f() }
 
 // Stats returns a snapshot of the server's counters.
 func (s *Server) Stats() Stats {
@@ -202,8 +229,9 @@ func (s *Server) Stats() Stats {
 		Evicted:          s.c.evicted.Load(),
 		Windowed:         s.c.windowed.Load(),
 		Queued:           s.c.queued.Load(),
-		Active:           active,
-		Waiting:          int(s.c.waiting.Load()),
+		Fenced:           s.c.fenced.Load(),
+		Active:           uint64(max(active, 0)),
+		Waiting:          uint64(max(s.c.waiting.Load(), 0)),
 	}
 }
 
@@ -272,10 +300,13 @@ func (s *Server) evictAfter() time.Duration {
 }
 func (s *Server) now() time.Time { return s.clock()() }
 func (s *Server) clock() func() time.Time {
+	if s.Clock != nil {
+		return s.Clock.Now
+	}
 	if s.Now != nil {
 		return s.Now
 	}
-	return time.Now
+	return clock.Real.Now
 }
 
 // discard is the logger of a Server whose Logger is nil.
@@ -314,8 +345,16 @@ func (s *Server) start() error {
 	return nil
 }
 
-// ListenAndServe binds addr (DefaultAddr when empty) for UDP and serves it.
-func (s *Server) ListenAndServe(addr string) error {
+// ListenAndServe binds Addr (DefaultAddr when empty) for UDP and serves it, as Serve does.
+// After Shutdown or Close it returns ErrServerClosed.
+func (s *Server) ListenAndServe() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrServerClosed
+	}
+	addr := s.Addr
 	if addr == "" {
 		addr = DefaultAddr
 	}

@@ -119,6 +119,14 @@ func (s *Server) admit(l *listener, b []byte, from *net.UDPAddr, local netip.Add
 		s.refuse(l, w, codeAccess, msgAccess, OutcomeDenied, "", err)
 		return
 	}
+	if s.Fence != nil {
+		if _, active := s.Fence.Active(); !active {
+			s.c.denied.Add(1)
+			s.c.fenced.Add(1)
+			s.refuse(l, w, codeAccess, msgAccess, OutcomeDenied, w.name, ErrFenced)
+			return
+		}
+	}
 	// A request sent again while it waits for a slot keeps its place; sent again as a
 	// client retransmits (resendGap or more after it was last received), it may also take a
 	// slot as a new request would, by evicting a transfer that never saw an
@@ -168,7 +176,7 @@ type waiting struct {
 	req   request
 	name  string    // req.Filename, cleaned
 	key   string    // the peer and the datagram: a request sent again has the same
-	start time.Time // when it was first read (Server.Now)
+	start time.Time // when it was first read (Server.Clock)
 	last  time.Time // when it was last read (time.Now): it expires QueueWait after
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/lease"
 )
 
@@ -93,48 +94,10 @@ func TestStore(t *testing.T, s lease.Store) {
 	}
 }
 
-// Clock is a lease.Clock that moves only when told: Advance moves the wall and the monotonic
-// readings together, JumpWall only the wall clock. The zero value starts at the zero wall
-// time; NewClock starts at a fixed date. It is safe for concurrent use.
-type Clock struct {
-	mu   sync.Mutex
-	wall time.Time
-	mono time.Duration
-}
-
-var _ lease.Clock = (*Clock)(nil)
-
-// NewClock returns a Clock at 2026-03-01 12:00 UTC, monotonic reading 0.
-func NewClock() *Clock { return &Clock{wall: t0()} }
-
-// Now implements lease.Clock.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.wall
-}
-
-// Monotonic implements lease.Clock.
-func (c *Clock) Monotonic() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mono
-}
-
-// Advance moves both readings forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.wall = c.wall.Add(d)
-	c.mono += d
-}
-
-// JumpWall moves only the wall clock, by d (either way).
-func (c *Clock) JumpWall(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.wall = c.wall.Add(d)
-}
+// NewClock returns a [clocktest.Fake] at 2026-03-01 12:00 UTC, monotonic reading 0: Advance
+// moves the wall and the monotonic readings together and runs the timers that fall due, Set
+// only the wall clock (a jump either way).
+func NewClock() *clocktest.Fake { return clocktest.New(t0()) }
 
 // Fleet is a lease.Fleet of Sites sites named site-0000, site-0001, ..., each with two
 // connected agents (SITE-a, SITE-b).

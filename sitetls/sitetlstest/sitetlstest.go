@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/bettercompute/siteboot/clock"
+
 	"github.com/bettercompute/siteboot/internal/atomicfile"
 	"github.com/bettercompute/siteboot/sitetls"
 )
@@ -273,13 +275,28 @@ func NewLink(dir string, now func() time.Time, agent sitetls.Identity, agentKey 
 
 // ServerConfig is the control plane's sitetls.Config for l's files.
 func (l *Link) ServerConfig() sitetls.Config {
-	return sitetls.Config{CertFile: l.ServerCert, KeyFile: l.ServerKey, CAFile: l.CAFile, Now: l.CA.Now}
+	return sitetls.Config{CertFile: l.ServerCert, KeyFile: l.ServerKey, CAFile: l.CAFile, Clock: l.clock()}
 }
 
 // AgentConfig is the agent's sitetls.Config for l's files.
 func (l *Link) AgentConfig() sitetls.Config {
-	return sitetls.Config{CertFile: l.AgentCert, KeyFile: l.AgentKey, CAFile: l.CAFile, Now: l.CA.Now}
+	return sitetls.Config{CertFile: l.AgentCert, KeyFile: l.AgentKey, CAFile: l.CAFile, Clock: l.clock()}
 }
+
+// clock is the sitetls clock of the CA's Now (nil when Now is nil: the real clock).
+func (l *Link) clock() clock.Clock {
+	if l.CA.Now == nil {
+		return nil
+	}
+	return nowClock(l.CA.Now)
+}
+
+// nowClock reads the wall time from a func and the rest from the real clock.
+type nowClock func() time.Time
+
+func (f nowClock) Now() time.Time                                 { return f() }
+func (nowClock) Monotonic() time.Duration                         { return clock.Real.Monotonic() }
+func (nowClock) AfterFunc(d time.Duration, fn func()) clock.Timer { return clock.Real.AfterFunc(d, fn) }
 
 func newSerial() (*big.Int, error) {
 	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))

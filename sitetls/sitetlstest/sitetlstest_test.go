@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/internal/fakeclock"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 	"github.com/google/go-cmp/cmp"
@@ -27,7 +27,7 @@ var (
 )
 
 func TestIssue(t *testing.T) {
-	clock := fakeclock.New(t0)
+	clock := clocktest.New(t0)
 	ca, err := sitetlstest.NewCA("test CA", clock.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestIssue(t *testing.T) {
 // identity.
 func TestNewLink(t *testing.T) {
 	dir := t.TempDir()
-	clock := fakeclock.New(t0)
+	clock := clocktest.New(t0)
 	l, err := sitetlstest.NewLink(dir, clock.Now, node, nil, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,8 @@ type Server struct {
 	Addr string
 
 	served chan error
+	err    error // what Serve returned, when not tftpd.ErrServerClosed
+	closed bool
 }
 
 // NewServer starts srv (a new one over fsys when srv is nil) on a fresh loopback port.
@@ -35,22 +37,34 @@ func NewServer(fsys fs.FS, srv *tftpd.Server) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Server: srv, Addr: conn.LocalAddr().String(), served: make(chan error, 1)}
+	srv.Addr = conn.LocalAddr().String()
+	s := &Server{Server: srv, Addr: srv.Addr, served: make(chan error, 1)}
 	go func() { s.served <- srv.Serve(conn) }()
 	return s, nil
 }
 
-// Close shuts the server down, waiting for its transfers, and returns what Serve returned
-// when that was anything but tftpd.ErrServerClosed.
-func (s *Server) Close() error {
+// Close shuts the server down, like [net/http/httptest.Server.Close]: it lets running
+// transfers finish for up to 10 seconds, aborts the rest, and returns once Serve has
+// returned and no goroutine of the server is left. Calling it again does nothing. Err
+// tells whether Serve failed.
+func (s *Server) Close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := s.Shutdown(ctx)
-	if serr := <-s.served; !errors.Is(serr, tftpd.ErrServerClosed) {
-		return serr
+	if s.Shutdown(ctx) != nil {
+		s.Server.Close()
 	}
-	return err
+	if err := <-s.served; !errors.Is(err, tftpd.ErrServerClosed) {
+		s.err = err
+	}
 }
+
+// Err returns, after Close, what Serve returned when that was anything but
+// tftpd.ErrServerClosed (reading the socket failed), and nil otherwise.
+func (s *Server) Err() error { return s.err }
 
 // Fetch reads name from the TFTP server at addr in octet mode, asking for blksize (0 for
 // none) and tsize, as network-booting firmware does. It returns the file and the size the

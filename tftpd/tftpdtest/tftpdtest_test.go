@@ -8,7 +8,11 @@ import (
 
 	"github.com/bettercompute/siteboot/tftpd"
 	"github.com/bettercompute/siteboot/tftpd/tftpdtest"
+	"go.uber.org/goleak"
 )
+
+// TestMain checks that Close leaves no goroutine of the server behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestServerAndFetch(t *testing.T) {
 	data := []byte(strings.Repeat("iPXE", 1000))
@@ -28,9 +32,11 @@ func TestServerAndFetch(t *testing.T) {
 	if _, _, err := tftpdtest.Fetch(s.Addr, "missing.efi", 0); err == nil || !strings.Contains(err.Error(), "file not found") {
 		t.Errorf("fetch of a missing file: %v", err)
 	}
-	if err := s.Close(); err != nil {
+	s.Close()
+	if err := s.Err(); err != nil {
 		t.Fatal(err)
 	}
+	s.Close() // a second Close does nothing
 	if c := s.Stats(); c.Completed != 3 || c.NotFound != 1 {
 		t.Errorf("counters %+v", c)
 	}

@@ -42,7 +42,8 @@ func main() {
 		srv.Shutdown(ctx)
 	}()
 	fmt.Fprintln(os.Stderr, "serving", *dir, "on", *addr)
-	if err := srv.ListenAndServe(*addr); !errors.Is(err, tftpd.ErrServerClosed) {
+	srv.Addr = *addr
+	if err := srv.ListenAndServe(); !errors.Is(err, tftpd.ErrServerClosed) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

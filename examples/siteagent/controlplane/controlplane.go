@@ -43,6 +43,7 @@ import (
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/lease"
 	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
@@ -52,7 +53,7 @@ import (
 // connected.
 const DefaultSessionTimeout = 3 * time.Second
 
-// Plane is the control plane. Set the exported fields before Start.
+// Plane is the control plane. Set the exported fields before Run or Handler.
 type Plane struct {
 	// Lease is the lease store; New sets a lease.MemoryStore.
 	Lease lease.Store
@@ -65,8 +66,8 @@ type Plane struct {
 	// Logger: nil discards.
 	Logger *slog.Logger
 	// Clock is the plane's time: the lease records and the agents' sessions. Nil means
-	// lease.SystemClock(). A test shares one fake clock with its agents.
-	Clock lease.Clock
+	// clock.Real. A test shares one fake clock with its agents.
+	Clock clock.Clock
 	// ClaimStore keeps the BMC claims (bmc.go); nil means a bmc.MemoryClaimStore. Set it
 	// before the first heartbeat.
 	ClaimStore bmc.ClaimStore

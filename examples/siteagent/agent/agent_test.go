@@ -23,6 +23,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/lease"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
 
@@ -110,7 +111,7 @@ type countingLink struct {
 	n atomic.Uint64
 }
 
-func (l *countingLink) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+func (l *countingLink) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.SyncResponse, error) {
 	defer l.n.Add(1)
 	return l.Link.Sync(ctx, r)
 }
@@ -172,9 +173,9 @@ func (h *harness) beat(t *testing.T, r *running) {
 }
 
 // prepare hands the agent entries and beats until it acknowledged them.
-func (h *harness) prepare(t *testing.T, r *running, entries ...agent.Entry) {
+func (h *harness) prepare(t *testing.T, r *running, entries ...sitelink.ProxyDhcpEntry) {
 	t.Helper()
-	h.plane.Prepare("agent-t", entries)
+	h.plane.PrepareRamdisk("agent-t", entries)
 	for i := 0; len(h.plane.Pending("agent-t")) > 0; i++ {
 		if i == 5 {
 			t.Fatalf("entries not acknowledged after %d heartbeats", i)
@@ -196,7 +197,7 @@ func status(t *testing.T, u string) int {
 
 // scriptURL is the script URL machine e's iPXE asks, with the boot nonce of a fresh proxy
 // DHCP answer to it (none when proxy DHCP is off or silent).
-func scriptURL(a *running, e agent.Entry) string {
+func scriptURL(a *running, e sitelink.ProxyDhcpEntry) string {
 	return a.HTTPBase() + "/boot/ipxe?mac=" + e.MAC.String() + nonceParam(a, e.MAC)
 }
 

@@ -17,127 +17,8 @@ import (
 	"github.com/bettercompute/siteboot/bmc/redfish"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/sitelink"
 )
-
-// Command kinds of BMC access (the seed's bmc.*). Every one but bmc.query and bmc.storage
-// is destructive: it is claimed through the link before it reaches the BMC, and sent at
-// most once across the site's agents.
-const (
-	// CommandBMCQuery reads the power state and inspects the machine (PXE MACs, SMBIOS
-	// UUID, addresses).
-	CommandBMCQuery = "bmc.query"
-	// CommandBMCBoot sets the boot device (BMCCommand.Device, Mode, Persistent).
-	CommandBMCBoot = "bmc.boot"
-	// CommandBMCPower runs a power action (BMCCommand.Action: on, off, force-off, cycle,
-	// reset).
-	CommandBMCPower = "bmc.power"
-	// CommandBMCRotate sets a new password (BMCCommand.NewCredential, by reference) for an
-	// account (BMCCommand.Username, or the target's own).
-	CommandBMCRotate = "bmc.rotate"
-	// CommandBMCFirmware updates firmware from the agent's cache: the agent mints a
-	// firmware grant for that one digest (BMCCommand.SHA256, 2 h) and hands the BMC the
-	// /cache/t/GRANT/SHA256 URL.
-	CommandBMCFirmware = "bmc.firmware"
-	// CommandBMCStorage lists the machine's disks.
-	CommandBMCStorage = "bmc.storage"
-	// CommandBMCMediaInsert inserts a cached image (BMCCommand.SHA256) as virtual media,
-	// under a grant for that one digest; CommandBMCMediaEject ejects it.
-	CommandBMCMediaInsert = "bmc.mediaInsert"
-	CommandBMCMediaEject  = "bmc.mediaEject"
-)
-
-// IsBMCCommand reports whether kind is one of the bmc.* command kinds.
-func IsBMCCommand(kind string) bool {
-	switch kind {
-	case CommandBMCQuery, CommandBMCBoot, CommandBMCPower, CommandBMCRotate, CommandBMCFirmware,
-		CommandBMCStorage, CommandBMCMediaInsert, CommandBMCMediaEject:
-		return true
-	}
-	return false
-}
-
-// BMCDestructive reports whether a bmc.* kind changes the machine or the BMC, and so is
-// claimed before it is sent.
-func BMCDestructive(kind string) bool {
-	return IsBMCCommand(kind) && kind != CommandBMCQuery && kind != CommandBMCStorage
-}
-
-// BMCCommand is the body of a bmc.* command: the BMC it goes to and the operation's
-// arguments. It holds no secret: credentials are named by reference.
-type BMCCommand struct {
-	Target BMCTarget `json:"target"`
-	// Device ("pxe", "http", "cd", "disk", "bios-setup", "none"), Mode ("", "uefi",
-	// "legacy") and Persistent (false: the next boot only) for bmc.boot.
-	Device     string `json:"device,omitempty"`
-	Mode       string `json:"mode,omitempty"`
-	Persistent bool   `json:"persistent,omitempty"`
-	// Action for bmc.power ("on", "off", "force-off", "cycle", "reset").
-	Action string `json:"action,omitempty"`
-	// Username is the account bmc.rotate changes ("" the target credential's own);
-	// NewCredential names the new secret, fetched through the link.
-	Username      string `json:"username,omitempty"`
-	NewCredential string `json:"new_credential,omitempty"`
-	// SHA256 is the cache image of bmc.firmware and bmc.mediaInsert.
-	SHA256 string `json:"sha256,omitempty"`
-	// Components are the BMC's ids of what bmc.firmware updates; empty lets the BMC decide.
-	Components []string `json:"components,omitempty"`
-}
-
-// BMCTarget names a BMC: its driver ("redfish", "ipmi"), its address and the reference of
-// its credential, which the agent fetches through the link when it needs it.
-type BMCTarget struct {
-	Driver     string `json:"driver"`
-	Address    string `json:"address"`
-	Credential string `json:"credential"`
-	// CertSHA256 pins the BMC's TLS certificate (64 hex digits), Redfish only.
-	CertSHA256 string `json:"cert_sha256,omitempty"`
-	// Insecure skips TLS verification for this BMC alone.
-	Insecure bool `json:"insecure,omitempty"`
-}
-
-// BMCResult is how one bmc.* command ended, reported by command id in the next Report.
-type BMCResult struct {
-	ID   string `json:"id"`
-	Kind string `json:"kind"`
-	// Status is a bmc.Status: "ok", "failed", "unknown" or "not-sent".
-	Status string `json:"status"`
-	// ErrorKind is the failure's bmc kind ("auth", "timeout", "refused", ...); Code and
-	// Message are the BMC's code and what it said.
-	ErrorKind string `json:"error_kind,omitempty"`
-	Code      string `json:"code,omitempty"`
-	Message   string `json:"message,omitempty"`
-	// Replayed: the outcome came from the agent's journal or the control plane's claim
-	// record; nothing was sent this time.
-	Replayed bool `json:"replayed,omitempty"`
-	// Power is the power state bmc.query read.
-	Power string `json:"power,omitempty"`
-	// Inventory is what bmc.query's inspection found.
-	Inventory *BMCInventory `json:"inventory,omitempty"`
-	// Disks are what bmc.storage listed.
-	Disks []bmc.Disk `json:"disks,omitempty"`
-	// Firmware is how bmc.firmware's update task ended.
-	Firmware *bmc.FirmwareResult `json:"firmware,omitempty"`
-}
-
-// Outcome returns the result's outcome as the bmc package spells it.
-func (r BMCResult) Outcome() bmc.Outcome {
-	return bmc.Outcome{Status: bmc.Status(r.Status), Kind: r.ErrorKind, Code: r.Code, Message: r.Message}
-}
-
-// BMCInventory is bmc.Inventory in the report's spelling.
-type BMCInventory struct {
-	UUID         string   `json:"uuid,omitempty"`
-	Manufacturer string   `json:"manufacturer,omitempty"`
-	Model        string   `json:"model,omitempty"`
-	Serial       string   `json:"serial,omitempty"`
-	NICsKnown    bool     `json:"nics_known"`
-	MACs         []string `json:"macs,omitempty"`
-	HostAddrs    []string `json:"host_addrs,omitempty"`
-	BMCAddrs     []string `json:"bmc_addrs,omitempty"`
-	BMCMAC       string   `json:"bmc_mac,omitempty"`
-	// Failed names the parts of the inspection the BMC did not answer.
-	Failed []string `json:"failed,omitempty"`
-}
 
 // BMCLink is what the link carries for BMC access besides Sync: the claim protocol
 // (bmc.Claimer, for the node) and credentials by reference. A Link without it runs no bmc.*
@@ -161,9 +42,9 @@ type bmcAccess struct {
 
 	wg      sync.WaitGroup
 	mu      sync.Mutex
-	closed  bool            // close has begun: nothing new starts
-	running map[string]bool // ids being run
-	results []BMCResult     // finished, not yet in a report the control plane answered
+	closed  bool                 // close has begun: nothing new starts
+	running map[string]bool      // ids being run
+	results []sitelink.BMCResult // finished, not yet in a report the control plane answered
 
 	stats bmcStats
 }
@@ -176,7 +57,7 @@ type bmcStats struct {
 	claims   map[string]uint64    // by answer: granted, refused, reused, unanswered
 }
 
-func (s *bmcStats) op(r BMCResult) {
+func (s *bmcStats) op(r sitelink.BMCResult) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ops == nil {
@@ -287,13 +168,13 @@ func (c linkClaimer) Report(ctx context.Context, req bmc.ClaimRequest, o bmc.Out
 // command takes a bmc.* command from the desired state: it starts it unless it is running
 // or its result waits to be reported, and reports whether c was a bmc.* command. BMC
 // access works whether or not the agent holds the lease.
-func (b *bmcAccess) command(ctx context.Context, c Command) bool {
-	if !IsBMCCommand(c.Kind) {
+func (b *bmcAccess) command(ctx context.Context, c sitelink.Command) bool {
+	if !sitelink.IsBMCKind(c.Kind) {
 		return false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.running[c.ID] || slices.ContainsFunc(b.results, func(r BMCResult) bool { return r.ID == c.ID }) {
+	if b.running[c.ID] || slices.ContainsFunc(b.results, func(r sitelink.BMCResult) bool { return r.ID == c.ID }) {
 		return true
 	}
 	if b.closed || ctx.Err() != nil {
@@ -316,21 +197,21 @@ func (b *bmcAccess) command(ctx context.Context, c Command) bool {
 }
 
 // pending returns the results the next report carries.
-func (b *bmcAccess) pending() []BMCResult {
+func (b *bmcAccess) pending() []sitelink.BMCResult {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Clone(b.results)
 }
 
 // delivered drops the results a report the control plane answered carried.
-func (b *bmcAccess) delivered(sent []BMCResult) {
+func (b *bmcAccess) delivered(sent []sitelink.BMCResult) {
 	if len(sent) == 0 {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.results = slices.DeleteFunc(b.results, func(r BMCResult) bool {
-		return slices.ContainsFunc(sent, func(s BMCResult) bool { return s.ID == r.ID })
+	b.results = slices.DeleteFunc(b.results, func(r sitelink.BMCResult) bool {
+		return slices.ContainsFunc(sent, func(s sitelink.BMCResult) bool { return s.ID == r.ID })
 	})
 }
 
@@ -345,9 +226,9 @@ func (b *bmcAccess) close() {
 }
 
 // run carries out one bmc.* command and returns its result.
-func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
-	res := BMCResult{ID: c.ID, Kind: c.Kind}
-	fail := func(kind error, msg string) BMCResult {
+func (b *bmcAccess) run(ctx context.Context, c sitelink.Command) sitelink.BMCResult {
+	res := sitelink.BMCResult{ID: c.ID, Kind: c.Kind}
+	fail := func(kind error, msg string) sitelink.BMCResult {
 		o := bmc.OutcomeOf(&bmc.OpError{Op: c.Kind, Kind: kind, Message: msg})
 		res.Status, res.ErrorKind, res.Message = string(bmc.StatusNotSent), o.Kind, o.Message
 		return res
@@ -362,13 +243,13 @@ func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
 	if err != nil {
 		return fail(bmc.ErrInvalid, err.Error())
 	}
-	op := bmc.Operation{ID: c.ID, Target: tg, Destructive: BMCDestructive(c.Kind)}
+	op := bmc.Operation{ID: c.ID, Target: tg, Destructive: sitelink.Destructive(c.Kind)}
 	var grant string // a firmware or media grant minted for this command
 	switch c.Kind {
-	case CommandBMCQuery:
+	case sitelink.KindBMCQuery:
 		op.Name = "query"
 		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) { return b.query(ctx, d, &res) }
-	case CommandBMCStorage:
+	case sitelink.KindBMCStorage:
 		op.Name = "storage"
 		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
 			s, ok := d.(bmc.StorageLister)
@@ -376,10 +257,10 @@ func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
 				return nil, unsupported(d, "storage")
 			}
 			disks, err := s.Storage(ctx)
-			res.Disks = disks
+			res.Disks = sitelinkDisks(disks)
 			return nil, err
 		}
-	case CommandBMCPower:
+	case sitelink.KindBMCPower:
 		a := bmc.PowerAction(c.BMC.Action)
 		if !a.Valid() {
 			return fail(bmc.ErrInvalid, fmt.Sprintf("unknown power action %q", c.BMC.Action))
@@ -392,7 +273,7 @@ func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
 			}
 			return nil, p.SetPower(ctx, a)
 		}
-	case CommandBMCBoot:
+	case sitelink.KindBMCBoot:
 		dev := bmc.BootDevice{Target: bmc.BootTarget(c.BMC.Device), Mode: bmc.BootMode(c.BMC.Mode), Persistent: c.BMC.Persistent}
 		if err := dev.Validate(); err != nil {
 			return fail(bmc.ErrInvalid, fmt.Sprintf("boot device %q mode %q", c.BMC.Device, c.BMC.Mode))
@@ -405,7 +286,7 @@ func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
 			}
 			return nil, bc.SetBootDevice(ctx, dev)
 		}
-	case CommandBMCRotate:
+	case sitelink.KindBMCRotate:
 		if c.BMC.NewCredential == "" {
 			return fail(bmc.ErrInvalid, "rotation without a new credential")
 		}
@@ -432,7 +313,7 @@ func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
 			b.exec.Forget(tg.Credential)
 			return nil, err
 		}
-	case CommandBMCFirmware, CommandBMCMediaInsert:
+	case sitelink.KindBMCFirmware, sitelink.KindBMCMediaInsert:
 		d, err := imagecache.ParseDigest(c.BMC.SHA256)
 		if err != nil {
 			return fail(bmc.ErrInvalid, "sha256: want 64 lower-case hex digits")
@@ -450,7 +331,7 @@ func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
 			grant = g.Token
 			return b.a.bmcCacheBase() + "/t/" + g.Token + "/" + d.String(), nil
 		}
-		if c.Kind == CommandBMCFirmware {
+		if c.Kind == sitelink.KindBMCFirmware {
 			op.Name = "firmware"
 			op.Do = func(ctx context.Context, drv bmc.Driver) (any, error) {
 				f, ok := drv.(bmc.FirmwareUpdater)
@@ -462,7 +343,8 @@ func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
 					return nil, err
 				}
 				fr, err := f.UpdateFirmware(ctx, bmc.FirmwareUpdate{URL: u, Targets: c.BMC.Components})
-				res.Firmware = &fr
+				sfr := sitelink.FirmwareResult(fr)
+				res.Firmware = &sfr
 				return nil, err
 			}
 		} else {
@@ -479,7 +361,7 @@ func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
 				return nil, m.InsertMedia(ctx, u)
 			}
 		}
-	case CommandBMCMediaEject:
+	case sitelink.KindBMCMediaEject:
 		op.Name = "media-eject"
 		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
 			m, ok := d.(bmc.VirtualMediaController)
@@ -490,7 +372,7 @@ func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
 		}
 	}
 	r := b.exec.Run(ctx, op)
-	if c.Kind == CommandBMCFirmware && grant != "" {
+	if c.Kind == sitelink.KindBMCFirmware && grant != "" {
 		// The update is over: the BMC has no more use for the URL.
 		b.a.cache.Revoke(grant)
 	}
@@ -507,7 +389,7 @@ func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
 
 // query reads the power state and inspects the machine, keeping what it read when a part
 // fails.
-func (b *bmcAccess) query(ctx context.Context, d bmc.Driver, res *BMCResult) (any, error) {
+func (b *bmcAccess) query(ctx context.Context, d bmc.Driver, res *sitelink.BMCResult) (any, error) {
 	var errs []error
 	if p, ok := d.(bmc.PowerController); ok {
 		st, err := p.PowerState(ctx)
@@ -526,7 +408,7 @@ func (b *bmcAccess) query(ctx context.Context, d bmc.Driver, res *BMCResult) (an
 	if err != nil && !errors.As(err, &pe) {
 		return nil, errors.Join(append(errs, err)...)
 	}
-	out := &BMCInventory{Manufacturer: inv.Manufacturer, Model: inv.Model, Serial: inv.Serial, NICsKnown: inv.NICsKnown}
+	out := &sitelink.BMCInventory{Manufacturer: inv.Manufacturer, Model: inv.Model, Serial: inv.Serial, NICsKnown: inv.NICsKnown}
 	if inv.HasUUID {
 		out.UUID = inv.UUID.String()
 	}
@@ -555,7 +437,7 @@ func unsupported(d bmc.Driver, op string) error {
 }
 
 // targetRef checks a command's target and turns it into the Executor's.
-func targetRef(t BMCTarget) (bmc.TargetRef, error) {
+func targetRef(t sitelink.BMCTarget) (bmc.TargetRef, error) {
 	if t.Driver == "" || t.Address == "" || len(t.Address) > 512 || len(t.Credential) > bmc.MaxIDLen {
 		return bmc.TargetRef{}, errors.New("target: want a driver, an address and a credential reference")
 	}
@@ -610,4 +492,12 @@ func (c BMCConfig) validate() error {
 		}
 	}
 	return nil
+}
+
+func sitelinkDisks(disks []bmc.Disk) []sitelink.Disk {
+	out := make([]sitelink.Disk, 0, len(disks))
+	for _, d := range disks {
+		out = append(out, sitelink.Disk(d))
+	}
+	return out
 }

@@ -15,26 +15,27 @@ import (
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bmc/bmctest"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // replayingHost is a host that keeps sending one bmc.power command and grants every claim
 // of its node, as a control plane that lost its claim records would: only the agent's own
 // journal, persisted in its data dir, keeps a restarted agent from sending it again.
 type replayingHost struct {
-	cmd     agent.Command
+	cmd     sitelink.Command
 	mu      sync.Mutex
-	results []agent.BMCResult
+	results []sitelink.BMCResult
 }
 
-func (h *replayingHost) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+func (h *replayingHost) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.SyncResponse, error) {
 	h.mu.Lock()
 	h.results = append(h.results, r.BMC...)
 	h.mu.Unlock()
-	return agent.Desired{Commands: []agent.Command{h.cmd}}, nil
+	return sitelink.SyncResponse{Commands: []sitelink.Command{h.cmd}}, nil
 }
 
 func (h *replayingHost) Token(ctx context.Context, node, workflow, ref string) (string, error) {
-	return "", agent.ErrTokenNotReady
+	return "", sitelink.ErrNotReady
 }
 
 func (h *replayingHost) Claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error) {
@@ -49,11 +50,11 @@ func (h *replayingHost) Credential(ctx context.Context, node, ref string) (bmc.C
 	return bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword}, nil
 }
 
-func (h *replayingHost) result() (agent.BMCResult, bool) {
+func (h *replayingHost) result() (sitelink.BMCResult, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.results) == 0 {
-		return agent.BMCResult{}, false
+		return sitelink.BMCResult{}, false
 	}
 	return h.results[0], true // the first; the host's repeats are answered from the journal
 }
@@ -87,9 +88,9 @@ func TestBMCJournalSurvivesRestart(t *testing.T) {
 		}
 		return n
 	}
-	cmd := agent.Command{ID: "bmc-cycle-1", Kind: agent.CommandBMCPower, BMC: &agent.BMCCommand{
-		Target: agent.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"}, Action: "cycle"}}
-	run := func() agent.BMCResult {
+	cmd := sitelink.Command{ID: "bmc-cycle-1", Kind: sitelink.KindBMCPower, BMC: &sitelink.BMCCommand{
+		Target: sitelink.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"}, Action: "cycle"}}
+	run := func() sitelink.BMCResult {
 		host := &replayingHost{cmd: cmd}
 		ctx, cancel := context.WithCancel(context.Background())
 		a, err := agent.New(ctx, &cfg, host, agent.Options{Signer: key, DrainTimeout: time.Second})
@@ -108,7 +109,7 @@ func TestBMCJournalSurvivesRestart(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		t.Fatal("no result reported")
-		return agent.BMCResult{}
+		return sitelink.BMCResult{}
 	}
 	first := run()
 	if first.Status != "ok" || first.Replayed {

@@ -15,6 +15,7 @@ import (
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/ipxe"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // bootHandler is the /boot/ handler: the chain and machine scripts, and the iPXE builds for
@@ -112,7 +113,7 @@ func (a *Agent) token(ctx context.Context, e ipxe.Entry) (string, error) {
 		return "", ipxe.ErrNotReady
 	}
 	t, err := a.link.Token(ctx, a.cfg.NodeID, r.Workflow, r.TokenRef)
-	if errors.Is(err, ErrTokenNotReady) {
+	if errors.Is(err, sitelink.ErrNotReady) {
 		return "", ipxe.ErrNotReady
 	}
 	return t, err

@@ -79,7 +79,7 @@
 //     replay, that the joining machine's MACs include the asserted MAC, and the UUID.
 //
 // An unknown MAC's walk ends in the status report instead: the discovery list's snapshot
-// travels in the heartbeat's [Report] (as text, on the wire), and the control plane merges
+// travels in the heartbeat's [sitelink.StatusReport] (as text, on the wire), and the control plane merges
 // the agents' lists and matches candidates (discovery.Merge, discovery.Match).
 //
 // # Boot secrets
@@ -223,7 +223,7 @@
 // # BMC access
 //
 // The bmc.* commands (bmc.query, bmc.boot, bmc.power, bmc.rotate, bmc.firmware,
-// bmc.storage, bmc.mediaInsert, bmc.mediaEject; [BMCCommand]) run whether or not the agent
+// bmc.storage, bmc.mediaInsert, bmc.mediaEject; [sitelink.BMCCommand]) run whether or not the agent
 // holds the lease, on a bmc.Executor off the heartbeat: one operation at a time per BMC,
 // [BMCConfig].MaxConcurrent at once, each under its own deadline, the session closed after
 // each. A target names its driver, address and credential reference; the agent fetches the
@@ -231,7 +231,7 @@
 // A destructive command is journaled in DATA/bmc-journal.json (bmc.FileJournal) and
 // claimed through the link before it reaches the BMC, so neither a repeat, a restart nor a
 // failover to another agent sends it twice. bmc.firmware and bmc.mediaInsert hand the BMC
-// a cache URL under a grant for that one digest (2 h). Each command's [BMCResult]
+// a cache URL under a grant for that one digest (2 h). Each command's [sitelink.BMCResult]
 // (outcome, error kind, the BMC's message, what it read) goes back by id in the next
 // Report, which the agent asks for as soon as a command ends.
 //

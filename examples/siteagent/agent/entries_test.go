@@ -19,11 +19,12 @@ import (
 
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
-func entry(i int, notAfter time.Time) agent.Entry {
-	return agent.Entry{
-		MAC: hwid.MAC{0x52, 0x54, 0, 0, byte(i >> 8), byte(i)}, Arch: agent.ArchX86UEFI,
+func entry(i int, notAfter time.Time) sitelink.ProxyDhcpEntry {
+	return sitelink.ProxyDhcpEntry{
+		MAC: hwid.MAC{0x52, 0x54, 0, 0, byte(i >> 8), byte(i)}, Arch: sitelink.ArchX86UEFI,
 		Workflow: fmt.Sprintf("wf-%d", i%3), NotAfter: notAfter, TokenRef: fmt.Sprintf("tok-%d", i),
 	}
 }
@@ -67,7 +68,7 @@ func TestEntriesPersistAndClean(t *testing.T) {
 	// An invalid entry is refused whole; nothing changes.
 	bad := entry(9, now.Add(time.Hour))
 	bad.Arch = "PDP11"
-	if err := s3.Put(entry(8, now.Add(time.Hour)), bad); !errors.Is(err, agent.ErrBadEntry) {
+	if err := s3.Put(entry(8, now.Add(time.Hour)), bad); !errors.Is(err, sitelink.ErrBadEntry) {
 		t.Errorf("Put with a bad entry = %v, want ErrBadEntry", err)
 	}
 	if _, ok := s3.Lookup(entry(8, now).MAC); ok {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/sitelink"
 	"io"
 	"io/fs"
 	"net/http"
@@ -117,7 +118,7 @@ func (a *Agent) secureBootFor(r record) bool {
 	if r.SecureBoot != nil {
 		return *r.SecureBoot
 	}
-	return a.cfg.Boot.SecureBoot && r.Arch == ArchX86UEFI && r.SanbootSHA256 == ""
+	return a.cfg.Boot.SecureBoot && r.Arch == sitelink.ArchX86UEFI && r.SanbootSHA256 == ""
 }
 
 // Reasons proxy DHCP stays silent to a Secure Boot machine.

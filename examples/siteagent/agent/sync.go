@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"time"
 
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/lease"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // syncLoop sends a heartbeat every Control.Heartbeat (sooner when discovery wants a report)
@@ -46,7 +46,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 		a.log.Error("prune boot entries", "err", err)
 	}
 	snap := a.found.Snapshot()
-	r := Report{
+	r := sitelink.StatusReport{
 		Site:             a.cfg.SiteID,
 		Node:             a.cfg.NodeID,
 		DiscoveredDigest: snap.Digest.String(),
@@ -61,9 +61,9 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	sendList := snap.Digest != a.sentDigest
 	a.mu.Unlock()
 	if sendList {
-		r.Discovered = make([]Discovered, 0, len(snap.Entries))
+		r.Discovered = make([]sitelink.DiscoveredMachine, 0, len(snap.Entries))
 		for _, e := range snap.Entries {
-			d := Discovered{MAC: e.MAC.String(), ProductUUID: e.ProductUUID, Arch: e.Arch, FirstSeen: e.FirstSeen, LastSeen: e.LastSeen, Count: e.Count}
+			d := sitelink.DiscoveredMachine{MAC: e.MAC.String(), ProductUUID: e.ProductUUID, Arch: e.Arch, FirstSeen: e.FirstSeen, LastSeen: e.LastSeen, Count: e.Count}
 			if e.Relay.IsValid() {
 				d.Relay = e.Relay.String()
 			}
@@ -99,7 +99,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 		a.syncFailing = 0
 	}
 	a.mu.Unlock()
-	a.fence.Observe(lease.Word{Holds: d.Lease.Holds, Epoch: d.Lease.Epoch, TTL: time.Duration(d.Lease.TTLMs) * time.Millisecond, Beat: d.Lease.Beat})
+	a.fence.Observe(lease.Word{Holds: d.Lease.Holds, Epoch: d.Lease.Epoch, TTL: d.Lease.TTL(), Beat: d.Lease.Beat})
 	a.mu.Lock()
 	a.lastSync = a.clock.Now()
 	if sendList {
@@ -136,12 +136,12 @@ func (a *Agent) syncOnce(ctx context.Context) {
 }
 
 // apply carries out one command; it returns only once the result is on disk.
-func (a *Agent) apply(c Command) error {
+func (a *Agent) apply(c sitelink.Command) error {
 	switch c.Kind {
-	case CommandPrepare:
+	case sitelink.KindPrepareRamdisk:
 		return a.entries.Put(c.Entries...)
-	case CommandCleanUp:
-		var gone []Entry
+	case sitelink.KindCleanUp:
+		var gone []sitelink.ProxyDhcpEntry
 		for _, e := range a.entries.All() {
 			if e.Workflow == c.Workflow || slices.Contains(c.MACs, e.MAC) {
 				gone = append(gone, e)
@@ -166,8 +166,11 @@ func (a *Agent) apply(c Command) error {
 
 // wantedImages is the pinned set: the site's ramdisk kernel and initrd, and the control
 // plane's cache images.
-func (a *Agent) wantedImages(fromControl []Image) []imagecache.Image {
-	all := append([]Image{a.cfg.Boot.Kernel, a.cfg.Boot.Initrd}, fromControl...)
+func (a *Agent) wantedImages(fromControl []sitelink.CacheImage) []imagecache.Image {
+	all := []Image{a.cfg.Boot.Kernel, a.cfg.Boot.Initrd}
+	for _, im := range fromControl {
+		all = append(all, Image(im))
+	}
 	out := make([]imagecache.Image, 0, len(all))
 	for _, im := range all {
 		d, err := imagecache.ParseDigest(im.SHA256)
@@ -180,11 +183,11 @@ func (a *Agent) wantedImages(fromControl []Image) []imagecache.Image {
 	return out
 }
 
-func (a *Agent) imageReports() []ImageReport {
+func (a *Agent) imageReports() []sitelink.ImageReport {
 	st := a.cache.Status()
-	out := make([]ImageReport, 0, len(st))
+	out := make([]sitelink.ImageReport, 0, len(st))
 	for _, s := range st {
-		r := ImageReport{SHA256: s.Image.SHA256.String(), Format: s.Image.Format, State: s.State.String(), Bytes: s.Bytes}
+		r := sitelink.ImageReport{SHA256: s.Image.SHA256.String(), Format: s.Image.Format, State: s.State.String(), Bytes: s.Bytes}
 		if s.Err != nil {
 			r.Reason = s.Err.Error()
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -75,9 +76,9 @@ type cutLink struct {
 	local *controlplane.LocalLink
 }
 
-func (l *cutLink) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+func (l *cutLink) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.SyncResponse, error) {
 	if l.local.Cut() {
-		return agent.Desired{}, controlplane.ErrCut
+		return sitelink.SyncResponse{}, controlplane.ErrCut
 	}
 	return l.Link.Sync(ctx, r)
 }
@@ -140,11 +141,11 @@ func TestFakeControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var rep agent.Report
+		var rep sitelink.StatusReport
 		json.NewDecoder(r.Body).Decode(&rep)
-		json.NewEncoder(w).Encode(agent.Desired{
-			Lease:    agent.LeaseWord{Holds: true, Epoch: 42, TTLMs: 60000, Beat: rep.Beat},
-			Commands: []agent.Command{{ID: "x", Kind: agent.CommandPrepare, Entries: []agent.Entry{entry(9, h.clk.Now().Add(time.Hour))}}},
+		json.NewEncoder(w).Encode(sitelink.SyncResponse{
+			SiteSpec: sitelink.SiteSpec{Lease: sitelink.BootLeaseState{Holds: true, Epoch: 42, TTLMs: 60000, Beat: rep.Beat}},
+			Commands: []sitelink.Command{{ID: "x", Kind: sitelink.KindPrepareRamdisk, Entries: []sitelink.ProxyDhcpEntry{entry(9, h.clk.Now().Add(time.Hour))}}},
 		})
 	}))
 	fake.TLS = fakeCreds.ServerConfig()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -54,7 +55,7 @@ type bmcStats struct {
 	mu       sync.Mutex
 	ops      map[[2]string]uint64 // by kind and outcome (a bmc.Status)
 	replayed map[string]uint64    // by kind: answered from the journal or a claim record
-	claims   map[string]uint64    // by answer: granted, refused, reused, unanswered
+	claims   map[bmc.ClaimAnswer]uint64
 }
 
 func (s *bmcStats) op(r sitelink.BMCResult) {
@@ -69,25 +70,17 @@ func (s *bmcStats) op(r sitelink.BMCResult) {
 	}
 }
 
-// The answers a claim gets, as siteboot_bmc_claims_total counts them.
-const (
-	claimGranted    = "granted"    // the operation may be sent
-	claimRefused    = "refused"    // another node holds it: not sent
-	claimReused     = "reused"     // already reported (by this node or another): its outcome stands
-	claimUnanswered = "unanswered" // the link failed: not sent, retryable
-)
-
-func (s *bmcStats) claim(answer string) {
+func (s *bmcStats) claim(answer bmc.ClaimAnswer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.claims == nil {
-		s.claims = map[string]uint64{}
+		s.claims = map[bmc.ClaimAnswer]uint64{}
 	}
 	s.claims[answer]++
 }
 
 // snapshot copies the counters.
-func (s *bmcStats) snapshot() (ops map[[2]string]uint64, replayed, claims map[string]uint64) {
+func (s *bmcStats) snapshot() (ops map[[2]string]uint64, replayed map[string]uint64, claims map[bmc.ClaimAnswer]uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.ops), maps.Clone(s.replayed), maps.Clone(s.claims)
@@ -106,6 +99,13 @@ func (a *Agent) setupBMC() error {
 	j, err := bmc.OpenFileJournal(a.cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("agent: bmc journal: %w", err)
+	}
+	if d, ok := j.Damage(); ok {
+		// The journal set its damaged file aside and refuses destructive operations until an
+		// operator clears it; queries and booting go on.
+		a.log.Error("BMC journal damaged: destructive bmc.* commands are refused until an operator clears it",
+			"set_aside", d.SetAside, "reason", d.Reason, "kept", d.Kept, "lost", d.Lost,
+			"clear", "rm "+filepath.Join(a.cfg.DataDir, bmc.JournalDamagedMarker))
 	}
 	b := &bmcAccess{a: a, journal: j, running: map[string]bool{}}
 	b.link, _ = a.link.(BMCLink)
@@ -126,7 +126,16 @@ func (a *Agent) setupBMC() error {
 		Now:           a.clock.Now,
 	}
 	if b.link != nil {
-		b.exec.Claims = linkClaimer{b.link, a.cfg.NodeID, &b.stats}
+		node := a.cfg.NodeID
+		b.exec.Claims = bmc.ClaimerFuncs{
+			ClaimFunc: func(ctx context.Context, req bmc.ClaimRequest) (bmc.Grant, error) {
+				return b.link.Claim(ctx, node, req)
+			},
+			ReportFunc: func(ctx context.Context, req bmc.ClaimRequest, o bmc.Outcome) error {
+				return b.link.ReportClaim(ctx, node, req, o)
+			},
+		}
+		b.exec.OnClaim = func(_ bmc.ClaimRequest, answer bmc.ClaimAnswer) { b.stats.claim(answer) }
 	}
 	a.bmc = b
 	return nil
@@ -137,32 +146,6 @@ func (b *bmcAccess) credential(ctx context.Context, ref string) (bmc.Credential,
 		return bmc.Credential{}, &bmc.OpError{Op: "credential", Kind: bmc.ErrAuth, Message: "the link carries no credentials"}
 	}
 	return b.link.Credential(ctx, b.a.cfg.NodeID, ref)
-}
-
-// linkClaimer is the Executor's Claimer over the link; it counts the answers.
-type linkClaimer struct {
-	l     BMCLink
-	node  string
-	stats *bmcStats
-}
-
-func (c linkClaimer) Claim(ctx context.Context, req bmc.ClaimRequest) (bmc.Grant, error) {
-	g, err := c.l.Claim(ctx, c.node, req)
-	switch {
-	case err != nil:
-		c.stats.claim(claimUnanswered)
-	case g.Granted:
-		c.stats.claim(claimGranted)
-	case g.State == bmc.ClaimReported:
-		c.stats.claim(claimReused)
-	default:
-		c.stats.claim(claimRefused)
-	}
-	return g, err
-}
-
-func (c linkClaimer) Report(ctx context.Context, req bmc.ClaimRequest, o bmc.Outcome) error {
-	return c.l.ReportClaim(ctx, c.node, req, o)
 }
 
 // command takes a bmc.* command from the desired state: it starts it unless it is running
@@ -225,105 +208,40 @@ func (b *bmcAccess) close() {
 	b.journal.Close()
 }
 
-// run carries out one bmc.* command and returns its result.
+// run carries out one bmc.* command and returns its result: the command becomes a typed
+// bmc operation (bmc.ParseOp), which the Executor journals, claims and sends through the
+// driver capability it needs.
 func (b *bmcAccess) run(ctx context.Context, c sitelink.Command) sitelink.BMCResult {
 	res := sitelink.BMCResult{ID: c.ID, Kind: c.Kind}
-	fail := func(kind error, msg string) sitelink.BMCResult {
-		o := bmc.OutcomeOf(&bmc.OpError{Op: c.Kind, Kind: kind, Message: msg})
-		res.Status, res.ErrorKind, res.Message = string(bmc.StatusNotSent), o.Kind, o.Message
+	notSent := func(err error) sitelink.BMCResult {
+		o := bmc.NotSent(err)
+		res.Status, res.ErrorKind, res.Message = string(o.Status), o.Kind, o.Message
 		return res
 	}
 	if c.BMC == nil {
-		return fail(bmc.ErrInvalid, "command without a bmc body")
+		return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "command without a bmc body"})
 	}
 	if b.link == nil {
-		return fail(bmc.ErrUnsupported, "the agent's link carries no BMC access")
+		return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrUnsupported, Message: "the agent's link carries no BMC access"})
 	}
 	tg, err := targetRef(c.BMC.Target)
 	if err != nil {
-		return fail(bmc.ErrInvalid, err.Error())
+		return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: err.Error()})
 	}
-	op := bmc.Operation{ID: c.ID, Target: tg, Destructive: sitelink.Destructive(c.Kind)}
+	args := bmc.Args{Device: c.BMC.Device, Mode: c.BMC.Mode, Persistent: c.BMC.Persistent, Action: c.BMC.Action,
+		Username: c.BMC.Username, NewCredential: c.BMC.NewCredential, Components: c.BMC.Components}
 	var grant string // a firmware or media grant minted for this command
-	switch c.Kind {
-	case sitelink.KindBMCQuery:
-		op.Name = "query"
-		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) { return b.query(ctx, d, &res) }
-	case sitelink.KindBMCStorage:
-		op.Name = "storage"
-		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
-			s, ok := d.(bmc.StorageLister)
-			if !ok {
-				return nil, unsupported(d, "storage")
-			}
-			disks, err := s.Storage(ctx)
-			res.Disks = sitelinkDisks(disks)
-			return nil, err
-		}
-	case sitelink.KindBMCPower:
-		a := bmc.PowerAction(c.BMC.Action)
-		if !a.Valid() {
-			return fail(bmc.ErrInvalid, fmt.Sprintf("unknown power action %q", c.BMC.Action))
-		}
-		op.Name = "power"
-		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
-			p, ok := d.(bmc.PowerController)
-			if !ok {
-				return nil, unsupported(d, "power")
-			}
-			return nil, p.SetPower(ctx, a)
-		}
-	case sitelink.KindBMCBoot:
-		dev := bmc.BootDevice{Target: bmc.BootTarget(c.BMC.Device), Mode: bmc.BootMode(c.BMC.Mode), Persistent: c.BMC.Persistent}
-		if err := dev.Validate(); err != nil {
-			return fail(bmc.ErrInvalid, fmt.Sprintf("boot device %q mode %q", c.BMC.Device, c.BMC.Mode))
-		}
-		op.Name = "set-boot"
-		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
-			bc, ok := d.(bmc.BootController)
-			if !ok {
-				return nil, unsupported(d, "set-boot")
-			}
-			return nil, bc.SetBootDevice(ctx, dev)
-		}
-	case sitelink.KindBMCRotate:
-		if c.BMC.NewCredential == "" {
-			return fail(bmc.ErrInvalid, "rotation without a new credential")
-		}
-		op.Name = "rotate"
-		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
-			r, ok := d.(bmc.CredentialRotator)
-			if !ok {
-				return nil, unsupported(d, "rotate")
-			}
-			user := c.BMC.Username
-			if user == "" {
-				cur, err := b.credential(ctx, tg.Credential)
-				if err != nil {
-					return nil, err
-				}
-				user = cur.Username
-			}
-			next, err := b.credential(ctx, c.BMC.NewCredential)
-			if err != nil {
-				return nil, err
-			}
-			err = r.RotatePassword(ctx, user, next.Password)
-			// The account's secret changed (or may have): fetch it again next time.
-			b.exec.Forget(tg.Credential)
-			return nil, err
-		}
-	case sitelink.KindBMCFirmware, sitelink.KindBMCMediaInsert:
+	if c.Kind == sitelink.KindBMCFirmware || c.Kind == sitelink.KindBMCMediaInsert {
 		d, err := imagecache.ParseDigest(c.BMC.SHA256)
 		if err != nil {
-			return fail(bmc.ErrInvalid, "sha256: want 64 lower-case hex digits")
+			return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "sha256: want 64 lower-case hex digits"})
 		}
 		if _, ok := b.a.cache.Lookup(d); !ok {
-			return fail(bmc.ErrInvalid, "image "+d.String()+" is not in the cache")
+			return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "image " + d.String() + " is not in the cache"})
 		}
 		// The URL is minted only when the operation is sent; it carries a grant, which never
 		// goes into a log, a result or an error.
-		url := func() (string, error) {
+		args.Image = func(context.Context) (string, error) {
 			g, err := b.a.cache.FirmwareGrant(d)
 			if err != nil {
 				return "", &bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "no grant for the image"}
@@ -331,47 +249,12 @@ func (b *bmcAccess) run(ctx context.Context, c sitelink.Command) sitelink.BMCRes
 			grant = g.Token
 			return b.a.bmcCacheBase() + "/t/" + g.Token + "/" + d.String(), nil
 		}
-		if c.Kind == sitelink.KindBMCFirmware {
-			op.Name = "firmware"
-			op.Do = func(ctx context.Context, drv bmc.Driver) (any, error) {
-				f, ok := drv.(bmc.FirmwareUpdater)
-				if !ok {
-					return nil, unsupported(drv, "firmware")
-				}
-				u, err := url()
-				if err != nil {
-					return nil, err
-				}
-				fr, err := f.UpdateFirmware(ctx, bmc.FirmwareUpdate{URL: u, Targets: c.BMC.Components})
-				sfr := sitelink.FirmwareResult(fr)
-				res.Firmware = &sfr
-				return nil, err
-			}
-		} else {
-			op.Name = "media-insert"
-			op.Do = func(ctx context.Context, drv bmc.Driver) (any, error) {
-				m, ok := drv.(bmc.VirtualMediaController)
-				if !ok {
-					return nil, unsupported(drv, "media-insert")
-				}
-				u, err := url()
-				if err != nil {
-					return nil, err
-				}
-				return nil, m.InsertMedia(ctx, u)
-			}
-		}
-	case sitelink.KindBMCMediaEject:
-		op.Name = "media-eject"
-		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
-			m, ok := d.(bmc.VirtualMediaController)
-			if !ok {
-				return nil, unsupported(d, "media-eject")
-			}
-			return nil, m.EjectMedia(ctx)
-		}
 	}
-	r := b.exec.Run(ctx, op)
+	op, err := bmc.ParseOp(c.Kind, args)
+	if err != nil {
+		return notSent(err)
+	}
+	r := b.exec.RunOp(ctx, c.ID, tg, op)
 	if c.Kind == sitelink.KindBMCFirmware && grant != "" {
 		// The update is over: the BMC has no more use for the URL.
 		b.a.cache.Revoke(grant)
@@ -382,33 +265,30 @@ func (b *bmcAccess) run(ctx context.Context, c sitelink.Command) sitelink.BMCRes
 	}
 	if r.Replayed {
 		// Nothing ran this time: what a run would have read is not there.
-		res.Power, res.Inventory, res.Disks, res.Firmware = "", nil, nil, nil
+		return res
+	}
+	switch v := r.Value.(type) {
+	case bmc.QueryResult:
+		res.Power = string(v.Power)
+		if v.Inspected {
+			res.Inventory = inventory(v)
+		}
+	case []bmc.Disk:
+		res.Disks = make([]sitelink.Disk, 0, len(v))
+		for _, d := range v {
+			res.Disks = append(res.Disks, sitelink.Disk(d))
+		}
+	case bmc.FirmwareResult:
+		fr := sitelink.FirmwareResult(v)
+		res.Firmware = &fr
 	}
 	return res
 }
 
-// query reads the power state and inspects the machine, keeping what it read when a part
-// fails.
-func (b *bmcAccess) query(ctx context.Context, d bmc.Driver, res *sitelink.BMCResult) (any, error) {
-	var errs []error
-	if p, ok := d.(bmc.PowerController); ok {
-		st, err := p.PowerState(ctx)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			res.Power = string(st)
-		}
-	}
-	in, ok := d.(bmc.Inspector)
-	if !ok {
-		return nil, errors.Join(errs...)
-	}
-	inv, err := in.Inspect(ctx)
-	var pe *bmc.PartialError
-	if err != nil && !errors.As(err, &pe) {
-		return nil, errors.Join(append(errs, err)...)
-	}
-	out := &sitelink.BMCInventory{Manufacturer: inv.Manufacturer, Model: inv.Model, Serial: inv.Serial, NICsKnown: inv.NICsKnown}
+// inventory is what a query's inspection found, in the report's spelling.
+func inventory(q bmc.QueryResult) *sitelink.BMCInventory {
+	inv := q.Inventory
+	out := &sitelink.BMCInventory{Manufacturer: inv.Manufacturer, Model: inv.Model, Serial: inv.Serial, NICsKnown: inv.NICsKnown, Failed: q.Failed}
 	if inv.HasUUID {
 		out.UUID = inv.UUID.String()
 	}
@@ -424,16 +304,7 @@ func (b *bmcAccess) query(ctx context.Context, d bmc.Driver, res *sitelink.BMCRe
 	if inv.BMCMAC != (hwid.MAC{}) {
 		out.BMCMAC = inv.BMCMAC.String()
 	}
-	if pe != nil {
-		out.Failed = pe.Failed()
-		errs = append(errs, err)
-	}
-	res.Inventory = out
-	return nil, errors.Join(errs...)
-}
-
-func unsupported(d bmc.Driver, op string) error {
-	return &bmc.OpError{Driver: d.Name(), Op: op, Kind: bmc.ErrUnsupported, Message: "the " + d.Name() + " driver has no " + op}
+	return out
 }
 
 // targetRef checks a command's target and turns it into the Executor's.
@@ -494,10 +365,9 @@ func (c BMCConfig) validate() error {
 	return nil
 }
 
-func sitelinkDisks(disks []bmc.Disk) []sitelink.Disk {
-	out := make([]sitelink.Disk, 0, len(disks))
-	for _, d := range disks {
-		out = append(out, sitelink.Disk(d))
-	}
-	return out
+// journalDamaged reports whether the BMC journal is damaged (and refuses destructive
+// operations).
+func (b *bmcAccess) journalDamaged() bool {
+	_, ok := b.journal.Damage()
+	return ok
 }

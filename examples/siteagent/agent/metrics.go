@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/tftpd"
@@ -72,6 +73,9 @@ func (a *Agent) Stats() map[string]uint64 {
 	}
 	is := a.issuer.Stats()
 	m["assertions_issued"] = is.Issued
+	if a.bmc != nil && a.bmc.journalDamaged() {
+		m["bmc_journal_damaged"] = 1
+	}
 	a.nonceStats(m)
 	a.stats6(m)
 	if a.httpLimit != nil {
@@ -139,13 +143,14 @@ var (
 	descBMCOps       = prometheus.NewDesc("siteboot_bmc_operations_total", "bmc.* commands run to an end, by kind and outcome (ok, failed, unknown, not-sent).", []string{"kind", "outcome"}, nil)
 	descBMCReplayed  = prometheus.NewDesc("siteboot_bmc_replayed_total", "bmc.* commands answered from the agent's journal or the control plane's claim record, nothing sent, by kind.", []string{"kind"}, nil)
 	descBMCClaims    = prometheus.NewDesc("siteboot_bmc_claims_total", "Claims of destructive BMC operations asked through the link, by answer (granted, refused, reused, unanswered).", []string{"answer"}, nil)
+	descBMCDamaged   = prometheus.NewDesc("siteboot_bmc_journal_damaged", "1 while the BMC journal is damaged (set aside): destructive bmc.* commands are refused until an operator clears it.", nil, nil)
 	descBMCInFlight  = prometheus.NewDesc("siteboot_bmc_operations_in_flight", "bmc.* commands being run: waiting for their BMC or a slot, claiming, or sent.", nil, nil)
 )
 
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descBMCDamaged, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
 		ch <- d
 	}
 }
@@ -241,9 +246,10 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		for kind, n := range replayed {
 			counter(descBMCReplayed, float64(n), kind)
 		}
-		for _, answer := range []string{claimGranted, claimRefused, claimReused, claimUnanswered} {
-			counter(descBMCClaims, float64(claims[answer]), answer)
+		for _, answer := range []bmc.ClaimAnswer{bmc.ClaimAnswerGranted, bmc.ClaimAnswerRefused, bmc.ClaimAnswerReused, bmc.ClaimAnswerUnanswered} {
+			counter(descBMCClaims, float64(claims[answer]), string(answer))
 		}
+		gauge(descBMCDamaged, b2f(a.bmc.journalDamaged()))
 		gauge(descBMCInFlight, float64(a.bmc.inFlight()))
 	}
 	for name, l := range map[string]*connlimit.Listener{"http": a.httpLimit, "metrics": a.metricLimit} {
@@ -255,4 +261,11 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descConnRefused, float64(st.RefusedPerSource), name, "per-source")
 		counter(descConnRefused, float64(st.RefusedTotal), name, "total")
 	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -3,11 +3,11 @@ package controlplane_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"

@@ -155,6 +155,10 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if a.entries, err = OpenEntries(filepath.Join(c.DataDir, EntriesFileName), clock.Now); err != nil {
 		return nil, err
 	}
+	if d, ok := a.entries.Damage(); ok {
+		a.log.Error("boot entries file damaged: set aside, serving the valid entries", "set_aside", d.SetAside,
+			"reason", d.Reason, "kept", d.Kept, "dropped", d.Dropped)
+	}
 	signer := opt.Signer
 	if signer == nil {
 		if signer, err = LoadOrCreateKey(c.keyFile()); err != nil {

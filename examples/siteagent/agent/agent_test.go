@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -439,5 +440,67 @@ func TestHostBoundSockets(t *testing.T) {
 	}
 	if st, _ := get(t, "http://"+want["http"]+"/boot/chain.ipxe"); st != http.StatusOK {
 		t.Errorf("/boot/chain.ipxe on the host's listener: %d", st)
+	}
+}
+
+// TestDamagedEntriesFile: a boot entries file that does not parse, or holds one entry that
+// does not, stops nothing: the agent starts, serves the valid entries, renames the damaged
+// file aside (its bytes kept) and says so in its status.
+func TestDamagedEntriesFile(t *testing.T) {
+	h := newHarness(t)
+	good := entry(1, h.clk.Now().Add(2*time.Hour))
+	gb, err := json.Marshal(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		file    string
+		served  bool   // the valid entry is served
+		dropped uint64 // 0: the list itself did not parse
+	}{
+		{"one entry invalid", `[` + string(gb) + `,{"mac":"52:54:00:00:00:02","arch":"Z80","workflow":"wf","not_after":"2099-01-01T00:00:00Z"}]`, true, 1},
+		{"one entry undecodable", `[` + string(gb) + `,{"mac":"not a mac","arch":"BIOS"}]`, true, 1},
+		{"two bad entries", `[{"mac":5},` + string(gb) + `,{"arch":"BIOS","workflow":"wf","not_after":"2099-01-01T00:00:00Z"}]`, true, 2},
+		{"truncated", `[` + string(gb) + `,{"mac":"52:5`, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, agent.EntriesFileName)
+			if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			a, stop := h.start(t, h.config(dir), h.plane.Link())
+			defer stop()
+			if _, ok := a.Entries().Lookup(good.MAC); ok != tc.served {
+				t.Errorf("the agent holds the valid entry: %v, want %v", ok, tc.served)
+			}
+			if !tc.served {
+				if st := status(t, scriptURL(a, good)); st != http.StatusNotFound {
+					t.Errorf("script of an entry in a file that did not parse: %d, want 404", st)
+				}
+			}
+			st := a.Stats()
+			if st["boot_entries_damaged"] != 1 || st["boot_entries_dropped"] != tc.dropped {
+				t.Errorf("status: boot_entries_damaged=%d boot_entries_dropped=%d, want 1 and %d", st["boot_entries_damaged"], st["boot_entries_dropped"], tc.dropped)
+			}
+			aside, _ := filepath.Glob(path + ".damaged-*")
+			if len(aside) != 1 {
+				t.Fatalf("set-aside files %v, want one", aside)
+			}
+			if b, _ := os.ReadFile(aside[0]); string(b) != tc.file {
+				t.Errorf("the set-aside file holds %q, want the damaged bytes", b)
+			}
+			// What is left in place is sound: a second start finds no damage.
+			stop()
+			b, stop2 := h.start(t, h.config(dir), h.plane.Link())
+			defer stop2()
+			if n := b.Stats()["boot_entries_damaged"]; n != 0 {
+				t.Errorf("second start: boot_entries_damaged=%d, want 0", n)
+			}
+			if _, ok := b.Entries().Lookup(good.MAC); ok != tc.served {
+				t.Errorf("second start holds the valid entry: %v, want %v", ok, tc.served)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -46,9 +47,31 @@ type Entries struct {
 
 	mu sync.RWMutex
 	m  map[hwid.MAC]record
+
+	damage *EntriesDamage // set by OpenEntries, never changed
+}
+
+// EntriesSetAsideInfix is put between the entries file's name and a time to name a
+// damaged file set aside: "boot-entries.json.damaged-20260102T030405.000000006Z". Set-aside
+// files are never removed by the agent.
+const EntriesSetAsideInfix = ".damaged-"
+
+// EntriesDamage says how the entries file was damaged when it was opened.
+type EntriesDamage struct {
+	// SetAside is the name, in the file's directory, the damaged file was renamed to.
+	SetAside string
+	// Reason says what did not parse or validate (the first such entry).
+	Reason string
+	// Kept is the number of entries kept; Dropped the number dropped, -1 when the file did
+	// not parse as a list at all.
+	Kept, Dropped int
 }
 
 // OpenEntries loads the entries in path, if the file exists, and drops those that lapsed.
+// A file that does not parse, or holds entries that do not, is not an error: the valid
+// entries are served, the file is renamed aside (EntriesSetAsideInfix, never deleted),
+// the valid entries are written anew, and Damage says what happened. An error means the
+// file could not be read or set aside.
 func OpenEntries(path string, now func() time.Time) (*Entries, error) {
 	if now == nil {
 		now = time.Now
@@ -61,17 +84,48 @@ func OpenEntries(path string, now func() time.Time) (*Entries, error) {
 	case err != nil:
 		return nil, fmt.Errorf("agent: boot entries: %w", err)
 	}
-	var list []sitelink.ProxyDhcpEntry
-	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("agent: boot entries %s: %w", path, err)
+	var raw []json.RawMessage
+	var reason string
+	dropped := 0
+	if err := json.Unmarshal(b, &raw); err != nil {
+		reason, dropped = err.Error(), -1
 	}
-	for _, e := range list {
-		if e.Validate() == nil {
-			s.m[e.MAC] = newRecord(e)
+	for i, r := range raw {
+		var e sitelink.ProxyDhcpEntry
+		err := json.Unmarshal(r, &e)
+		if err == nil {
+			err = e.Validate()
+		}
+		if err != nil {
+			if dropped == 0 {
+				reason = fmt.Sprintf("entry %d: %v", i, err)
+			}
+			dropped++
+			continue
+		}
+		s.m[e.MAC] = newRecord(e)
+	}
+	if dropped != 0 {
+		aside := path + EntriesSetAsideInfix + now().UTC().Format("20060102T150405.000000000Z")
+		if err := os.Rename(path, aside); err != nil {
+			return nil, fmt.Errorf("agent: set damaged boot entries aside: %w", err)
+		}
+		s.damage = &EntriesDamage{SetAside: filepath.Base(aside), Reason: reason, Kept: len(s.m), Dropped: dropped}
+		// The valid entries are written anew, so that the next start finds a sound file.
+		if err := s.update(func(m map[hwid.MAC]record) map[hwid.MAC]record { return m }); err != nil {
+			return nil, err
 		}
 	}
 	s.Prune()
 	return s, nil
+}
+
+// Damage returns how the entries file was damaged when it was opened, if it was.
+func (s *Entries) Damage() (EntriesDamage, bool) {
+	if s.damage == nil {
+		return EntriesDamage{}, false
+	}
+	return *s.damage, true
 }
 
 // Lookup returns the live entry for mac.

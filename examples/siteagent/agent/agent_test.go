@@ -96,9 +96,10 @@ func (h *harness) config(dataDir string) *agent.Config {
 	c.Boot.Initrd = agent.Image{URL: h.origin.URL + "/initrd", SHA256: h.initrd, Format: "initrd"}
 	c.Lease.TTL = 2 * time.Second
 	// Timeout bounds a heartbeat's request in real time (the harness's clock is fake and
-	// drives everything else): long enough that a loaded machine under -race never fails a
-	// heartbeat by accident, which would lapse the fence a test expects to hold.
-	c.Control = agent.ControlConfig{URL: h.controlURL, Heartbeat: 100 * time.Millisecond, Timeout: 30 * time.Second,
+	// drives everything else): as long as the lease may, so that a loaded machine under
+	// -race does not fail a heartbeat by accident, which would lapse the fence a test
+	// expects to hold.
+	c.Control = agent.ControlConfig{URL: h.controlURL, Heartbeat: 100 * time.Millisecond, Timeout: c.Lease.TTL,
 		CertFile: h.tls.AgentCert, KeyFile: h.tls.AgentKey, CAFile: h.tls.CAFile}
 	c.Metrics.Listen = lo
 	c.Boot.AllowedSourceNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} // the test's origin
@@ -345,6 +346,7 @@ func TestFenceHoldsSteady(t *testing.T) {
 	h := newHarness(t, func(p *controlplane.Plane) { p.TTL, p.SessionTimeout = 3*time.Second, 3*time.Second })
 	cfg := h.config(t.TempDir())
 	cfg.Lease.TTL = 3 * time.Second
+	cfg.Control.Timeout = cfg.Lease.TTL
 	cfg.Control.Heartbeat = time.Second
 	a, _ := h.start(t, cfg, h.plane.Link())
 	window := cfg.Lease.TTL - lease.DefaultMargin

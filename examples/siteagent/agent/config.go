@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -144,7 +145,7 @@ type LeaseConfig struct {
 type ControlConfig struct {
 	URL       string        // base URL of the control plane's agent API; required
 	Heartbeat time.Duration // DefaultConfig: 5s; at most a third of Lease.TTL
-	Timeout   time.Duration // per request; DefaultConfig: 4s
+	Timeout   time.Duration // per request; DefaultConfig: 4s; at most Lease.TTL
 
 	// The link's mutual TLS (DESIGN.md G3): the agent presents CertFile, its site
 	// certificate for the node key, and verifies the control plane against CAFile. Both are
@@ -240,6 +241,11 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return bad("DataDir", "required")
+	}
+	// A data dir that does not exist yet is created at start; anything else there must be a
+	// directory.
+	if fi, err := os.Stat(c.DataDir); err == nil && !fi.IsDir() {
+		return bad("DataDir", "%s exists and is not a directory", c.DataDir)
 	}
 	b := &c.Boot
 	for _, l := range []struct {
@@ -368,6 +374,9 @@ func (c *Config) Validate() error {
 	}
 	if to := c.Control.Timeout; to <= 0 || to > time.Minute {
 		return bad("Control.Timeout", "want up to %v, got %v", time.Minute, to)
+	}
+	if to := c.Control.Timeout; to > c.Lease.TTL {
+		return bad("Control.Timeout", "%v is longer than the lease TTL %v: a heartbeat still waiting would outlive the lease it renews", to, c.Lease.TTL)
 	}
 	if err := c.BMC.validate(); err != nil {
 		return err

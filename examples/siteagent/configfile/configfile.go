@@ -328,6 +328,11 @@ func (f *file) toConfig() (*File, error) {
 		}
 		*d.out = v
 	}
+	// The default heartbeat timeout never outlives a shorter lease the file sets; one the
+	// file sets itself is checked against the lease (Config.Validate).
+	if f.Control.Timeout == "" && c.Control.Timeout > c.Lease.TTL {
+		c.Control.Timeout = c.Lease.TTL
+	}
 	c.Control.URL = f.Control.URL
 	c.Control.CertFile, c.Control.KeyFile, c.Control.CAFile = f.Control.Cert, f.Control.Key, f.Control.CA
 	c.Control.Insecure = f.Control.Insecure

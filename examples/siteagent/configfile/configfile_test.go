@@ -94,6 +94,7 @@ func TestConfigErrors(t *testing.T) {
 		{`# allowed_source_networks = ["127.0.0.0/8"]`, `allowed_source_networks = ["127.0.0.1"]`, "boot.allowed_source_networks"},
 		{`heartbeat = "5s"`, `heartbeat = "5"`, "control.heartbeat"},
 		{`timeout   = "4s"`, `timeout   = "2m"`, "control.timeout"},
+		{`timeout   = "4s"`, `timeout   = "20s"`, "control.timeout"}, // longer than the 15 s lease
 		{`tftp        = true`, `tftp        = true` + "\ntftp_listen = \"69\"", "boot.tftp_listen"},
 		{`server_ip   = "192.0.2.2"`, `server_ip   = "2001:db8::2"`, "boot.server_ip"},
 		{`server_ip   = "192.0.2.2"`, `server_ip   = "not-an-ip"`, "boot.server_ip"},

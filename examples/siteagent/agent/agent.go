@@ -239,6 +239,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			MaxPerSource: c.Boot.TFTPMaxPerSource,
 			MaxWindow:    c.Boot.TFTPMaxWindow,
 			FirstRetries: c.Boot.TFTPFirstRetries,
+			FirstWait:    c.Boot.TFTPFirstWait,
 			EvictAfter:   c.Boot.TFTPEvictAfter,
 			MaxQueued:    c.Boot.TFTPMaxQueued,
 			QueueWait:    c.Boot.TFTPQueueWait,

@@ -47,8 +47,13 @@ type BootConfig struct {
 	TFTPMaxWindow int
 	// TFTPFirstRetries is how often the first datagram of a transfer is sent again to an
 	// address that never acknowledged one (a spoofed request gets at most this many more),
-	// 1 to 16. Zero: tftpd's default (2).
+	// 0 to 16. Zero: tftpd's default (0: it goes out once, and a client that lost it asks
+	// again).
 	TFTPFirstRetries int
+	// TFTPFirstWait is how long a transfer waits for the first acknowledgement of an
+	// address that never acknowledged one, 0 or 1 s to 1 min (at least the retries' time-outs
+	// in any case). Zero: tftpd's default (3 s).
+	TFTPFirstWait time.Duration
 	// TFTPEvictAfter is how long a transfer's first datagram must go unacknowledged before
 	// a new request may take its slot when every slot is taken, 10 ms to 5 s. Zero: tftpd's
 	// default (50 ms).
@@ -279,6 +284,9 @@ func (c *Config) Validate() error {
 	}
 	if b.TFTPFirstRetries < 0 || b.TFTPFirstRetries > 16 {
 		return bad("Boot.TFTPFirstRetries", "want 0 (default) to 16, got %d", b.TFTPFirstRetries)
+	}
+	if b.TFTPFirstWait != 0 && (b.TFTPFirstWait < time.Second || b.TFTPFirstWait > time.Minute) {
+		return bad("Boot.TFTPFirstWait", "want 0 (default) or 1s to 1m, got %v", b.TFTPFirstWait)
 	}
 	if b.TFTPEvictAfter != 0 && (b.TFTPEvictAfter < 10*time.Millisecond || b.TFTPEvictAfter > 5*time.Second) {
 		return bad("Boot.TFTPEvictAfter", "want 0 (default) or 10ms to 5s, got %v", b.TFTPEvictAfter)

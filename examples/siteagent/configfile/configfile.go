@@ -94,6 +94,7 @@ type file struct {
 		TFTPMaxWindow    int               `toml:"tftp_max_window"`
 		TFTPFirstRetries int               `toml:"tftp_first_retries"`
 		TFTPEvictAfter   string            `toml:"tftp_evict_after"`
+		TFTPFirstWait    string            `toml:"tftp_first_wait"`
 		TFTPMaxQueued    int               `toml:"tftp_max_queued"`
 		TFTPQueueWait    string            `toml:"tftp_queue_wait"`
 		HTTPListen       string            `toml:"http_listen"`
@@ -154,7 +155,7 @@ var keys = map[string]string{
 	"Boot.ServerIP": "boot.server_ip", "Boot.TFTPRoot": "boot.tftp_root",
 	"Boot.TFTPMaxTransfers": "boot.tftp_max_transfers", "Boot.TFTPMaxPerSource": "boot.tftp_max_per_source",
 	"Boot.TFTPMaxWindow": "boot.tftp_max_window", "Boot.TFTPFirstRetries": "boot.tftp_first_retries",
-	"Boot.TFTPEvictAfter": "boot.tftp_evict_after", "Boot.HTTPBase": "boot.http_base",
+	"Boot.TFTPEvictAfter": "boot.tftp_evict_after", "Boot.TFTPFirstWait": "boot.tftp_first_wait", "Boot.HTTPBase": "boot.http_base",
 	"Boot.TFTPMaxQueued": "boot.tftp_max_queued", "Boot.TFTPQueueWait": "boot.tftp_queue_wait",
 	"Boot.Kernel": "boot.kernel", "Boot.Initrd": "boot.initrd",
 	"Boot.Cmdline": "boot.cmdline", "Boot.CacheURL": "boot.cache_url", "Boot.CacheMaxBytes": "boot.cache_max_bytes",
@@ -317,6 +318,7 @@ func (f *file) toConfig() (*File, error) {
 		{"control.timeout", f.Control.Timeout, &c.Control.Timeout},
 		{"boot.nonce_window", fb.NonceWindow, &b.NonceWindow},
 		{"boot.tftp_evict_after", fb.TFTPEvictAfter, &b.TFTPEvictAfter},
+		{"boot.tftp_first_wait", fb.TFTPFirstWait, &b.TFTPFirstWait},
 		{"boot.tftp_queue_wait", fb.TFTPQueueWait, &b.TFTPQueueWait},
 	} {
 		if d.in == "" {

@@ -101,7 +101,8 @@ func TestConfigErrors(t *testing.T) {
 		{`tftp_root   = "/var/lib/siteagent/ipxe"`, ``, "boot.tftp_root"},
 		{`# tftp_max_transfers  = 64`, `tftp_max_transfers = -1`, "boot.tftp_max_transfers"},
 		{`# tftp_max_window     = 64`, `tftp_max_window = 70000`, "boot.tftp_max_window"},
-		{`# tftp_first_retries  = 2`, `tftp_first_retries = 17`, "boot.tftp_first_retries"},
+		{`# tftp_first_retries  = 0`, `tftp_first_retries = 17`, "boot.tftp_first_retries"},
+		{`# tftp_first_wait     = "3s"`, `tftp_first_wait = "10ms"`, "boot.tftp_first_wait"},
 		{`# tftp_evict_after    = "50ms"`, `tftp_evict_after = "1ms"`, "boot.tftp_evict_after"},
 		{`# tftp_evict_after    = "50ms"`, `tftp_evict_after = "fast"`, "boot.tftp_evict_after"},
 		{`# tftp_max_queued     = 1024`, `tftp_max_queued = -2`, "boot.tftp_max_queued"},
@@ -207,7 +208,8 @@ func TestTFTPKeys(t *testing.T) {
 	}
 	text := strings.NewReplacer(
 		`# tftp_max_window     = 64`, `tftp_max_window = 4`,
-		`# tftp_first_retries  = 2`, `tftp_first_retries = 3`,
+		`# tftp_first_retries  = 0`, `tftp_first_retries = 3`,
+		`# tftp_first_wait     = "3s"`, `tftp_first_wait = "7s"`,
 		`# tftp_evict_after    = "50ms"`, `tftp_evict_after = "120ms"`,
 		`# tftp_max_queued     = 1024`, `tftp_max_queued = -1`,
 		`# tftp_queue_wait     = "5s"`, `tftp_queue_wait = "2s"`,
@@ -219,6 +221,9 @@ func TestTFTPKeys(t *testing.T) {
 	b := f.Agent.Boot
 	if b.TFTPMaxWindow != 4 || b.TFTPFirstRetries != 3 || b.TFTPEvictAfter != 120*time.Millisecond {
 		t.Errorf("tftp_max_window, tftp_first_retries, tftp_evict_after = %d, %d, %v; want 4, 3, 120ms", b.TFTPMaxWindow, b.TFTPFirstRetries, b.TFTPEvictAfter)
+	}
+	if b.TFTPFirstWait != 7*time.Second {
+		t.Errorf("tftp_first_wait = %v, want 7s", b.TFTPFirstWait)
 	}
 	if b.TFTPMaxQueued != -1 || b.TFTPQueueWait != 2*time.Second {
 		t.Errorf("tftp_max_queued, tftp_queue_wait = %d, %v; want -1, 2s", b.TFTPMaxQueued, b.TFTPQueueWait)

@@ -161,6 +161,11 @@ type ControlConfig struct {
 	// be the node key: the agent checks at start that the certificate is for it.
 	KeyFile string
 	CAFile  string
+	// IssuerFile is the CA bundle that issues site certificates, when it is not CAFile (the
+	// control plane's CA): a renewed certificate is adopted only if it chains to it, so the
+	// agent never swaps its certificate for one the control plane would refuse
+	// (sitetls.Config.IssuerFile). "" means CAFile.
+	IssuerFile string
 	// Insecure allows a plain http:// URL: no certificate either way, so whoever answers
 	// the URL is the control plane. Every start logs a warning and /healthz says so.
 	Insecure bool

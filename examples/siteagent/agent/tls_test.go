@@ -349,3 +349,55 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestUntrustedRenewal: a site certificate written over the old one by a CA the control
+// plane does not trust is not adopted (the old one stays in use and the fence holds), and
+// the status and /metrics say so until a good one is written.
+func TestUntrustedRenewal(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(t.TempDir())
+	a, _ := h.start(t, cfg, h.plane.Link())
+	other, err := sitetlstest.NewLink(t.TempDir(), h.clk.Now, agentID, h.key, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := other.CA.Issue(sitetlstest.Request{Node: agentID, Key: h.key, NotBefore: h.clk.Now(), Lifetime: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metric := func() string {
+		_, body := get(t, "http://"+a.Addrs()["metrics"]+"/metrics")
+		for _, line := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(line, "siteboot_control_cert_untrusted "); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	if n, m := a.Stats()["control_cert_untrusted"], metric(); n != 0 || m != "0" {
+		t.Fatalf("before: control_cert_untrusted %d, metric %q; want 0", n, m)
+	}
+	if err := stranger.WriteFiles(cfg.Control.CertFile, ""); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		h.beat(t, a)
+	}
+	if n, m := a.Stats()["control_cert_untrusted"], metric(); n != 1 || m != "1" {
+		t.Errorf("with a certificate from another CA: control_cert_untrusted %d, metric %q; want 1", n, m)
+	}
+	if !a.Fence().Active {
+		t.Error("fence lapsed: the untrusted certificate was adopted")
+	}
+	renewed, err := h.tls.CA.Issue(sitetlstest.Request{Node: agentID, Key: h.key, NotBefore: h.clk.Now(), Lifetime: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := renewed.WriteFiles(cfg.Control.CertFile, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.beat(t, a)
+	if n := a.Stats()["control_cert_untrusted"]; n != 0 {
+		t.Errorf("after a good renewal: control_cert_untrusted %d, want 0", n)
+	}
+}

@@ -129,6 +129,7 @@ type file struct {
 		Cert      string `toml:"cert"`
 		Key       string `toml:"key"`
 		CA        string `toml:"ca"`
+		Issuer    string `toml:"issuer"`
 		Insecure  bool   `toml:"insecure"`
 	} `toml:"control"`
 	Metrics struct {
@@ -162,7 +163,7 @@ var keys = map[string]string{
 	"Lease.TTL": "lease.ttl", "Control.URL": "control.url", "Control.Heartbeat": "control.heartbeat",
 	"Control.Timeout": "control.timeout", "Metrics.Listen": "metrics.listen",
 	"Boot.NonceWindow": "boot.nonce_window",
-	"Control.CertFile": "control.cert", "Control.KeyFile": "control.key", "Control.CAFile": "control.ca",
+	"Control.CertFile": "control.cert", "Control.KeyFile": "control.key", "Control.CAFile": "control.ca", "Control.IssuerFile": "control.issuer",
 	"BMC.MaxConcurrent": "bmc.max_concurrent", "BMC.Timeout": "bmc.timeout", "BMC.CacheURL": "bmc.cache_url",
 	"Boot.ServerIP6": "boot.server_ip6", "Boot.DHCPv6": "boot.dhcpv6", "Boot.DHCPv6Listen": "boot.dhcpv6_listen",
 	"Boot.PXEListen6": "boot.pxe_listen6", "Boot.HTTPBase6": "boot.http_base6",
@@ -337,6 +338,7 @@ func (f *file) toConfig() (*File, error) {
 	}
 	c.Control.URL = f.Control.URL
 	c.Control.CertFile, c.Control.KeyFile, c.Control.CAFile = f.Control.Cert, f.Control.Key, f.Control.CA
+	c.Control.IssuerFile = f.Control.Issuer
 	c.Control.Insecure = f.Control.Insecure
 	switch f.Metrics.Listen {
 	case "":

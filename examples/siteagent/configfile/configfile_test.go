@@ -166,6 +166,7 @@ func TestLinkKeys(t *testing.T) {
 	}
 	text := strings.Replace(string(base), `# key     = "/var/lib/siteagent/node.key"`, `key = "/var/lib/siteagent/tls.key"`, 1)
 	text = strings.Replace(text, `# relays = ["203.0.113.1"]`, `relays = ["203.0.113.1", "203.0.113.2"]`, 1)
+	text = strings.Replace(text, `# issuer    = "/etc/siteagent/site-ca.pem"`, `issuer    = "/etc/siteagent/site-ca.pem"`, 1)
 	f, err := configfile.Parse(text)
 	if err != nil {
 		t.Fatal(err)
@@ -173,6 +174,7 @@ func TestLinkKeys(t *testing.T) {
 	want := agent.ControlConfig{
 		URL: "https://control.example.net/site-agent", Heartbeat: 5 * time.Second, Timeout: 4 * time.Second,
 		CertFile: "/var/lib/siteagent/site.pem", KeyFile: "/var/lib/siteagent/tls.key", CAFile: "/etc/siteagent/control-ca.pem",
+		IssuerFile: "/etc/siteagent/site-ca.pem",
 	}
 	if diff := cmp.Diff(want, f.Agent.Control); diff != "" {
 		t.Errorf("control (-want +got):\n%s", diff)

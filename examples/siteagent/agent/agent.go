@@ -114,6 +114,7 @@ type Agent struct {
 	noncesIssued chan struct{}
 	linkTLS      linkTLS
 	httpLimit    *connlimit.Listener // the caps on httpLn
+	prefer       *preferred          // the sources httpLimit keeps room for; nil without proxy DHCP
 	metricLimit  *connlimit.Listener // the caps on metricsLn
 
 	bmc *bmcAccess // bmc.* commands (bmc.go)

@@ -63,6 +63,8 @@ func (a *Agent) bind(ctx context.Context, mac hwid.MAC, to netip.Addr) (string, 
 	n, err := a.nonces.Bind(ctx, mac, to)
 	if err == nil {
 		a.nonceIssued()
+		// The machine's HTTP requests come next: the boot listener keeps room for them.
+		a.prefer.add(to)
 	}
 	return n, err
 }
@@ -116,6 +118,8 @@ func (a *Agent) bindScript(q ipxe.Query) error {
 	if u := a.nonces.Claim(q.Nonce, q.MAC, q.Remote); u != bootbind.Bound {
 		return fmt.Errorf("%w: %s", ipxe.ErrUnbound, u)
 	}
+	// Its kernel and initrd come next, from the same address.
+	a.prefer.add(q.Remote)
 	return nil
 }
 

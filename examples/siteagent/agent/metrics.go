@@ -90,6 +90,7 @@ func (a *Agent) Stats() map[string]uint64 {
 	if a.httpLimit != nil {
 		hs := a.httpLimit.Stats()
 		m["http_refused_per_source"], m["http_refused_total"] = hs.RefusedPerSource, hs.RefusedTotal
+		m["http_refused_reserve"], m["http_accepted_preferred"] = hs.RefusedReserve, hs.AcceptedPreferred
 	}
 	return m
 }
@@ -153,6 +154,7 @@ var (
 	descBMCReplayed    = prometheus.NewDesc("siteboot_bmc_replayed_total", "bmc.* commands answered from the agent's journal or the control plane's claim record, nothing sent, by kind.", []string{"kind"}, nil)
 	descBMCClaims      = prometheus.NewDesc("siteboot_bmc_claims_total", "Claims of destructive BMC operations asked through the link, by answer (granted, refused, reused, unanswered).", []string{"answer"}, nil)
 	descEntriesDamaged = prometheus.NewDesc("siteboot_boot_entries_damaged", "1 when the boot entries file was damaged at start: set aside, the valid entries served.", nil, nil)
+	descConnPreferred  = prometheus.NewDesc("siteboot_http_connections_preferred_total", "Connections accepted from a preferred source (a machine being booted), by listener.", []string{"listener"}, nil)
 	descCertUntrusted  = prometheus.NewDesc("siteboot_control_cert_untrusted", "1 while a new site certificate on disk is refused because it does not chain to the issuing CA (control.issuer, else control.ca); the previous one stays in use.", nil, nil)
 	descBMCDamaged     = prometheus.NewDesc("siteboot_bmc_journal_damaged", "1 while the BMC journal is damaged (set aside): destructive bmc.* commands are refused until an operator clears it.", nil, nil)
 	descBMCInFlight    = prometheus.NewDesc("siteboot_bmc_operations_in_flight", "bmc.* commands being run: waiting for their BMC or a slot, claiming, or sent.", nil, nil)
@@ -161,7 +163,7 @@ var (
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descBMCDamaged, descCertUntrusted, descEntriesDamaged, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descBMCDamaged, descCertUntrusted, descConnPreferred, descEntriesDamaged, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
 		ch <- d
 	}
 }
@@ -274,6 +276,8 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descConnOpen, prometheus.GaugeValue, float64(st.Open), name)
 		counter(descConnRefused, float64(st.RefusedPerSource), name, "per-source")
 		counter(descConnRefused, float64(st.RefusedTotal), name, "total")
+		counter(descConnRefused, float64(st.RefusedReserve), name, "reserve")
+		counter(descConnPreferred, float64(st.AcceptedPreferred), name)
 	}
 }
 

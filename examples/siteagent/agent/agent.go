@@ -115,6 +115,7 @@ type Agent struct {
 	linkTLS      linkTLS
 	httpLimit    *connlimit.Listener // the caps on httpLn
 	prefer       *preferred          // the sources httpLimit keeps room for; nil without proxy DHCP
+	silent       *silentWatch        // machines answered that asked for nothing (silent.go)
 	metricLimit  *connlimit.Listener // the caps on metricsLn
 
 	bmc *bmcAccess // bmc.* commands (bmc.go)
@@ -143,7 +144,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if clock == nil {
 		clock = systemClock{origin: time.Now()}
 	}
-	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock, wake: make(chan struct{}, 1)}
+	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock, wake: make(chan struct{}, 1), silent: newSilentWatch()}
 	defer func() {
 		if err != nil {
 			ag.release()

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -42,6 +43,7 @@ type harness struct {
 	kernel, initrd string // sha256
 	tftpRoot       string
 	clk            *fakeClock
+	logger         *slog.Logger // the agents' logger; nil discards
 }
 
 func newHarness(t *testing.T, configure ...func(*controlplane.Plane)) *harness {
@@ -132,7 +134,7 @@ type running struct {
 // heartbeats and token requests go over HTTPS to the plane, cut when the in-process link is.
 func (h *harness) start(t *testing.T, cfg *agent.Config, link agent.Link) (*running, func()) {
 	t.Helper()
-	opt := agent.Options{Signer: h.key, DHCPClientPort: 10068, Clock: h.clk, DrainTimeout: 2 * time.Second}
+	opt := agent.Options{Signer: h.key, DHCPClientPort: 10068, Clock: h.clk, DrainTimeout: 2 * time.Second, Logger: h.logger}
 	if local, ok := link.(*controlplane.LocalLink); ok {
 		link, opt.Credentials = h.tlsLink(t, cfg, local)
 	}

@@ -100,6 +100,8 @@ func (a *Agent) saveNonces() {
 // A machine whose entry boots with Secure Boot (secureBootFor) gets the signed chain instead
 // when its firmware asks (secureboot.go).
 func (a *Agent) answerDHCP(req *proxydhcp.Request, r record) proxydhcp.Decision {
+	// The machine should now ask this agent for its next step within the nonce window.
+	a.silent.answered(req.MAC, a.clock.Now().Add(a.nonceWindow()))
 	if !req.IPXE && a.secureBootFor(r) {
 		return a.answerSecureBoot(req)
 	}

@@ -79,6 +79,7 @@ func (a *Agent) Stats() map[string]uint64 {
 			m["boot_entries_dropped"] = uint64(d.Dropped)
 		}
 	}
+	m["boot_answered_silent"] = a.silent.count()
 	if a.linkTLS.untrustedCert() {
 		m["control_cert_untrusted"] = 1
 	}
@@ -155,6 +156,7 @@ var (
 	descBMCClaims      = prometheus.NewDesc("siteboot_bmc_claims_total", "Claims of destructive BMC operations asked through the link, by answer (granted, refused, reused, unanswered).", []string{"answer"}, nil)
 	descEntriesDamaged = prometheus.NewDesc("siteboot_boot_entries_damaged", "1 when the boot entries file was damaged at start: set aside, the valid entries served.", nil, nil)
 	descConnPreferred  = prometheus.NewDesc("siteboot_http_connections_preferred_total", "Connections accepted from a preferred source (a machine being booted), by listener.", []string{"listener"}, nil)
+	descSilent         = prometheus.NewDesc("siteboot_boot_answered_silent_total", "Machines proxy DHCP answered that asked this agent for nothing within the nonce window (the site's DHCP server may be offering its own boot file or HTTP boot URL).", nil, nil)
 	descCertUntrusted  = prometheus.NewDesc("siteboot_control_cert_untrusted", "1 while a new site certificate on disk is refused because it does not chain to the issuing CA (control.issuer, else control.ca); the previous one stays in use.", nil, nil)
 	descBMCDamaged     = prometheus.NewDesc("siteboot_bmc_journal_damaged", "1 while the BMC journal is damaged (set aside): destructive bmc.* commands are refused until an operator clears it.", nil, nil)
 	descBMCInFlight    = prometheus.NewDesc("siteboot_bmc_operations_in_flight", "bmc.* commands being run: waiting for their BMC or a slot, claiming, or sent.", nil, nil)
@@ -163,7 +165,7 @@ var (
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descBMCDamaged, descCertUntrusted, descConnPreferred, descEntriesDamaged, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descBMCDamaged, descCertUntrusted, descConnPreferred, descSilent, descEntriesDamaged, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
 		ch <- d
 	}
 }
@@ -252,6 +254,7 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descCertReloads, float64(st.Failures), "failed")
 	}
 	gauge(descCertUntrusted, b2f(a.linkTLS.untrustedCert()))
+	counter(descSilent, float64(a.silent.count()))
 	_, damaged := a.entries.Damage()
 	gauge(descEntriesDamaged, b2f(damaged))
 	if a.bmc != nil {

@@ -466,6 +466,7 @@ func (s *secureBoot) tftpTransfer(t tftpd.Transfer) {
 	}
 	switch mac, u := s.a.nonces.Fetched(dir, bootbind.KindShim, peer); u {
 	case bootbind.Bound:
+		s.a.silent.asked(mac)
 		s.n().nonceFetches.Add(1)
 	case bootbind.OtherAddress:
 		s.n().otherAddress.Add(1)
@@ -683,6 +684,9 @@ func (s *secureBoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	remote := remoteAddrOf(r)
 	mac, u := s.a.nonces.Fetched(n, bootbind.KindImage, remote)
+	if u == bootbind.Bound {
+		s.a.silent.asked(mac)
+	}
 	if u != bootbind.Bound {
 		if u == bootbind.OtherAddress {
 			s.n().otherAddress.Add(1)

@@ -42,6 +42,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	// bad new file) is seen on the heartbeat, not only at the next handshake; the last good
 	// pair stays in use meanwhile, so the fence never lapses for it.
 	a.linkTLS.check()
+	a.sweepSilent()
 	if err := a.entries.Prune(); err != nil {
 		a.log.Error("prune boot entries", "err", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bettercompute/siteboot/hwid"
@@ -49,7 +50,11 @@ type Entries struct {
 	m  map[hwid.MAC]record
 
 	damage *EntriesDamage // set by OpenEntries, never changed
+	writes atomic.Uint64  // writes of the file
 }
+
+// Writes is how many times the file was written since OpenEntries.
+func (s *Entries) Writes() uint64 { return s.writes.Load() }
 
 // EntriesSetAsideInfix is put between the entries file's name and a time to name a
 // damaged file set aside: "boot-entries.json.damaged-20260102T030405.000000006Z". Set-aside
@@ -236,6 +241,7 @@ func (s *Entries) update(f func(map[hwid.MAC]record) map[hwid.MAC]record) error 
 	if err != nil {
 		return err
 	}
+	s.writes.Add(1)
 	if err := atomicfile.Write(s.path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("agent: persist boot entries: %w", err)
 	}

@@ -80,6 +80,7 @@ func (a *Agent) Stats() map[string]uint64 {
 		}
 	}
 	m["boot_answered_silent"] = a.silent.count()
+	m["boot_entries_writes"] = a.entries.Writes()
 	if a.linkTLS.untrustedCert() {
 		m["control_cert_untrusted"] = 1
 	}

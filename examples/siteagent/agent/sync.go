@@ -111,21 +111,30 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	a.mu.Unlock()
 	a.bmc.delivered(r.BMC)
 
+	var batch []sitelink.Command
 	for _, c := range d.Commands {
 		// bmc.* commands run off this loop; their results go back in a later report.
 		if a.bmc.command(ctx, c) {
 			continue
 		}
-		if err := a.apply(c); err != nil {
+		if err := checkCommand(c); err != nil {
 			a.log.Error("command refused", "id", c.ID, "kind", c.Kind, "err", err)
 			continue
 		}
-		a.mu.Lock()
+		batch = append(batch, c)
+	}
+	// The whole answer's commands cost one write of the entries file, not one each.
+	if err := a.apply(batch); err != nil {
+		a.log.Error("commands not applied", "commands", len(batch), "err", err)
+		batch = nil
+	}
+	a.mu.Lock()
+	for _, c := range batch {
 		if !slices.Contains(a.acks, c.ID) {
 			a.acks = append(a.acks, c.ID)
 		}
-		a.mu.Unlock()
 	}
+	a.mu.Unlock()
 	// A machine that got an entry is no longer unknown (D1).
 	a.found.ForgetFunc(func(mac hwid.MAC) bool {
 		_, ok := a.entries.Lookup(mac)
@@ -136,33 +145,56 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	}
 }
 
-// apply carries out one command; it returns only once the result is on disk.
-func (a *Agent) apply(c sitelink.Command) error {
+// checkCommand refuses a command that cannot be applied: an unknown kind, an invalid entry.
+func checkCommand(c sitelink.Command) error {
 	switch c.Kind {
 	case sitelink.KindPrepareRamdisk:
-		return a.entries.Put(c.Entries...)
-	case sitelink.KindCleanUp:
-		var gone []sitelink.ProxyDhcpEntry
-		for _, e := range a.entries.All() {
-			if e.Workflow == c.Workflow || slices.Contains(c.MACs, e.MAC) {
-				gone = append(gone, e)
-			}
-		}
-		if c.Workflow != "" {
-			if err := a.entries.RemoveWorkflow(c.Workflow); err != nil {
+		for _, e := range c.Entries {
+			if err := e.Validate(); err != nil {
 				return err
 			}
 		}
-		if err := a.entries.RemoveMACs(c.MACs...); err != nil {
-			return err
-		}
-		// The boots are over: their cache grants end with them.
-		for _, e := range gone {
-			a.cache.RevokeKey(grantKey(e.MAC, e.Workflow))
-		}
+		return nil
+	case sitelink.KindCleanUp:
 		return nil
 	}
 	return fmt.Errorf("agent: unknown command kind %q", c.Kind)
+}
+
+// apply carries out checked commands, in order, in one write of the entries file; it
+// returns only once the result is on disk.
+func (a *Agent) apply(cmds []sitelink.Command) error {
+	if len(cmds) == 0 {
+		return nil
+	}
+	var gone []sitelink.ProxyDhcpEntry
+	err := a.entries.update(func(m map[hwid.MAC]record) map[hwid.MAC]record {
+		gone = gone[:0]
+		for _, c := range cmds {
+			switch c.Kind {
+			case sitelink.KindPrepareRamdisk:
+				for _, e := range c.Entries {
+					m[e.MAC] = newRecord(e)
+				}
+			case sitelink.KindCleanUp:
+				for mac, r := range m {
+					if (c.Workflow != "" && r.Workflow == c.Workflow) || slices.Contains(c.MACs, mac) {
+						gone = append(gone, r.ProxyDhcpEntry)
+						delete(m, mac)
+					}
+				}
+			}
+		}
+		return m
+	})
+	if err != nil {
+		return err
+	}
+	// The cleaned-up boots are over: their cache grants end with them.
+	for _, e := range gone {
+		a.cache.RevokeKey(grantKey(e.MAC, e.Workflow))
+	}
+	return nil
 }
 
 // wantedImages is the pinned set: the site's ramdisk kernel and initrd, and the control

@@ -116,6 +116,7 @@ type Agent struct {
 	httpLimit    *connlimit.Listener // the caps on httpLn
 	prefer       *preferred          // the sources httpLimit keeps room for; nil without proxy DHCP
 	silent       *silentWatch        // machines answered that asked for nothing (silent.go)
+	applyq       applyQueue          // boot commands handed from the heartbeat to the applier (sync.go)
 	metricLimit  *connlimit.Listener // the caps on metricsLn
 
 	bmc *bmcAccess // bmc.* commands (bmc.go)
@@ -145,6 +146,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		clock = systemClock{origin: time.Now()}
 	}
 	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock, wake: make(chan struct{}, 1), silent: newSilentWatch()}
+	ag.applyq.wake = make(chan struct{}, 1)
 	defer func() {
 		if err != nil {
 			ag.release()
@@ -426,6 +428,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		serve("metrics", func() error { return a.metrics.Serve(a.metricsLn) }, http.ErrServerClosed)
 	}
 	g.Go(func() error { return a.syncLoop(gctx) })
+	g.Go(func() error { return a.applyLoop(gctx) })
 	if a.nonces != nil {
 		g.Go(func() error {
 			t := time.NewTicker(noncesSaveEvery)

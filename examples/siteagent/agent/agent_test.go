@@ -161,6 +161,7 @@ func (h *harness) start(t *testing.T, cfg *agent.Config, link agent.Link) (*runn
 	r := &running{Agent: a, link: cl, cfg: cfg}
 	waitFor(t, "first heartbeat", func() bool { return cl.n.Load() > 0 })
 	h.clk.waitTimer(t, cfg.Control.Heartbeat)
+	applied(t, r)
 	return r, stop
 }
 
@@ -173,7 +174,14 @@ func (h *harness) beat(t *testing.T, r *running) {
 	n := r.link.n.Load()
 	h.clk.Advance(hb)
 	waitFor(t, "heartbeat answered", func() bool { return r.link.n.Load() > n })
-	h.clk.waitTimer(t, hb) // the next one is set once the answer is applied
+	h.clk.waitTimer(t, hb) // the next one is set once the answer is handed over
+	applied(t, r)
+}
+
+// applied waits until the boot commands the agent received are applied (off its heartbeat).
+func applied(t *testing.T, r *running) {
+	t.Helper()
+	waitFor(t, "commands applied", func() bool { return r.Stats()["commands_queued"] == 0 })
 }
 
 // prepare hands the agent entries and beats until it acknowledged them.

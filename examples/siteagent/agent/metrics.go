@@ -81,6 +81,7 @@ func (a *Agent) Stats() map[string]uint64 {
 	}
 	m["boot_answered_silent"] = a.silent.count()
 	m["boot_entries_writes"] = a.entries.Writes()
+	m["commands_queued"] = uint64(a.queued())
 	if a.linkTLS.untrustedCert() {
 		m["control_cert_untrusted"] = 1
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
@@ -43,9 +44,8 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	// pair stays in use meanwhile, so the fence never lapses for it.
 	a.linkTLS.check()
 	a.sweepSilent()
-	if err := a.entries.Prune(); err != nil {
-		a.log.Error("prune boot entries", "err", err)
-	}
+	// Lapsed entries are pruned (a write) by the applier, off this loop.
+	a.kickApplier()
 	snap := a.found.Snapshot()
 	r := sitelink.StatusReport{
 		Site:             a.cfg.SiteID,
@@ -111,21 +111,101 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	a.mu.Unlock()
 	a.bmc.delivered(r.BMC)
 
-	var batch []sitelink.Command
+	var boot []sitelink.Command
 	for _, c := range d.Commands {
 		// bmc.* commands run off this loop; their results go back in a later report.
-		if a.bmc.command(ctx, c) {
+		if !a.bmc.command(ctx, c) {
+			boot = append(boot, c)
+		}
+	}
+	// The boot commands are applied and persisted by the applier: the heartbeat never waits
+	// on the disk.
+	a.enqueue(boot)
+	if err := a.cache.SetPinned(a.wantedImages(d.CacheImages)); err != nil {
+		a.log.Error("cache images", "err", err)
+	}
+}
+
+// applyQueue holds the boot commands the heartbeat handed to the applier.
+type applyQueue struct {
+	mu      sync.Mutex
+	pending []sitelink.Command
+	ids     map[string]bool // queued or being applied
+	wake    chan struct{}
+}
+
+// enqueue hands commands to the applier, but those queued, being applied or applied and
+// not yet acknowledged (the control plane resends a command until its acknowledgement).
+func (a *Agent) enqueue(cmds []sitelink.Command) {
+	a.mu.Lock()
+	acked := slices.Clone(a.acks)
+	a.mu.Unlock()
+	q := &a.applyq
+	q.mu.Lock()
+	if q.ids == nil {
+		q.ids = map[string]bool{}
+	}
+	for _, c := range cmds {
+		if q.ids[c.ID] || slices.Contains(acked, c.ID) {
 			continue
 		}
+		q.ids[c.ID] = true
+		q.pending = append(q.pending, c)
+	}
+	q.mu.Unlock()
+	a.kickApplier()
+}
+
+func (a *Agent) kickApplier() {
+	select {
+	case a.applyq.wake <- struct{}{}:
+	default:
+	}
+}
+
+// queued is the number of boot commands received and not yet applied.
+func (a *Agent) queued() int {
+	a.applyq.mu.Lock()
+	defer a.applyq.mu.Unlock()
+	return len(a.applyq.ids)
+}
+
+// applyLoop applies what the heartbeats hand over: it prunes lapsed entries and applies the
+// queued commands, all of them in one write of the entries file.
+func (a *Agent) applyLoop(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.applyq.wake:
+		}
+		a.applyPending()
+	}
+}
+
+func (a *Agent) applyPending() {
+	if err := a.entries.Prune(); err != nil {
+		a.log.Error("prune boot entries", "err", err)
+	}
+	q := &a.applyq
+	q.mu.Lock()
+	cmds := q.pending
+	q.pending = nil
+	q.mu.Unlock()
+	if len(cmds) == 0 {
+		return
+	}
+	var batch []sitelink.Command
+	for _, c := range cmds {
 		if err := checkCommand(c); err != nil {
 			a.log.Error("command refused", "id", c.ID, "kind", c.Kind, "err", err)
 			continue
 		}
 		batch = append(batch, c)
 	}
-	// The whole answer's commands cost one write of the entries file, not one each.
+	// The whole batch costs one write of the entries file, not one per command.
 	if err := a.apply(batch); err != nil {
-		a.log.Error("commands not applied", "commands", len(batch), "err", err)
+		a.log.Error("commands not applied; the control plane sends them again", "commands", len(batch), "err", err)
 		batch = nil
 	}
 	a.mu.Lock()
@@ -135,14 +215,17 @@ func (a *Agent) syncOnce(ctx context.Context) {
 		}
 	}
 	a.mu.Unlock()
+	// Acknowledged (or refused, and sent again): no longer queued.
+	q.mu.Lock()
+	for _, c := range cmds {
+		delete(q.ids, c.ID)
+	}
+	q.mu.Unlock()
 	// A machine that got an entry is no longer unknown (D1).
 	a.found.ForgetFunc(func(mac hwid.MAC) bool {
 		_, ok := a.entries.Lookup(mac)
 		return ok
 	})
-	if err := a.cache.SetPinned(a.wantedImages(d.CacheImages)); err != nil {
-		a.log.Error("cache images", "err", err)
-	}
 }
 
 // checkCommand refuses a command that cannot be applied: an unknown kind, an invalid entry.

@@ -114,7 +114,7 @@ type Agent struct {
 	noncesIssued chan struct{}
 	linkTLS      linkTLS
 	httpLimit    *connlimit.Listener // the caps on httpLn
-	prefer       *preferred          // the sources httpLimit keeps room for; nil without proxy DHCP
+	prefer       *preferred          // the sources httpLimit keeps room for
 	silent       *silentWatch        // machines answered that asked for nothing (silent.go)
 	applyq       applyQueue          // boot commands handed from the heartbeat to the applier (sync.go)
 	metricLimit  *connlimit.Listener // the caps on metricsLn

@@ -115,6 +115,9 @@ func (a *Agent) answerDHCP(req *proxydhcp.Request, r record) proxydhcp.Decision 
 // package doc, "Boot secrets").
 func (a *Agent) bindScript(q ipxe.Query) error {
 	if a.nonces == nil || a.bound6(q) {
+		// A live entry's machine (bound to its DHCPv6 pass, or with no proxy DHCP to bind
+		// it): its kernel and initrd come next, from the same address.
+		a.prefer.add(q.Remote)
 		return nil
 	}
 	if u := a.nonces.Claim(q.Nonce, q.MAC, q.Remote); u != bootbind.Bound {

@@ -12,8 +12,8 @@ import (
 const maxPreferred = 4096
 
 // preferred are the addresses the boot HTTP listener keeps room for (connlimit's reserve):
-// those proxy DHCP answered in a unicast answer, and those that presented their boot nonce,
-// each for a nonce window. Lookups take a read lock and never block on I/O, as connlimit's
+// those proxy DHCP answered in a unicast answer, those that presented their boot nonce, and
+// those a live entry's script went to, each for a nonce window. Lookups take a read lock and never block on I/O, as connlimit's
 // Accept needs.
 type preferred struct {
 	now    func() time.Time

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // startReference runs, on host i of the lab, the boot server siteboot is compared with:
@@ -131,9 +131,9 @@ func TestE2E_BenchFirmwareBoot(t *testing.T) {
 				}
 				m := newMachine(fmt.Sprintf("%s-%s-%d", fw, strings.ReplaceAll(server, "+", "-"), round), fw, n)
 				if l == sb {
-					arch := agent.ArchX86UEFI
+					arch := sitelink.ArchX86UEFI
 					if fw == fwBIOS {
-						arch = agent.ArchBIOS
+						arch = sitelink.ArchBIOS
 					}
 					l.prepare(a.name, m, arch)
 				}

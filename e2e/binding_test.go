@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // ipxeBootRequest is a DHCPREQUEST as iPXE sends it to a proxy's port 4011 (dhcp.c
@@ -98,7 +98,7 @@ func TestE2E_OffSegmentRequester(t *testing.T) {
 	a := l.startAgent("agent-a", 1)
 	l.waitActive(a)
 	m := newMachine("off-segment", fwUEFIPXE, 0x51)
-	l.prepare(a.name, m, agent.ArchX86UEFI)
+	l.prepare(a.name, m, sitelink.ArchX86UEFI)
 	farIP := "198.51.100.77"
 	far := l.routedHost(farIP)
 
@@ -175,7 +175,7 @@ func TestE2E_BroadcastBystander(t *testing.T) {
 		}
 	}()
 	m := newMachine("bystander", fwBIOS, 0x52)
-	l.bootChecked(a, m, agent.ArchBIOS)
+	l.bootChecked(a, m, sitelink.ArchBIOS)
 	conn.Close()
 	<-done
 	mu.Lock()

@@ -15,7 +15,6 @@ import (
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bmc/ipmi/ipmitest"
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/testpeer"
@@ -269,7 +268,7 @@ func TestE2E_BMCIPMIEnsureRamdisk(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), ensureLimit)
 	defer cancel()
 	called := time.Now()
-	steps, err := l.plane.EnsureRamdisk(ctx, siteID, controlplane.RamdiskMachine{Entries: []sitelink.ProxyDhcpEntry{m.entry(agent.ArchBIOS)}, BMC: bm.target()})
+	steps, err := l.plane.EnsureRamdisk(ctx, siteID, controlplane.RamdiskMachine{Entries: []sitelink.ProxyDhcpEntry{m.entry(sitelink.ArchBIOS)}, BMC: bm.target()})
 	if err != nil {
 		t.Fatalf("EnsureRamdisk: %v (%+v)\nchassis log:\n%s", err, steps, bm.chassisLog())
 	}
@@ -277,7 +276,7 @@ func TestE2E_BMCIPMIEnsureRamdisk(t *testing.T) {
 	if steps.Agent != a.name || steps.Boot.Status != "ok" || steps.Power.Status != "ok" || steps.PowerReused || steps.Power.Replayed {
 		t.Errorf("steps %+v; want both commands run by %s, ok, nothing replayed", steps, a.name)
 	}
-	for id, kind := range map[string]string{steps.BootID: agent.CommandBMCBoot, steps.PowerID: agent.CommandBMCPower} {
+	for id, kind := range map[string]string{steps.BootID: sitelink.KindBMCBoot, steps.PowerID: sitelink.KindBMCPower} {
 		if r, reused, ok := l.plane.BMCResult(id); !ok || reused || r.ID != id || r.Kind != kind || r.Status != "ok" {
 			t.Errorf("result of %s: %+v (reused %v, ended %v), want %s ok from the agent's report", id, r, reused, ok, kind)
 		}
@@ -302,7 +301,7 @@ func TestE2E_BMCIPMIEnsureRamdisk(t *testing.T) {
 	if !waitFor(30*time.Second, m.p.Exited) {
 		t.Fatalf("the machine did not power off after the ramdisk ran")
 	}
-	id, err := l.plane.BMC(siteID, agent.CommandBMCQuery, sitelink.BMCCommand{Target: bm.target()})
+	id, err := l.plane.BMC(siteID, sitelink.KindBMCQuery, sitelink.BMCCommand{Target: bm.target()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +380,7 @@ func TestE2E_BMCFailoverReusesPowerCycle(t *testing.T) {
 		killedCh = make(chan struct{})
 	)
 	l.plane.OnBMCReport = func(node string, c sitelink.Command, o bmc.Outcome) {
-		if node != a.name || c.Kind != agent.CommandBMCPower {
+		if node != a.name || c.Kind != sitelink.KindBMCPower {
 			return
 		}
 		kill.Do(func() {
@@ -403,7 +402,7 @@ func TestE2E_BMCFailoverReusesPowerCycle(t *testing.T) {
 	go func() {
 		ectx, cancel := context.WithTimeout(ctx, ensureLimit)
 		defer cancel()
-		s, err := l.plane.EnsureRamdisk(ectx, siteID, controlplane.RamdiskMachine{Entries: []sitelink.ProxyDhcpEntry{m.entry(agent.ArchBIOS)}, BMC: bm.target()})
+		s, err := l.plane.EnsureRamdisk(ectx, siteID, controlplane.RamdiskMachine{Entries: []sitelink.ProxyDhcpEntry{m.entry(sitelink.ArchBIOS)}, BMC: bm.target()})
 		done <- ensured{s, err, time.Now()}
 	}()
 	select {
@@ -484,7 +483,7 @@ func TestE2E_BMCClaimedNeverReportedIsUnknown(t *testing.T) {
 		killed time.Time
 	)
 	l.plane.OnBMCClaim = func(node string, c sitelink.Command) {
-		if node != a.name || c.Kind != agent.CommandBMCPower {
+		if node != a.name || c.Kind != sitelink.KindBMCPower {
 			return
 		}
 		kill.Do(func() {
@@ -496,7 +495,7 @@ func TestE2E_BMCClaimedNeverReportedIsUnknown(t *testing.T) {
 	first, _ := l.plane.LeaseRecord(ctx, siteID)
 	ectx, cancel := context.WithTimeout(ctx, ensureLimit)
 	defer cancel()
-	steps, err := l.plane.EnsureRamdisk(ectx, siteID, controlplane.RamdiskMachine{Entries: []sitelink.ProxyDhcpEntry{m.entry(agent.ArchBIOS)}, BMC: bm.target()})
+	steps, err := l.plane.EnsureRamdisk(ectx, siteID, controlplane.RamdiskMachine{Entries: []sitelink.ProxyDhcpEntry{m.entry(sitelink.ArchBIOS)}, BMC: bm.target()})
 	ended := time.Now()
 	if killed.IsZero() {
 		t.Fatalf("the holder's power cycle was never claimed: %+v, %v\nchassis log:\n%s", steps, err, bm.chassisLog())
@@ -604,7 +603,7 @@ func TestE2E_BMCRedfishSushy(t *testing.T) {
 	before := a.metrics()
 	query := func() sitelink.BMCResult {
 		t.Helper()
-		id, err := l.plane.BMC(siteID, agent.CommandBMCQuery, sitelink.BMCCommand{Target: tg})
+		id, err := l.plane.BMC(siteID, sitelink.KindBMCQuery, sitelink.BMCCommand{Target: tg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -612,7 +611,7 @@ func TestE2E_BMCRedfishSushy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.ID != id || r.Kind != agent.CommandBMCQuery {
+		if r.ID != id || r.Kind != sitelink.KindBMCQuery {
 			t.Errorf("query %s answered as %s %s", id, r.ID, r.Kind)
 		}
 		return r
@@ -627,7 +626,7 @@ func TestE2E_BMCRedfishSushy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry := sitelink.ProxyDhcpEntry{MAC: mac, UUID: q.Inventory.UUID, Arch: agent.ArchBIOS, Workflow: m.workflow(), TokenRef: m.tokenRef(), NotAfter: time.Now().Add(time.Hour)}
+	entry := sitelink.ProxyDhcpEntry{MAC: mac, UUID: q.Inventory.UUID, Arch: sitelink.ArchBIOS, Workflow: m.workflow(), TokenRef: m.tokenRef(), NotAfter: time.Now().Add(time.Hour)}
 	rm := controlplane.RamdiskMachine{Entries: []sitelink.ProxyDhcpEntry{entry}, BMC: tg}
 
 	// A one-time override: sushy keeps it Continuous; the step ends "differs" with what the
@@ -658,7 +657,7 @@ func TestE2E_BMCRedfishSushy(t *testing.T) {
 	if steps.Agent != a.name || steps.Boot.Status != "ok" || steps.Power.Status != "ok" || steps.PowerReused {
 		t.Errorf("steps %+v; want both commands run by %s, ok", steps, a.name)
 	}
-	for id, kind := range map[string]string{steps.BootID: agent.CommandBMCBoot, steps.PowerID: agent.CommandBMCPower} {
+	for id, kind := range map[string]string{steps.BootID: sitelink.KindBMCBoot, steps.PowerID: sitelink.KindBMCPower} {
 		if r, reused, ok := l.plane.BMCResult(id); !ok || reused || r.ID != id || r.Kind != kind || r.Status != "ok" {
 			t.Errorf("result of %s: %+v (reused %v), want %s ok from the agent's report", id, r, reused, kind)
 		}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // bootOne runs one agent and one machine with a boot entry, and checks the boot end to end.
@@ -45,7 +45,7 @@ func (l *lab) bootChecked(a *labAgent, m *machine, arch string) []string {
 // script and the machine's script, and the kernel and initrd from the agent's cache.
 func TestE2E_BIOS(t *testing.T) {
 	t.Parallel()
-	_, a, _ := bootOne(t, fwBIOS, 1, agent.ArchBIOS)
+	_, a, _ := bootOne(t, fwBIOS, 1, sitelink.ArchBIOS)
 	after := a.metrics()
 	if n := after.sum("siteboot_proxydhcp_answered_total", `port="67"`); n < 1 {
 		t.Errorf("proxy DHCP answered %v requests on port 67", n)
@@ -57,7 +57,7 @@ func TestE2E_BIOS(t *testing.T) {
 // then boots the ramdisk.
 func TestE2E_UEFIPXE(t *testing.T) {
 	t.Parallel()
-	l, a, _ := bootOne(t, fwUEFIPXE, 2, agent.ArchX86UEFI)
+	l, a, _ := bootOne(t, fwUEFIPXE, 2, sitelink.ArchX86UEFI)
 	after := a.metrics()
 	for _, port := range []string{"67", "4011"} {
 		if n := after.sum("siteboot_proxydhcp_answered_total", `port="`+port+`"`); n < 1 {
@@ -156,7 +156,7 @@ func (l *lab) udpPayloads(filter string) [][]byte {
 // HTTPClient), fetches it from the agent's /boot/files/, and iPXE then boots the ramdisk.
 func TestE2E_UEFIHTTP(t *testing.T) {
 	t.Parallel()
-	l, a, _ := bootOne(t, fwUEFIHTTP, 3, agent.ArchX86UEFI)
+	l, a, _ := bootOne(t, fwUEFIHTTP, 3, sitelink.ArchX86UEFI)
 	if reqs := l.httpRequests(a.host.IP); !slices.Contains(reqs, "GET /boot/files/ipxe.efi") {
 		t.Errorf("the firmware never fetched /boot/files/ipxe.efi: %q", reqs)
 	}

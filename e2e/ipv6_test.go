@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/assertion"
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/internal/testpeer"
 	"github.com/bettercompute/siteboot/sitelink"
 )
@@ -139,7 +138,7 @@ func bootIPv6(t *testing.T, fw firmware, i byte) {
 	a := l.startAgent("agent-a", 1)
 	l.waitActive(a)
 	m := newMachine(string(fw), fw, i)
-	l.prepare(a.name, m, agent.ArchX86UEFI)
+	l.prepare(a.name, m, sitelink.ArchX86UEFI)
 	before := a.metrics()
 	l.powerOn(m, bootOpts{})
 	words := m.waitCmdline(t)
@@ -277,7 +276,7 @@ func TestE2E_IPv6Fenced(t *testing.T) {
 	l.holdLease("agent-holder")
 	a := l.startAgent("agent-a", 1)
 	m := newMachine("fenced6", fwUEFIPXE6, 0x64)
-	l.prepare(a.name, m, agent.ArchX86UEFI)
+	l.prepare(a.name, m, sitelink.ArchX86UEFI)
 	if a.active() {
 		t.Fatalf("%s is active while agent-holder holds the lease", a.name)
 	}
@@ -306,8 +305,8 @@ func TestE2E_IPv6DualStack(t *testing.T) {
 	l.waitActive(a)
 	m4 := newMachine("dual-v4first", fwUEFIPXE, 0x65)
 	m6 := newMachine("dual-v6only", fwUEFIPXE6, 0x66)
-	l.prepare(a.name, m4, agent.ArchX86UEFI)
-	l.prepare(a.name, m6, agent.ArchX86UEFI)
+	l.prepare(a.name, m4, sitelink.ArchX86UEFI)
+	l.prepare(a.name, m6, sitelink.ArchX86UEFI)
 	l.powerOn(m4, bootOpts{})
 	l.powerOn(m6, bootOpts{})
 	for _, m := range []*machine{m4, m6} {

@@ -25,6 +25,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -563,7 +564,7 @@ func waitFor(limit time.Duration, cond func() bool) bool {
 // holds the ramdisk in its cache.
 func (l *lab) prepare(node string, m *machine, arch string) {
 	l.t.Helper()
-	l.plane.Prepare(node, []agent.Entry{{
+	l.plane.PrepareRamdisk(node, []sitelink.ProxyDhcpEntry{{
 		MAC: m.mac, UUID: m.entrySpelling().String(), Arch: arch, Workflow: m.workflow(), TokenRef: m.tokenRef(),
 		NotAfter: time.Now().Add(time.Hour),
 	}})

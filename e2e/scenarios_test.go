@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/sitelink"
 )
@@ -92,7 +91,7 @@ func TestE2E_Fenced(t *testing.T) {
 	l.holdLease("agent-holder")
 	a := l.startAgent("agent-a", 1)
 	m := newMachine("fenced", fwBIOS, 5)
-	l.prepare(a.name, m, agent.ArchBIOS)
+	l.prepare(a.name, m, sitelink.ArchBIOS)
 	if a.active() {
 		t.Fatalf("%s is active while agent-holder holds the lease", a.name)
 	}
@@ -131,9 +130,9 @@ func TestE2E_TwoAgentsFailover(t *testing.T) {
 	m1 := newMachine("holder", fwBIOS, 6)
 	m2 := newMachine("failover", fwBIOS, 7)
 	for _, x := range []*labAgent{a, b} {
-		l.plane.Prepare(x.name, []agent.Entry{
-			{MAC: m1.mac, UUID: m1.uuid.String(), Arch: agent.ArchBIOS, Workflow: m1.workflow(), TokenRef: m1.tokenRef(), NotAfter: time.Now().Add(time.Hour)},
-			{MAC: m2.mac, UUID: m2.uuid.String(), Arch: agent.ArchBIOS, Workflow: m2.workflow(), TokenRef: m2.tokenRef(), NotAfter: time.Now().Add(time.Hour)},
+		l.plane.PrepareRamdisk(x.name, []sitelink.ProxyDhcpEntry{
+			{MAC: m1.mac, UUID: m1.uuid.String(), Arch: sitelink.ArchBIOS, Workflow: m1.workflow(), TokenRef: m1.tokenRef(), NotAfter: time.Now().Add(time.Hour)},
+			{MAC: m2.mac, UUID: m2.uuid.String(), Arch: sitelink.ArchBIOS, Workflow: m2.workflow(), TokenRef: m2.tokenRef(), NotAfter: time.Now().Add(time.Hour)},
 		})
 	}
 	l.waitReady(a.name)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // OVMF's Secure Boot build (SMM, secure flash) and its variables with the Microsoft keys
@@ -90,7 +91,7 @@ func checkEnforced(t *testing.T, m *machine) {
 func (l *lab) bootSecure(a *labAgent, m *machine) []string {
 	t := l.t
 	t.Helper()
-	l.prepare(a.name, m, agent.ArchX86UEFI)
+	l.prepare(a.name, m, sitelink.ArchX86UEFI)
 	before := a.metrics()
 	m.bootLimit = sbBootTimeout
 	l.powerOn(m, bootOpts{secureBoot: true})
@@ -163,8 +164,8 @@ func TestE2E_SecureBootRefusesUnsignedIPXE(t *testing.T) {
 	l.waitActive(a)
 	m := newMachine("sb-ipxe", fwUEFIPXE, 43)
 	no := false
-	l.plane.Prepare(a.name, []agent.Entry{{
-		MAC: m.mac, UUID: m.uuid.String(), Arch: agent.ArchX86UEFI, Workflow: m.workflow(), TokenRef: m.tokenRef(),
+	l.plane.PrepareRamdisk(a.name, []sitelink.ProxyDhcpEntry{{
+		MAC: m.mac, UUID: m.uuid.String(), Arch: sitelink.ArchX86UEFI, Workflow: m.workflow(), TokenRef: m.tokenRef(),
 		NotAfter: time.Now().Add(time.Hour), SecureBoot: &no,
 	}})
 	l.waitReady(a.name)
@@ -209,7 +210,7 @@ func TestE2E_SecureBootRefusesModifiedKernel(t *testing.T) {
 	a := l.startAgent("agent-a", 1)
 	l.waitActive(a)
 	m := newMachine("sb-badkernel", fwUEFIPXE, 44)
-	l.prepare(a.name, m, agent.ArchX86UEFI)
+	l.prepare(a.name, m, sitelink.ArchX86UEFI)
 	l.powerOn(m, bootOpts{secureBoot: true})
 	serial, exited := m.wait(sbRefusalTimeout+2*time.Minute, func(b []byte) bool { return bytes.Contains(b, []byte("bad shim signature")) })
 	lines := sbLines(serial)

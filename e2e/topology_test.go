@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/testpeer"
 	"github.com/bettercompute/siteboot/sitelink"
@@ -108,14 +107,14 @@ func twoNICs(t *testing.T, fw firmware, i byte, arch string) {
 // numbers it net1, and boots through it.
 func TestE2E_TwoNICsBIOS(t *testing.T) {
 	t.Parallel()
-	twoNICs(t, fwBIOS, 0x21, agent.ArchBIOS)
+	twoNICs(t, fwBIOS, 0x21, sitelink.ArchBIOS)
 }
 
 // TestE2E_TwoNICsUEFIPXE: OVMF's PXE tries NIC 1, then NIC 2, which loads ipxe.efi; iPXE
 // sees both NICs and boots through the one it was loaded from.
 func TestE2E_TwoNICsUEFIPXE(t *testing.T) {
 	t.Parallel()
-	twoNICs(t, fwUEFIPXE, 0x22, agent.ArchX86UEFI)
+	twoNICs(t, fwUEFIPXE, 0x22, sitelink.ArchX86UEFI)
 }
 
 // relayLab is a lab whose agent also serves a second segment behind dnsmasq's DHCP relay.
@@ -153,7 +152,7 @@ func TestE2E_RelayBIOS(t *testing.T) {
 	l, a := relayLab(t)
 	m := newMachine("relay-bios", fwBIOS, 0x31)
 	m.routed = true
-	l.bootChecked(a, m, agent.ArchBIOS)
+	l.bootChecked(a, m, sitelink.ArchBIOS)
 	l.checkRelayed(a, m, true)
 }
 
@@ -165,7 +164,7 @@ func TestE2E_RelayUEFIPXE(t *testing.T) {
 	l, a := relayLab(t)
 	m := newMachine("relay-uefi", fwUEFIPXE, 0x32)
 	m.routed = true
-	l.bootChecked(a, m, agent.ArchX86UEFI)
+	l.bootChecked(a, m, sitelink.ArchX86UEFI)
 	l.checkRelayed(a, m, true)
 }
 
@@ -206,8 +205,8 @@ func TestE2E_UUIDMismatch(t *testing.T) {
 	if err != nil || hwid.SameMachine(other, m.uuid) {
 		t.Fatalf("the entry's UUID %s must not be a spelling of the machine's %s (%v)", other, m.uuid, err)
 	}
-	l.plane.Prepare(a.name, []agent.Entry{{
-		MAC: m.mac, UUID: other.String(), Arch: agent.ArchBIOS, Workflow: m.workflow(), TokenRef: m.tokenRef(),
+	l.plane.PrepareRamdisk(a.name, []sitelink.ProxyDhcpEntry{{
+		MAC: m.mac, UUID: other.String(), Arch: sitelink.ArchBIOS, Workflow: m.workflow(), TokenRef: m.tokenRef(),
 		NotAfter: time.Now().Add(time.Hour),
 	}})
 	l.waitReady(a.name)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/assertion"
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
 )
 
@@ -19,13 +18,13 @@ import (
 // three spellings its entry holds (uuidSpellings).
 func TestE2E_UUIDSpellingsBIOS(t *testing.T) {
 	t.Parallel()
-	uuidSpellings(t, fwBIOS, 0x50, agent.ArchBIOS)
+	uuidSpellings(t, fwBIOS, 0x50, sitelink.ArchBIOS)
 }
 
 // TestE2E_UUIDSpellingsUEFIPXE: OVMF's EDK2 PXE, then ipxe.efi, the same.
 func TestE2E_UUIDSpellingsUEFIPXE(t *testing.T) {
 	t.Parallel()
-	uuidSpellings(t, fwUEFIPXE, 0x54, agent.ArchX86UEFI)
+	uuidSpellings(t, fwUEFIPXE, 0x54, sitelink.ArchX86UEFI)
 }
 
 var spellingNames = [3]string{"as given", "SMBIOS order", "reversed (IPMI)"}

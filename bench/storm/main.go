@@ -418,14 +418,14 @@ func startAgent(ctx context.Context, s agentSetup) (func(), int, error) {
 
 	plane.Enroll(siteID, nodeID)
 	plane.SetImages(siteID, []sitelink.CacheImage{{URL: base + "/images/" + s.files.deploy.name, SHA256: s.files.deploy.sha, Format: "raw"}})
-	entries := make([]agent.Entry, 0, s.n+1)
+	entries := make([]sitelink.ProxyDhcpEntry, 0, s.n+1)
 	for i := 0; i <= s.n; i++ { // 0 is the readiness probe, never a storm machine
-		entries = append(entries, agent.Entry{
-			MAC: machineMAC(i), UUID: machineUUID(i).String(), Arch: agent.ArchX86UEFI,
+		entries = append(entries, sitelink.ProxyDhcpEntry{
+			MAC: machineMAC(i), UUID: machineUUID(i).String(), Arch: sitelink.ArchX86UEFI,
 			Workflow: fmt.Sprintf("wf-%04d", i), NotAfter: time.Now().Add(2 * time.Hour), TokenRef: fmt.Sprintf("tok-%04d", i),
 		})
 	}
-	plane.Prepare(nodeID, entries)
+	plane.PrepareRamdisk(nodeID, entries)
 
 	tftpRoot := filepath.Join(s.dir, "tftp")
 	if err := os.MkdirAll(tftpRoot, 0o755); err != nil {

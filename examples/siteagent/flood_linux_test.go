@@ -22,13 +22,15 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
 
 // The agent's descriptor limit in the flood test, soft and hard: with connlimit's default
 // reserve (256) and the metrics listener's share (32), its HTTP listener takes at most
-// (600-256-32)/2 = 156 connections.
+// (600-256-32)/2 = 156 connections, of which a quarter (39) are kept for the machines it is
+// booting (connlimit's reserve for preferred sources).
 const (
 	floodNOFILE  = 600
 	floodSources = 48
@@ -77,7 +79,7 @@ func startBinLab(t *testing.T, nofile int) *binLab {
 	srv := l.plane.TLSServer(creds)
 	go srv.ServeTLS(ln, "", "")
 	t.Cleanup(func() { srv.Close() })
-	l.plane.Prepare("agent-t", []agent.Entry{{MAC: l.mac, Arch: agent.ArchX86UEFI, Workflow: "wf-1", TokenRef: "tok-1", NotAfter: time.Now().Add(time.Hour)}})
+	l.plane.PrepareRamdisk("agent-t", []sitelink.ProxyDhcpEntry{{MAC: l.mac, Arch: sitelink.ArchX86UEFI, Workflow: "wf-1", TokenRef: "tok-1", NotAfter: time.Now().Add(time.Hour)}})
 
 	root := filepath.Join(dir, "tftp")
 	os.MkdirAll(root, 0o755)
@@ -157,6 +159,13 @@ func (l *binLab) active(t *testing.T) bool {
 // dhcpAnswered sends the entry's machine's PXE request to port 4011 and says whether an
 // answer came within a few seconds.
 func (l *binLab) dhcpAnswered(t *testing.T) error {
+	_, err := l.dhcpAnswer(t, false)
+	return err
+}
+
+// dhcpAnswer sends the entry's machine's request to port 4011, as its firmware (or, with
+// ipxe, as its iPXE) does, from 127.0.0.1, and returns the answer.
+func (l *binLab) dhcpAnswer(t *testing.T, ipxe bool) (*dhcpv4.DHCPv4, error) {
 	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +181,9 @@ func (l *binLab) dhcpAnswered(t *testing.T) error {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ipxe {
+		req.UpdateOption(dhcpv4.OptUserClass("iPXE"))
+	}
 	buf := make([]byte, 1500)
 	for range 3 {
 		conn.WriteToUDPAddrPort(req.ToBytes(), l.pxe)
@@ -181,10 +193,10 @@ func (l *binLab) dhcpAnswered(t *testing.T) error {
 			continue
 		}
 		if rep, err := dhcpv4.FromBytes(buf[:n]); err == nil && rep.TransactionID == req.TransactionID {
-			return nil
+			return rep, nil
 		}
 	}
-	return fmt.Errorf("no proxy DHCP answer on %v", l.pxe)
+	return nil, fmt.Errorf("no proxy DHCP answer on %v", l.pxe)
 }
 
 // tftpAnswered reads the first block of ipxe.efi (RFC 1350, no options) and aborts.
@@ -271,8 +283,9 @@ func TestHTTPFloodSparesTFTPAndDHCP(t *testing.T) {
 		}
 	}
 	resp.Body.Close()
-	if !strings.Contains(body.String(), `siteboot_http_connections_open{listener="http"} 156`) {
-		t.Errorf("want the HTTP listener at its cap of 156 open connections:\n%s", grepLines(body.String(), "siteboot_http_connections"))
+	// The flood takes every connection but the reserve kept for machines being booted.
+	if !strings.Contains(body.String(), `siteboot_http_connections_open{listener="http"} 117`) {
+		t.Errorf("want the HTTP listener at 156 open connections less its reserve of 39:\n%s", grepLines(body.String(), "siteboot_http_connections"))
 	}
 	if strings.Contains(l.proc.Output(), "too many open files") {
 		t.Errorf("the agent ran out of descriptors:\n%s", grepLines(l.proc.Output(), "too many open files"))
@@ -289,4 +302,84 @@ func grepLines(text, s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestHTTPFloodSparesAnsweredMachine: 10 sources open 16 keep-alive connections each (160,
+// more than the HTTP listener's 156), so no connection is left for anyone else; the machine
+// proxy DHCP has just answered still gets its script, on the room the listener keeps for
+// the sources it is booting, while a new source is refused.
+func TestHTTPFloodSparesAnsweredMachine(t *testing.T) {
+	l := startBinLab(t, floodNOFILE)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for s := range 10 {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 3, byte(10+s))}}
+		for range 16 {
+			c, err := d.DialContext(ctx, "tcp", l.http)
+			if err != nil {
+				continue
+			}
+			held = append(held, c)
+			c.Write([]byte("GET /boot/chain.ipxe HTTP/1.1\r\nHost: agent\r\n\r\n"))
+		}
+	}
+	time.Sleep(time.Second) // the agent accepts (or resets) them all
+	// A source the agent never answered is refused now.
+	stranger := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 4, 1)}}).DialContext}}
+	if resp, err := stranger.Get("http://" + l.http + "/boot/chain.ipxe"); err == nil {
+		resp.Body.Close()
+		t.Errorf("a source that was never answered got %s during the flood, want a reset", resp.Status)
+	}
+
+	// The machine: proxy DHCP answers its iPXE with the chain URL and its nonce, and the
+	// script request from the address it answered gets through.
+	rep, err := l.dhcpAnswer(t, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := rep.BootFileName
+	if u == "" {
+		u = string(rep.Options.Get(dhcpv4.OptionBootfileName))
+	}
+	if !strings.HasPrefix(u, "http://") {
+		t.Fatalf("iPXE's answer names %q, want the chain URL", u)
+	}
+	machine := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := machine.Get(u)
+	if err != nil {
+		t.Fatalf("the answered machine's script during the flood: %v", err)
+	}
+	b := make([]byte, 64)
+	n, _ := resp.Body.Read(b)
+	resp.Body.Close()
+	if !strings.HasPrefix(string(b[:n]), "#!ipxe") {
+		t.Errorf("the answered machine got %s %q, want its script", resp.Status, b[:n])
+	}
+	mresp, err := http.Get("http://" + l.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body strings.Builder
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := mresp.Body.Read(buf)
+		body.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	mresp.Body.Close()
+	for _, want := range []string{`siteboot_http_connections_preferred_total{listener="http"} `, `siteboot_http_connections_refused_total{cap="reserve",listener="http"} `} {
+		line := grepLines(body.String(), want)
+		if line == "" || strings.HasSuffix(line, " 0") {
+			t.Errorf("metrics: want %s above 0:\n%s", want, grepLines(body.String(), "siteboot_http_connections"))
+		}
+	}
 }

@@ -45,6 +45,20 @@ func TestCheck(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "control.url: plain http") {
 		t.Errorf("-check with an http control URL: %v, %q; want exit 1 naming control.url", err, out)
 	}
+	// A data_dir that names a regular file: the start would fail.
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	os.WriteFile(file, []byte("x"), 0o600)
+	os.WriteFile(bad, []byte(strings.Replace(string(b), `data_dir = "/var/lib/siteagent"`, `data_dir = "`+file+`"`, 1)), 0o644)
+	out, err = exec.Command(bin, "-check", bad).CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "data_dir") {
+		t.Errorf("-check with data_dir naming a file: %v, %q; want exit 1 naming data_dir", err, out)
+	}
+	// A heartbeat allowed to wait longer than the lease lives.
+	os.WriteFile(bad, []byte(strings.Replace(string(b), `timeout   = "4s"`, `timeout   = "20s"`, 1)), 0o644)
+	out, err = exec.Command(bin, "-check", bad).CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "control.timeout") {
+		t.Errorf("-check with control.timeout over lease.ttl: %v, %q; want exit 1 naming control.timeout", err, out)
+	}
 }
 
 // TestSIGTERMDrains starts the agent with no control plane reachable (it keeps running,

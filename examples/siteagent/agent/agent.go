@@ -114,6 +114,9 @@ type Agent struct {
 	noncesIssued chan struct{}
 	linkTLS      linkTLS
 	httpLimit    *connlimit.Listener // the caps on httpLn
+	prefer       *preferred          // the sources httpLimit keeps room for
+	silent       *silentWatch        // machines answered that asked for nothing (silent.go)
+	applyq       applyQueue          // boot commands handed from the heartbeat to the applier (sync.go)
 	metricLimit  *connlimit.Listener // the caps on metricsLn
 
 	bmc *bmcAccess // bmc.* commands (bmc.go)
@@ -142,7 +145,8 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if clock == nil {
 		clock = systemClock{origin: time.Now()}
 	}
-	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock, wake: make(chan struct{}, 1)}
+	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock, wake: make(chan struct{}, 1), silent: newSilentWatch()}
+	ag.applyq.wake = make(chan struct{}, 1)
 	defer func() {
 		if err != nil {
 			ag.release()
@@ -154,6 +158,10 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	a.sweepTemps()
 	if a.entries, err = OpenEntries(filepath.Join(c.DataDir, EntriesFileName), clock.Now); err != nil {
 		return nil, err
+	}
+	if d, ok := a.entries.Damage(); ok {
+		a.log.Error("boot entries file damaged: set aside, serving the valid entries", "set_aside", d.SetAside,
+			"reason", d.Reason, "kept", d.Kept, "dropped", d.Dropped)
 	}
 	signer := opt.Signer
 	if signer == nil {
@@ -235,6 +243,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			MaxPerSource: c.Boot.TFTPMaxPerSource,
 			MaxWindow:    c.Boot.TFTPMaxWindow,
 			FirstRetries: c.Boot.TFTPFirstRetries,
+			FirstWait:    c.Boot.TFTPFirstWait,
 			EvictAfter:   c.Boot.TFTPEvictAfter,
 			MaxQueued:    c.Boot.TFTPMaxQueued,
 			QueueWait:    c.Boot.TFTPQueueWait,
@@ -419,6 +428,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		serve("metrics", func() error { return a.metrics.Serve(a.metricsLn) }, http.ErrServerClosed)
 	}
 	g.Go(func() error { return a.syncLoop(gctx) })
+	g.Go(func() error { return a.applyLoop(gctx) })
 	if a.nonces != nil {
 		g.Go(func() error {
 			t := time.NewTicker(noncesSaveEvery)

@@ -6,7 +6,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +25,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
 	"github.com/bettercompute/siteboot/lease"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
 
@@ -40,6 +43,7 @@ type harness struct {
 	kernel, initrd string // sha256
 	tftpRoot       string
 	clk            *fakeClock
+	logger         *slog.Logger // the agents' logger; nil discards
 }
 
 func newHarness(t *testing.T, configure ...func(*controlplane.Plane)) *harness {
@@ -94,9 +98,10 @@ func (h *harness) config(dataDir string) *agent.Config {
 	c.Boot.Initrd = agent.Image{URL: h.origin.URL + "/initrd", SHA256: h.initrd, Format: "initrd"}
 	c.Lease.TTL = 2 * time.Second
 	// Timeout bounds a heartbeat's request in real time (the harness's clock is fake and
-	// drives everything else): long enough that a loaded machine under -race never fails a
-	// heartbeat by accident, which would lapse the fence a test expects to hold.
-	c.Control = agent.ControlConfig{URL: h.controlURL, Heartbeat: 100 * time.Millisecond, Timeout: 30 * time.Second,
+	// drives everything else): as long as the lease may, so that a loaded machine under
+	// -race does not fail a heartbeat by accident, which would lapse the fence a test
+	// expects to hold.
+	c.Control = agent.ControlConfig{URL: h.controlURL, Heartbeat: 100 * time.Millisecond, Timeout: c.Lease.TTL,
 		CertFile: h.tls.AgentCert, KeyFile: h.tls.AgentKey, CAFile: h.tls.CAFile}
 	c.Metrics.Listen = lo
 	c.Boot.AllowedSourceNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} // the test's origin
@@ -110,7 +115,7 @@ type countingLink struct {
 	n atomic.Uint64
 }
 
-func (l *countingLink) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+func (l *countingLink) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.SyncResponse, error) {
 	defer l.n.Add(1)
 	return l.Link.Sync(ctx, r)
 }
@@ -129,7 +134,7 @@ type running struct {
 // heartbeats and token requests go over HTTPS to the plane, cut when the in-process link is.
 func (h *harness) start(t *testing.T, cfg *agent.Config, link agent.Link) (*running, func()) {
 	t.Helper()
-	opt := agent.Options{Signer: h.key, DHCPClientPort: 10068, Clock: h.clk, DrainTimeout: 2 * time.Second}
+	opt := agent.Options{Signer: h.key, DHCPClientPort: 10068, Clock: h.clk, DrainTimeout: 2 * time.Second, Logger: h.logger}
 	if local, ok := link.(*controlplane.LocalLink); ok {
 		link, opt.Credentials = h.tlsLink(t, cfg, local)
 	}
@@ -156,6 +161,7 @@ func (h *harness) start(t *testing.T, cfg *agent.Config, link agent.Link) (*runn
 	r := &running{Agent: a, link: cl, cfg: cfg}
 	waitFor(t, "first heartbeat", func() bool { return cl.n.Load() > 0 })
 	h.clk.waitTimer(t, cfg.Control.Heartbeat)
+	applied(t, r)
 	return r, stop
 }
 
@@ -168,13 +174,20 @@ func (h *harness) beat(t *testing.T, r *running) {
 	n := r.link.n.Load()
 	h.clk.Advance(hb)
 	waitFor(t, "heartbeat answered", func() bool { return r.link.n.Load() > n })
-	h.clk.waitTimer(t, hb) // the next one is set once the answer is applied
+	h.clk.waitTimer(t, hb) // the next one is set once the answer is handed over
+	applied(t, r)
+}
+
+// applied waits until the boot commands the agent received are applied (off its heartbeat).
+func applied(t *testing.T, r *running) {
+	t.Helper()
+	waitFor(t, "commands applied", func() bool { return r.Stats()["commands_queued"] == 0 })
 }
 
 // prepare hands the agent entries and beats until it acknowledged them.
-func (h *harness) prepare(t *testing.T, r *running, entries ...agent.Entry) {
+func (h *harness) prepare(t *testing.T, r *running, entries ...sitelink.ProxyDhcpEntry) {
 	t.Helper()
-	h.plane.Prepare("agent-t", entries)
+	h.plane.PrepareRamdisk("agent-t", entries)
 	for i := 0; len(h.plane.Pending("agent-t")) > 0; i++ {
 		if i == 5 {
 			t.Fatalf("entries not acknowledged after %d heartbeats", i)
@@ -196,7 +209,7 @@ func status(t *testing.T, u string) int {
 
 // scriptURL is the script URL machine e's iPXE asks, with the boot nonce of a fresh proxy
 // DHCP answer to it (none when proxy DHCP is off or silent).
-func scriptURL(a *running, e agent.Entry) string {
+func scriptURL(a *running, e sitelink.ProxyDhcpEntry) string {
 	return a.HTTPBase() + "/boot/ipxe?mac=" + e.MAC.String() + nonceParam(a, e.MAC)
 }
 
@@ -343,6 +356,7 @@ func TestFenceHoldsSteady(t *testing.T) {
 	h := newHarness(t, func(p *controlplane.Plane) { p.TTL, p.SessionTimeout = 3*time.Second, 3*time.Second })
 	cfg := h.config(t.TempDir())
 	cfg.Lease.TTL = 3 * time.Second
+	cfg.Control.Timeout = cfg.Lease.TTL
 	cfg.Control.Heartbeat = time.Second
 	a, _ := h.start(t, cfg, h.plane.Link())
 	window := cfg.Lease.TTL - lease.DefaultMargin
@@ -438,5 +452,67 @@ func TestHostBoundSockets(t *testing.T) {
 	}
 	if st, _ := get(t, "http://"+want["http"]+"/boot/chain.ipxe"); st != http.StatusOK {
 		t.Errorf("/boot/chain.ipxe on the host's listener: %d", st)
+	}
+}
+
+// TestDamagedEntriesFile: a boot entries file that does not parse, or holds one entry that
+// does not, stops nothing: the agent starts, serves the valid entries, renames the damaged
+// file aside (its bytes kept) and says so in its status.
+func TestDamagedEntriesFile(t *testing.T) {
+	h := newHarness(t)
+	good := entry(1, h.clk.Now().Add(2*time.Hour))
+	gb, err := json.Marshal(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		file    string
+		served  bool   // the valid entry is served
+		dropped uint64 // 0: the list itself did not parse
+	}{
+		{"one entry invalid", `[` + string(gb) + `,{"mac":"52:54:00:00:00:02","arch":"Z80","workflow":"wf","not_after":"2099-01-01T00:00:00Z"}]`, true, 1},
+		{"one entry undecodable", `[` + string(gb) + `,{"mac":"not a mac","arch":"BIOS"}]`, true, 1},
+		{"two bad entries", `[{"mac":5},` + string(gb) + `,{"arch":"BIOS","workflow":"wf","not_after":"2099-01-01T00:00:00Z"}]`, true, 2},
+		{"truncated", `[` + string(gb) + `,{"mac":"52:5`, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, agent.EntriesFileName)
+			if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			a, stop := h.start(t, h.config(dir), h.plane.Link())
+			defer stop()
+			if _, ok := a.Entries().Lookup(good.MAC); ok != tc.served {
+				t.Errorf("the agent holds the valid entry: %v, want %v", ok, tc.served)
+			}
+			if !tc.served {
+				if st := status(t, scriptURL(a, good)); st != http.StatusNotFound {
+					t.Errorf("script of an entry in a file that did not parse: %d, want 404", st)
+				}
+			}
+			st := a.Stats()
+			if st["boot_entries_damaged"] != 1 || st["boot_entries_dropped"] != tc.dropped {
+				t.Errorf("status: boot_entries_damaged=%d boot_entries_dropped=%d, want 1 and %d", st["boot_entries_damaged"], st["boot_entries_dropped"], tc.dropped)
+			}
+			aside, _ := filepath.Glob(path + ".damaged-*")
+			if len(aside) != 1 {
+				t.Fatalf("set-aside files %v, want one", aside)
+			}
+			if b, _ := os.ReadFile(aside[0]); string(b) != tc.file {
+				t.Errorf("the set-aside file holds %q, want the damaged bytes", b)
+			}
+			// What is left in place is sound: a second start finds no damage.
+			stop()
+			b, stop2 := h.start(t, h.config(dir), h.plane.Link())
+			defer stop2()
+			if n := b.Stats()["boot_entries_damaged"]; n != 0 {
+				t.Errorf("second start: boot_entries_damaged=%d, want 0", n)
+			}
+			if _, ok := b.Entries().Lookup(good.MAC); ok != tc.served {
+				t.Errorf("second start holds the valid entry: %v, want %v", ok, tc.served)
+			}
+		})
 	}
 }

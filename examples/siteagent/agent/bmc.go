@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,127 +18,8 @@ import (
 	"github.com/bettercompute/siteboot/bmc/redfish"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/sitelink"
 )
-
-// Command kinds of BMC access (the seed's bmc.*). Every one but bmc.query and bmc.storage
-// is destructive: it is claimed through the link before it reaches the BMC, and sent at
-// most once across the site's agents.
-const (
-	// CommandBMCQuery reads the power state and inspects the machine (PXE MACs, SMBIOS
-	// UUID, addresses).
-	CommandBMCQuery = "bmc.query"
-	// CommandBMCBoot sets the boot device (BMCCommand.Device, Mode, Persistent).
-	CommandBMCBoot = "bmc.boot"
-	// CommandBMCPower runs a power action (BMCCommand.Action: on, off, force-off, cycle,
-	// reset).
-	CommandBMCPower = "bmc.power"
-	// CommandBMCRotate sets a new password (BMCCommand.NewCredential, by reference) for an
-	// account (BMCCommand.Username, or the target's own).
-	CommandBMCRotate = "bmc.rotate"
-	// CommandBMCFirmware updates firmware from the agent's cache: the agent mints a
-	// firmware grant for that one digest (BMCCommand.SHA256, 2 h) and hands the BMC the
-	// /cache/t/GRANT/SHA256 URL.
-	CommandBMCFirmware = "bmc.firmware"
-	// CommandBMCStorage lists the machine's disks.
-	CommandBMCStorage = "bmc.storage"
-	// CommandBMCMediaInsert inserts a cached image (BMCCommand.SHA256) as virtual media,
-	// under a grant for that one digest; CommandBMCMediaEject ejects it.
-	CommandBMCMediaInsert = "bmc.mediaInsert"
-	CommandBMCMediaEject  = "bmc.mediaEject"
-)
-
-// IsBMCCommand reports whether kind is one of the bmc.* command kinds.
-func IsBMCCommand(kind string) bool {
-	switch kind {
-	case CommandBMCQuery, CommandBMCBoot, CommandBMCPower, CommandBMCRotate, CommandBMCFirmware,
-		CommandBMCStorage, CommandBMCMediaInsert, CommandBMCMediaEject:
-		return true
-	}
-	return false
-}
-
-// BMCDestructive reports whether a bmc.* kind changes the machine or the BMC, and so is
-// claimed before it is sent.
-func BMCDestructive(kind string) bool {
-	return IsBMCCommand(kind) && kind != CommandBMCQuery && kind != CommandBMCStorage
-}
-
-// BMCCommand is the body of a bmc.* command: the BMC it goes to and the operation's
-// arguments. It holds no secret: credentials are named by reference.
-type BMCCommand struct {
-	Target BMCTarget `json:"target"`
-	// Device ("pxe", "http", "cd", "disk", "bios-setup", "none"), Mode ("", "uefi",
-	// "legacy") and Persistent (false: the next boot only) for bmc.boot.
-	Device     string `json:"device,omitempty"`
-	Mode       string `json:"mode,omitempty"`
-	Persistent bool   `json:"persistent,omitempty"`
-	// Action for bmc.power ("on", "off", "force-off", "cycle", "reset").
-	Action string `json:"action,omitempty"`
-	// Username is the account bmc.rotate changes ("" the target credential's own);
-	// NewCredential names the new secret, fetched through the link.
-	Username      string `json:"username,omitempty"`
-	NewCredential string `json:"new_credential,omitempty"`
-	// SHA256 is the cache image of bmc.firmware and bmc.mediaInsert.
-	SHA256 string `json:"sha256,omitempty"`
-	// Components are the BMC's ids of what bmc.firmware updates; empty lets the BMC decide.
-	Components []string `json:"components,omitempty"`
-}
-
-// BMCTarget names a BMC: its driver ("redfish", "ipmi"), its address and the reference of
-// its credential, which the agent fetches through the link when it needs it.
-type BMCTarget struct {
-	Driver     string `json:"driver"`
-	Address    string `json:"address"`
-	Credential string `json:"credential"`
-	// CertSHA256 pins the BMC's TLS certificate (64 hex digits), Redfish only.
-	CertSHA256 string `json:"cert_sha256,omitempty"`
-	// Insecure skips TLS verification for this BMC alone.
-	Insecure bool `json:"insecure,omitempty"`
-}
-
-// BMCResult is how one bmc.* command ended, reported by command id in the next Report.
-type BMCResult struct {
-	ID   string `json:"id"`
-	Kind string `json:"kind"`
-	// Status is a bmc.Status: "ok", "failed", "unknown" or "not-sent".
-	Status string `json:"status"`
-	// ErrorKind is the failure's bmc kind ("auth", "timeout", "refused", ...); Code and
-	// Message are the BMC's code and what it said.
-	ErrorKind string `json:"error_kind,omitempty"`
-	Code      string `json:"code,omitempty"`
-	Message   string `json:"message,omitempty"`
-	// Replayed: the outcome came from the agent's journal or the control plane's claim
-	// record; nothing was sent this time.
-	Replayed bool `json:"replayed,omitempty"`
-	// Power is the power state bmc.query read.
-	Power string `json:"power,omitempty"`
-	// Inventory is what bmc.query's inspection found.
-	Inventory *BMCInventory `json:"inventory,omitempty"`
-	// Disks are what bmc.storage listed.
-	Disks []bmc.Disk `json:"disks,omitempty"`
-	// Firmware is how bmc.firmware's update task ended.
-	Firmware *bmc.FirmwareResult `json:"firmware,omitempty"`
-}
-
-// Outcome returns the result's outcome as the bmc package spells it.
-func (r BMCResult) Outcome() bmc.Outcome {
-	return bmc.Outcome{Status: bmc.Status(r.Status), Kind: r.ErrorKind, Code: r.Code, Message: r.Message}
-}
-
-// BMCInventory is bmc.Inventory in the report's spelling.
-type BMCInventory struct {
-	UUID         string   `json:"uuid,omitempty"`
-	Manufacturer string   `json:"manufacturer,omitempty"`
-	Model        string   `json:"model,omitempty"`
-	Serial       string   `json:"serial,omitempty"`
-	NICsKnown    bool     `json:"nics_known"`
-	MACs         []string `json:"macs,omitempty"`
-	HostAddrs    []string `json:"host_addrs,omitempty"`
-	BMCAddrs     []string `json:"bmc_addrs,omitempty"`
-	BMCMAC       string   `json:"bmc_mac,omitempty"`
-	// Failed names the parts of the inspection the BMC did not answer.
-	Failed []string `json:"failed,omitempty"`
-}
 
 // BMCLink is what the link carries for BMC access besides Sync: the claim protocol
 // (bmc.Claimer, for the node) and credentials by reference. A Link without it runs no bmc.*
@@ -161,9 +43,9 @@ type bmcAccess struct {
 
 	wg      sync.WaitGroup
 	mu      sync.Mutex
-	closed  bool            // close has begun: nothing new starts
-	running map[string]bool // ids being run
-	results []BMCResult     // finished, not yet in a report the control plane answered
+	closed  bool                 // close has begun: nothing new starts
+	running map[string]bool      // ids being run
+	results []sitelink.BMCResult // finished, not yet in a report the control plane answered
 
 	stats bmcStats
 }
@@ -173,10 +55,10 @@ type bmcStats struct {
 	mu       sync.Mutex
 	ops      map[[2]string]uint64 // by kind and outcome (a bmc.Status)
 	replayed map[string]uint64    // by kind: answered from the journal or a claim record
-	claims   map[string]uint64    // by answer: granted, refused, reused, unanswered
+	claims   map[bmc.ClaimAnswer]uint64
 }
 
-func (s *bmcStats) op(r BMCResult) {
+func (s *bmcStats) op(r sitelink.BMCResult) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ops == nil {
@@ -188,25 +70,17 @@ func (s *bmcStats) op(r BMCResult) {
 	}
 }
 
-// The answers a claim gets, as siteboot_bmc_claims_total counts them.
-const (
-	claimGranted    = "granted"    // the operation may be sent
-	claimRefused    = "refused"    // another node holds it: not sent
-	claimReused     = "reused"     // already reported (by this node or another): its outcome stands
-	claimUnanswered = "unanswered" // the link failed: not sent, retryable
-)
-
-func (s *bmcStats) claim(answer string) {
+func (s *bmcStats) claim(answer bmc.ClaimAnswer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.claims == nil {
-		s.claims = map[string]uint64{}
+		s.claims = map[bmc.ClaimAnswer]uint64{}
 	}
 	s.claims[answer]++
 }
 
 // snapshot copies the counters.
-func (s *bmcStats) snapshot() (ops map[[2]string]uint64, replayed, claims map[string]uint64) {
+func (s *bmcStats) snapshot() (ops map[[2]string]uint64, replayed map[string]uint64, claims map[bmc.ClaimAnswer]uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.ops), maps.Clone(s.replayed), maps.Clone(s.claims)
@@ -225,6 +99,13 @@ func (a *Agent) setupBMC() error {
 	j, err := bmc.OpenFileJournal(a.cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("agent: bmc journal: %w", err)
+	}
+	if d, ok := j.Damage(); ok {
+		// The journal set its damaged file aside and refuses destructive operations until an
+		// operator clears it; queries and booting go on.
+		a.log.Error("BMC journal damaged: destructive bmc.* commands are refused until an operator clears it",
+			"set_aside", d.SetAside, "reason", d.Reason, "kept", d.Kept, "lost", d.Lost,
+			"clear", "rm "+filepath.Join(a.cfg.DataDir, bmc.JournalDamagedMarker))
 	}
 	b := &bmcAccess{a: a, journal: j, running: map[string]bool{}}
 	b.link, _ = a.link.(BMCLink)
@@ -245,7 +126,16 @@ func (a *Agent) setupBMC() error {
 		Now:           a.clock.Now,
 	}
 	if b.link != nil {
-		b.exec.Claims = linkClaimer{b.link, a.cfg.NodeID, &b.stats}
+		node := a.cfg.NodeID
+		b.exec.Claims = bmc.ClaimerFuncs{
+			ClaimFunc: func(ctx context.Context, req bmc.ClaimRequest) (bmc.Grant, error) {
+				return b.link.Claim(ctx, node, req)
+			},
+			ReportFunc: func(ctx context.Context, req bmc.ClaimRequest, o bmc.Outcome) error {
+				return b.link.ReportClaim(ctx, node, req, o)
+			},
+		}
+		b.exec.OnClaim = func(_ bmc.ClaimRequest, answer bmc.ClaimAnswer) { b.stats.claim(answer) }
 	}
 	a.bmc = b
 	return nil
@@ -258,42 +148,16 @@ func (b *bmcAccess) credential(ctx context.Context, ref string) (bmc.Credential,
 	return b.link.Credential(ctx, b.a.cfg.NodeID, ref)
 }
 
-// linkClaimer is the Executor's Claimer over the link; it counts the answers.
-type linkClaimer struct {
-	l     BMCLink
-	node  string
-	stats *bmcStats
-}
-
-func (c linkClaimer) Claim(ctx context.Context, req bmc.ClaimRequest) (bmc.Grant, error) {
-	g, err := c.l.Claim(ctx, c.node, req)
-	switch {
-	case err != nil:
-		c.stats.claim(claimUnanswered)
-	case g.Granted:
-		c.stats.claim(claimGranted)
-	case g.State == bmc.ClaimReported:
-		c.stats.claim(claimReused)
-	default:
-		c.stats.claim(claimRefused)
-	}
-	return g, err
-}
-
-func (c linkClaimer) Report(ctx context.Context, req bmc.ClaimRequest, o bmc.Outcome) error {
-	return c.l.ReportClaim(ctx, c.node, req, o)
-}
-
 // command takes a bmc.* command from the desired state: it starts it unless it is running
 // or its result waits to be reported, and reports whether c was a bmc.* command. BMC
 // access works whether or not the agent holds the lease.
-func (b *bmcAccess) command(ctx context.Context, c Command) bool {
-	if !IsBMCCommand(c.Kind) {
+func (b *bmcAccess) command(ctx context.Context, c sitelink.Command) bool {
+	if !sitelink.IsBMCKind(c.Kind) {
 		return false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.running[c.ID] || slices.ContainsFunc(b.results, func(r BMCResult) bool { return r.ID == c.ID }) {
+	if b.running[c.ID] || slices.ContainsFunc(b.results, func(r sitelink.BMCResult) bool { return r.ID == c.ID }) {
 		return true
 	}
 	if b.closed || ctx.Err() != nil {
@@ -316,21 +180,21 @@ func (b *bmcAccess) command(ctx context.Context, c Command) bool {
 }
 
 // pending returns the results the next report carries.
-func (b *bmcAccess) pending() []BMCResult {
+func (b *bmcAccess) pending() []sitelink.BMCResult {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Clone(b.results)
 }
 
 // delivered drops the results a report the control plane answered carried.
-func (b *bmcAccess) delivered(sent []BMCResult) {
+func (b *bmcAccess) delivered(sent []sitelink.BMCResult) {
 	if len(sent) == 0 {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.results = slices.DeleteFunc(b.results, func(r BMCResult) bool {
-		return slices.ContainsFunc(sent, func(s BMCResult) bool { return s.ID == r.ID })
+	b.results = slices.DeleteFunc(b.results, func(r sitelink.BMCResult) bool {
+		return slices.ContainsFunc(sent, func(s sitelink.BMCResult) bool { return s.ID == r.ID })
 	})
 }
 
@@ -344,105 +208,40 @@ func (b *bmcAccess) close() {
 	b.journal.Close()
 }
 
-// run carries out one bmc.* command and returns its result.
-func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
-	res := BMCResult{ID: c.ID, Kind: c.Kind}
-	fail := func(kind error, msg string) BMCResult {
-		o := bmc.OutcomeOf(&bmc.OpError{Op: c.Kind, Kind: kind, Message: msg})
-		res.Status, res.ErrorKind, res.Message = string(bmc.StatusNotSent), o.Kind, o.Message
+// run carries out one bmc.* command and returns its result: the command becomes a typed
+// bmc operation (bmc.ParseOp), which the Executor journals, claims and sends through the
+// driver capability it needs.
+func (b *bmcAccess) run(ctx context.Context, c sitelink.Command) sitelink.BMCResult {
+	res := sitelink.BMCResult{ID: c.ID, Kind: c.Kind}
+	notSent := func(err error) sitelink.BMCResult {
+		o := bmc.NotSent(err)
+		res.Status, res.ErrorKind, res.Message = string(o.Status), o.Kind, o.Message
 		return res
 	}
 	if c.BMC == nil {
-		return fail(bmc.ErrInvalid, "command without a bmc body")
+		return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "command without a bmc body"})
 	}
 	if b.link == nil {
-		return fail(bmc.ErrUnsupported, "the agent's link carries no BMC access")
+		return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrUnsupported, Message: "the agent's link carries no BMC access"})
 	}
 	tg, err := targetRef(c.BMC.Target)
 	if err != nil {
-		return fail(bmc.ErrInvalid, err.Error())
+		return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: err.Error()})
 	}
-	op := bmc.Operation{ID: c.ID, Target: tg, Destructive: BMCDestructive(c.Kind)}
+	args := bmc.Args{Device: c.BMC.Device, Mode: c.BMC.Mode, Persistent: c.BMC.Persistent, Action: c.BMC.Action,
+		Username: c.BMC.Username, NewCredential: c.BMC.NewCredential, Components: c.BMC.Components}
 	var grant string // a firmware or media grant minted for this command
-	switch c.Kind {
-	case CommandBMCQuery:
-		op.Name = "query"
-		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) { return b.query(ctx, d, &res) }
-	case CommandBMCStorage:
-		op.Name = "storage"
-		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
-			s, ok := d.(bmc.StorageLister)
-			if !ok {
-				return nil, unsupported(d, "storage")
-			}
-			disks, err := s.Storage(ctx)
-			res.Disks = disks
-			return nil, err
-		}
-	case CommandBMCPower:
-		a := bmc.PowerAction(c.BMC.Action)
-		if !a.Valid() {
-			return fail(bmc.ErrInvalid, fmt.Sprintf("unknown power action %q", c.BMC.Action))
-		}
-		op.Name = "power"
-		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
-			p, ok := d.(bmc.PowerController)
-			if !ok {
-				return nil, unsupported(d, "power")
-			}
-			return nil, p.SetPower(ctx, a)
-		}
-	case CommandBMCBoot:
-		dev := bmc.BootDevice{Target: bmc.BootTarget(c.BMC.Device), Mode: bmc.BootMode(c.BMC.Mode), Persistent: c.BMC.Persistent}
-		if err := dev.Validate(); err != nil {
-			return fail(bmc.ErrInvalid, fmt.Sprintf("boot device %q mode %q", c.BMC.Device, c.BMC.Mode))
-		}
-		op.Name = "set-boot"
-		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
-			bc, ok := d.(bmc.BootController)
-			if !ok {
-				return nil, unsupported(d, "set-boot")
-			}
-			return nil, bc.SetBootDevice(ctx, dev)
-		}
-	case CommandBMCRotate:
-		if c.BMC.NewCredential == "" {
-			return fail(bmc.ErrInvalid, "rotation without a new credential")
-		}
-		op.Name = "rotate"
-		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
-			r, ok := d.(bmc.CredentialRotator)
-			if !ok {
-				return nil, unsupported(d, "rotate")
-			}
-			user := c.BMC.Username
-			if user == "" {
-				cur, err := b.credential(ctx, tg.Credential)
-				if err != nil {
-					return nil, err
-				}
-				user = cur.Username
-			}
-			next, err := b.credential(ctx, c.BMC.NewCredential)
-			if err != nil {
-				return nil, err
-			}
-			err = r.RotatePassword(ctx, user, next.Password)
-			// The account's secret changed (or may have): fetch it again next time.
-			b.exec.Forget(tg.Credential)
-			return nil, err
-		}
-	case CommandBMCFirmware, CommandBMCMediaInsert:
+	if c.Kind == sitelink.KindBMCFirmware || c.Kind == sitelink.KindBMCMediaInsert {
 		d, err := imagecache.ParseDigest(c.BMC.SHA256)
 		if err != nil {
-			return fail(bmc.ErrInvalid, "sha256: want 64 lower-case hex digits")
+			return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "sha256: want 64 lower-case hex digits"})
 		}
 		if _, ok := b.a.cache.Lookup(d); !ok {
-			return fail(bmc.ErrInvalid, "image "+d.String()+" is not in the cache")
+			return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "image " + d.String() + " is not in the cache"})
 		}
 		// The URL is minted only when the operation is sent; it carries a grant, which never
 		// goes into a log, a result or an error.
-		url := func() (string, error) {
+		args.Image = func(context.Context) (string, error) {
 			g, err := b.a.cache.FirmwareGrant(d)
 			if err != nil {
 				return "", &bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "no grant for the image"}
@@ -450,47 +249,13 @@ func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
 			grant = g.Token
 			return b.a.bmcCacheBase() + "/t/" + g.Token + "/" + d.String(), nil
 		}
-		if c.Kind == CommandBMCFirmware {
-			op.Name = "firmware"
-			op.Do = func(ctx context.Context, drv bmc.Driver) (any, error) {
-				f, ok := drv.(bmc.FirmwareUpdater)
-				if !ok {
-					return nil, unsupported(drv, "firmware")
-				}
-				u, err := url()
-				if err != nil {
-					return nil, err
-				}
-				fr, err := f.UpdateFirmware(ctx, bmc.FirmwareUpdate{URL: u, Targets: c.BMC.Components})
-				res.Firmware = &fr
-				return nil, err
-			}
-		} else {
-			op.Name = "media-insert"
-			op.Do = func(ctx context.Context, drv bmc.Driver) (any, error) {
-				m, ok := drv.(bmc.VirtualMediaController)
-				if !ok {
-					return nil, unsupported(drv, "media-insert")
-				}
-				u, err := url()
-				if err != nil {
-					return nil, err
-				}
-				return nil, m.InsertMedia(ctx, u)
-			}
-		}
-	case CommandBMCMediaEject:
-		op.Name = "media-eject"
-		op.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
-			m, ok := d.(bmc.VirtualMediaController)
-			if !ok {
-				return nil, unsupported(d, "media-eject")
-			}
-			return nil, m.EjectMedia(ctx)
-		}
 	}
-	r := b.exec.Run(ctx, op)
-	if c.Kind == CommandBMCFirmware && grant != "" {
+	op, err := bmc.ParseOp(c.Kind, args)
+	if err != nil {
+		return notSent(err)
+	}
+	r := b.exec.RunOp(ctx, c.ID, tg, op)
+	if c.Kind == sitelink.KindBMCFirmware && grant != "" {
 		// The update is over: the BMC has no more use for the URL.
 		b.a.cache.Revoke(grant)
 	}
@@ -500,33 +265,30 @@ func (b *bmcAccess) run(ctx context.Context, c Command) BMCResult {
 	}
 	if r.Replayed {
 		// Nothing ran this time: what a run would have read is not there.
-		res.Power, res.Inventory, res.Disks, res.Firmware = "", nil, nil, nil
+		return res
+	}
+	switch v := r.Value.(type) {
+	case bmc.QueryResult:
+		res.Power = string(v.Power)
+		if v.Inspected {
+			res.Inventory = inventory(v)
+		}
+	case []bmc.Disk:
+		res.Disks = make([]sitelink.Disk, 0, len(v))
+		for _, d := range v {
+			res.Disks = append(res.Disks, sitelink.Disk(d))
+		}
+	case bmc.FirmwareResult:
+		fr := sitelink.FirmwareResult(v)
+		res.Firmware = &fr
 	}
 	return res
 }
 
-// query reads the power state and inspects the machine, keeping what it read when a part
-// fails.
-func (b *bmcAccess) query(ctx context.Context, d bmc.Driver, res *BMCResult) (any, error) {
-	var errs []error
-	if p, ok := d.(bmc.PowerController); ok {
-		st, err := p.PowerState(ctx)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			res.Power = string(st)
-		}
-	}
-	in, ok := d.(bmc.Inspector)
-	if !ok {
-		return nil, errors.Join(errs...)
-	}
-	inv, err := in.Inspect(ctx)
-	var pe *bmc.PartialError
-	if err != nil && !errors.As(err, &pe) {
-		return nil, errors.Join(append(errs, err)...)
-	}
-	out := &BMCInventory{Manufacturer: inv.Manufacturer, Model: inv.Model, Serial: inv.Serial, NICsKnown: inv.NICsKnown}
+// inventory is what a query's inspection found, in the report's spelling.
+func inventory(q bmc.QueryResult) *sitelink.BMCInventory {
+	inv := q.Inventory
+	out := &sitelink.BMCInventory{Manufacturer: inv.Manufacturer, Model: inv.Model, Serial: inv.Serial, NICsKnown: inv.NICsKnown, Failed: q.Failed}
 	if inv.HasUUID {
 		out.UUID = inv.UUID.String()
 	}
@@ -542,20 +304,11 @@ func (b *bmcAccess) query(ctx context.Context, d bmc.Driver, res *BMCResult) (an
 	if inv.BMCMAC != (hwid.MAC{}) {
 		out.BMCMAC = inv.BMCMAC.String()
 	}
-	if pe != nil {
-		out.Failed = pe.Failed()
-		errs = append(errs, err)
-	}
-	res.Inventory = out
-	return nil, errors.Join(errs...)
-}
-
-func unsupported(d bmc.Driver, op string) error {
-	return &bmc.OpError{Driver: d.Name(), Op: op, Kind: bmc.ErrUnsupported, Message: "the " + d.Name() + " driver has no " + op}
+	return out
 }
 
 // targetRef checks a command's target and turns it into the Executor's.
-func targetRef(t BMCTarget) (bmc.TargetRef, error) {
+func targetRef(t sitelink.BMCTarget) (bmc.TargetRef, error) {
 	if t.Driver == "" || t.Address == "" || len(t.Address) > 512 || len(t.Credential) > bmc.MaxIDLen {
 		return bmc.TargetRef{}, errors.New("target: want a driver, an address and a credential reference")
 	}
@@ -610,4 +363,11 @@ func (c BMCConfig) validate() error {
 		}
 	}
 	return nil
+}
+
+// journalDamaged reports whether the BMC journal is damaged (and refuses destructive
+// operations).
+func (b *bmcAccess) journalDamaged() bool {
+	_, ok := b.journal.Damage()
+	return ok
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bmc/bmctest"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // claimingHost sends each of its commands until the command's result comes back, and
@@ -24,27 +25,27 @@ import (
 // node, already reported, unanswered, or granted only once the test releases it.
 type claimingHost struct {
 	mu      sync.Mutex
-	cmds    []agent.Command
-	results map[string]agent.BMCResult
+	cmds    []sitelink.Command
+	results map[string]sitelink.BMCResult
 	answers map[string]string // by command id: "granted", "refused", "reused", "unanswered", "hold"
 	held    chan struct{}     // a "hold" claim waits until this is closed
 	holding chan struct{}     // closed once a "hold" claim is waiting
 }
 
-func (h *claimingHost) add(c agent.Command, answer string) {
+func (h *claimingHost) add(c sitelink.Command, answer string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cmds = append(h.cmds, c)
 	h.answers[c.ID] = answer
 }
 
-func (h *claimingHost) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+func (h *claimingHost) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.SyncResponse, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, res := range r.BMC {
 		h.results[res.ID] = res
 	}
-	var d agent.Desired
+	var d sitelink.SyncResponse
 	for _, c := range h.cmds {
 		if _, done := h.results[c.ID]; !done {
 			d.Commands = append(d.Commands, c)
@@ -53,7 +54,7 @@ func (h *claimingHost) Sync(ctx context.Context, r agent.Report) (agent.Desired,
 	return d, nil
 }
 
-func (h *claimingHost) result(id string) (agent.BMCResult, bool) {
+func (h *claimingHost) result(id string) (sitelink.BMCResult, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r, ok := h.results[id]
@@ -61,7 +62,7 @@ func (h *claimingHost) result(id string) (agent.BMCResult, bool) {
 }
 
 func (h *claimingHost) Token(ctx context.Context, node, workflow, ref string) (string, error) {
-	return "", agent.ErrTokenNotReady
+	return "", sitelink.ErrNotReady
 }
 
 func (h *claimingHost) Claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error) {
@@ -113,13 +114,13 @@ func TestBMCMetrics(t *testing.T) {
 	cfg.Control = agent.ControlConfig{URL: "http://control.invalid", Insecure: true, Heartbeat: 100 * time.Millisecond, Timeout: time.Second}
 	cfg.Metrics.Listen = netip.MustParseAddrPort("127.0.0.1:0")
 
-	host := &claimingHost{results: map[string]agent.BMCResult{}, answers: map[string]string{},
+	host := &claimingHost{results: map[string]sitelink.BMCResult{}, answers: map[string]string{},
 		held: make(chan struct{}), holding: make(chan struct{})}
-	tg := agent.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m"}
-	power := func(id, action string) agent.Command {
-		return agent.Command{ID: id, Kind: agent.CommandBMCPower, BMC: &agent.BMCCommand{Target: tg, Action: action}}
+	tg := sitelink.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m"}
+	power := func(id, action string) sitelink.Command {
+		return sitelink.Command{ID: id, Kind: sitelink.KindBMCPower, BMC: &sitelink.BMCCommand{Target: tg, Action: action}}
 	}
-	host.add(agent.Command{ID: "q-1", Kind: agent.CommandBMCQuery, BMC: &agent.BMCCommand{Target: tg}}, "")
+	host.add(sitelink.Command{ID: "q-1", Kind: sitelink.KindBMCQuery, BMC: &sitelink.BMCCommand{Target: tg}}, "")
 	host.add(power("p-granted", "cycle"), "granted")
 	host.add(power("p-refused", "cycle"), "refused")
 	host.add(power("p-reused", "cycle"), "reused")

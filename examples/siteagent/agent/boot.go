@@ -15,6 +15,7 @@ import (
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/ipxe"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // bootHandler is the /boot/ handler: the chain and machine scripts, and the iPXE builds for
@@ -83,6 +84,7 @@ func (a *Agent) params() []ipxe.Param {
 // The entry's record travels as the ipxe.Entry's Ref, so the token and the grants need no
 // second lookup.
 func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
+	a.silent.asked(q.MAC)
 	r, ok := a.entries.lookup(q.MAC)
 	if !ok {
 		return ipxe.Entry{}, false, nil
@@ -112,7 +114,7 @@ func (a *Agent) token(ctx context.Context, e ipxe.Entry) (string, error) {
 		return "", ipxe.ErrNotReady
 	}
 	t, err := a.link.Token(ctx, a.cfg.NodeID, r.Workflow, r.TokenRef)
-	if errors.Is(err, ErrTokenNotReady) {
+	if errors.Is(err, sitelink.ErrNotReady) {
 		return "", ipxe.ErrNotReady
 	}
 	return t, err

@@ -63,6 +63,8 @@ func (a *Agent) bind(ctx context.Context, mac hwid.MAC, to netip.Addr) (string, 
 	n, err := a.nonces.Bind(ctx, mac, to)
 	if err == nil {
 		a.nonceIssued()
+		// The machine's HTTP requests come next: the boot listener keeps room for them.
+		a.prefer.add(to)
 	}
 	return n, err
 }
@@ -98,6 +100,8 @@ func (a *Agent) saveNonces() {
 // A machine whose entry boots with Secure Boot (secureBootFor) gets the signed chain instead
 // when its firmware asks (secureboot.go).
 func (a *Agent) answerDHCP(req *proxydhcp.Request, r record) proxydhcp.Decision {
+	// The machine should now ask this agent for its next step within the nonce window.
+	a.silent.answered(req.MAC, a.clock.Now().Add(a.nonceWindow()))
 	if !req.IPXE && a.secureBootFor(r) {
 		return a.answerSecureBoot(req)
 	}
@@ -111,11 +115,16 @@ func (a *Agent) answerDHCP(req *proxydhcp.Request, r record) proxydhcp.Decision 
 // package doc, "Boot secrets").
 func (a *Agent) bindScript(q ipxe.Query) error {
 	if a.nonces == nil || a.bound6(q) {
+		// A live entry's machine (bound to its DHCPv6 pass, or with no proxy DHCP to bind
+		// it): its kernel and initrd come next, from the same address.
+		a.prefer.add(q.Remote)
 		return nil
 	}
 	if u := a.nonces.Claim(q.Nonce, q.MAC, q.Remote); u != bootbind.Bound {
 		return fmt.Errorf("%w: %s", ipxe.ErrUnbound, u)
 	}
+	// Its kernel and initrd come next, from the same address.
+	a.prefer.add(q.Remote)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -46,8 +47,13 @@ type BootConfig struct {
 	TFTPMaxWindow int
 	// TFTPFirstRetries is how often the first datagram of a transfer is sent again to an
 	// address that never acknowledged one (a spoofed request gets at most this many more),
-	// 1 to 16. Zero: tftpd's default (2).
+	// 0 to 16. Zero: tftpd's default (0: it goes out once, and a client that lost it asks
+	// again).
 	TFTPFirstRetries int
+	// TFTPFirstWait is how long a transfer waits for the first acknowledgement of an
+	// address that never acknowledged one, 0 or 1 s to 1 min (at least the retries' time-outs
+	// in any case). Zero: tftpd's default (3 s).
+	TFTPFirstWait time.Duration
 	// TFTPEvictAfter is how long a transfer's first datagram must go unacknowledged before
 	// a new request may take its slot when every slot is taken, 10 ms to 5 s. Zero: tftpd's
 	// default (50 ms).
@@ -144,7 +150,7 @@ type LeaseConfig struct {
 type ControlConfig struct {
 	URL       string        // base URL of the control plane's agent API; required
 	Heartbeat time.Duration // DefaultConfig: 5s; at most a third of Lease.TTL
-	Timeout   time.Duration // per request; DefaultConfig: 4s
+	Timeout   time.Duration // per request; DefaultConfig: 4s; at most Lease.TTL
 
 	// The link's mutual TLS (DESIGN.md G3): the agent presents CertFile, its site
 	// certificate for the node key, and verifies the control plane against CAFile. Both are
@@ -155,6 +161,11 @@ type ControlConfig struct {
 	// be the node key: the agent checks at start that the certificate is for it.
 	KeyFile string
 	CAFile  string
+	// IssuerFile is the CA bundle that issues site certificates, when it is not CAFile (the
+	// control plane's CA): a renewed certificate is adopted only if it chains to it, so the
+	// agent never swaps its certificate for one the control plane would refuse
+	// (sitetls.Config.IssuerFile). "" means CAFile.
+	IssuerFile string
 	// Insecure allows a plain http:// URL: no certificate either way, so whoever answers
 	// the URL is the control plane. Every start logs a warning and /healthz says so.
 	Insecure bool
@@ -241,6 +252,11 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return bad("DataDir", "required")
 	}
+	// A data dir that does not exist yet is created at start; anything else there must be a
+	// directory.
+	if fi, err := os.Stat(c.DataDir); err == nil && !fi.IsDir() {
+		return bad("DataDir", "%s exists and is not a directory", c.DataDir)
+	}
 	b := &c.Boot
 	for _, l := range []struct {
 		field string
@@ -273,6 +289,9 @@ func (c *Config) Validate() error {
 	}
 	if b.TFTPFirstRetries < 0 || b.TFTPFirstRetries > 16 {
 		return bad("Boot.TFTPFirstRetries", "want 0 (default) to 16, got %d", b.TFTPFirstRetries)
+	}
+	if b.TFTPFirstWait != 0 && (b.TFTPFirstWait < time.Second || b.TFTPFirstWait > time.Minute) {
+		return bad("Boot.TFTPFirstWait", "want 0 (default) or 1s to 1m, got %v", b.TFTPFirstWait)
 	}
 	if b.TFTPEvictAfter != 0 && (b.TFTPEvictAfter < 10*time.Millisecond || b.TFTPEvictAfter > 5*time.Second) {
 		return bad("Boot.TFTPEvictAfter", "want 0 (default) or 10ms to 5s, got %v", b.TFTPEvictAfter)
@@ -368,6 +387,9 @@ func (c *Config) Validate() error {
 	}
 	if to := c.Control.Timeout; to <= 0 || to > time.Minute {
 		return bad("Control.Timeout", "want up to %v, got %v", time.Minute, to)
+	}
+	if to := c.Control.Timeout; to > c.Lease.TTL {
+		return bad("Control.Timeout", "%v is longer than the lease TTL %v: a heartbeat still waiting would outlive the lease it renews", to, c.Lease.TTL)
 	}
 	if err := c.BMC.validate(); err != nil {
 		return err

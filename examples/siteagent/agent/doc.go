@@ -79,7 +79,7 @@
 //     replay, that the joining machine's MACs include the asserted MAC, and the UUID.
 //
 // An unknown MAC's walk ends in the status report instead: the discovery list's snapshot
-// travels in the heartbeat's [Report] (as text, on the wire), and the control plane merges
+// travels in the heartbeat's [sitelink.StatusReport] (as text, on the wire), and the control plane merges
 // the agents' lists and matches candidates (discovery.Merge, discovery.Match).
 //
 // # Boot secrets
@@ -182,8 +182,17 @@
 // would start and serve nothing, naming the field: no address for the scripts' URLs
 // (Boot.HTTPBase, Boot.ServerIP and Boot.CacheURL all unset), a Boot.ServerIP,
 // Boot.HTTPBase or Boot.CacheURL host no machine can reach (unspecified, multicast,
-// broadcast), a Boot.NonceWindow outside 10s..1h, and Boot.SecureBoot without proxy DHCP,
-// TFTP, or the shim and GRUB files (Boot.Shim, Boot.GRUB).
+// broadcast), a Boot.NonceWindow outside 10s..1h, Boot.SecureBoot without proxy DHCP,
+// TFTP, or the shim and GRUB files (Boot.Shim, Boot.GRUB), a DataDir that exists and is not
+// a directory, and a Control.Timeout longer than Lease.TTL.
+//
+// A damaged file does not stop the start. A DATA/boot-entries.json that does not parse, or
+// holds entries that do not, is renamed aside (boot-entries.json.damaged-TIME, never
+// deleted), the valid entries are served and written anew, and the status says so
+// (boot_entries_damaged, boot_entries_dropped; siteboot_boot_entries_damaged). A damaged
+// BMC journal is set aside by bmc.FileJournal, which then refuses destructive operations
+// until an operator clears it; the agent logs it at start and reports it
+// (bmc_journal_damaged; siteboot_bmc_journal_damaged), and keeps booting.
 //
 // The agent builds for Linux, macOS, FreeBSD and Windows; it serves as described here on
 // Linux. Binding proxy DHCP to one interface (Boot.Interface) is Linux's SO_BINDTODEVICE:
@@ -194,17 +203,19 @@
 //
 // # The control plane
 //
-// A Link carries a heartbeat (Report, with the fence's heartbeat number, the discovered
-// list when its digest changed, the cache's state, counters and acknowledgements) and
-// returns the desired state (the lease word, cache images) and commands: boot entries
-// (boot.prepareRamdisk) and their clean-up (boot.cleanUp). A command is applied, written to
-// DATA/boot-entries.json (temp file, fsync, rename, fsync dir) and only then acknowledged,
+// A Link speaks package sitelink's messages: a heartbeat (sitelink.StatusReport, with the
+// fence's heartbeat number, the discovered list when its digest changed, the cache's state,
+// counters and acknowledgements) answered by a sitelink.SyncResponse (the lease word, cache
+// images) and commands: boot entries (boot.prepareRamdisk) and their clean-up
+// (boot.cleanUp). The heartbeat hands the boot commands to an applier and never waits on
+// the disk: the applier applies all it was handed in order, writes DATA/boot-entries.json
+// once for the batch (temp file, fsync, rename, fsync dir) and only then acknowledges them,
 // so a restart keeps answering every entry the control plane saw acknowledged. While the
 // link is down the agent keeps serving from what it has until its fence ends.
 //
-// HTTPLink is the link over HTTP+JSON; examples/siteagent/controlplane has the other end and
-// an in-process link for tests. A host with its own control plane implements Link (see the
-// package Example).
+// HTTPLink is the link over sitelink's HTTP binding (sitelink.Client);
+// examples/siteagent/controlplane has the other end and an in-process link for tests. A
+// host with its own control plane implements Link (see the package Example).
 //
 // # The link's security
 //
@@ -223,7 +234,7 @@
 // # BMC access
 //
 // The bmc.* commands (bmc.query, bmc.boot, bmc.power, bmc.rotate, bmc.firmware,
-// bmc.storage, bmc.mediaInsert, bmc.mediaEject; [BMCCommand]) run whether or not the agent
+// bmc.storage, bmc.mediaInsert, bmc.mediaEject; [sitelink.BMCCommand]) run whether or not the agent
 // holds the lease, on a bmc.Executor off the heartbeat: one operation at a time per BMC,
 // [BMCConfig].MaxConcurrent at once, each under its own deadline, the session closed after
 // each. A target names its driver, address and credential reference; the agent fetches the
@@ -231,7 +242,7 @@
 // A destructive command is journaled in DATA/bmc-journal.json (bmc.FileJournal) and
 // claimed through the link before it reaches the BMC, so neither a repeat, a restart nor a
 // failover to another agent sends it twice. bmc.firmware and bmc.mediaInsert hand the BMC
-// a cache URL under a grant for that one digest (2 h). Each command's [BMCResult]
+// a cache URL under a grant for that one digest (2 h). Each command's [sitelink.BMCResult]
 // (outcome, error kind, the BMC's message, what it read) goes back by id in the next
 // Report, which the agent asks for as soon as a command ends.
 //
@@ -287,4 +298,13 @@
 // pulls, assertions, the fence and the epoch. /healthz answers 503 while the control plane
 // has not been heard from for three heartbeats. [Agent.Stats] gives the same counters by
 // name, as the status report carries them.
+//
+// The boot HTTP listener keeps connlimit's reserve for the machines being booted: the
+// addresses proxy DHCP answered, that presented their nonce or were served a live entry's
+// script, for a nonce window; a flood from other sources cannot take it
+// (siteboot_http_connections_refused_total{cap="reserve"},
+// siteboot_http_connections_preferred_total). A machine proxy DHCP answered that then asks
+// for nothing within the nonce window is named once in the log, with the likely cause (the
+// site's DHCP server offering its own boot file or HTTP boot URL), and counted
+// (siteboot_boot_answered_silent_total).
 package agent

@@ -6,104 +6,34 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"regexp"
+	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/atomicfile"
-)
-
-// Entry is one machine the agent may boot: the control plane's ProxyDhcpEntry, as it
-// travels and as DATA/boot-entries.json keeps it. [Entries] parses UUID and Arch once, when
-// the entry arrives, and keeps them typed beside it.
-type Entry struct {
-	MAC      hwid.MAC  `json:"mac"`
-	UUID     string    `json:"product_uuid,omitempty"` // canonical SMBIOS UUID when known
-	Arch     string    `json:"arch"`                   // BIOS, X86_64_EFI or ARM64_EFI
-	Workflow string    `json:"workflow"`
-	NotAfter time.Time `json:"not_after"`
-	// TokenRef names the machine's discovery token in the control plane's secret store; the
-	// agent fetches the bearer the first time the machine asks for its script.
-	TokenRef string `json:"token_ref,omitempty"`
-	// SanbootSHA256, when set, boots this cached ISO instead of the ramdisk.
-	SanbootSHA256 string `json:"sanboot_sha256,omitempty"`
-	// SecureBoot says whether the machine boots with UEFI Secure Boot enforced, through shim
-	// and the signed GRUB (true), or through iPXE (false); nil means the site's default
-	// (BootConfig.SecureBoot) for an X86_64_EFI entry, iPXE for the others.
-	SecureBoot *bool `json:"secure_boot,omitempty"`
-}
-
-// Architectures an entry may name.
-const (
-	ArchBIOS     = "BIOS"
-	ArchX86UEFI  = "X86_64_EFI"
-	ArchARM64EFI = "ARM64_EFI"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // entryArchs maps an entry's arch to the option 93 number its firmware sends over PXE; the
 // same firmware's HTTP-boot number matches too ([hwid.SameArch]).
 var entryArchs = map[string]hwid.Arch{
-	ArchBIOS:     hwid.ArchBIOS,
-	ArchX86UEFI:  hwid.ArchX86_64EFI,
-	ArchARM64EFI: hwid.ArchARM64EFI,
-}
-
-var workflowRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-
-// ErrBadEntry is the cause of an entry refused by Validate.
-var ErrBadEntry = errors.New("agent: bad boot entry")
-
-// Validate checks an entry as it arrives from the control plane.
-func (e Entry) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w %s: %s", ErrBadEntry, e.MAC, fmt.Sprintf(format, args...))
-	}
-	if e.MAC.IsZero() {
-		return bad("zero MAC")
-	}
-	if e.UUID != "" {
-		u, err := hwid.ParseUUID(e.UUID)
-		if err != nil || u.String() != e.UUID {
-			return bad("product_uuid %q is not canonical", e.UUID)
-		}
-	}
-	if _, ok := entryArchs[e.Arch]; !ok {
-		return bad("arch %q", e.Arch)
-	}
-	if !workflowRE.MatchString(e.Workflow) {
-		return bad("workflow %q", e.Workflow)
-	}
-	if e.NotAfter.IsZero() {
-		return bad("no not_after")
-	}
-	if e.TokenRef != "" && !workflowRE.MatchString(e.TokenRef) {
-		return bad("token_ref %q", e.TokenRef)
-	}
-	if e.SanbootSHA256 != "" && !isSHA256Hex(e.SanbootSHA256) {
-		return bad("sanboot_sha256 %q", e.SanbootSHA256)
-	}
-	if e.SecureBoot != nil && *e.SecureBoot {
-		if e.Arch != ArchX86UEFI {
-			return bad("secure_boot: the signed chain is served to %s machines only, not %s", ArchX86UEFI, e.Arch)
-		}
-		if e.SanbootSHA256 != "" {
-			return bad("secure_boot with sanboot_sha256: an ISO is booted by iPXE, which is not signed")
-		}
-	}
-	return nil
+	sitelink.ArchBIOS:     hwid.ArchBIOS,
+	sitelink.ArchX86UEFI:  hwid.ArchX86_64EFI,
+	sitelink.ArchARM64EFI: hwid.ArchARM64EFI,
 }
 
 // record is a validated entry with its UUID and arch parsed once.
 type record struct {
-	Entry
+	sitelink.ProxyDhcpEntry
 	uuid hwid.UUID // zero when the entry names none
 	arch hwid.Arch
 }
 
-func newRecord(e Entry) record {
-	r := record{Entry: e, arch: entryArchs[e.Arch]}
+func newRecord(e sitelink.ProxyDhcpEntry) record {
+	r := record{ProxyDhcpEntry: e, arch: entryArchs[e.Arch]}
 	if e.UUID != "" {
 		r.uuid, _ = hwid.ParseUUID(e.UUID) // Validate checked it
 	}
@@ -118,9 +48,35 @@ type Entries struct {
 
 	mu sync.RWMutex
 	m  map[hwid.MAC]record
+
+	damage *EntriesDamage // set by OpenEntries, never changed
+	writes atomic.Uint64  // writes of the file
+}
+
+// Writes is how many times the file was written since OpenEntries.
+func (s *Entries) Writes() uint64 { return s.writes.Load() }
+
+// EntriesSetAsideInfix is put between the entries file's name and a time to name a
+// damaged file set aside: "boot-entries.json.damaged-20260102T030405.000000006Z". Set-aside
+// files are never removed by the agent.
+const EntriesSetAsideInfix = ".damaged-"
+
+// EntriesDamage says how the entries file was damaged when it was opened.
+type EntriesDamage struct {
+	// SetAside is the name, in the file's directory, the damaged file was renamed to.
+	SetAside string
+	// Reason says what did not parse or validate (the first such entry).
+	Reason string
+	// Kept is the number of entries kept; Dropped the number dropped, -1 when the file did
+	// not parse as a list at all.
+	Kept, Dropped int
 }
 
 // OpenEntries loads the entries in path, if the file exists, and drops those that lapsed.
+// A file that does not parse, or holds entries that do not, is not an error: the valid
+// entries are served, the file is renamed aside (EntriesSetAsideInfix, never deleted),
+// the valid entries are written anew, and Damage says what happened. An error means the
+// file could not be read or set aside.
 func OpenEntries(path string, now func() time.Time) (*Entries, error) {
 	if now == nil {
 		now = time.Now
@@ -133,23 +89,54 @@ func OpenEntries(path string, now func() time.Time) (*Entries, error) {
 	case err != nil:
 		return nil, fmt.Errorf("agent: boot entries: %w", err)
 	}
-	var list []Entry
-	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("agent: boot entries %s: %w", path, err)
+	var raw []json.RawMessage
+	var reason string
+	dropped := 0
+	if err := json.Unmarshal(b, &raw); err != nil {
+		reason, dropped = err.Error(), -1
 	}
-	for _, e := range list {
-		if e.Validate() == nil {
-			s.m[e.MAC] = newRecord(e)
+	for i, r := range raw {
+		var e sitelink.ProxyDhcpEntry
+		err := json.Unmarshal(r, &e)
+		if err == nil {
+			err = e.Validate()
+		}
+		if err != nil {
+			if dropped == 0 {
+				reason = fmt.Sprintf("entry %d: %v", i, err)
+			}
+			dropped++
+			continue
+		}
+		s.m[e.MAC] = newRecord(e)
+	}
+	if dropped != 0 {
+		aside := path + EntriesSetAsideInfix + now().UTC().Format("20060102T150405.000000000Z")
+		if err := os.Rename(path, aside); err != nil {
+			return nil, fmt.Errorf("agent: set damaged boot entries aside: %w", err)
+		}
+		s.damage = &EntriesDamage{SetAside: filepath.Base(aside), Reason: reason, Kept: len(s.m), Dropped: dropped}
+		// The valid entries are written anew, so that the next start finds a sound file.
+		if err := s.update(func(m map[hwid.MAC]record) map[hwid.MAC]record { return m }); err != nil {
+			return nil, err
 		}
 	}
 	s.Prune()
 	return s, nil
 }
 
+// Damage returns how the entries file was damaged when it was opened, if it was.
+func (s *Entries) Damage() (EntriesDamage, bool) {
+	if s.damage == nil {
+		return EntriesDamage{}, false
+	}
+	return *s.damage, true
+}
+
 // Lookup returns the live entry for mac.
-func (s *Entries) Lookup(mac hwid.MAC) (Entry, bool) {
+func (s *Entries) Lookup(mac hwid.MAC) (sitelink.ProxyDhcpEntry, bool) {
 	r, ok := s.lookup(mac)
-	return r.Entry, ok
+	return r.ProxyDhcpEntry, ok
 }
 
 func (s *Entries) lookup(mac hwid.MAC) (record, bool) {
@@ -163,22 +150,22 @@ func (s *Entries) lookup(mac hwid.MAC) (record, bool) {
 }
 
 // All returns the live entries, ordered by MAC.
-func (s *Entries) All() []Entry {
+func (s *Entries) All() []sitelink.ProxyDhcpEntry {
 	now := s.now()
 	s.mu.RLock()
-	list := make([]Entry, 0, len(s.m))
+	list := make([]sitelink.ProxyDhcpEntry, 0, len(s.m))
 	for _, r := range s.m {
 		if now.Before(r.NotAfter) {
-			list = append(list, r.Entry)
+			list = append(list, r.ProxyDhcpEntry)
 		}
 	}
 	s.mu.RUnlock()
-	slices.SortFunc(list, func(a, b Entry) int { return slices.Compare(a.MAC[:], b.MAC[:]) })
+	slices.SortFunc(list, func(a, b sitelink.ProxyDhcpEntry) int { return slices.Compare(a.MAC[:], b.MAC[:]) })
 	return list
 }
 
 // Put adds or replaces entries and persists them.
-func (s *Entries) Put(list ...Entry) error {
+func (s *Entries) Put(list ...sitelink.ProxyDhcpEntry) error {
 	for _, e := range list {
 		if err := e.Validate(); err != nil {
 			return err
@@ -245,15 +232,16 @@ func (s *Entries) update(f func(map[hwid.MAC]record) map[hwid.MAC]record) error 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := f(maps.Clone(s.m))
-	list := make([]Entry, 0, len(next))
+	list := make([]sitelink.ProxyDhcpEntry, 0, len(next))
 	for _, r := range next {
-		list = append(list, r.Entry)
+		list = append(list, r.ProxyDhcpEntry)
 	}
-	slices.SortFunc(list, func(a, b Entry) int { return slices.Compare(a.MAC[:], b.MAC[:]) })
+	slices.SortFunc(list, func(a, b sitelink.ProxyDhcpEntry) int { return slices.Compare(a.MAC[:], b.MAC[:]) })
 	b, err := json.MarshalIndent(list, "", "  ")
 	if err != nil {
 		return err
 	}
+	s.writes.Add(1)
 	if err := atomicfile.Write(s.path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("agent: persist boot entries: %w", err)
 	}

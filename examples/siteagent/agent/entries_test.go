@@ -19,11 +19,12 @@ import (
 
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
-func entry(i int, notAfter time.Time) agent.Entry {
-	return agent.Entry{
-		MAC: hwid.MAC{0x52, 0x54, 0, 0, byte(i >> 8), byte(i)}, Arch: agent.ArchX86UEFI,
+func entry(i int, notAfter time.Time) sitelink.ProxyDhcpEntry {
+	return sitelink.ProxyDhcpEntry{
+		MAC: hwid.MAC{0x52, 0x54, 0, 0, byte(i >> 8), byte(i)}, Arch: sitelink.ArchX86UEFI,
 		Workflow: fmt.Sprintf("wf-%d", i%3), NotAfter: notAfter, TokenRef: fmt.Sprintf("tok-%d", i),
 	}
 }
@@ -67,7 +68,7 @@ func TestEntriesPersistAndClean(t *testing.T) {
 	// An invalid entry is refused whole; nothing changes.
 	bad := entry(9, now.Add(time.Hour))
 	bad.Arch = "PDP11"
-	if err := s3.Put(entry(8, now.Add(time.Hour)), bad); !errors.Is(err, agent.ErrBadEntry) {
+	if err := s3.Put(entry(8, now.Add(time.Hour)), bad); !errors.Is(err, sitelink.ErrBadEntry) {
 		t.Errorf("Put with a bad entry = %v, want ErrBadEntry", err)
 	}
 	if _, ok := s3.Lookup(entry(8, now).MAC); ok {
@@ -179,5 +180,40 @@ func writeEntriesUntilKilled(path string) {
 			os.Exit(1)
 		}
 		fmt.Println("ACK", e.MAC)
+	}
+}
+
+// TestCommandsOneWrite: the 50 boot.prepareRamdisk commands of one heartbeat's answer, and a
+// clean-up after them, are persisted in one write of the entries file, and all acknowledged.
+func TestCommandsOneWrite(t *testing.T) {
+	h := newHarness(t)
+	a, _ := h.start(t, h.config(t.TempDir()), h.plane.Link())
+	var es []sitelink.ProxyDhcpEntry
+	for i := range 50 {
+		e := entry(100+i, h.clk.Now().Add(2*time.Hour))
+		es = append(es, e)
+		h.plane.PrepareRamdisk("agent-t", []sitelink.ProxyDhcpEntry{e})
+	}
+	h.plane.CleanUp("agent-t", es[0].Workflow) // wf-1: a third of them
+	before := a.Stats()["boot_entries_writes"]
+	h.beat(t, a)
+	if n := a.Stats()["boot_entries_writes"] - before; n != 1 {
+		t.Errorf("the answer's 51 commands took %d writes of the entries file, want 1", n)
+	}
+	kept := 0
+	for _, e := range es {
+		if _, ok := a.Entries().Lookup(e.MAC); ok {
+			kept++
+			if e.Workflow == es[0].Workflow {
+				t.Errorf("%s of the cleaned-up workflow is still held", e.MAC)
+			}
+		}
+	}
+	if kept != 50-17 {
+		t.Errorf("%d entries held, want %d", kept, 50-17)
+	}
+	h.beat(t, a)
+	if p := h.plane.Pending("agent-t"); len(p) != 0 {
+		t.Errorf("%d commands still unacknowledged", len(p))
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // siteLink is a host's own control plane link: here it holds the lease for the agent (it
@@ -22,18 +23,18 @@ import (
 // hands it one boot entry on the first heartbeat.
 type siteLink struct {
 	mu    sync.Mutex
-	entry agent.Entry
+	entry sitelink.ProxyDhcpEntry
 	sent  bool
 	beats int
 }
 
-func (l *siteLink) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+func (l *siteLink) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.SyncResponse, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.beats++
-	d := agent.Desired{Lease: agent.LeaseWord{Holds: true, Epoch: 1, TTLMs: 15000, Beat: r.Beat}}
+	d := sitelink.SyncResponse{SiteSpec: sitelink.SiteSpec{Lease: sitelink.BootLeaseState{Holds: true, Epoch: 1, TTLMs: 15000, Beat: r.Beat}}}
 	if !l.sent {
-		d.Commands = []agent.Command{{ID: "cmd-1", Kind: agent.CommandPrepare, Entries: []agent.Entry{l.entry}}}
+		d.Commands = []sitelink.Command{{ID: "cmd-1", Kind: sitelink.KindPrepareRamdisk, Entries: []sitelink.ProxyDhcpEntry{l.entry}}}
 		l.sent = true
 	}
 	return d, nil
@@ -62,7 +63,7 @@ func Example() {
 	}
 	cfg.Boot.HTTPBase = "http://" + ln.Addr().String()
 	mac := hwid.MustParseMAC("52:54:00:12:34:56")
-	link := &siteLink{entry: agent.Entry{MAC: mac, Arch: agent.ArchX86UEFI, Workflow: "wf-1",
+	link := &siteLink{entry: sitelink.ProxyDhcpEntry{MAC: mac, Arch: sitelink.ArchX86UEFI, Workflow: "wf-1",
 		TokenRef: "tok-1", NotAfter: time.Now().Add(time.Hour)}}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -63,6 +63,11 @@ func (a *Agent) limitListeners() error {
 	if a.httpLimit, err = connlimit.New(sendfile.Listener(a.httpLn), connlimit.Limits{Total: total, PerSource: min(connlimit.DefaultPerSource, total)}); err != nil {
 		return err
 	}
+	// The machines being booted (answered by proxy DHCP, bound to their nonce, or served a
+	// live entry's script) keep a share of the connections a flood from other sources
+	// cannot take.
+	a.prefer = newPreferred(a.clock.Now, a.nonceWindow())
+	a.httpLimit.SetPreferred(a.prefer)
 	a.httpLn = a.httpLimit
 	if a.metricsLn != nil {
 		// Per source capped by connlimit; in all, the oldest connection gives way to a new one

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/tftpd"
@@ -72,11 +73,27 @@ func (a *Agent) Stats() map[string]uint64 {
 	}
 	is := a.issuer.Stats()
 	m["assertions_issued"] = is.Issued
+	if d, ok := a.entries.Damage(); ok {
+		m["boot_entries_damaged"] = 1
+		if d.Dropped > 0 {
+			m["boot_entries_dropped"] = uint64(d.Dropped)
+		}
+	}
+	m["boot_answered_silent"] = a.silent.count()
+	m["boot_entries_writes"] = a.entries.Writes()
+	m["commands_queued"] = uint64(a.queued())
+	if a.linkTLS.untrustedCert() {
+		m["control_cert_untrusted"] = 1
+	}
+	if a.bmc != nil && a.bmc.journalDamaged() {
+		m["bmc_journal_damaged"] = 1
+	}
 	a.nonceStats(m)
 	a.stats6(m)
 	if a.httpLimit != nil {
 		hs := a.httpLimit.Stats()
 		m["http_refused_per_source"], m["http_refused_total"] = hs.RefusedPerSource, hs.RefusedTotal
+		m["http_refused_reserve"], m["http_accepted_preferred"] = hs.RefusedReserve, hs.AcceptedPreferred
 	}
 	return m
 }
@@ -109,43 +126,48 @@ func (a *Agent) metricsHandler() http.Handler {
 }
 
 var (
-	descDHCPAnswered = prometheus.NewDesc("siteboot_proxydhcp_answered_total", "Proxy DHCP replies sent.", []string{"port"}, nil)
-	descDHCPSilent   = prometheus.NewDesc("siteboot_proxydhcp_silent_total", "Proxy DHCP requests not answered, by reason.", []string{"port", "reason"}, nil)
-	descDHCPResent   = prometheus.NewDesc("siteboot_proxydhcp_resent_total", "Second copies of DHCPv6 boot-server replies (port 4011), sent because EDK2 may miss the first.", []string{"port"}, nil)
-	descTFTP         = prometheus.NewDesc("siteboot_tftp_transfers_total", "TFTP transfers by outcome.", []string{"outcome"}, nil)
-	descTFTPBytes    = prometheus.NewDesc("siteboot_tftp_bytes_total", "File bytes sent over TFTP.", nil, nil)
-	descTFTPDropped  = prometheus.NewDesc("siteboot_tftp_dropped_total", "TFTP requests dropped unanswered, by limit.", []string{"limit"}, nil)
-	descTFTPEvicted  = prometheus.NewDesc("siteboot_tftp_evicted_total", "TFTP transfers ended before their first acknowledgement to make room for a request.", nil, nil)
-	descTFTPQueued   = prometheus.NewDesc("siteboot_tftp_queued_total", "TFTP requests that waited for a slot while every one was taken.", nil, nil)
-	descTFTPWaiting  = prometheus.NewDesc("siteboot_tftp_waiting", "TFTP requests waiting for a slot now.", nil, nil)
-	descCacheServed  = prometheus.NewDesc("siteboot_cache_served_total", "Cache requests answered with an image.", nil, nil)
-	descCacheBytes   = prometheus.NewDesc("siteboot_cache_served_bytes_total", "Body bytes served from the cache.", nil, nil)
-	descCacheRefused = prometheus.NewDesc("siteboot_cache_refused_total", "Cache requests refused, by reason.", []string{"reason"}, nil)
-	descCacheGrants  = prometheus.NewDesc("siteboot_cache_grants_issued_total", "Cache grants issued.", nil, nil)
-	descCachePulls   = prometheus.NewDesc("siteboot_cache_pulls_total", "Cache pulls by result.", []string{"result"}, nil)
-	descBoot         = prometheus.NewDesc("siteboot_boot_answers_total", "Answers of the /boot/ handler, by kind.", []string{"answer"}, nil)
-	descMismatch     = prometheus.NewDesc("siteboot_boot_mismatch_total", "Requests from a machine that does not match its boot entry (arch or UUID), not answered, by where and why.", []string{"where", "reason"}, nil)
-	descAssertions   = prometheus.NewDesc("siteboot_assertions_issued_total", "Discovery assertions signed.", nil, nil)
-	descActive       = prometheus.NewDesc("siteboot_lease_active", "1 while this agent is the site's active boot server.", nil, nil)
-	descEpoch        = prometheus.NewDesc("siteboot_lease_epoch", "The highest boot lease epoch heard.", nil, nil)
-	descDiscovered   = prometheus.NewDesc("siteboot_discovered_machines", "Unknown machines listed.", nil, nil)
-	descEntries      = prometheus.NewDesc("siteboot_boot_entries", "Live boot entries.", nil, nil)
-	descSyncErrors   = prometheus.NewDesc("siteboot_control_sync_errors_total", "Heartbeats the control plane did not answer.", nil, nil)
-	descInsecure     = prometheus.NewDesc("siteboot_control_insecure", "1 while the control link is plain http (control.insecure), with no certificate either way.", nil, nil)
-	descCertExpiry   = prometheus.NewDesc("siteboot_control_cert_not_after_seconds", "Expiry of the site certificate in use on the control link, in Unix seconds.", nil, nil)
-	descCertReloads  = prometheus.NewDesc("siteboot_control_cert_reloads_total", "Site certificate, key or CA files re-read, by result.", []string{"result"}, nil)
-	descConnOpen     = prometheus.NewDesc("siteboot_http_connections_open", "Connections open on the agent's HTTP listeners.", []string{"listener"}, nil)
-	descConnRefused  = prometheus.NewDesc("siteboot_http_connections_refused_total", "Connections refused at a connection cap, by listener and cap.", []string{"listener", "cap"}, nil)
-	descBMCOps       = prometheus.NewDesc("siteboot_bmc_operations_total", "bmc.* commands run to an end, by kind and outcome (ok, failed, unknown, not-sent).", []string{"kind", "outcome"}, nil)
-	descBMCReplayed  = prometheus.NewDesc("siteboot_bmc_replayed_total", "bmc.* commands answered from the agent's journal or the control plane's claim record, nothing sent, by kind.", []string{"kind"}, nil)
-	descBMCClaims    = prometheus.NewDesc("siteboot_bmc_claims_total", "Claims of destructive BMC operations asked through the link, by answer (granted, refused, reused, unanswered).", []string{"answer"}, nil)
-	descBMCInFlight  = prometheus.NewDesc("siteboot_bmc_operations_in_flight", "bmc.* commands being run: waiting for their BMC or a slot, claiming, or sent.", nil, nil)
+	descDHCPAnswered   = prometheus.NewDesc("siteboot_proxydhcp_answered_total", "Proxy DHCP replies sent.", []string{"port"}, nil)
+	descDHCPSilent     = prometheus.NewDesc("siteboot_proxydhcp_silent_total", "Proxy DHCP requests not answered, by reason.", []string{"port", "reason"}, nil)
+	descDHCPResent     = prometheus.NewDesc("siteboot_proxydhcp_resent_total", "Second copies of DHCPv6 boot-server replies (port 4011), sent because EDK2 may miss the first.", []string{"port"}, nil)
+	descTFTP           = prometheus.NewDesc("siteboot_tftp_transfers_total", "TFTP transfers by outcome.", []string{"outcome"}, nil)
+	descTFTPBytes      = prometheus.NewDesc("siteboot_tftp_bytes_total", "File bytes sent over TFTP.", nil, nil)
+	descTFTPDropped    = prometheus.NewDesc("siteboot_tftp_dropped_total", "TFTP requests dropped unanswered, by limit.", []string{"limit"}, nil)
+	descTFTPEvicted    = prometheus.NewDesc("siteboot_tftp_evicted_total", "TFTP transfers ended before their first acknowledgement to make room for a request.", nil, nil)
+	descTFTPQueued     = prometheus.NewDesc("siteboot_tftp_queued_total", "TFTP requests that waited for a slot while every one was taken.", nil, nil)
+	descTFTPWaiting    = prometheus.NewDesc("siteboot_tftp_waiting", "TFTP requests waiting for a slot now.", nil, nil)
+	descCacheServed    = prometheus.NewDesc("siteboot_cache_served_total", "Cache requests answered with an image.", nil, nil)
+	descCacheBytes     = prometheus.NewDesc("siteboot_cache_served_bytes_total", "Body bytes served from the cache.", nil, nil)
+	descCacheRefused   = prometheus.NewDesc("siteboot_cache_refused_total", "Cache requests refused, by reason.", []string{"reason"}, nil)
+	descCacheGrants    = prometheus.NewDesc("siteboot_cache_grants_issued_total", "Cache grants issued.", nil, nil)
+	descCachePulls     = prometheus.NewDesc("siteboot_cache_pulls_total", "Cache pulls by result.", []string{"result"}, nil)
+	descBoot           = prometheus.NewDesc("siteboot_boot_answers_total", "Answers of the /boot/ handler, by kind.", []string{"answer"}, nil)
+	descMismatch       = prometheus.NewDesc("siteboot_boot_mismatch_total", "Requests from a machine that does not match its boot entry (arch or UUID), not answered, by where and why.", []string{"where", "reason"}, nil)
+	descAssertions     = prometheus.NewDesc("siteboot_assertions_issued_total", "Discovery assertions signed.", nil, nil)
+	descActive         = prometheus.NewDesc("siteboot_lease_active", "1 while this agent is the site's active boot server.", nil, nil)
+	descEpoch          = prometheus.NewDesc("siteboot_lease_epoch", "The highest boot lease epoch heard.", nil, nil)
+	descDiscovered     = prometheus.NewDesc("siteboot_discovered_machines", "Unknown machines listed.", nil, nil)
+	descEntries        = prometheus.NewDesc("siteboot_boot_entries", "Live boot entries.", nil, nil)
+	descSyncErrors     = prometheus.NewDesc("siteboot_control_sync_errors_total", "Heartbeats the control plane did not answer.", nil, nil)
+	descInsecure       = prometheus.NewDesc("siteboot_control_insecure", "1 while the control link is plain http (control.insecure), with no certificate either way.", nil, nil)
+	descCertExpiry     = prometheus.NewDesc("siteboot_control_cert_not_after_seconds", "Expiry of the site certificate in use on the control link, in Unix seconds.", nil, nil)
+	descCertReloads    = prometheus.NewDesc("siteboot_control_cert_reloads_total", "Site certificate, key or CA files re-read, by result.", []string{"result"}, nil)
+	descConnOpen       = prometheus.NewDesc("siteboot_http_connections_open", "Connections open on the agent's HTTP listeners.", []string{"listener"}, nil)
+	descConnRefused    = prometheus.NewDesc("siteboot_http_connections_refused_total", "Connections refused at a connection cap, by listener and cap.", []string{"listener", "cap"}, nil)
+	descBMCOps         = prometheus.NewDesc("siteboot_bmc_operations_total", "bmc.* commands run to an end, by kind and outcome (ok, failed, unknown, not-sent).", []string{"kind", "outcome"}, nil)
+	descBMCReplayed    = prometheus.NewDesc("siteboot_bmc_replayed_total", "bmc.* commands answered from the agent's journal or the control plane's claim record, nothing sent, by kind.", []string{"kind"}, nil)
+	descBMCClaims      = prometheus.NewDesc("siteboot_bmc_claims_total", "Claims of destructive BMC operations asked through the link, by answer (granted, refused, reused, unanswered).", []string{"answer"}, nil)
+	descEntriesDamaged = prometheus.NewDesc("siteboot_boot_entries_damaged", "1 when the boot entries file was damaged at start: set aside, the valid entries served.", nil, nil)
+	descConnPreferred  = prometheus.NewDesc("siteboot_http_connections_preferred_total", "Connections accepted from a preferred source (a machine being booted), by listener.", []string{"listener"}, nil)
+	descSilent         = prometheus.NewDesc("siteboot_boot_answered_silent_total", "Machines proxy DHCP answered that asked this agent for nothing within the nonce window (the site's DHCP server may be offering its own boot file or HTTP boot URL).", nil, nil)
+	descCertUntrusted  = prometheus.NewDesc("siteboot_control_cert_untrusted", "1 while a new site certificate on disk is refused because it does not chain to the issuing CA (control.issuer, else control.ca); the previous one stays in use.", nil, nil)
+	descBMCDamaged     = prometheus.NewDesc("siteboot_bmc_journal_damaged", "1 while the BMC journal is damaged (set aside): destructive bmc.* commands are refused until an operator clears it.", nil, nil)
+	descBMCInFlight    = prometheus.NewDesc("siteboot_bmc_operations_in_flight", "bmc.* commands being run: waiting for their BMC or a slot, claiming, or sent.", nil, nil)
 )
 
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descBMCDamaged, descCertUntrusted, descConnPreferred, descSilent, descEntriesDamaged, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
 		ch <- d
 	}
 }
@@ -233,6 +255,10 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descCertReloads, float64(st.Reloads), "ok")
 		counter(descCertReloads, float64(st.Failures), "failed")
 	}
+	gauge(descCertUntrusted, b2f(a.linkTLS.untrustedCert()))
+	counter(descSilent, float64(a.silent.count()))
+	_, damaged := a.entries.Damage()
+	gauge(descEntriesDamaged, b2f(damaged))
 	if a.bmc != nil {
 		ops, replayed, claims := a.bmc.stats.snapshot()
 		for k, n := range ops {
@@ -241,9 +267,10 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		for kind, n := range replayed {
 			counter(descBMCReplayed, float64(n), kind)
 		}
-		for _, answer := range []string{claimGranted, claimRefused, claimReused, claimUnanswered} {
-			counter(descBMCClaims, float64(claims[answer]), answer)
+		for _, answer := range []bmc.ClaimAnswer{bmc.ClaimAnswerGranted, bmc.ClaimAnswerRefused, bmc.ClaimAnswerReused, bmc.ClaimAnswerUnanswered} {
+			counter(descBMCClaims, float64(claims[answer]), string(answer))
 		}
+		gauge(descBMCDamaged, b2f(a.bmc.journalDamaged()))
 		gauge(descBMCInFlight, float64(a.bmc.inFlight()))
 	}
 	for name, l := range map[string]*connlimit.Listener{"http": a.httpLimit, "metrics": a.metricLimit} {
@@ -254,5 +281,14 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descConnOpen, prometheus.GaugeValue, float64(st.Open), name)
 		counter(descConnRefused, float64(st.RefusedPerSource), name, "per-source")
 		counter(descConnRefused, float64(st.RefusedTotal), name, "total")
+		counter(descConnRefused, float64(st.RefusedReserve), name, "reserve")
+		counter(descConnPreferred, float64(st.AcceptedPreferred), name)
 	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/sitelink"
 	"io"
 	"io/fs"
 	"net/http"
@@ -117,7 +118,7 @@ func (a *Agent) secureBootFor(r record) bool {
 	if r.SecureBoot != nil {
 		return *r.SecureBoot
 	}
-	return a.cfg.Boot.SecureBoot && r.Arch == ArchX86UEFI && r.SanbootSHA256 == ""
+	return a.cfg.Boot.SecureBoot && r.Arch == sitelink.ArchX86UEFI && r.SanbootSHA256 == ""
 }
 
 // Reasons proxy DHCP stays silent to a Secure Boot machine.
@@ -369,7 +370,8 @@ func (s *secureBoot) OpenFrom(name string, peer netip.AddrPort) (fs.File, error)
 	case strings.HasPrefix(name, strings.TrimPrefix(PathGRUBConfig, "/")+"?"):
 		return s.openConfig(name, peer.Addr())
 	case strings.HasPrefix(name, "cache/t/"):
-		return s.openCache(name)
+		// The image cache under its grant and fence, as over HTTP.
+		return s.a.cache.GrantFS().Open(strings.TrimPrefix(name, "cache/"))
 	}
 	return s.root.Open(name)
 }
@@ -465,6 +467,7 @@ func (s *secureBoot) tftpTransfer(t tftpd.Transfer) {
 	}
 	switch mac, u := s.a.nonces.Fetched(dir, bootbind.KindShim, peer); u {
 	case bootbind.Bound:
+		s.a.silent.asked(mac)
 		s.n().nonceFetches.Add(1)
 	case bootbind.OtherAddress:
 		s.n().otherAddress.Add(1)
@@ -550,42 +553,6 @@ func (s *secureBoot) render(name string, from netip.Addr, r *render) {
 	w := &bufferWriter{header: http.Header{}}
 	s.a.boot.ServeHTTP(w, req)
 	r.status, r.body = w.status, w.body.Bytes()
-}
-
-// openCache answers cache/t/GRANT/SHA256 over TFTP with the image cache's own answer (the
-// grant, the fence), streamed from the cache's handler as tftpd reads it.
-func (s *secureBoot) openCache(name string) (fs.File, error) {
-	ctx, cancel := context.WithCancel(s.ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/"+name, nil)
-	if err != nil {
-		cancel()
-		return nil, errNotServed
-	}
-	req.RemoteAddr = "0.0.0.0:0"
-	pr, pw := io.Pipe()
-	w := &pipeWriter{header: http.Header{}, pw: pw, ready: make(chan struct{})}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer cancel()
-		s.a.cache.ServeHTTP(w, req)
-		w.WriteHeader(http.StatusOK) // a handler that wrote nothing
-		pw.Close()
-	}()
-	t := time.NewTimer(2 * time.Second)
-	defer t.Stop()
-	select {
-	case <-w.ready:
-	case <-t.C:
-		pr.Close()
-		return nil, errNotServed
-	}
-	size, err := strconv.ParseInt(w.header.Get("Content-Length"), 10, 64)
-	if w.status != http.StatusOK || err != nil {
-		pr.Close()
-		return nil, errNotServed
-	}
-	return &streamFile{name: name, size: size, r: pr}, nil
 }
 
 // loader is the boot handler's GRUB loader: /boot/ipxe's decision spelled by grubcfg.
@@ -682,6 +649,9 @@ func (s *secureBoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	remote := remoteAddrOf(r)
 	mac, u := s.a.nonces.Fetched(n, bootbind.KindImage, remote)
+	if u == bootbind.Bound {
+		s.a.silent.asked(mac)
+	}
 	if u != bootbind.Bound {
 		if u == bootbind.OtherAddress {
 			s.n().otherAddress.Add(1)
@@ -803,17 +773,6 @@ func memFile(name string, b []byte) fs.File {
 func (f *memFileT) Stat() (fs.FileInfo, error) { return fileInfo{name: f.name, size: f.size}, nil }
 func (f *memFileT) Close() error               { return nil }
 
-// streamFile is an fs.File read from a pipe the cache's handler writes.
-type streamFile struct {
-	name string
-	size int64
-	r    *io.PipeReader
-}
-
-func (f *streamFile) Stat() (fs.FileInfo, error) { return fileInfo{name: f.name, size: f.size}, nil }
-func (f *streamFile) Read(b []byte) (int, error) { return f.r.Read(b) }
-func (f *streamFile) Close() error               { return f.r.Close() }
-
 type fileInfo struct {
 	name string
 	size int64
@@ -842,28 +801,6 @@ func (w *bufferWriter) WriteHeader(status int) {
 func (w *bufferWriter) Write(b []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
 	return w.body.Write(b)
-}
-
-// pipeWriter is an http.ResponseWriter whose body goes into a pipe; ready closes once the
-// status and headers are known.
-type pipeWriter struct {
-	header http.Header
-	status int
-	pw     *io.PipeWriter
-	ready  chan struct{}
-	once   sync.Once
-}
-
-func (w *pipeWriter) Header() http.Header { return w.header }
-func (w *pipeWriter) WriteHeader(status int) {
-	w.once.Do(func() {
-		w.status = status
-		close(w.ready)
-	})
-}
-func (w *pipeWriter) Write(b []byte) (int, error) {
-	w.WriteHeader(http.StatusOK)
-	return w.pw.Write(b)
 }
 
 // remoteAddrOf is the address of the connection a request came on.

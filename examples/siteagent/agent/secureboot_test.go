@@ -20,6 +20,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // requireChain skips (or fails under SITEBOOT_REQUIRE_PEERS=1) without Debian's signed
@@ -356,7 +357,7 @@ func TestSecureBootChoice(t *testing.T) {
 	a2, _ := h2.start(t, secureBootConfig(h2, t), h2.plane.Link())
 	plain.SecureBoot = &no
 	bios := entry(35, h2.clk.Now().Add(time.Hour))
-	bios.Arch = agent.ArchBIOS
+	bios.Arch = sitelink.ArchBIOS
 	h2.prepare(t, a2, plain, bios)
 	if f := firmwareDHCP(t, a2, plain.MAC, edk2PXE, iana.EFI_X86_64); f != "ipxe.efi" {
 		t.Errorf("secure_boot = false under the site's default: %q, want ipxe.efi", f)
@@ -372,11 +373,11 @@ func TestSecureBootEntryRules(t *testing.T) {
 	yes := true
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	bios := entry(36, now.Add(time.Hour))
-	bios.Arch, bios.SecureBoot = agent.ArchBIOS, &yes
+	bios.Arch, bios.SecureBoot = sitelink.ArchBIOS, &yes
 	iso := entry(37, now.Add(time.Hour))
 	iso.SecureBoot, iso.SanbootSHA256 = &yes, strings.Repeat("ab", 32)
-	for _, e := range []agent.Entry{bios, iso} {
-		if err := e.Validate(); !errors.Is(err, agent.ErrBadEntry) {
+	for _, e := range []sitelink.ProxyDhcpEntry{bios, iso} {
+		if err := e.Validate(); !errors.Is(err, sitelink.ErrBadEntry) {
 			t.Errorf("%+v: Validate() = %v, want ErrBadEntry", e, err)
 		}
 	}

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"time"
+	"sync"
 
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/lease"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // syncLoop sends a heartbeat every Control.Heartbeat (sooner when discovery wants a report)
@@ -42,11 +43,11 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	// bad new file) is seen on the heartbeat, not only at the next handshake; the last good
 	// pair stays in use meanwhile, so the fence never lapses for it.
 	a.linkTLS.check()
-	if err := a.entries.Prune(); err != nil {
-		a.log.Error("prune boot entries", "err", err)
-	}
+	a.sweepSilent()
+	// Lapsed entries are pruned (a write) by the applier, off this loop.
+	a.kickApplier()
 	snap := a.found.Snapshot()
-	r := Report{
+	r := sitelink.StatusReport{
 		Site:             a.cfg.SiteID,
 		Node:             a.cfg.NodeID,
 		DiscoveredDigest: snap.Digest.String(),
@@ -61,9 +62,9 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	sendList := snap.Digest != a.sentDigest
 	a.mu.Unlock()
 	if sendList {
-		r.Discovered = make([]Discovered, 0, len(snap.Entries))
+		r.Discovered = make([]sitelink.DiscoveredMachine, 0, len(snap.Entries))
 		for _, e := range snap.Entries {
-			d := Discovered{MAC: e.MAC.String(), ProductUUID: e.ProductUUID, Arch: e.Arch, FirstSeen: e.FirstSeen, LastSeen: e.LastSeen, Count: e.Count}
+			d := sitelink.DiscoveredMachine{MAC: e.MAC.String(), ProductUUID: e.ProductUUID, Arch: e.Arch, FirstSeen: e.FirstSeen, LastSeen: e.LastSeen, Count: e.Count}
 			if e.Relay.IsValid() {
 				d.Relay = e.Relay.String()
 			}
@@ -99,7 +100,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 		a.syncFailing = 0
 	}
 	a.mu.Unlock()
-	a.fence.Observe(lease.Word{Holds: d.Lease.Holds, Epoch: d.Lease.Epoch, TTL: time.Duration(d.Lease.TTLMs) * time.Millisecond, Beat: d.Lease.Beat})
+	a.fence.Observe(lease.Word{Holds: d.Lease.Holds, Epoch: d.Lease.Epoch, TTL: d.Lease.TTL(), Beat: d.Lease.Beat})
 	a.mu.Lock()
 	a.lastSync = a.clock.Now()
 	if sendList {
@@ -110,64 +111,182 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	a.mu.Unlock()
 	a.bmc.delivered(r.BMC)
 
+	var boot []sitelink.Command
 	for _, c := range d.Commands {
 		// bmc.* commands run off this loop; their results go back in a later report.
-		if a.bmc.command(ctx, c) {
-			continue
+		if !a.bmc.command(ctx, c) {
+			boot = append(boot, c)
 		}
-		if err := a.apply(c); err != nil {
-			a.log.Error("command refused", "id", c.ID, "kind", c.Kind, "err", err)
-			continue
-		}
-		a.mu.Lock()
-		if !slices.Contains(a.acks, c.ID) {
-			a.acks = append(a.acks, c.ID)
-		}
-		a.mu.Unlock()
 	}
-	// A machine that got an entry is no longer unknown (D1).
-	a.found.ForgetFunc(func(mac hwid.MAC) bool {
-		_, ok := a.entries.Lookup(mac)
-		return ok
-	})
+	// The boot commands are applied and persisted by the applier: the heartbeat never waits
+	// on the disk.
+	a.enqueue(boot)
 	if err := a.cache.SetPinned(a.wantedImages(d.CacheImages)); err != nil {
 		a.log.Error("cache images", "err", err)
 	}
 }
 
-// apply carries out one command; it returns only once the result is on disk.
-func (a *Agent) apply(c Command) error {
-	switch c.Kind {
-	case CommandPrepare:
-		return a.entries.Put(c.Entries...)
-	case CommandCleanUp:
-		var gone []Entry
-		for _, e := range a.entries.All() {
-			if e.Workflow == c.Workflow || slices.Contains(c.MACs, e.MAC) {
-				gone = append(gone, e)
-			}
+// applyQueue holds the boot commands the heartbeat handed to the applier.
+type applyQueue struct {
+	mu      sync.Mutex
+	pending []sitelink.Command
+	ids     map[string]bool // queued or being applied
+	wake    chan struct{}
+}
+
+// enqueue hands commands to the applier, but those queued, being applied or applied and
+// not yet acknowledged (the control plane resends a command until its acknowledgement).
+func (a *Agent) enqueue(cmds []sitelink.Command) {
+	a.mu.Lock()
+	acked := slices.Clone(a.acks)
+	a.mu.Unlock()
+	q := &a.applyq
+	q.mu.Lock()
+	if q.ids == nil {
+		q.ids = map[string]bool{}
+	}
+	for _, c := range cmds {
+		if q.ids[c.ID] || slices.Contains(acked, c.ID) {
+			continue
 		}
-		if c.Workflow != "" {
-			if err := a.entries.RemoveWorkflow(c.Workflow); err != nil {
+		q.ids[c.ID] = true
+		q.pending = append(q.pending, c)
+	}
+	q.mu.Unlock()
+	a.kickApplier()
+}
+
+func (a *Agent) kickApplier() {
+	select {
+	case a.applyq.wake <- struct{}{}:
+	default:
+	}
+}
+
+// queued is the number of boot commands received and not yet applied.
+func (a *Agent) queued() int {
+	a.applyq.mu.Lock()
+	defer a.applyq.mu.Unlock()
+	return len(a.applyq.ids)
+}
+
+// applyLoop applies what the heartbeats hand over: it prunes lapsed entries and applies the
+// queued commands, all of them in one write of the entries file.
+func (a *Agent) applyLoop(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.applyq.wake:
+		}
+		a.applyPending()
+	}
+}
+
+func (a *Agent) applyPending() {
+	if err := a.entries.Prune(); err != nil {
+		a.log.Error("prune boot entries", "err", err)
+	}
+	q := &a.applyq
+	q.mu.Lock()
+	cmds := q.pending
+	q.pending = nil
+	q.mu.Unlock()
+	if len(cmds) == 0 {
+		return
+	}
+	var batch []sitelink.Command
+	for _, c := range cmds {
+		if err := checkCommand(c); err != nil {
+			a.log.Error("command refused", "id", c.ID, "kind", c.Kind, "err", err)
+			continue
+		}
+		batch = append(batch, c)
+	}
+	// The whole batch costs one write of the entries file, not one per command.
+	if err := a.apply(batch); err != nil {
+		a.log.Error("commands not applied; the control plane sends them again", "commands", len(batch), "err", err)
+		batch = nil
+	}
+	a.mu.Lock()
+	for _, c := range batch {
+		if !slices.Contains(a.acks, c.ID) {
+			a.acks = append(a.acks, c.ID)
+		}
+	}
+	a.mu.Unlock()
+	// Acknowledged (or refused, and sent again): no longer queued.
+	q.mu.Lock()
+	for _, c := range cmds {
+		delete(q.ids, c.ID)
+	}
+	q.mu.Unlock()
+	// A machine that got an entry is no longer unknown (D1).
+	a.found.ForgetFunc(func(mac hwid.MAC) bool {
+		_, ok := a.entries.Lookup(mac)
+		return ok
+	})
+}
+
+// checkCommand refuses a command that cannot be applied: an unknown kind, an invalid entry.
+func checkCommand(c sitelink.Command) error {
+	switch c.Kind {
+	case sitelink.KindPrepareRamdisk:
+		for _, e := range c.Entries {
+			if err := e.Validate(); err != nil {
 				return err
 			}
 		}
-		if err := a.entries.RemoveMACs(c.MACs...); err != nil {
-			return err
-		}
-		// The boots are over: their cache grants end with them.
-		for _, e := range gone {
-			a.cache.RevokeKey(grantKey(e.MAC, e.Workflow))
-		}
+		return nil
+	case sitelink.KindCleanUp:
 		return nil
 	}
 	return fmt.Errorf("agent: unknown command kind %q", c.Kind)
 }
 
+// apply carries out checked commands, in order, in one write of the entries file; it
+// returns only once the result is on disk.
+func (a *Agent) apply(cmds []sitelink.Command) error {
+	if len(cmds) == 0 {
+		return nil
+	}
+	var gone []sitelink.ProxyDhcpEntry
+	err := a.entries.update(func(m map[hwid.MAC]record) map[hwid.MAC]record {
+		gone = gone[:0]
+		for _, c := range cmds {
+			switch c.Kind {
+			case sitelink.KindPrepareRamdisk:
+				for _, e := range c.Entries {
+					m[e.MAC] = newRecord(e)
+				}
+			case sitelink.KindCleanUp:
+				for mac, r := range m {
+					if (c.Workflow != "" && r.Workflow == c.Workflow) || slices.Contains(c.MACs, mac) {
+						gone = append(gone, r.ProxyDhcpEntry)
+						delete(m, mac)
+					}
+				}
+			}
+		}
+		return m
+	})
+	if err != nil {
+		return err
+	}
+	// The cleaned-up boots are over: their cache grants end with them.
+	for _, e := range gone {
+		a.cache.RevokeKey(grantKey(e.MAC, e.Workflow))
+	}
+	return nil
+}
+
 // wantedImages is the pinned set: the site's ramdisk kernel and initrd, and the control
 // plane's cache images.
-func (a *Agent) wantedImages(fromControl []Image) []imagecache.Image {
-	all := append([]Image{a.cfg.Boot.Kernel, a.cfg.Boot.Initrd}, fromControl...)
+func (a *Agent) wantedImages(fromControl []sitelink.CacheImage) []imagecache.Image {
+	all := []Image{a.cfg.Boot.Kernel, a.cfg.Boot.Initrd}
+	for _, im := range fromControl {
+		all = append(all, Image(im))
+	}
 	out := make([]imagecache.Image, 0, len(all))
 	for _, im := range all {
 		d, err := imagecache.ParseDigest(im.SHA256)
@@ -180,11 +299,11 @@ func (a *Agent) wantedImages(fromControl []Image) []imagecache.Image {
 	return out
 }
 
-func (a *Agent) imageReports() []ImageReport {
+func (a *Agent) imageReports() []sitelink.ImageReport {
 	st := a.cache.Status()
-	out := make([]ImageReport, 0, len(st))
+	out := make([]sitelink.ImageReport, 0, len(st))
 	for _, s := range st {
-		r := ImageReport{SHA256: s.Image.SHA256.String(), Format: s.Image.Format, State: s.State.String(), Bytes: s.Bytes}
+		r := sitelink.ImageReport{SHA256: s.Image.SHA256.String(), Format: s.Image.Format, State: s.State.String(), Bytes: s.Bytes}
 		if s.Err != nil {
 			r.Reason = s.Err.Error()
 		}

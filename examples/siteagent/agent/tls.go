@@ -35,7 +35,7 @@ func (cc *ControlConfig) validateTLS(u *url.URL) error {
 		if !cc.Insecure {
 			return bad("Control.URL", ErrPlainHTTP)
 		}
-		if cc.CertFile != "" || cc.KeyFile != "" || cc.CAFile != "" {
+		if cc.CertFile != "" || cc.KeyFile != "" || cc.CAFile != "" || cc.IssuerFile != "" {
 			return bad("Control.CertFile", errors.New("a site certificate needs an https URL"))
 		}
 	case "https":
@@ -46,6 +46,8 @@ func (cc *ControlConfig) validateTLS(u *url.URL) error {
 			return bad("Control.CAFile", errors.New("required with Control.CertFile"))
 		case cc.KeyFile != "" && cc.CertFile == "":
 			return bad("Control.CertFile", errors.New("required with Control.KeyFile"))
+		case cc.IssuerFile != "" && cc.CertFile == "":
+			return bad("Control.CertFile", errors.New("required with Control.IssuerFile"))
 		}
 	}
 	return nil
@@ -78,7 +80,7 @@ func LoadCredentials(cfg *Config, nodeKey crypto.PublicKey, now func() time.Time
 		log = slog.New(slog.DiscardHandler)
 	}
 	creds, err := sitetls.Load(sitetls.Config{
-		CertFile: cc.CertFile, KeyFile: cfg.controlKeyFile(), CAFile: cc.CAFile,
+		CertFile: cc.CertFile, KeyFile: cfg.controlKeyFile(), CAFile: cc.CAFile, IssuerFile: cc.IssuerFile,
 		Now: now, Logger: log.With("component", "sitetls"),
 	})
 	if err != nil {
@@ -152,8 +154,18 @@ type linkTLS struct {
 	nodeKey  crypto.PublicKey
 	log      *slog.Logger
 
-	mu      sync.Mutex
-	lastErr string // the last check's problem, logged once per change
+	mu        sync.Mutex
+	lastErr   string // the last check's problem, logged once per change
+	untrusted bool   // the last check found a new certificate that does not chain to the issuer
+}
+
+// untrustedCert reports whether the last check refused a new site certificate that does not
+// chain to the CAs its peers trust (sitetls.ErrUntrustedCert): the previous one stays in
+// use until it expires.
+func (t *linkTLS) untrustedCert() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.untrusted
 }
 
 // check re-reads changed files (sitetls keeps the last good pair in use when a new one is
@@ -173,6 +185,7 @@ func (t *linkTLS) check() {
 	t.mu.Lock()
 	changed := msg != t.lastErr
 	t.lastErr = msg
+	t.untrusted = errors.Is(err, sitetls.ErrUntrustedCert)
 	t.mu.Unlock()
 	if changed && err != nil {
 		t.log.Error("control link: site certificate", "err", err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -75,9 +76,9 @@ type cutLink struct {
 	local *controlplane.LocalLink
 }
 
-func (l *cutLink) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+func (l *cutLink) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.SyncResponse, error) {
 	if l.local.Cut() {
-		return agent.Desired{}, controlplane.ErrCut
+		return sitelink.SyncResponse{}, controlplane.ErrCut
 	}
 	return l.Link.Sync(ctx, r)
 }
@@ -140,11 +141,11 @@ func TestFakeControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var rep agent.Report
+		var rep sitelink.StatusReport
 		json.NewDecoder(r.Body).Decode(&rep)
-		json.NewEncoder(w).Encode(agent.Desired{
-			Lease:    agent.LeaseWord{Holds: true, Epoch: 42, TTLMs: 60000, Beat: rep.Beat},
-			Commands: []agent.Command{{ID: "x", Kind: agent.CommandPrepare, Entries: []agent.Entry{entry(9, h.clk.Now().Add(time.Hour))}}},
+		json.NewEncoder(w).Encode(sitelink.SyncResponse{
+			SiteSpec: sitelink.SiteSpec{Lease: sitelink.BootLeaseState{Holds: true, Epoch: 42, TTLMs: 60000, Beat: rep.Beat}},
+			Commands: []sitelink.Command{{ID: "x", Kind: sitelink.KindPrepareRamdisk, Entries: []sitelink.ProxyDhcpEntry{entry(9, h.clk.Now().Add(time.Hour))}}},
 		})
 	}))
 	fake.TLS = fakeCreds.ServerConfig()
@@ -347,4 +348,56 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestUntrustedRenewal: a site certificate written over the old one by a CA the control
+// plane does not trust is not adopted (the old one stays in use and the fence holds), and
+// the status and /metrics say so until a good one is written.
+func TestUntrustedRenewal(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(t.TempDir())
+	a, _ := h.start(t, cfg, h.plane.Link())
+	other, err := sitetlstest.NewLink(t.TempDir(), h.clk.Now, agentID, h.key, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := other.CA.Issue(sitetlstest.Request{Node: agentID, Key: h.key, NotBefore: h.clk.Now(), Lifetime: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metric := func() string {
+		_, body := get(t, "http://"+a.Addrs()["metrics"]+"/metrics")
+		for _, line := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(line, "siteboot_control_cert_untrusted "); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	if n, m := a.Stats()["control_cert_untrusted"], metric(); n != 0 || m != "0" {
+		t.Fatalf("before: control_cert_untrusted %d, metric %q; want 0", n, m)
+	}
+	if err := stranger.WriteFiles(cfg.Control.CertFile, ""); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		h.beat(t, a)
+	}
+	if n, m := a.Stats()["control_cert_untrusted"], metric(); n != 1 || m != "1" {
+		t.Errorf("with a certificate from another CA: control_cert_untrusted %d, metric %q; want 1", n, m)
+	}
+	if !a.Fence().Active {
+		t.Error("fence lapsed: the untrusted certificate was adopted")
+	}
+	renewed, err := h.tls.CA.Issue(sitetlstest.Request{Node: agentID, Key: h.key, NotBefore: h.clk.Now(), Lifetime: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := renewed.WriteFiles(cfg.Control.CertFile, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.beat(t, a)
+	if n := a.Stats()["control_cert_untrusted"]; n != 0 {
+		t.Errorf("after a good renewal: control_cert_untrusted %d, want 0", n)
+	}
 }

@@ -94,6 +94,7 @@ type file struct {
 		TFTPMaxWindow    int               `toml:"tftp_max_window"`
 		TFTPFirstRetries int               `toml:"tftp_first_retries"`
 		TFTPEvictAfter   string            `toml:"tftp_evict_after"`
+		TFTPFirstWait    string            `toml:"tftp_first_wait"`
 		TFTPMaxQueued    int               `toml:"tftp_max_queued"`
 		TFTPQueueWait    string            `toml:"tftp_queue_wait"`
 		HTTPListen       string            `toml:"http_listen"`
@@ -128,6 +129,7 @@ type file struct {
 		Cert      string `toml:"cert"`
 		Key       string `toml:"key"`
 		CA        string `toml:"ca"`
+		Issuer    string `toml:"issuer"`
 		Insecure  bool   `toml:"insecure"`
 	} `toml:"control"`
 	Metrics struct {
@@ -154,14 +156,14 @@ var keys = map[string]string{
 	"Boot.ServerIP": "boot.server_ip", "Boot.TFTPRoot": "boot.tftp_root",
 	"Boot.TFTPMaxTransfers": "boot.tftp_max_transfers", "Boot.TFTPMaxPerSource": "boot.tftp_max_per_source",
 	"Boot.TFTPMaxWindow": "boot.tftp_max_window", "Boot.TFTPFirstRetries": "boot.tftp_first_retries",
-	"Boot.TFTPEvictAfter": "boot.tftp_evict_after", "Boot.HTTPBase": "boot.http_base",
+	"Boot.TFTPEvictAfter": "boot.tftp_evict_after", "Boot.TFTPFirstWait": "boot.tftp_first_wait", "Boot.HTTPBase": "boot.http_base",
 	"Boot.TFTPMaxQueued": "boot.tftp_max_queued", "Boot.TFTPQueueWait": "boot.tftp_queue_wait",
 	"Boot.Kernel": "boot.kernel", "Boot.Initrd": "boot.initrd",
 	"Boot.Cmdline": "boot.cmdline", "Boot.CacheURL": "boot.cache_url", "Boot.CacheMaxBytes": "boot.cache_max_bytes",
 	"Lease.TTL": "lease.ttl", "Control.URL": "control.url", "Control.Heartbeat": "control.heartbeat",
 	"Control.Timeout": "control.timeout", "Metrics.Listen": "metrics.listen",
 	"Boot.NonceWindow": "boot.nonce_window",
-	"Control.CertFile": "control.cert", "Control.KeyFile": "control.key", "Control.CAFile": "control.ca",
+	"Control.CertFile": "control.cert", "Control.KeyFile": "control.key", "Control.CAFile": "control.ca", "Control.IssuerFile": "control.issuer",
 	"BMC.MaxConcurrent": "bmc.max_concurrent", "BMC.Timeout": "bmc.timeout", "BMC.CacheURL": "bmc.cache_url",
 	"Boot.ServerIP6": "boot.server_ip6", "Boot.DHCPv6": "boot.dhcpv6", "Boot.DHCPv6Listen": "boot.dhcpv6_listen",
 	"Boot.PXEListen6": "boot.pxe_listen6", "Boot.HTTPBase6": "boot.http_base6",
@@ -317,6 +319,7 @@ func (f *file) toConfig() (*File, error) {
 		{"control.timeout", f.Control.Timeout, &c.Control.Timeout},
 		{"boot.nonce_window", fb.NonceWindow, &b.NonceWindow},
 		{"boot.tftp_evict_after", fb.TFTPEvictAfter, &b.TFTPEvictAfter},
+		{"boot.tftp_first_wait", fb.TFTPFirstWait, &b.TFTPFirstWait},
 		{"boot.tftp_queue_wait", fb.TFTPQueueWait, &b.TFTPQueueWait},
 	} {
 		if d.in == "" {
@@ -328,8 +331,14 @@ func (f *file) toConfig() (*File, error) {
 		}
 		*d.out = v
 	}
+	// The default heartbeat timeout never outlives a shorter lease the file sets; one the
+	// file sets itself is checked against the lease (Config.Validate).
+	if f.Control.Timeout == "" && c.Control.Timeout > c.Lease.TTL {
+		c.Control.Timeout = c.Lease.TTL
+	}
 	c.Control.URL = f.Control.URL
 	c.Control.CertFile, c.Control.KeyFile, c.Control.CAFile = f.Control.Cert, f.Control.Key, f.Control.CA
+	c.Control.IssuerFile = f.Control.Issuer
 	c.Control.Insecure = f.Control.Insecure
 	switch f.Metrics.Listen {
 	case "":

@@ -94,13 +94,15 @@ func TestConfigErrors(t *testing.T) {
 		{`# allowed_source_networks = ["127.0.0.0/8"]`, `allowed_source_networks = ["127.0.0.1"]`, "boot.allowed_source_networks"},
 		{`heartbeat = "5s"`, `heartbeat = "5"`, "control.heartbeat"},
 		{`timeout   = "4s"`, `timeout   = "2m"`, "control.timeout"},
+		{`timeout   = "4s"`, `timeout   = "20s"`, "control.timeout"}, // longer than the 15 s lease
 		{`tftp        = true`, `tftp        = true` + "\ntftp_listen = \"69\"", "boot.tftp_listen"},
 		{`server_ip   = "192.0.2.2"`, `server_ip   = "2001:db8::2"`, "boot.server_ip"},
 		{`server_ip   = "192.0.2.2"`, `server_ip   = "not-an-ip"`, "boot.server_ip"},
 		{`tftp_root   = "/var/lib/siteagent/ipxe"`, ``, "boot.tftp_root"},
 		{`# tftp_max_transfers  = 64`, `tftp_max_transfers = -1`, "boot.tftp_max_transfers"},
 		{`# tftp_max_window     = 64`, `tftp_max_window = 70000`, "boot.tftp_max_window"},
-		{`# tftp_first_retries  = 2`, `tftp_first_retries = 17`, "boot.tftp_first_retries"},
+		{`# tftp_first_retries  = 0`, `tftp_first_retries = 17`, "boot.tftp_first_retries"},
+		{`# tftp_first_wait     = "3s"`, `tftp_first_wait = "10ms"`, "boot.tftp_first_wait"},
 		{`# tftp_evict_after    = "50ms"`, `tftp_evict_after = "1ms"`, "boot.tftp_evict_after"},
 		{`# tftp_evict_after    = "50ms"`, `tftp_evict_after = "fast"`, "boot.tftp_evict_after"},
 		{`# tftp_max_queued     = 1024`, `tftp_max_queued = -2`, "boot.tftp_max_queued"},
@@ -164,6 +166,7 @@ func TestLinkKeys(t *testing.T) {
 	}
 	text := strings.Replace(string(base), `# key     = "/var/lib/siteagent/node.key"`, `key = "/var/lib/siteagent/tls.key"`, 1)
 	text = strings.Replace(text, `# relays = ["203.0.113.1"]`, `relays = ["203.0.113.1", "203.0.113.2"]`, 1)
+	text = strings.Replace(text, `# issuer    = "/etc/siteagent/site-ca.pem"`, `issuer    = "/etc/siteagent/site-ca.pem"`, 1)
 	f, err := configfile.Parse(text)
 	if err != nil {
 		t.Fatal(err)
@@ -171,6 +174,7 @@ func TestLinkKeys(t *testing.T) {
 	want := agent.ControlConfig{
 		URL: "https://control.example.net/site-agent", Heartbeat: 5 * time.Second, Timeout: 4 * time.Second,
 		CertFile: "/var/lib/siteagent/site.pem", KeyFile: "/var/lib/siteagent/tls.key", CAFile: "/etc/siteagent/control-ca.pem",
+		IssuerFile: "/etc/siteagent/site-ca.pem",
 	}
 	if diff := cmp.Diff(want, f.Agent.Control); diff != "" {
 		t.Errorf("control (-want +got):\n%s", diff)
@@ -206,7 +210,8 @@ func TestTFTPKeys(t *testing.T) {
 	}
 	text := strings.NewReplacer(
 		`# tftp_max_window     = 64`, `tftp_max_window = 4`,
-		`# tftp_first_retries  = 2`, `tftp_first_retries = 3`,
+		`# tftp_first_retries  = 0`, `tftp_first_retries = 3`,
+		`# tftp_first_wait     = "3s"`, `tftp_first_wait = "7s"`,
 		`# tftp_evict_after    = "50ms"`, `tftp_evict_after = "120ms"`,
 		`# tftp_max_queued     = 1024`, `tftp_max_queued = -1`,
 		`# tftp_queue_wait     = "5s"`, `tftp_queue_wait = "2s"`,
@@ -218,6 +223,9 @@ func TestTFTPKeys(t *testing.T) {
 	b := f.Agent.Boot
 	if b.TFTPMaxWindow != 4 || b.TFTPFirstRetries != 3 || b.TFTPEvictAfter != 120*time.Millisecond {
 		t.Errorf("tftp_max_window, tftp_first_retries, tftp_evict_after = %d, %d, %v; want 4, 3, 120ms", b.TFTPMaxWindow, b.TFTPFirstRetries, b.TFTPEvictAfter)
+	}
+	if b.TFTPFirstWait != 7*time.Second {
+		t.Errorf("tftp_first_wait = %v, want 7s", b.TFTPFirstWait)
 	}
 	if b.TFTPMaxQueued != -1 || b.TFTPQueueWait != 2*time.Second {
 		t.Errorf("tftp_max_queued, tftp_queue_wait = %d, %v; want -1, 2s", b.TFTPMaxQueued, b.TFTPQueueWait)

@@ -1,11 +1,7 @@
 package controlplane
 
-// The in-process link for an agent of package agent in the same process (its tests, the
-// demo), in the agent's own Go types. This file is the only one of the package that imports
-// the agent: everything else speaks sitelink. The agent's link types carry the same JSON as
-// sitelink's (wire_test.go), so each call is converted through JSON, as over the wire. Once
-// the agent's types are sitelink's, this file shrinks to LocalLink over them and Prepare
-// becomes PrepareRamdisk.
+// The in-process link for an agent in the same process (its tests, the demo), in package
+// sitelink's messages: the calls the HTTP binding carries, without the HTTP.
 
 import (
 	"context"
@@ -13,35 +9,20 @@ import (
 	"sync"
 
 	"github.com/bettercompute/siteboot/bmc"
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
-// Prepare is PrepareRamdisk for entries in the agent's type.
-func (p *Plane) Prepare(node string, entries []agent.Entry) string {
-	var es []sitelink.ProxyDhcpEntry
-	if err := convert(entries, &es); err != nil {
-		p.Logger.Error("boot entries not converted", "err", err)
-		return ""
-	}
-	return p.PrepareRamdisk(node, es)
-}
-
-// Link returns an in-process agent.Link for one agent. Cut makes it fail as a partitioned
+// Link returns an in-process link for one agent. Cut makes it fail as a partitioned
 // network would, until restored.
 func (p *Plane) Link() *LocalLink { return &LocalLink{p: p} }
 
-// LocalLink is an in-process agent.Link and agent.BMCLink.
+// LocalLink is an in-process link: the agent's Link and BMCLink (package
+// examples/siteagent/agent), which this package does not import.
 type LocalLink struct {
 	p   *Plane
 	mu  sync.Mutex
 	cut bool
 }
-
-var (
-	_ agent.Link    = (*LocalLink)(nil)
-	_ agent.BMCLink = (*LocalLink)(nil)
-)
 
 // ErrCut is what a cut link returns.
 var ErrCut = errors.New("controlplane: link cut")
@@ -63,37 +44,35 @@ func (l *LocalLink) isCut() bool {
 	return l.cut
 }
 
-// Sync implements agent.Link.
-func (l *LocalLink) Sync(ctx context.Context, r agent.Report) (agent.Desired, error) {
+// Sync is the agent's heartbeat (the agent's Link).
+func (l *LocalLink) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.SyncResponse, error) {
 	if l.isCut() {
-		return agent.Desired{}, ErrCut
+		return sitelink.SyncResponse{}, ErrCut
 	}
+	// Each message goes through JSON, as over the wire: neither side keeps the other's
+	// slices, and what JSON drops (an empty list under omitempty) is dropped here too.
 	var r2 sitelink.StatusReport
 	if err := convert(r, &r2); err != nil {
-		return agent.Desired{}, err
+		return sitelink.SyncResponse{}, err
 	}
 	d, err := l.p.Sync(ctx, r2)
 	if err != nil {
-		return agent.Desired{}, err
+		return sitelink.SyncResponse{}, err
 	}
-	var d2 agent.Desired
+	var d2 sitelink.SyncResponse
 	err = convert(d, &d2)
 	return d2, err
 }
 
-// Token implements agent.Link.
+// Token is the agent's Link.
 func (l *LocalLink) Token(ctx context.Context, node, workflow, ref string) (string, error) {
 	if l.isCut() {
 		return "", ErrCut
 	}
-	t, err := l.p.Token(ctx, node, workflow, ref)
-	if errors.Is(err, sitelink.ErrNotReady) {
-		return "", agent.ErrTokenNotReady
-	}
-	return t, err
+	return l.p.Token(ctx, node, workflow, ref)
 }
 
-// Claim implements agent.BMCLink.
+// Claim is the agent's BMCLink.
 func (l *LocalLink) Claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error) {
 	if l.isCut() {
 		return bmc.Grant{}, ErrCut
@@ -101,7 +80,7 @@ func (l *LocalLink) Claim(ctx context.Context, node string, req bmc.ClaimRequest
 	return l.p.claim(ctx, node, req)
 }
 
-// ReportClaim implements agent.BMCLink.
+// ReportClaim is the agent's BMCLink.
 func (l *LocalLink) ReportClaim(ctx context.Context, node string, req bmc.ClaimRequest, o bmc.Outcome) error {
 	if l.isCut() {
 		return ErrCut
@@ -109,7 +88,7 @@ func (l *LocalLink) ReportClaim(ctx context.Context, node string, req bmc.ClaimR
 	return l.p.reportClaim(ctx, node, req, o)
 }
 
-// Credential implements agent.BMCLink.
+// Credential is the agent's BMCLink.
 func (l *LocalLink) Credential(ctx context.Context, node, ref string) (bmc.Credential, error) {
 	if l.isCut() {
 		return bmc.Credential{}, ErrCut

@@ -59,7 +59,8 @@ func (p *Plane) Claims() *bmc.ClaimRegistry {
 		if st == nil {
 			st = &bmc.MemoryClaimStore{}
 		}
-		b.reg = &bmc.ClaimRegistry{Store: st, Now: p.now}
+		// A claim is granted only on a command Route issued to the claiming node.
+		b.reg = &bmc.ClaimRegistry{Store: st, Now: p.now, RequireRoute: true}
 	})
 	return b.reg
 }
@@ -378,6 +379,12 @@ func (p *Plane) claim(ctx context.Context, node string, req bmc.ClaimRequest) (b
 		return bmc.Grant{}, errNotRouted
 	}
 	g, err := p.Claims().Claim(ctx, node, req)
+	if errors.Is(err, bmc.ErrNotRouted) {
+		// The registry holds no route of this id to this node (one made after the plane's
+		// own record of the command lapsed, or a store shared with another plane).
+		p.refused.notRouted.Add(1)
+		return bmc.Grant{}, fmt.Errorf("%w: %w", sitelink.ErrForbidden, err)
+	}
 	if err == nil && g.Granted {
 		b := &p.bmcs
 		b.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -334,11 +335,19 @@ func TestBMCCommandMovesOrIsUnknown(t *testing.T) {
 	tg := sitelink.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"}
 	srv.SetPowerState("Off")
 
-	// agent-a is cut off before it hears of either command; it claimed one of them before.
+	// agent-a is cut off before it hears of either command; one of them was routed to it
+	// and claimed before.
 	a.link.SetCut(true)
 	ctx := context.Background()
 	moved, _ := l.plane.BMC(bmcSite, sitelink.KindBMCPower, sitelink.BMCCommand{Target: tg, Action: "on"})
 	unknown, _ := l.plane.BMC(bmcSite, sitelink.KindBMCPower, sitelink.BMCCommand{Target: tg, Action: "off"})
+	// The registry grants only what it routed to the claiming node.
+	if g, err := l.plane.Claims().Claim(ctx, "agent-a", bmc.ClaimRequest{ID: unknown, Op: "power", Journal: "j-a"}); !errors.Is(err, bmc.ErrNotRouted) || g.Granted {
+		t.Fatalf("claim before routing: %+v, %v; want bmc.ErrNotRouted", g, err)
+	}
+	if d, err := l.plane.Claims().Route(ctx, unknown, sitelink.KindBMCPower, "agent-a"); err != nil || d.Action != bmc.RouteSend {
+		t.Fatalf("route: %+v, %v", d, err)
+	}
 	if g, err := l.plane.Claims().Claim(ctx, "agent-a", bmc.ClaimRequest{ID: unknown, Op: "power", Journal: "j-a"}); err != nil || !g.Granted {
 		t.Fatalf("claim: %+v, %v", g, err)
 	}

@@ -4,8 +4,9 @@
 // lease.Store, and answers the agent's heartbeats in process or over HTTP+JSON.
 //
 // It speaks the protocol of package sitelink: its messages are sitelink's and
-// [Plane.Handler] is a sitelink.Handler over the plane. Only agentlink.go, the in-process
-// link for an agent of package agent in the same process, imports the agent.
+// [Plane.Handler] is a sitelink.Handler over the plane; [LocalLink] carries the same
+// messages in process. It never imports the agent, so a control plane built on it links
+// none of the agent's serving code (proxy DHCP, TFTP, the cache, the BMC drivers).
 //
 // # Who is calling
 //

@@ -1,0 +1,118 @@
+package agent_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/sitelink"
+)
+
+// bulkHost answers every heartbeat with the commands not acknowledged yet, and records when
+// each heartbeat came.
+type bulkHost struct {
+	cmds []sitelink.Command
+
+	mu    sync.Mutex
+	acked map[string]bool
+	beats []time.Time
+}
+
+func (h *bulkHost) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.SyncResponse, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.beats = append(h.beats, time.Now())
+	for _, id := range r.Acked {
+		h.acked[id] = true
+	}
+	d := sitelink.SyncResponse{SiteSpec: sitelink.SiteSpec{Lease: sitelink.BootLeaseState{Holds: true, Epoch: 1, TTLMs: 15000, Beat: r.Beat}}}
+	for _, c := range h.cmds {
+		if !h.acked[c.ID] {
+			d.Commands = append(d.Commands, c)
+		}
+	}
+	return d, nil
+}
+
+func (h *bulkHost) Token(context.Context, string, string, string) (string, error) {
+	return "", sitelink.ErrNotReady
+}
+
+// TestHeartbeatDoesNotWaitOnCommands: an answer of 1,000 boot.prepareRamdisk commands
+// holding 20,000 entries does not hold the heartbeat back: the heartbeats keep their
+// interval while the commands are applied and persisted, and all are acknowledged.
+func TestHeartbeatDoesNotWaitOnCommands(t *testing.T) {
+	origin := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(origin.Close)
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	sha := strings.Repeat("ab", 32)
+	cfg := agent.DefaultConfig()
+	cfg.SiteID, cfg.NodeID, cfg.DataDir = "site-h", "agent-h", t.TempDir()
+	cfg.Boot.HTTPListen = netip.MustParseAddrPort("127.0.0.1:0")
+	cfg.Boot.HTTPBase = "http://127.0.0.1:0"
+	cfg.Boot.Kernel = agent.Image{URL: origin.URL + "/k", SHA256: sha}
+	cfg.Boot.Initrd = agent.Image{URL: origin.URL + "/i", SHA256: sha}
+	const hb = 100 * time.Millisecond
+	cfg.Control = agent.ControlConfig{URL: "http://control.invalid", Insecure: true, Heartbeat: hb, Timeout: time.Second}
+	cfg.Metrics.Listen = netip.AddrPort{}
+
+	host := &bulkHost{acked: map[string]bool{}}
+	notAfter := time.Now().Add(time.Hour)
+	for i := range 1000 {
+		c := sitelink.Command{ID: fmt.Sprintf("prep-%d", i), Kind: sitelink.KindPrepareRamdisk}
+		for j := range 20 {
+			n := i*20 + j
+			c.Entries = append(c.Entries, sitelink.ProxyDhcpEntry{MAC: hwid.MAC{0x52, 0x54, 0, byte(n >> 16), byte(n >> 8), byte(n)},
+				Arch: sitelink.ArchX86UEFI, Workflow: fmt.Sprintf("wf-%d", i), NotAfter: notAfter, TokenRef: fmt.Sprintf("tok-%d", n)})
+		}
+		host.cmds = append(host.cmds, c)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := agent.New(ctx, &cfg, host, agent.Options{Signer: key, DrainTimeout: time.Second})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	allAcked := func() bool {
+		host.mu.Lock()
+		defer host.mu.Unlock()
+		return len(host.acked) == len(host.cmds)
+	}
+	for deadline := time.Now().Add(60 * time.Second); !allAcked(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the commands were not all acknowledged")
+		}
+	}
+	time.Sleep(5 * hb) // a few heartbeats more, with the entries in place
+	if n := len(a.Entries().All()); n != 20000 {
+		t.Errorf("%d entries held, want 20000", n)
+	}
+	host.mu.Lock()
+	beats := slices.Clone(host.beats)
+	host.mu.Unlock()
+	var worst time.Duration
+	for i := 1; i < len(beats); i++ {
+		worst = max(worst, beats[i].Sub(beats[i-1]))
+	}
+	// The interval, with room for a loaded machine; persisting the batch a command at a
+	// time (20,000 entries rewritten per command) took seconds.
+	if worst > 10*hb {
+		t.Errorf("the longest gap between heartbeats was %v (interval %v) over %d heartbeats", worst, hb, len(beats))
+	}
+	t.Logf("%d heartbeats, longest gap %v, %d writes of the entries file", len(beats), worst, a.Stats()["boot_entries_writes"])
+}

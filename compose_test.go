@@ -167,7 +167,7 @@ func counters(h *host, v *assertion.Verifier) map[string]uint64 {
 		m["ipxe/"+k] = n
 	}
 	c := h.cache.Stats()
-	for k, n := range map[imagecache.Refusal]int64{imagecache.RefusedMalformed: c.RefusedPath, imagecache.RefusedUnknownGrant: c.RefusedGrant,
+	for k, n := range map[imagecache.Refusal]uint64{imagecache.RefusedMalformed: c.RefusedPath, imagecache.RefusedUnknownGrant: c.RefusedGrant,
 		imagecache.RefusedExpired: c.RefusedExpired, imagecache.RefusedOtherDigest: c.RefusedDigest,
 		imagecache.RefusedNotCached: c.RefusedMissing, imagecache.RefusedFenced: c.RefusedFenced, "served": c.Served} {
 		m["cache/"+string(k)] = uint64(n)

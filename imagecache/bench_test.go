@@ -30,7 +30,7 @@ func benchCache(b *testing.B, size int) (*imagecache.Cache, imagecache.Digest) {
 	body := randomBytes(21, size)
 	src := newSource(b, body, "good", false)
 	cfg := fastConfig(b)
-	cfg.Fence = imagecache.FenceFunc(func() bool { return true }) // serving needs the lease
+	cfg.Fence = imagecache.FenceFunc(func() (uint64, bool) { return 1, true }) // serving needs the lease
 	c := open(b, cfg)
 	img := imagecache.Image{URL: src.URL(), SHA256: sha256.Sum256(body), Format: "iso"}
 	if err := c.Pull(context.Background(), img); err != nil {

@@ -139,11 +139,6 @@ type Config struct {
 	// Nil: [clock.Real].
 	Clock clock.Clock
 
-	// Now is the wall clock when Clock is nil.
-	//
-	// Deprecated: set Clock; Now is used only when Clock is nil.
-	Now func() time.Time
-
 	// Logger receives pull, eviction and refusal events. Nil: discard.
 	Logger *slog.Logger
 }
@@ -299,7 +294,7 @@ func Open(ctx context.Context, cfg Config) (*Cache, error) {
 		cfg:      cfg,
 		dir:      filepath.Clean(cfg.Dir),
 		log:      cfg.Logger,
-		now:      cfg.Now,
+		now:      clock.Or(cfg.Clock).Now,
 		rand:     cfg.Rand,
 		entries:  map[Digest]*entry{},
 		pending:  map[Digest]*pendingFile{},
@@ -312,11 +307,6 @@ func Open(ctx context.Context, cfg Config) (*Cache, error) {
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Clock != nil {
-		c.now = cfg.Clock.Now
-	} else if c.now == nil {
-		c.now = clock.Real.Now
 	}
 	if c.rand == nil {
 		c.rand = rand.Reader

@@ -14,10 +14,6 @@ var (
 	// ErrServerClosed is returned by calls on a cache after Shutdown or Close, and wrapped
 	// by the error of a pull they cancelled.
 	ErrServerClosed = errors.New("imagecache: cache closed")
-	// ErrClosed is ErrServerClosed.
-	//
-	// Deprecated: use ErrServerClosed, the name every siteboot package gives it.
-	ErrClosed = ErrServerClosed
 	// ErrBadDigest: a digest that is not 64 hex digits.
 	ErrBadDigest = errors.New("imagecache: malformed sha256 digest")
 	// ErrBadImage: an Image that fails Validate.

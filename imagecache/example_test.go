@@ -28,7 +28,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 	cache, err := imagecache.Open(context.Background(), imagecache.Config{
 		Dir:   dir,
-		Fence: imagecache.FenceFunc(func() bool { return true }), // the boot lease's fence
+		Fence: imagecache.FenceFunc(func() (uint64, bool) { return 1, true }), // the boot lease's fence
 		// Sources on loopback are refused unless allowed; this example's source is one.
 		AllowedSourceNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 	})

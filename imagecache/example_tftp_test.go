@@ -28,7 +28,7 @@ func ExampleCache_GrantFS() {
 	defer os.RemoveAll(dir)
 	cache, err := imagecache.Open(context.Background(), imagecache.Config{
 		Dir:                   dir,
-		Fence:                 imagecache.FenceFunc(func() bool { return true }),
+		Fence:                 imagecache.FenceFunc(func() (uint64, bool) { return 1, true }),
 		AllowedSourceNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 	})
 	if err != nil {

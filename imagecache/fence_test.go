@@ -18,13 +18,12 @@ type boolFence struct{ b *atomic.Bool }
 
 func (f boolFence) Active() (uint64, bool) { return 9, f.b.Load() }
 
-// TestFenceFuncAdapter: the deprecated adapter of a func() bool reports no epoch and the
-// function's answer.
+// TestFenceFuncAdapter: the adapter reports the function's epoch and answer.
 func TestFenceFuncAdapter(t *testing.T) {
 	for _, want := range []bool{false, true} {
-		epoch, active := imagecache.FenceFunc(func() bool { return want }).Active()
-		if epoch != 0 || active != want {
-			t.Errorf("FenceFunc(%v).Active() = (%d, %v), want (0, %v)", want, epoch, active, want)
+		epoch, active := imagecache.FenceFunc(func() (uint64, bool) { return 4, want }).Active()
+		if epoch != 4 || active != want {
+			t.Errorf("FenceFunc(4, %v).Active() = (%d, %v), want (4, %v)", want, epoch, active, want)
 		}
 	}
 }

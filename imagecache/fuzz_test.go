@@ -39,7 +39,7 @@ func fuzzCache(f *testing.F) (*imagecache.Cache, []byte, imagecache.Digest, imag
 	f.Cleanup(src.Close)
 	c, err := imagecache.Open(context.Background(), imagecache.Config{
 		Dir:                   f.TempDir(),
-		Fence:                 imagecache.FenceFunc(func() bool { return true }),
+		Fence:                 imagecache.FenceFunc(func() (uint64, bool) { return 1, true }),
 		AllowedSourceNetworks: loopback,
 	})
 	if err != nil {

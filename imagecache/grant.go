@@ -62,16 +62,11 @@ type Fence interface {
 	Active() (epoch uint64, active bool)
 }
 
-// FenceFunc adapts a function that knows only whether the agent is active to [Fence]; its
-// Active reports epoch 0.
-//
-// Deprecated: pass the lease's fence itself, or a value whose Active returns the epoch
-// too. FenceFunc will take the signature func() (uint64, bool), as the other packages'
-// FenceFunc do, once no caller passes a func() bool.
-type FenceFunc func() bool
+// FenceFunc adapts a function to [Fence].
+type FenceFunc func() (uint64, bool)
 
 // Active calls f.
-func (f FenceFunc) Active() (uint64, bool) { return 0, f() }
+func (f FenceFunc) Active() (uint64, bool) { return f() }
 
 type grantRec struct {
 	key      string // the host's key for reuse, or ""

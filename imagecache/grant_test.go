@@ -146,7 +146,7 @@ func TestGrants(t *testing.T) {
 			t.Errorf("%s: body differs from the image", tt.name)
 		}
 	}
-	s := f.c.Counters()
+	s := f.c.Stats()
 	got := []uint64{s.RefusedPath, s.RefusedGrant, s.RefusedExpired, s.RefusedDigest, s.RefusedMissing, s.RefusedFenced, s.Served}
 	want := []uint64{8, 3, 4, 3, 1, 2, 9}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -286,7 +286,7 @@ func TestGrantGuessing(t *testing.T) {
 	if hits != 0 {
 		t.Errorf("%d of %d random grants were not refused", hits, guesses)
 	}
-	if s := f.c.Counters(); s.RefusedGrant != uint64(guesses) {
+	if s := f.c.Stats(); s.RefusedGrant != uint64(guesses) {
 		t.Errorf("RefusedGrant = %d, want %d", s.RefusedGrant, guesses)
 	}
 }

@@ -9,9 +9,8 @@ import (
 	"github.com/bettercompute/siteboot/imagecache"
 )
 
-// TestClosedCache: after Close, a pull fails with ErrServerClosed (which the deprecated
-// ErrClosed still matches), reason "closed"; Shutdown and Close again return nil. TestMain's
-// leak check covers the goroutines.
+// TestClosedCache: after Close, a pull fails with ErrServerClosed, reason "closed"; Shutdown
+// and Close again return nil. TestMain's leak check covers the goroutines.
 func TestClosedCache(t *testing.T) {
 	body := randomBytes(31, 4000)
 	src := newSource(t, body, "good", false)
@@ -23,7 +22,7 @@ func TestClosedCache(t *testing.T) {
 		t.Fatalf("Close = %v", err)
 	}
 	err = c.Pull(context.Background(), imagecache.Image{URL: src.URL(), SHA256: sha256.Sum256(body), Format: "raw"})
-	if !errors.Is(err, imagecache.ErrServerClosed) || !errors.Is(err, imagecache.ErrClosed) || imagecache.ReasonOf(err) != "closed" {
+	if !errors.Is(err, imagecache.ErrServerClosed) || imagecache.ReasonOf(err) != "closed" {
 		t.Fatalf("Pull after Close = %v (reason %q), want ErrServerClosed", err, imagecache.ReasonOf(err))
 	}
 	if err := c.Shutdown(context.Background()); err != nil {

@@ -115,7 +115,7 @@ func TestOpenGranted(t *testing.T) {
 			t.Errorf("%s: Close: %v", tc.name, err)
 		}
 	}
-	s := f.c.Counters()
+	s := f.c.Stats()
 	got := []uint64{s.RefusedPath, s.RefusedGrant, s.RefusedExpired, s.RefusedDigest, s.RefusedMissing, s.RefusedFenced, s.Served}
 	want := []uint64{3, 3, 2, 2, 1, 2, 6}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -91,13 +91,13 @@ func TestShortBodyPartialsHoldBudget(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cfg.Dir, ".pull-"+last.String())); err != nil {
 		t.Errorf("the newest failure's partial copy is gone: %v", err)
 	}
-	s := c.Counters()
+	s := c.Stats()
 	if want := uint64(images - partials); s.PartialsTrimmed != want || s.PartialBytesTrimmed != want*size/2 {
 		t.Errorf("PartialsTrimmed %d (%d bytes), want %d (%d bytes)", s.PartialsTrimmed, s.PartialBytesTrimmed, want, want*size/2)
 	}
 }
 
-// TestRetryAfterClockStepBack performs issue 37.6's other fault: Config.Now steps back an
+// TestRetryAfterClockStepBack performs issue 37.6's other fault: the Clock's wall time steps back an
 // hour after a pinned image failed. Its retry still comes once RetryFailedAfter has passed
 // (on the monotonic clock), not an hour later.
 func TestRetryAfterClockStepBack(t *testing.T) {
@@ -105,14 +105,14 @@ func TestRetryAfterClockStepBack(t *testing.T) {
 	o.set(func(o *origin) { o.code = 503 })
 	clk := newClock()
 	cfg := fastConfig(t)
-	cfg.Now = clk.Now
+	cfg.Clock = clk
 	cfg.Retries = -1
 	cfg.RetryFailedAfter = 50 * time.Millisecond
 	c := open(t, cfg)
 	img := imagecache.Image{URL: o.URL(), SHA256: sha256.Sum256([]byte("z"))}
 	c.SetPinned([]imagecache.Image{img})
 	waitFor(t, "the first failure", func() bool { return status(c, img.SHA256).State == imagecache.StateFailed })
-	clk.Advance(-time.Hour)
+	clk.Set(clk.Now().Add(-time.Hour))
 	start := time.Now()
 	waitFor(t, "the retry after the clock stepped back", func() bool { return len(o.Requests()) >= 2 })
 	if waited := time.Since(start); waited > 10*time.Second {

@@ -145,7 +145,7 @@ func TestPullSingleflight(t *testing.T) {
 	if n := len(src.Requests()); n != 1 {
 		t.Errorf("source got %d requests for 16 concurrent pulls, want 1", n)
 	}
-	if s := c.Counters(); s.PullsOK != 1 || s.BytesPulled != uint64(len(body)) {
+	if s := c.Stats(); s.PullsOK != 1 || s.BytesPulled != uint64(len(body)) {
 		t.Errorf("Stats PullsOK %d BytesPulled %d, want 1 %d", s.PullsOK, s.BytesPulled, len(body))
 	}
 }
@@ -233,7 +233,7 @@ func TestShutdownCancelsPulls(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	if err := c.Pull(context.Background(), img); !errors.Is(err, imagecache.ErrServerClosed) {
-		t.Errorf("Pull after Shutdown: %v, want ErrClosed", err)
+		t.Errorf("Pull after Shutdown: %v, want ErrServerClosed", err)
 	}
 	// The partial copy stays, for the next Open to resume; nothing is visible.
 	wantFiles := []string{".pull-" + img.SHA256.String(), ".pull-" + img.SHA256.String() + ".meta"}

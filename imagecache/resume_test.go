@@ -230,7 +230,7 @@ func TestResumeAfterRestart(t *testing.T) {
 			if got := o.sent.Load(); got != wantSent {
 				t.Errorf("origin sent %d bytes, want %d", got, wantSent)
 			}
-			if s := c2.Counters(); s.ResumedPulls != 1 || s.ResumedBytes != uint64(half) {
+			if s := c2.Stats(); s.ResumedPulls != 1 || s.ResumedBytes != uint64(half) {
 				t.Errorf("ResumedPulls %d ResumedBytes %d, want 1 and %d", s.ResumedPulls, s.ResumedBytes, half)
 			}
 		})

@@ -51,7 +51,7 @@ func TestOpenScan(t *testing.T) {
 	if diff := cmp.Diff(wantFiles, allFiles(t, dir)); diff != "" {
 		t.Errorf("files after Open (-want +got):\n%s", diff)
 	}
-	if s := c.Counters(); s.TempFilesRemoved != 1 || s.CorruptFilesRemoved != 1 {
+	if s := c.Stats(); s.TempFilesRemoved != 1 || s.CorruptFilesRemoved != 1 {
 		t.Errorf("TempFilesRemoved %d CorruptFilesRemoved %d, want 1 and 1", s.TempFilesRemoved, s.CorruptFilesRemoved)
 	}
 	// A second process (or cache) on the same directory is refused.
@@ -73,7 +73,7 @@ func TestOpenScan(t *testing.T) {
 	if n := len(c2.Inventory()); n != 1 {
 		t.Errorf("reopen after Close: %d images, want 1", n)
 	}
-	if s := c2.Counters(); s.StampMatched != 1 || s.Reverified != 0 {
+	if s := c2.Stats(); s.StampMatched != 1 || s.Reverified != 0 {
 		t.Errorf("reopen: StampMatched %d Reverified %d, want 1 and 0", s.StampMatched, s.Reverified)
 	}
 }

@@ -110,7 +110,7 @@ func TestBootImagePreemptsLowerPriority(t *testing.T) {
 	if rt, bt := rest.Times(), boot.Times(); len(rt) == 2 && len(bt) == 1 && !bt[0].Before(rt[1]) {
 		t.Errorf("the preempted pull resumed at %v, before the kernel was asked for at %v", rt[1], bt[0])
 	}
-	if s := c.Counters(); s.Preemptions != 1 {
+	if s := c.Stats(); s.Preemptions != 1 {
 		t.Errorf("Preemptions %d, want 1", s.Preemptions)
 	}
 	checkVisibleVerified(t, cfg.Dir)
@@ -148,7 +148,7 @@ func TestEqualPrioritiesShareSlots(t *testing.T) {
 	if len(reqs) < 2 || reqs[1].Status != 206 || reqs[1].IfRange != `"v1"` {
 		t.Errorf("long pull's requests %+v, want a resume (206 under If-Range) after the first", reqs)
 	}
-	if s := c.Counters(); s.Yields < 1 || s.Preemptions != 0 {
+	if s := c.Stats(); s.Yields < 1 || s.Preemptions != 0 {
 		t.Errorf("Yields %d Preemptions %d, want at least 1 and 0", s.Yields, s.Preemptions)
 	}
 	checkVisibleVerified(t, cfg.Dir)

@@ -117,7 +117,7 @@ func TestEviction(t *testing.T) {
 	cfg := fastConfig(t)
 	cfg.Clock = clk
 	cfg.MaxBytes = 3000
-	cfg.Fence = imagecache.FenceFunc(func() bool { return true })
+	cfg.Fence = imagecache.FenceFunc(func() (uint64, bool) { return 1, true })
 	c := open(t, cfg)
 	var imgs []imagecache.Image
 	for i := range 5 {
@@ -208,7 +208,7 @@ func TestEviction(t *testing.T) {
 	if diff := cmp.Diff(set(d(1), d(2), d(4)), cached()); diff != "" {
 		t.Errorf("after unpinning 0 and pulling 2 (-want +got):\n%s", diff)
 	}
-	if s := c.Counters(); s.Evictions != 3 || s.EvictedBytes != 3000 {
+	if s := c.Stats(); s.Evictions != 3 || s.EvictedBytes != 3000 {
 		t.Errorf("Evictions %d EvictedBytes %d, want 3 and 3000", s.Evictions, s.EvictedBytes)
 	}
 	// Pinned images are never evicted, even over the budget.
@@ -307,7 +307,7 @@ func TestServeRangesBounded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := f.c.Counters().RefusedRanges
+			before := f.c.Stats().RefusedRanges
 			req, _ := http.NewRequest("GET", url, nil)
 			req.Header.Set("Range", tt.rangeHdr)
 			resp, err := srv.Client().Do(req)
@@ -364,7 +364,7 @@ func TestServeRangesBounded(t *testing.T) {
 			if tt.code == 416 && tt.contentRange != "" {
 				wantRefused++
 			}
-			if got := f.c.Counters().RefusedRanges; got != wantRefused {
+			if got := f.c.Stats().RefusedRanges; got != wantRefused {
 				t.Errorf("RefusedRanges %d, want %d", got, wantRefused)
 			}
 		})

@@ -123,7 +123,7 @@ func TestSourcePolicyRefuses(t *testing.T) {
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the loopback server got %d requests", n)
 	}
-	if s := c.Counters(); s.SourceRefused != uint64(len(tests)) {
+	if s := c.Stats(); s.SourceRefused != uint64(len(tests)) {
 		t.Errorf("SourceRefused %d, want %d", s.SourceRefused, len(tests))
 	}
 }

@@ -22,7 +22,7 @@ func TestConcurrentServeAndEvict(t *testing.T) {
 	cfg := fastConfig(t)
 	cfg.MaxBytes = 4 * 50000
 	cfg.ConcurrentPulls = 3
-	cfg.Fence = imagecache.FenceFunc(func() bool { return true })
+	cfg.Fence = imagecache.FenceFunc(func() (uint64, bool) { return 1, true })
 	c := open(t, cfg)
 	var imgs []imagecache.Image
 	for i := range n {

@@ -87,7 +87,7 @@ func TestOpenServesWhileVerifying(t *testing.T) {
 	initrd := writeImage(t, dir, randomBytes(941, 1<<20))
 	cfg := fastConfig(t)
 	cfg.Dir = dir
-	cfg.Fence = imagecache.FenceFunc(func() bool { return true })
+	cfg.Fence = imagecache.FenceFunc(func() (uint64, bool) { return 1, true })
 	cfg.BootImages = []imagecache.Digest{kernel, initrd}
 	start := time.Now()
 	c := open(t, cfg)
@@ -123,7 +123,7 @@ func TestOpenServesWhileVerifying(t *testing.T) {
 		}
 	}
 	t.Logf("Open %v, kernel served after %v, all %d MiB verified after %v", opened, firstServed, 4*64+1, all)
-	if s := c.Counters(); s.Reverified != 6 || s.StampMatched != 0 {
+	if s := c.Stats(); s.Reverified != 6 || s.StampMatched != 0 {
 		t.Errorf("Reverified %d StampMatched %d, want 6 and 0", s.Reverified, s.StampMatched)
 	}
 	srv.Close()
@@ -133,7 +133,7 @@ func TestOpenServesWhileVerifying(t *testing.T) {
 	if n := len(c2.Inventory()); n != 6 {
 		t.Errorf("reopened: %d images served at once, want 6", n)
 	}
-	if s := c2.Counters(); s.StampMatched != 6 || s.Reverified != 0 {
+	if s := c2.Stats(); s.StampMatched != 6 || s.Reverified != 0 {
 		t.Errorf("reopened: StampMatched %d Reverified %d, want 6 and 0", s.StampMatched, s.Reverified)
 	}
 }
@@ -182,7 +182,7 @@ func TestStampMismatchReverifies(t *testing.T) {
 	if _, err := os.Stat(path(0)); !os.IsNotExist(err) {
 		t.Errorf("the damaged image is still there: %v", err)
 	}
-	if s := c2.Counters(); s.StampMatched != 1 || s.Reverified != 2 || s.CorruptFilesRemoved != 1 {
+	if s := c2.Stats(); s.StampMatched != 1 || s.Reverified != 2 || s.CorruptFilesRemoved != 1 {
 		t.Errorf("StampMatched %d Reverified %d CorruptFilesRemoved %d, want 1 2 1", s.StampMatched, s.Reverified, s.CorruptFilesRemoved)
 	}
 }
@@ -242,7 +242,7 @@ func TestOpenSweepsCrashedWrites(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("files after Open (-want +got):\n%s", diff)
 	}
-	if s := c.Counters(); s.TempFilesRemoved != 6 {
+	if s := c.Stats(); s.TempFilesRemoved != 6 {
 		t.Errorf("TempFilesRemoved %d, want 6", s.TempFilesRemoved)
 	}
 }

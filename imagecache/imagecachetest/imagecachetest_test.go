@@ -81,7 +81,7 @@ func TestCachePullsFromOrigin(t *testing.T) {
 	if err := c.Pull(context.Background(), gone); imagecache.ReasonOf(err) != "http-404" {
 		t.Fatalf("Pull of a removed image = %v (reason %q), want http-404", err, imagecache.ReasonOf(err))
 	}
-	if s := c.Counters(); s.PullsOK != 1 || s.BytesPulled != uint64(len("a disk image")) {
+	if s := c.Stats(); s.PullsOK != 1 || s.BytesPulled != uint64(len("a disk image")) {
 		t.Errorf("cache counters %+v", s)
 	}
 }
@@ -99,6 +99,6 @@ func Example() {
 		return
 	}
 	defer cache.Close()
-	fmt.Println(cache.Pull(context.Background(), img), cache.Counters().PullsOK)
+	fmt.Println(cache.Pull(context.Background(), img), cache.Stats().PullsOK)
 	// Output: <nil> 1
 }

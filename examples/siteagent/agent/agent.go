@@ -5,7 +5,6 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
-	"github.com/bettercompute/siteboot/bootbind"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +15,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bettercompute/siteboot/bootbind"
+	siteclock "github.com/bettercompute/siteboot/clock"
 
 	"golang.org/x/sync/errgroup"
 
@@ -143,7 +145,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}
 	clock := opt.Clock
 	if clock == nil {
-		clock = systemClock{origin: time.Now()}
+		clock = siteclock.Real
 	}
 	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock, wake: make(chan struct{}, 1), silent: newSilentWatch()}
 	ag.applyq.wake = make(chan struct{}, 1)
@@ -172,7 +174,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if err := a.setupLink(signer.Public()); err != nil {
 		return nil, err
 	}
-	a.issuer = &assertion.Issuer{Site: c.SiteID, Agent: c.NodeID, Signer: signer, Now: clock.Now}
+	a.issuer = &assertion.Issuer{Site: c.SiteID, Agent: c.NodeID, Signer: signer, Clock: clock}
 	if err := a.issuer.Validate(); err != nil {
 		return nil, err
 	}
@@ -192,8 +194,8 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		// The site's own choice of sources the policy would refuse.
 		AllowedSourceNetworks: c.Boot.AllowedSourceNetworks,
 		ManagementNetworks:    c.Boot.ManagementNetworks,
-		Fence:                 imagecache.FenceFunc(a.active),
-		Now:                   clock.Now,
+		Fence:                 a.fence,
+		Clock:                 clock,
 		Logger:                log.With("component", "imagecache"),
 	}); err != nil {
 		return nil, err

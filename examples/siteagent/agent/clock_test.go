@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/discovery"
+	"github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 )
 
@@ -43,7 +43,7 @@ func (c *fakeClock) Monotonic() time.Duration {
 	return c.mono
 }
 
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) discovery.Timer {
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &fakeTimer{c: c, d: d, at: c.mono + d, f: f, pending: true}

@@ -3,13 +3,14 @@ package agent
 import (
 	"context"
 	"fmt"
-	"github.com/bettercompute/siteboot/bootbind"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/bettercompute/siteboot/bootbind"
 
 	"github.com/prometheus/client_golang/prometheus"
 

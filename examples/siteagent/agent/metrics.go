@@ -62,9 +62,9 @@ func (a *Agent) Stats() map[string]uint64 {
 		m["tftp_evicted"], m["tftp_queued"], m["tftp_waiting"] = c.Evicted, c.Queued, uint64(c.Waiting)
 	}
 	cs := a.cache.Stats()
-	m["cache_served"], m["cache_grants_issued"] = uint64(cs.Served), uint64(cs.GrantsIssued)
-	m["cache_refused_fenced"] = uint64(cs.RefusedFenced)
-	m["cache_refused_grant"] = uint64(cs.RefusedGrant + cs.RefusedExpired + cs.RefusedDigest + cs.RefusedPath + cs.RefusedMissing)
+	m["cache_served"], m["cache_grants_issued"] = cs.Served, cs.GrantsIssued
+	m["cache_refused_fenced"] = cs.RefusedFenced
+	m["cache_refused_grant"] = cs.RefusedGrant + cs.RefusedExpired + cs.RefusedDigest + cs.RefusedPath + cs.RefusedMissing
 	bc := a.bootStats()
 	m["boot_scripts"], m["boot_unknown"], m["boot_fenced"] = bc.Scripts, bc.Unknown, bc.Fenced
 	for r := mismatchArch; r < numMismatches; r++ {
@@ -209,7 +209,7 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	cs := a.cache.Stats()
 	counter(descCacheServed, float64(cs.Served))
 	counter(descCacheBytes, float64(cs.ServedBytes))
-	for reason, n := range map[string]int64{"path": cs.RefusedPath, "grant": cs.RefusedGrant, "expired": cs.RefusedExpired, "digest": cs.RefusedDigest, "missing": cs.RefusedMissing, "fenced": cs.RefusedFenced} {
+	for reason, n := range map[string]uint64{"path": cs.RefusedPath, "grant": cs.RefusedGrant, "expired": cs.RefusedExpired, "digest": cs.RefusedDigest, "missing": cs.RefusedMissing, "fenced": cs.RefusedFenced} {
 		counter(descCacheRefused, float64(n), reason)
 	}
 	counter(descCacheGrants, float64(cs.GrantsIssued))

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/bettercompute/siteboot/bootbind"
-	"github.com/bettercompute/siteboot/sitelink"
 	"io"
 	"io/fs"
 	"net/http"
@@ -19,6 +17,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/sitelink"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -578,11 +579,8 @@ func (s *secureBoot) renderAnswer(a ipxe.Answer) (int, []byte, error) {
 				return 0, nil, err
 			}
 		}
-		params := make([]grubcfg.Param, len(a.Params))
-		for i, p := range a.Params {
-			params[i] = grubcfg.Param{Name: p.Name, Value: p.Value}
-		}
-		b, err := grubcfg.Boot{Kernel: kernel, Initrds: initrds, Params: params, Cmdline: a.Cmdline, Again: again}.Render()
+		// ipxe.Param and grubcfg.Param are one type (the renderers' shared core).
+		b, err := grubcfg.Boot{Kernel: kernel, Initrds: initrds, Params: a.Params, Cmdline: a.Cmdline, Again: again}.Render()
 		return http.StatusOK, b, err
 	case ipxe.AnswerFenced:
 		b, err := grubcfg.Fenced{Delay: a.Delay}.Render()

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"github.com/bettercompute/siteboot/bootbind"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -11,6 +10,9 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
@@ -33,7 +35,7 @@ func FuzzSecureBootNames(f *testing.F) {
 	}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	cache, err := imagecache.Open(context.Background(), imagecache.Config{Dir: f.TempDir(), Now: clock})
+	cache, err := imagecache.Open(context.Background(), imagecache.Config{Dir: f.TempDir(), Clock: clocktest.New(now)})
 	if err != nil {
 		f.Fatal(err)
 	}

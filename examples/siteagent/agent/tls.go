@@ -70,8 +70,8 @@ func (c *Config) Identity() sitetls.Identity {
 // LoadCredentials loads the link's site certificate, its key and the CA bundle named in
 // cfg.Control, and checks that the certificate is the agent's: its identity is cfg's site
 // and node, and its public key is nodeKey. The files must grant nothing to group or others
-// (sitetls refuses them otherwise). now is the clock for validity; nil means time.Now.
-func LoadCredentials(cfg *Config, nodeKey crypto.PublicKey, now func() time.Time, log *slog.Logger) (*sitetls.Credentials, error) {
+// (sitetls refuses them otherwise). clk is the clock for validity; nil means the real one.
+func LoadCredentials(cfg *Config, nodeKey crypto.PublicKey, clk Clock, log *slog.Logger) (*sitetls.Credentials, error) {
 	cc := cfg.Control
 	if cc.CertFile == "" || cc.CAFile == "" {
 		return nil, ErrNoCredentials
@@ -81,7 +81,7 @@ func LoadCredentials(cfg *Config, nodeKey crypto.PublicKey, now func() time.Time
 	}
 	creds, err := sitetls.Load(sitetls.Config{
 		CertFile: cc.CertFile, KeyFile: cfg.controlKeyFile(), CAFile: cc.CAFile, IssuerFile: cc.IssuerFile,
-		Now: now, Logger: log.With("component", "sitetls"),
+		Clock: clk, Logger: log.With("component", "sitetls"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: control link: %w", err)
@@ -222,7 +222,7 @@ func (a *Agent) setupLink(nodeKey crypto.PublicKey) error {
 	a.linkTLS.insecure = u.Scheme == "http"
 	if a.link == nil {
 		if u.Scheme == "https" {
-			creds, err := LoadCredentials(c, nodeKey, a.clock.Now, a.log)
+			creds, err := LoadCredentials(c, nodeKey, a.clock, a.log)
 			if err != nil {
 				return err
 			}

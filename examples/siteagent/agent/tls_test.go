@@ -39,7 +39,7 @@ func (h *harness) serveTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := h.tls.ServerConfig()
-	sc.Now = h.clk.Now
+	sc.Clock = h.clk
 	creds, err := sitetls.Load(sc)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func (h *harness) serveTLS(t *testing.T) {
 // certificate, cut whenever local is.
 func (h *harness) tlsLink(t *testing.T, cfg *agent.Config, local *controlplane.LocalLink) (agent.Link, *sitetls.Credentials) {
 	t.Helper()
-	creds, err := agent.LoadCredentials(cfg, h.key.Public(), h.clk.Now, nil)
+	creds, err := agent.LoadCredentials(cfg, h.key.Public(), h.clk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

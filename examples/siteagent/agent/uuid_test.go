@@ -47,7 +47,7 @@ func TestEntryUUIDInAnySpelling(t *testing.T) {
 				return nil
 			}),
 			Replay: &assertion.MemoryReplayCache{},
-			Now:    h.clk.Now,
+			Clock:  h.clk,
 		}
 	}
 	for i, e := range entries {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/hwid"
 )
 
@@ -17,11 +18,10 @@ import (
 func Example() {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
 	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)) // the agent's node key
 
 	// Agent side.
-	issuer := &assertion.Issuer{Site: "site-fsn1", Agent: "node-agent-a", Signer: key, Now: clock}
+	issuer := &assertion.Issuer{Site: "site-fsn1", Agent: "node-agent-a", Signer: key, Clock: clocktest.New(now)}
 	mac, _ := hwid.ParseMAC("3c:ec:ef:12:34:56")
 	uuid, _ := hwid.ParseUUID("4c4c4544-0031-3510-8052-b4c04f4e4b32")
 	text, err := issuer.Issue(ctx, assertion.Fields{
@@ -48,7 +48,7 @@ func Example() {
 			return nil
 		}),
 		Replay: &assertion.MemoryReplayCache{},
-		Now:    func() time.Time { return now.Add(40 * time.Second) },
+		Clock:  clocktest.New(now.Add(40 * time.Second)),
 	}
 	join := assertion.Join{Site: "site-fsn1", MACs: []hwid.MAC{mac}, UUID: uuid.SMBIOS()}
 	a, err := verifier.Verify(ctx, text, join)
@@ -87,9 +87,9 @@ func ExampleVerifier_Verify_refusals() {
 			return nil
 		}),
 		Replay: &assertion.MemoryReplayCache{},
-		Now:    func() time.Time { return now },
+		Clock:  clocktest.New(now),
 	}
-	issuer := &assertion.Issuer{Site: "site-1", Agent: "agent-a", Signer: keyA, Now: func() time.Time { return now }}
+	issuer := &assertion.Issuer{Site: "site-1", Agent: "agent-a", Signer: keyA, Clock: clocktest.New(now)}
 	mac, _ := hwid.ParseMAC("52:54:00:00:00:01")
 	text, _ := issuer.Issue(ctx, assertion.Fields{Epoch: 7, MAC: mac})
 

@@ -53,10 +53,6 @@ type Issuer struct {
 	Lifetime time.Duration
 	// Clock is the agent's clock. Nil means [clock.Real].
 	Clock clock.Clock
-	// Now is the wall clock when Clock is nil.
-	//
-	// Deprecated: set Clock; Now is used only when Clock is nil.
-	Now func() time.Time
 	// Rand is the randomness handed to the Signer (ECDSA needs it; Ed25519 ignores it).
 	// Nil means crypto/rand.Reader.
 	Rand io.Reader
@@ -126,12 +122,7 @@ func (is *Issuer) issue(ctx context.Context, f Fields) (string, error) {
 	if f.Epoch == 0 {
 		return "", ErrNoEpoch
 	}
-	now := clock.Real.Now
-	if is.Clock != nil {
-		now = is.Clock.Now
-	} else if is.Now != nil {
-		now = is.Now
-	}
+	now := clock.Or(is.Clock).Now
 	lifetime := is.Lifetime
 	if lifetime == 0 {
 		lifetime = MaxLifetime

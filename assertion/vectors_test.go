@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/hwid"
 )
 
@@ -201,7 +202,7 @@ func TestVectors(t *testing.T) {
 			is := &assertion.Issuer{
 				Site: a.Site, Agent: a.Agent, Signer: key,
 				Lifetime: a.NotAfter.Sub(a.IssuedAt),
-				Now:      func() time.Time { return a.IssuedAt.Add(999 * time.Millisecond) },
+				Clock:    clocktest.New(a.IssuedAt.Add(999 * time.Millisecond)),
 			}
 			text, err := is.Issue(context.Background(), assertion.Fields{
 				Epoch: a.Epoch, MAC: a.MAC, IP: a.IP, UUID: a.UUID, Workflow: a.Workflow,

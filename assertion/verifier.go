@@ -126,10 +126,6 @@ type Verifier struct {
 	Skew time.Duration
 	// Clock is the control plane's clock. Nil means [clock.Real].
 	Clock clock.Clock
-	// Now is the wall clock when Clock is nil.
-	//
-	// Deprecated: set Clock; Now is used only when Clock is nil.
-	Now func() time.Time
 	// Logger receives a debug line per admission and an info line per refusal. Nil
 	// discards.
 	Logger *slog.Logger
@@ -240,12 +236,7 @@ func (v *Verifier) verify(ctx context.Context, text string, j Join) (Assertion, 
 		return Assertion{}, refuse(ReasonWrongSite, "assertion for site %q, join for site %q", a.Site, j.Site)
 	}
 
-	now := clock.Real.Now
-	if v.Clock != nil {
-		now = v.Clock.Now
-	} else if v.Now != nil {
-		now = v.Now
-	}
+	now := clock.Or(v.Clock).Now
 	t := now()
 	skew := v.Skew
 	if skew == 0 {

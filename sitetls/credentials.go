@@ -48,10 +48,6 @@ type Config struct {
 	// Clock is the clock for certificate validity and for CheckInterval; nil means
 	// [clock.Real].
 	Clock clock.Clock
-	// Now is the wall clock when Clock is nil.
-	//
-	// Deprecated: set Clock; Now is used only when Clock is nil.
-	Now func() time.Time
 	// Logger receives a line per reload and per failed reload (naming the file, never its
 	// content); nil discards.
 	Logger *slog.Logger
@@ -99,17 +95,12 @@ type Credentials struct {
 
 // Load reads the files named by cfg. It fails, with a *FileError naming the file, when any
 // of them is unreadable, too open (see Config), malformed, when the key is not the
-// certificate's, or when the certificate is outside its validity at cfg.Now.
+// certificate's, or when the certificate is outside its validity at cfg.Clock's Now.
 func Load(cfg Config) (*Credentials, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Credentials{cfg: cfg, now: cfg.Now, interval: cfg.CheckInterval, log: cfg.Logger}
-	if cfg.Clock != nil {
-		c.now = cfg.Clock.Now
-	} else if c.now == nil {
-		c.now = clock.Real.Now
-	}
+	c := &Credentials{cfg: cfg, now: clock.Or(cfg.Clock).Now, interval: cfg.CheckInterval, log: cfg.Logger}
 	if c.interval == 0 {
 		c.interval = DefaultCheckInterval
 	}

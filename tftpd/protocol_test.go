@@ -351,23 +351,18 @@ func TestPermissionDenied(t *testing.T) {
 	}
 }
 
-// TestInjectedClock: Start and Duration come from Server.Now.
+// TestInjectedClock: Start and Duration come from Server.Clock, read when the request
+// arrives and when the last block is acknowledged.
 func TestInjectedClock(t *testing.T) {
-	var mu sync.Mutex
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	calls := 0
-	now := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		calls++
-		return t0.Add(time.Duration(calls-1) * 90 * time.Second)
-	}
+	clk := clocktest.New(t0)
 	rec := newRecorder()
-	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: payload(3000, 10)}}, Now: now, OnTransfer: rec.hook}
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: payload(3000, 10)}}, Clock: clk, OnTransfer: rec.hook}
 	addr := serve(t, srv, "127.0.0.1")
 	c := newRawClient(t, "127.0.0.1")
 	c.send(addr, rrq("f", "octet"))
 	pkt, tid := c.recvFrom(5*time.Second, 0)
+	clk.Advance(90 * time.Second) // the transfer started; it ends after this
 	c.download(pkt, tid, 512)
 	r := rec.waitN(t, 1)[0]
 	if !r.Start.Equal(t0) || r.Duration != 90*time.Second {
@@ -375,13 +370,12 @@ func TestInjectedClock(t *testing.T) {
 	}
 }
 
-// TestClockBeforeNow: Server.Clock, when set, is the clock, and the deprecated Now is not
-// asked.
-func TestClockBeforeNow(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+// TestClockIsUsed: Server.Clock, when set, is the clock of the report, not the process's:
+// a clock years in the past that does not move gives that Start and no Duration.
+func TestClockIsUsed(t *testing.T) {
+	t0 := time.Date(2001, 1, 2, 3, 4, 5, 0, time.UTC)
 	rec := newRecorder()
-	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: payload(3000, 10)}}, Clock: clocktest.New(t0),
-		Now: func() time.Time { t.Error("Now asked while Clock is set"); return time.Time{} }, OnTransfer: rec.hook}
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: payload(3000, 10)}}, Clock: clocktest.New(t0), OnTransfer: rec.hook}
 	addr := serve(t, srv, "127.0.0.1")
 	c := newRawClient(t, "127.0.0.1")
 	c.send(addr, rrq("f", "octet"))

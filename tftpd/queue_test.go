@@ -8,27 +8,29 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/bettercompute/siteboot/clock"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/tftpd"
 )
 
 // TestQueueServesWhenSlotFrees: with the one slot held by an acknowledged transfer, a
 // request waits in the queue (no answer, no socket); sent again twice it keeps its one place;
 // when the slot frees it is served at once, without sending it again. The same with a
-// Server.Now of its own (a clock for reports, here one far in the past): how long a request
-// has waited is not read from it.
+// Server.Clock of its own (a clock for reports, here one far in the past that does not move):
+// how long a request has waited is not read from it.
 func TestQueueServesWhenSlotFrees(t *testing.T) {
 	past := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
-	for _, clock := range []struct {
-		name string
-		now  func() time.Time
-	}{{"time.Now", nil}, {"own clock", func() time.Time { return past }}} {
-		t.Run(clock.name, func(t *testing.T) { queueServesWhenSlotFrees(t, clock.now) })
+	for _, tc := range []struct {
+		name  string
+		clock clock.Clock
+	}{{"clock.Real", nil}, {"own clock", clocktest.New(past)}} {
+		t.Run(tc.name, func(t *testing.T) { queueServesWhenSlotFrees(t, tc.clock) })
 	}
 }
 
-func queueServesWhenSlotFrees(t *testing.T, now func() time.Time) {
+func queueServesWhenSlotFrees(t *testing.T, clk clock.Clock) {
 	data := payload(1500, 41)
-	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 30 * time.Second, Now: now}
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: data}}, MaxTransfers: 1, MaxPerSource: 1, Timeout: 30 * time.Second, Clock: clk}
 	h := holdSlot(t, srv, "127.0.0.70")
 	addr, a, first, second, tid := h.addr, h.client, h.first, h.second, h.tid
 	b := newRawClient(t, "127.0.0.71")

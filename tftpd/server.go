@@ -126,10 +126,6 @@ type Server struct {
 	OnTransfer func(Transfer)
 	// Clock is the clock for Transfer.Start and Duration. Nil means [clock.Real].
 	Clock clock.Clock
-	// Now is the wall clock when Clock is nil.
-	//
-	// Deprecated: set Clock; Now is used only when Clock is nil.
-	Now func() time.Time
 
 	mu        sync.Mutex
 	started   bool
@@ -298,16 +294,7 @@ func (s *Server) queueWait() time.Duration {
 func (s *Server) evictAfter() time.Duration {
 	return orDefault(s.EvictAfter, DefaultEvictAfter)
 }
-func (s *Server) now() time.Time { return s.clock()() }
-func (s *Server) clock() func() time.Time {
-	if s.Clock != nil {
-		return s.Clock.Now
-	}
-	if s.Now != nil {
-		return s.Now
-	}
-	return clock.Real.Now
-}
+func (s *Server) now() time.Time { return clock.Or(s.Clock).Now() }
 
 // discard is the logger of a Server whose Logger is nil.
 var discard = slog.New(slog.DiscardHandler)

@@ -69,6 +69,6 @@
 //
 // # Time
 //
-// Every rule that depends on time takes it from an injected [Clock] (the List) or from a
-// time passed in (Merge, Match), so tests run on fake time and never sleep.
+// Every rule that depends on time takes it from an injected [clock.Clock] (the List's Clock
+// field) or from a time passed in (Merge, Match), so tests run on fake time and never sleep.
 package discovery

@@ -187,11 +187,11 @@ type List struct {
 	stats      Stats
 
 	// The report throttle.
-	reported   bool      // ReportWanted was called at least once
-	lastReport time.Time // when it was last called
-	pending    bool      // a new machine waits for a trailing call
-	timer      Timer     // the trailing call, when armed
-	timerGen   uint64    // bumped whenever timer is disarmed, so a late one does nothing
+	reported   bool        // ReportWanted was called at least once
+	lastReport time.Time   // when it was last called
+	pending    bool        // a new machine waits for a trailing call
+	timer      clock.Timer // the trailing call, when armed
+	timerGen   uint64      // bumped whenever timer is disarmed, so a late one does nothing
 	closed     bool
 	inflight   sync.WaitGroup // ReportWanted calls decided and not yet returned, armed timers
 }

@@ -115,7 +115,7 @@ func TestBootDeviceValidate(t *testing.T) {
 func TestRunnerDoesNotSendARepeatTwice(t *testing.T) {
 	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	j := &bmc.MemoryJournal{Window: 10 * time.Minute}
-	r := &bmc.Runner{Journal: j, Now: clk.Now}
+	r := &bmc.Runner{Journal: j, Clock: clk}
 	ctx := context.Background()
 	sent := 0
 	power := func(context.Context) error { sent++; return nil }
@@ -146,7 +146,7 @@ func TestRunnerDoesNotSendARepeatTwice(t *testing.T) {
 
 func TestRunnerReplaysAFailure(t *testing.T) {
 	clk := clocktest.New(time.Unix(1e9, 0))
-	r := &bmc.Runner{Journal: &bmc.MemoryJournal{}, Now: clk.Now}
+	r := &bmc.Runner{Journal: &bmc.MemoryJournal{}, Clock: clk}
 	calls := 0
 	fail := func(context.Context) error {
 		calls++
@@ -216,7 +216,7 @@ func TestRunnerRefusesARepeatWhileRunning(t *testing.T) {
 func TestMemoryJournalIsBounded(t *testing.T) {
 	clk := clocktest.New(time.Unix(1e9, 0))
 	j := &bmc.MemoryJournal{Window: time.Hour, Size: 3}
-	r := &bmc.Runner{Journal: j, Now: clk.Now}
+	r := &bmc.Runner{Journal: j, Clock: clk}
 	ok := func(context.Context) error { return nil }
 	for i := range 10 {
 		_ = r.Run(context.Background(), fmt.Sprint("id-", i), "power", ok)

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bettercompute/siteboot/casreg"
+	"github.com/bettercompute/siteboot/clock"
 )
 
 // The claim protocol. Before a destructive operation (power, boot, rotate, firmware,
@@ -337,8 +338,8 @@ const DefaultClaimRetries = 16
 type ClaimRegistry struct {
 	// Store holds the records. Required.
 	Store ClaimStore
-	// Now is the clock for ClaimRecord.Updated; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock for ClaimRecord.Updated; nil means [clock.Real].
+	Clock clock.Clock
 	// Retries bounds compare-and-swap retries per call; zero means DefaultClaimRetries.
 	Retries int
 	// RequireRoute grants a claim only on a command Route issued to the claiming node: a
@@ -380,12 +381,7 @@ func (r *ClaimRegistry) update(ctx context.Context, id string, fn func(rec Claim
 	return err
 }
 
-func (r *ClaimRegistry) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
+func (r *ClaimRegistry) now() time.Time { return clock.Or(r.Clock).Now() }
 
 // Route decides what to do with command id (of kind op) that the control plane routes to
 // node, the lease holder or else the first connected agent: send it (issuing it to node,

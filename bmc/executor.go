@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/bettercompute/siteboot/clock"
 )
 
 // Defaults of the Executor.
@@ -123,8 +125,8 @@ type Executor struct {
 	// Logger receives one line per operation (id, name, driver, address, outcome); nil
 	// discards.
 	Logger *slog.Logger
-	// Now is the clock for the journal; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock for the journal; nil means [clock.Real].
+	Clock clock.Clock
 
 	once  sync.Once
 	slots chan struct{}
@@ -160,12 +162,7 @@ func (e *Executor) journal() Journal {
 	return e.mem
 }
 
-func (e *Executor) now() time.Time {
-	if e.Now != nil {
-		return e.Now()
-	}
-	return time.Now()
-}
+func (e *Executor) now() time.Time { return clock.Or(e.Clock).Now() }
 
 func (e *Executor) logger() *slog.Logger {
 	if e.Logger != nil {

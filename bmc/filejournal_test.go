@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 )
 
 func TestFileJournalSurvivesReopen(t *testing.T) {
@@ -73,7 +74,7 @@ func TestFileJournalSurvivesReopen(t *testing.T) {
 	if !maps(got, want) {
 		t.Errorf("records after reopen: %v, want %v", got, want)
 	}
-	r := &bmc.Runner{Journal: j2, Now: func() time.Time { return now }}
+	r := &bmc.Runner{Journal: j2, Clock: clocktest.New(now)}
 	for _, c := range []struct {
 		id   string
 		runs bool

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/bettercompute/siteboot/clock"
 )
 
 // Defaults for the journal.
@@ -189,8 +191,8 @@ func (j *MemoryJournal) Len() int {
 type Runner struct {
 	// Journal holds the records; nil means an internal MemoryJournal with defaults.
 	Journal Journal
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock; nil means [clock.Real].
+	Clock clock.Clock
 	// Logger receives one line per replayed or refused repeat; nil discards.
 	Logger *slog.Logger
 
@@ -358,12 +360,7 @@ func (r *Runner) journal() Journal {
 	return r.mem
 }
 
-func (r *Runner) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
+func (r *Runner) now() time.Time { return clock.Or(r.Clock).Now() }
 
 func (r *Runner) logger() *slog.Logger {
 	if r.Logger != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/internal/eventq"
 )
 
@@ -80,6 +81,7 @@ type bsim struct {
 	seed  uint64
 	rng   *rand.Rand
 	now   time.Duration
+	clk   *clocktest.Fake // at bsimEpoch+now
 	q     eventq.Queue
 	steps int
 	ctx   context.Context
@@ -118,8 +120,6 @@ func (s *bsim) uniform(lo, hi time.Duration) time.Duration {
 
 func (s *bsim) chance(p float64) bool { return s.rng.Float64() < p }
 
-func (s *bsim) clock() time.Time { return bsimEpoch.Add(s.now) }
-
 // bsimStore injects store errors, including writes that land but report failure.
 type bsimStore struct {
 	s     *bsim
@@ -147,9 +147,9 @@ func (st *bsimStore) CompareAndSwap(ctx context.Context, id string, old ClaimVer
 }
 
 func newBsim(cfg bsimConfig, seed uint64) *bsim {
-	s := &bsim{cfg: cfg, seed: seed, rng: rand.New(rand.NewPCG(seed, 0xb3c)), ctx: context.Background()}
+	s := &bsim{cfg: cfg, seed: seed, rng: rand.New(rand.NewPCG(seed, 0xb3c)), ctx: context.Background(), clk: clocktest.New(bsimEpoch)}
 	s.store = &bsimStore{s: s}
-	s.reg = &ClaimRegistry{Store: s.store, Now: s.clock}
+	s.reg = &ClaimRegistry{Store: s.store, Clock: s.clk}
 	for i := range bsimBMCs {
 		_ = i
 		s.received = append(s.received, map[string]int{})
@@ -213,7 +213,7 @@ func (s *bsim) start(i int, wipe bool) {
 		Opener:      OpenerFunc(func(_ context.Context, t Target) (Driver, error) { return s.open(i, inc, t) }),
 		Credentials: CredentialsFunc(func(context.Context, string) (Credential, error) { return Credential{"u", "p"}, nil }),
 		Journal:     j,
-		Now:         s.clock,
+		Clock:       s.clk,
 	}
 	if !s.cfg.NoClaims {
 		a.exec.Claims = &bsimLink{s: s, i: i, inc: inc}
@@ -471,6 +471,7 @@ func (s *bsim) run() (err error) {
 	for s.q.Len() > 0 {
 		at, fn, _ := s.q.Pop()
 		s.now = at
+		s.clk.Set(bsimEpoch.Add(at))
 		if s.steps == s.cfg.Steps && calmFrom == 0 {
 			calmFrom = s.now
 			// The calm spell: no loss, no kills, partitions healed, every agent back.

@@ -123,7 +123,7 @@ func (a *Agent) setupBMC() error {
 		MaxConcurrent: a.cfg.BMC.MaxConcurrent,
 		Timeout:       a.cfg.BMC.Timeout,
 		Logger:        a.log.With("component", "bmc"),
-		Now:           a.clock.Now,
+		Clock:         a.clock,
 	}
 	if b.link != nil {
 		node := a.cfg.NodeID

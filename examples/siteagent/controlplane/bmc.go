@@ -60,7 +60,7 @@ func (p *Plane) Claims() *bmc.ClaimRegistry {
 			st = &bmc.MemoryClaimStore{}
 		}
 		// A claim is granted only on a command Route issued to the claiming node.
-		b.reg = &bmc.ClaimRegistry{Store: st, Now: p.now, RequireRoute: true}
+		b.reg = &bmc.ClaimRegistry{Store: st, Clock: p.Clock, RequireRoute: true}
 	})
 	return b.reg
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/ipxe"
 )
@@ -78,7 +79,7 @@ func ExampleNewHandler() {
 		Initrds: []string{"http://192.0.2.1/ramdisk/initrd.img"},
 		Params:  []ipxe.Param{{Name: "bc.gateway", Value: "https://gw.example.net"}},
 		Cmdline: "console=ttyS0",
-		Now:     func() time.Time { return time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC) },
+		Clock:   clocktest.New(time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)),
 	})
 	if err != nil {
 		panic(err)

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/hwid"
 )
 
@@ -86,8 +87,8 @@ type Config struct {
 	FencedDelay time.Duration // 0 means DefaultFencedDelay
 	MaxTokens   int           // 0 means DefaultMaxTokens
 
-	Now    func() time.Time // nil means time.Now
-	Logger *slog.Logger     // nil discards
+	Clock  clock.Clock  // the clock entries' ends are compared with; nil means [clock.Real]
+	Logger *slog.Logger // nil discards
 }
 
 // Validate checks the configuration: the host interfaces are set and the site's ramdisk
@@ -175,9 +176,6 @@ func NewHandler(c Config) (*Handler, error) {
 
 func (h *Handler) setDefaults() {
 	c := &h.cfg
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	h.log = c.Logger
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -335,7 +333,7 @@ func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request, ld *Loader) 
 			Fenced{Delay: h.cfg.FencedDelay}, 0)
 		return
 	}
-	now := h.cfg.Now()
+	now := clock.Or(h.cfg.Clock).Now()
 	e, ok, err := h.cfg.Entries.Entry(ctx, q)
 	if errors.Is(err, ErrMismatch) {
 		// The MAC has an entry, but this machine is not the one it names: no secret, and

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/testpeer"
 	"github.com/bettercompute/siteboot/ipxe"
@@ -43,7 +44,7 @@ var (
 // fakeHost implements every interface the handler asks, recording what it was asked.
 type fakeHost struct {
 	mu         sync.Mutex
-	now        time.Time
+	clock      *clocktest.Fake
 	epoch      uint64
 	active     bool
 	entries    map[hwid.MAC]ipxe.Entry
@@ -62,7 +63,7 @@ type fakeHost struct {
 
 func newFakeHost() *fakeHost {
 	return &fakeHost{
-		now: t0, epoch: 7, active: true,
+		clock: clocktest.New(t0), epoch: 7, active: true,
 		entries:  map[hwid.MAC]ipxe.Entry{mac1: {MAC: mac1, UUID: uuid1, Workflow: "wf_1", NotAfter: t0.Add(2 * time.Hour)}},
 		token:    "bcjt_01k5w.c2VjcmV0",
 		cacheURL: "http://192.0.2.1:8080/cache/t/0123456789abcdef0123456789abcdef/",
@@ -127,12 +128,6 @@ func (f *fakeHost) SanbootURL(_ context.Context, e ipxe.Entry) (string, error) {
 	return "http://192.0.2.1:8080/cache/t/fedcba9876543210fedcba9876543210/" + e.SanbootSHA256, nil
 }
 
-func (f *fakeHost) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
 func (f *fakeHost) config() ipxe.Config {
 	return ipxe.Config{
 		Entries: f, Fence: f, Tokens: f, Signer: f, Cache: f,
@@ -145,7 +140,7 @@ func (f *fakeHost) config() ipxe.Config {
 		Initrds: []string{"http://192.0.2.1:8080/ramdisk/initrd.img"},
 		Params:  []ipxe.Param{{Name: "bc.gateway", Value: "https://gw.example.net"}, {Name: "bc.joinkey", Value: "jk_1"}},
 		Cmdline: "console=ttyS0,115200n8  quiet",
-		Now:     f.Now,
+		Clock:   f.clock,
 	}
 }
 
@@ -410,7 +405,7 @@ func TestMismatchGetsNoSecret(t *testing.T) {
 
 func TestLapsedEntryIsUnknown(t *testing.T) {
 	host := newFakeHost()
-	host.now = t0.Add(3 * time.Hour) // the entry ends at t0+2h
+	host.clock.Set(t0.Add(3 * time.Hour)) // the entry ends at t0+2h
 	_, srv := serve(t, host.config())
 	if a := get(t, srv, http.MethodGet, bootPath(mac1, hwid.UUID{}, "")); a.status != http.StatusNotFound {
 		t.Fatalf("status %d, want 404", a.status)

@@ -40,7 +40,7 @@ func (a *Agent) bootHandler() (http.Handler, error) {
 		OnDiscovered: func(d ipxe.Discovery) {
 			a.found.Seen(discovery.Sighting{MAC: d.MAC, UUID: d.UUID, Arch: d.Arch, HasArch: d.HasArch, Via: discovery.ViaHTTP})
 		},
-		Now:    a.clock.Now,
+		Clock:  a.clock,
 		Logger: a.log.With("component", "ipxe"),
 	}
 	if b.TFTPRoot != "" {

@@ -171,5 +171,5 @@
 // bytes sent, block size, window, start, duration, an Outcome and the detailed error. Stats
 // returns totals a host exports (requests, transfers, completions, failures, bytes, refusals
 // by kind, drops by limit, evictions, windowed transfers, requests queued, malformed
-// datagrams, transfers running and requests waiting). Time comes from Now, so tests set it.
+// datagrams, transfers running and requests waiting). Time comes from Clock, so tests move it.
 package tftpd

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+
+	"github.com/bettercompute/siteboot/hwid"
 )
 
 // Default paths of the boot HTTP server (package ipxe serves them).
@@ -23,7 +25,7 @@ type BootFiles struct {
 	// name for PXE firmware, and the name under FilesPath on the boot HTTP server for UEFI
 	// HTTP boot clients. An architecture not listed is answered with silence (reason
 	// no-boot-file).
-	ByArch map[Arch]string
+	ByArch map[hwid.Arch]string
 
 	// ChainPath is the URL path handed to clients that are iPXE already.
 	// Default DefaultChainPath.
@@ -40,13 +42,13 @@ type BootFiles struct {
 // no file until a host adds one.
 func DefaultBootFiles() BootFiles {
 	return BootFiles{
-		ByArch: map[Arch]string{
-			ArchBIOS:          "undionly.kpxe",
-			ArchX86_64EFI:     "ipxe.efi",
-			ArchEFIBC:         "ipxe.efi",
-			ArchARM64EFI:      "ipxe-arm64.efi",
-			ArchX86_64EFIHTTP: "ipxe.efi",
-			ArchARM64EFIHTTP:  "ipxe-arm64.efi",
+		ByArch: map[hwid.Arch]string{
+			hwid.ArchBIOS:          "undionly.kpxe",
+			hwid.ArchX86_64EFI:     "ipxe.efi",
+			hwid.ArchEFIBC:         "ipxe.efi",
+			hwid.ArchARM64EFI:      "ipxe-arm64.efi",
+			hwid.ArchX86_64EFIHTTP: "ipxe.efi",
+			hwid.ArchARM64EFIHTTP:  "ipxe-arm64.efi",
 		},
 		ChainPath: DefaultChainPath,
 		FilesPath: DefaultFilesPath,

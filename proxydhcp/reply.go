@@ -2,6 +2,8 @@ package proxydhcp
 
 import (
 	"encoding/binary"
+
+	"github.com/bettercompute/siteboot/hwid"
 )
 
 // DHCP option codes a reply carries.
@@ -65,7 +67,7 @@ func appendReply(dst []byte, req *Request, file string, ack bool) []byte {
 	copy(hdr[236:240], magicCookie[:])
 	dst = append(dst, hdr[:]...)
 
-	if pxeTFTP && req.Arch == ArchBIOS && !ack {
+	if pxeTFTP && req.Arch == hwid.ArchBIOS && !ack {
 		dst = appendOpt(dst, optVendorSpecific, pxeDiscoveryControl...)
 	}
 	typ := byte(msgOffer)

@@ -86,7 +86,7 @@ type Request struct {
 	XID       uint32
 	MAC       hwid.MAC   // chaddr (Ethernet only)
 	Kind      Kind       // from option 60
-	Arch      Arch       // option 93 (first entry); from option 60 or ArchBIOS when absent
+	Arch      hwid.Arch  // option 93 (first entry); from option 60 or hwid.ArchBIOS when absent
 	HasArch   bool       // option 93 was present
 	IPXE      bool       // option 77 user class "iPXE", or option 175 present
 	UUID      hwid.UUID  // option 97 (type 0), as sent; check HasUUID
@@ -157,7 +157,7 @@ func fromMessage(m *dhcpv4.DHCPv4) (*Request, error) {
 		if len(a) < 2 || len(a)%2 != 0 {
 			return nil, malformed("option 93", "length %d", len(a))
 		}
-		r.Arch, r.HasArch = Arch(binary.BigEndian.Uint16(a)), true
+		r.Arch, r.HasArch = hwid.Arch(binary.BigEndian.Uint16(a)), true
 	} else if a, ok := archFromVendorClass(vc); ok {
 		r.Arch = a
 	}
@@ -212,7 +212,7 @@ func isIPXEUserClass(uc []byte) bool {
 }
 
 // archFromVendorClass reads "PXEClient:Arch:00007:..." for clients without option 93.
-func archFromVendorClass(vc []byte) (Arch, bool) {
+func archFromVendorClass(vc []byte) (hwid.Arch, bool) {
 	i := bytes.Index(vc, []byte(":Arch:"))
 	if i < 0 || len(vc) < i+11 {
 		return 0, false
@@ -228,7 +228,7 @@ func archFromVendorClass(vc []byte) (Arch, bool) {
 	if n > 0xffff {
 		return 0, false
 	}
-	return Arch(n), true
+	return hwid.Arch(n), true
 }
 
 func addr4(ip []byte) netip.Addr {

@@ -214,7 +214,7 @@ func parse6(b []byte, src netip.Addr) (*msg6, error) {
 		if len(ab) < 2 || len(ab)%2 != 0 {
 			return nil, malformed("option 61", "length %d", len(ab))
 		}
-		r.Arch, r.HasArch = Arch(binary.BigEndian.Uint16(ab)), true
+		r.Arch, r.HasArch = hwid.Arch(binary.BigEndian.Uint16(ab)), true
 	}
 	if n := opts.GetOne(dhcpv6.OptionNII); n != nil {
 		if nb := n.ToBytes(); len(nb) == 3 && nb[0] == 1 {

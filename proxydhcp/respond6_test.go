@@ -170,19 +170,19 @@ func TestRequestSeenByHandler6(t *testing.T) {
 	}{
 		{"duid-llt", edk2PXESolicit(duidLLT(t, edk2MAC)), "[fe80::99]:546", proxydhcp.Request{
 			Type: proxydhcp.MessageSolicit, XID: 0x5e6f70, MAC: mac(edk2MAC), MACSource: proxydhcp.MACFromDUIDLLT, Kind: proxydhcp.KindPXE,
-			Arch: proxydhcp.ArchX86_64EFI, HasArch: true, UNDI: [2]uint8{3, 0}, ClientIP: a("fe80::99"), IPv6: true}},
+			Arch: hwid.ArchX86_64EFI, HasArch: true, UNDI: [2]uint8{3, 0}, ClientIP: a("fe80::99"), IPv6: true}},
 		{"duid-uuid-eui64", edk2HTTPSolicit(duidUUID(t, ovmfUUID)), "[" + edk2LL + "]:546", proxydhcp.Request{
 			Type: proxydhcp.MessageSolicit, XID: 0x5e6f70, MAC: mac(edk2MAC), MACSource: proxydhcp.MACFromLinkLocal, Kind: proxydhcp.KindHTTP,
-			Arch: proxydhcp.ArchX86_64EFIHTTP, HasArch: true, UUID: u, HasUUID: true, UNDI: [2]uint8{3, 0}, ClientIP: a(edk2LL), IPv6: true}},
+			Arch: hwid.ArchX86_64EFIHTTP, HasArch: true, UUID: u, HasUUID: true, UNDI: [2]uint8{3, 0}, ClientIP: a(edk2LL), IPv6: true}},
 		{"ipxe-duid-ll", ipxeInfoRequest(t, "52:54:00:00:00:70"), "[fe80::1]:546", proxydhcp.Request{
 			Type: proxydhcp.MessageInformationRequest, XID: 0xa1b2c3, MAC: mac("52:54:00:00:00:70"), MACSource: proxydhcp.MACFromDUIDLL,
 			Kind: proxydhcp.KindPXE, IPXE: true, ClientIP: a("fe80::1"), IPv6: true}},
 		{"relayed-option-79", relayForw(t, 0, relayLink, edk2LL, "52:54:00:00:00:63", edk2PXESolicit(duidLLT(t, edk2MAC))), "[2001:db8:ffff::7]:547", proxydhcp.Request{
 			Type: proxydhcp.MessageSolicit, XID: 0x5e6f70, MAC: mac("52:54:00:00:00:63"), MACSource: proxydhcp.MACFromRelay, Kind: proxydhcp.KindPXE,
-			Arch: proxydhcp.ArchX86_64EFI, HasArch: true, UNDI: [2]uint8{3, 0}, Relay: a(relayLink), ClientIP: a(edk2LL), IPv6: true}},
+			Arch: hwid.ArchX86_64EFI, HasArch: true, UNDI: [2]uint8{3, 0}, Relay: a(relayLink), ClientIP: a(edk2LL), IPv6: true}},
 		{"relay-without-link-address", relayForw(t, 0, "::", edk2LL, "", edk2PXESolicit(duidUUID(t, ovmfUUID))), "[2001:db8:ffff::7]:547", proxydhcp.Request{
 			Type: proxydhcp.MessageSolicit, XID: 0x5e6f70, MAC: mac(edk2MAC), MACSource: proxydhcp.MACFromLinkLocal, Kind: proxydhcp.KindPXE,
-			Arch: proxydhcp.ArchX86_64EFI, HasArch: true, UUID: u, HasUUID: true, UNDI: [2]uint8{3, 0}, Relay: a("2001:db8:ffff::7"), ClientIP: a(edk2LL), IPv6: true}},
+			Arch: hwid.ArchX86_64EFI, HasArch: true, UUID: u, HasUUID: true, UNDI: [2]uint8{3, 0}, Relay: a("2001:db8:ffff::7"), ClientIP: a(edk2LL), IPv6: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got *proxydhcp.Request

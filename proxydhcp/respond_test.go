@@ -459,14 +459,14 @@ func TestRespondOverridesAndTable(t *testing.T) {
 		}),
 	}
 	files := srv.CurrentBootFiles()
-	files.ByArch[proxydhcp.ArchBIOS] = "ipxe-legacy.kpxe"
-	files.ByArch[proxydhcp.ArchIA32EFI] = "ipxe-ia32.efi"
+	files.ByArch[hwid.ArchBIOS] = "ipxe-legacy.kpxe"
+	files.ByArch[hwid.ArchIA32EFI] = "ipxe-ia32.efi"
 	files.ChainPath = "/custom/chain.ipxe"
 	if err := srv.SetBootFiles(files); err != nil {
 		t.Fatal(err)
 	}
-	files.ByArch[proxydhcp.ArchBIOS] = "changed-after-set" // the server keeps its own copy
-	if err := srv.SetBootFiles(proxydhcp.BootFiles{ByArch: map[proxydhcp.Arch]string{0: "bad\x00name"}}); err == nil {
+	files.ByArch[hwid.ArchBIOS] = "changed-after-set" // the server keeps its own copy
+	if err := srv.SetBootFiles(proxydhcp.BootFiles{ByArch: map[hwid.Arch]string{0: "bad\x00name"}}); err == nil {
 		t.Error("SetBootFiles accepted a NUL byte")
 	}
 	ia32 := build(t, dhcpv4.MessageTypeDiscover, "52:54:00:00:00:11", 2,
@@ -551,13 +551,13 @@ func TestRequestSeenByHandler(t *testing.T) {
 	src := netip.MustParseAddrPort("198.51.100.1:67")
 	sv := netip.MustParseAddr(serverIP)
 	want := []proxydhcp.Request{
-		{Type: proxydhcp.MessageDiscover, XID: 0x9b4e0557, MAC: m("d0:50:99:4e:05:57"), Kind: proxydhcp.KindPXE, Arch: proxydhcp.ArchBIOS, HasArch: true,
+		{Type: proxydhcp.MessageDiscover, XID: 0x9b4e0557, MAC: m("d0:50:99:4e:05:57"), Kind: proxydhcp.KindPXE, Arch: hwid.ArchBIOS, HasArch: true,
 			UUID: u("00020003-0004-0005-0006-000700080009"), HasUUID: true, UNDI: [2]uint8{2, 1}, Broadcast: true, Source: src, Server: sv},
-		{Type: proxydhcp.MessageDiscover, XID: 0x5e6f7081, MAC: m("52:54:00:00:00:07"), Kind: proxydhcp.KindPXE, Arch: proxydhcp.ArchX86_64EFI, HasArch: true,
+		{Type: proxydhcp.MessageDiscover, XID: 0x5e6f7081, MAC: m("52:54:00:00:00:07"), Kind: proxydhcp.KindPXE, Arch: hwid.ArchX86_64EFI, HasArch: true,
 			UUID: u(ovmfUUID), HasUUID: true, UNDI: [2]uint8{3, 0}, Relay: netip.MustParseAddr("198.51.100.1"), Source: src, Server: sv},
-		{Type: proxydhcp.MessageDiscover, XID: 0x77665544, MAC: m("52:54:00:00:00:04"), Kind: proxydhcp.KindHTTP, Arch: proxydhcp.ArchX86_64EFIHTTP, HasArch: true,
+		{Type: proxydhcp.MessageDiscover, XID: 0x77665544, MAC: m("52:54:00:00:00:04"), Kind: proxydhcp.KindHTTP, Arch: hwid.ArchX86_64EFIHTTP, HasArch: true,
 			UUID: u(ovmfUUID), HasUUID: true, UNDI: [2]uint8{3, 0}, Broadcast: true, Source: src, Server: sv},
-		{Type: proxydhcp.MessageDiscover, XID: 0x1a2b3c4d, MAC: m("52:54:00:00:00:01"), Kind: proxydhcp.KindPXE, Arch: proxydhcp.ArchBIOS, HasArch: true,
+		{Type: proxydhcp.MessageDiscover, XID: 0x1a2b3c4d, MAC: m("52:54:00:00:00:01"), Kind: proxydhcp.KindPXE, Arch: hwid.ArchBIOS, HasArch: true,
 			IPXE: true, HasUUID: true, UNDI: [2]uint8{2, 1}, Source: src, Server: sv},
 	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
@@ -598,7 +598,7 @@ func TestArchWithoutOption93(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Arch != proxydhcp.ArchARM64EFI || r.HasArch {
+	if r.Arch != hwid.ArchARM64EFI || r.HasArch {
 		t.Errorf("Arch %v HasArch %v, want arm64-efi from option 60", r.Arch, r.HasArch)
 	}
 	bad := build(t, dhcpv4.MessageTypeDiscover, "52:54:00:00:00:31", 9, vendorClass("PXEClient"),
@@ -614,20 +614,20 @@ func TestArchWithoutOption93(t *testing.T) {
 
 func TestArchNames(t *testing.T) {
 	for a := 0; a <= 0xffff; a += 1 {
-		n := proxydhcp.Arch(a).String()
+		n := hwid.Arch(a).String()
 		if len(n) < 1 || len(n) > 32 || strings.Trim(n, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
 			t.Fatalf("Arch(%d) = %q: not [a-z0-9_-]{1,32}", a, n)
 		}
-		back, ok := proxydhcp.ParseArch(n)
-		if !ok || back != proxydhcp.Arch(a) {
+		back, ok := hwid.ParseArch(n)
+		if !ok || back != hwid.Arch(a) {
 			t.Fatalf("ParseArch(%q) = %v %v, want %d", n, back, ok, a)
 		}
 		if a > 64 {
 			a += 997
 		}
 	}
-	want := map[proxydhcp.Arch]string{0: "bios", 7: "x86_64-efi", 11: "arm64-efi", 16: "x86_64-efi-http", 19: "arm64-efi-http", 25: "riscv32-efi", 27: "riscv64-efi", 6: "ia32-efi", 10: "arm32-efi", 200: "arch-200"}
-	got := map[proxydhcp.Arch]string{}
+	want := map[hwid.Arch]string{0: "bios", 7: "x86_64-efi", 11: "arm64-efi", 16: "x86_64-efi-http", 19: "arm64-efi-http", 25: "riscv32-efi", 27: "riscv64-efi", 6: "ia32-efi", 10: "arm32-efi", 200: "arch-200"}
+	got := map[hwid.Arch]string{}
 	for a := range want {
 		got[a] = a.String()
 	}

@@ -23,6 +23,9 @@
 //	UEFI HTTP boot (93 = 16, 19)    http://SERVER/boot/files/ipxe.efi, .../ipxe-arm64.efi
 //	iPXE itself                     http://SERVER/boot/chain.ipxe
 //
+// Architectures are hwid's ([hwid.Arch], hwid.ArchBIOS, hwid.ArchX86_64EFI, ...): the
+// same values a boot entry, discovery and the assertion use, under one set of names.
+//
 // The table is data: a host edits it and installs it with [Server.SetBootFiles], and a
 // [Decision] may name another file for one machine: a signed shim for a machine that boots
 // with Secure Boot, say, named for its architecture by [hwid.Arch.ShimFile] (shimx64.efi

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -273,25 +274,21 @@ func TestHTTPFloodSparesTFTPAndDHCP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("metrics during the flood: %v", err)
 	}
-	var body strings.Builder
-	b := make([]byte, 64<<10)
-	for {
-		n, err := resp.Body.Read(b)
-		body.Write(b[:n])
-		if err != nil {
-			break
-		}
-	}
+	raw, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("metrics during the flood: %v", err)
+	}
+	body := string(raw)
 	// The flood takes every connection but the reserve kept for machines being booted.
-	if !strings.Contains(body.String(), `siteboot_http_connections_open{listener="http"} 117`) {
-		t.Errorf("want the HTTP listener at 156 open connections less its reserve of 39:\n%s", grepLines(body.String(), "siteboot_http_connections"))
+	if !strings.Contains(body, `siteboot_http_connections_open{listener="http"} 117`) {
+		t.Errorf("want the HTTP listener at 156 open connections less its reserve of 39:\n%s", grepLines(body, "siteboot_http_connections"))
 	}
 	if strings.Contains(l.proc.Output(), "too many open files") {
 		t.Errorf("the agent ran out of descriptors:\n%s", grepLines(l.proc.Output(), "too many open files"))
 	}
 	t.Logf("%d connections dialled, %d reset before a request went out; TFTP's first block in %v, DHCP's answer in %v; %s",
-		floodSources*floodPer, refused, tftpTook.Round(time.Millisecond), dhcpTook.Round(time.Millisecond), grepLines(body.String(), "siteboot_http_connections"))
+		floodSources*floodPer, refused, tftpTook.Round(time.Millisecond), dhcpTook.Round(time.Millisecond), grepLines(body, "siteboot_http_connections"))
 }
 
 func grepLines(text, s string) string {
@@ -366,20 +363,16 @@ func TestHTTPFloodSparesAnsweredMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body strings.Builder
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := mresp.Body.Read(buf)
-		body.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
+	raw, err := io.ReadAll(mresp.Body)
 	mresp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(raw)
 	for _, want := range []string{`siteboot_http_connections_preferred_total{listener="http"} `, `siteboot_http_connections_refused_total{cap="reserve",listener="http"} `} {
-		line := grepLines(body.String(), want)
+		line := grepLines(body, want)
 		if line == "" || strings.HasSuffix(line, " 0") {
-			t.Errorf("metrics: want %s above 0:\n%s", want, grepLines(body.String(), "siteboot_http_connections"))
+			t.Errorf("metrics: want %s above 0:\n%s", want, grepLines(body, "siteboot_http_connections"))
 		}
 	}
 }

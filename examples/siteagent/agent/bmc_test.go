@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,15 +70,7 @@ func TestBMCJournalSurvivesRestart(t *testing.T) {
 	t.Cleanup(origin.Close)
 	dir := t.TempDir()
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	sha := strings.Repeat("ab", 32)
-	cfg := agent.DefaultConfig()
-	cfg.SiteID, cfg.NodeID, cfg.DataDir = "site-j", "agent-j", dir
-	cfg.Boot.HTTPListen = netip.MustParseAddrPort("127.0.0.1:0")
-	cfg.Boot.HTTPBase = "http://127.0.0.1:0"
-	cfg.Boot.Kernel = agent.Image{URL: origin.URL + "/k", SHA256: sha}
-	cfg.Boot.Initrd = agent.Image{URL: origin.URL + "/i", SHA256: sha}
-	cfg.Control = agent.ControlConfig{URL: "http://control.invalid", Insecure: true, Heartbeat: 100 * time.Millisecond, Timeout: time.Second}
-	cfg.Metrics.Listen = netip.AddrPort{}
+	cfg := linkedConfig("site-j", "agent-j", dir, origin.URL)
 
 	resets := func() int {
 		n := 0
@@ -146,15 +137,7 @@ func TestBMCJournalDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	sha := strings.Repeat("ab", 32)
-	cfg := agent.DefaultConfig()
-	cfg.SiteID, cfg.NodeID, cfg.DataDir = "site-j", "agent-j", dir
-	cfg.Boot.HTTPListen = netip.MustParseAddrPort("127.0.0.1:0")
-	cfg.Boot.HTTPBase = "http://127.0.0.1:0"
-	cfg.Boot.Kernel = agent.Image{URL: origin.URL + "/k", SHA256: sha}
-	cfg.Boot.Initrd = agent.Image{URL: origin.URL + "/i", SHA256: sha}
-	cfg.Control = agent.ControlConfig{URL: "http://control.invalid", Insecure: true, Heartbeat: 100 * time.Millisecond, Timeout: time.Second}
-	cfg.Metrics.Listen = netip.AddrPort{}
+	cfg := linkedConfig("site-j", "agent-j", dir, origin.URL)
 	host := &countingHost{replayingHost: replayingHost{cmd: sitelink.Command{ID: "bmc-cycle-1", Kind: sitelink.KindBMCPower, BMC: &sitelink.BMCCommand{
 		Target: sitelink.BMCTarget{Driver: "redfish", Address: srv.URL, Credential: "bmc/m1"}, Action: "cycle"}}}}
 	ctx, cancel := context.WithCancel(context.Background())

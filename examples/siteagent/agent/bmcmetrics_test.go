@@ -104,14 +104,7 @@ func TestBMCMetrics(t *testing.T) {
 	origin := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(origin.Close)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	sha := strings.Repeat("ab", 32)
-	cfg := agent.DefaultConfig()
-	cfg.SiteID, cfg.NodeID, cfg.DataDir = "site-m", "agent-m", t.TempDir()
-	cfg.Boot.HTTPListen = netip.MustParseAddrPort("127.0.0.1:0")
-	cfg.Boot.HTTPBase = "http://127.0.0.1:0"
-	cfg.Boot.Kernel = agent.Image{URL: origin.URL + "/k", SHA256: sha}
-	cfg.Boot.Initrd = agent.Image{URL: origin.URL + "/i", SHA256: sha}
-	cfg.Control = agent.ControlConfig{URL: "http://control.invalid", Insecure: true, Heartbeat: 100 * time.Millisecond, Timeout: time.Second}
+	cfg := linkedConfig("site-m", "agent-m", t.TempDir(), origin.URL)
 	cfg.Metrics.Listen = netip.MustParseAddrPort("127.0.0.1:0")
 
 	host := &claimingHost{results: map[string]sitelink.BMCResult{}, answers: map[string]string{},

@@ -56,16 +56,8 @@ func TestHeartbeatDoesNotWaitOnCommands(t *testing.T) {
 	origin := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(origin.Close)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	sha := strings.Repeat("ab", 32)
-	cfg := agent.DefaultConfig()
-	cfg.SiteID, cfg.NodeID, cfg.DataDir = "site-h", "agent-h", t.TempDir()
-	cfg.Boot.HTTPListen = netip.MustParseAddrPort("127.0.0.1:0")
-	cfg.Boot.HTTPBase = "http://127.0.0.1:0"
-	cfg.Boot.Kernel = agent.Image{URL: origin.URL + "/k", SHA256: sha}
-	cfg.Boot.Initrd = agent.Image{URL: origin.URL + "/i", SHA256: sha}
 	const hb = 100 * time.Millisecond
-	cfg.Control = agent.ControlConfig{URL: "http://control.invalid", Insecure: true, Heartbeat: hb, Timeout: time.Second}
-	cfg.Metrics.Listen = netip.AddrPort{}
+	cfg := linkedConfig("site-h", "agent-h", t.TempDir(), origin.URL)
 
 	host := &bulkHost{acked: map[string]bool{}}
 	notAfter := time.Now().Add(time.Hour)
@@ -115,4 +107,20 @@ func TestHeartbeatDoesNotWaitOnCommands(t *testing.T) {
 		t.Errorf("the longest gap between heartbeats was %v (interval %v) over %d heartbeats", worst, hb, len(beats))
 	}
 	t.Logf("%d heartbeats, longest gap %v, %d writes of the entries file", len(beats), worst, a.Stats()["boot_entries_writes"])
+}
+
+// linkedConfig is the config the agent tests with a control link share: boot HTTP on a
+// free loopback port, kernel and initrd at origin, a heartbeat every 100ms and no metrics
+// listener.
+func linkedConfig(site, node, dir, origin string) agent.Config {
+	sha := strings.Repeat("ab", 32)
+	cfg := agent.DefaultConfig()
+	cfg.SiteID, cfg.NodeID, cfg.DataDir = site, node, dir
+	cfg.Boot.HTTPListen = netip.MustParseAddrPort("127.0.0.1:0")
+	cfg.Boot.HTTPBase = "http://127.0.0.1:0"
+	cfg.Boot.Kernel = agent.Image{URL: origin + "/k", SHA256: sha}
+	cfg.Boot.Initrd = agent.Image{URL: origin + "/i", SHA256: sha}
+	cfg.Control = agent.ControlConfig{URL: "http://control.invalid", Insecure: true, Heartbeat: 100 * time.Millisecond, Timeout: time.Second}
+	cfg.Metrics.Listen = netip.AddrPort{}
+	return cfg
 }

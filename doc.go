@@ -28,7 +28,7 @@
 //     binding, client, server-side handler) and its OpenAPI specification.
 //   - connlimit: a listener that caps connections per source and in total, so a flood of
 //     HTTP connections cannot take the descriptors other protocols need.
-//   - clock: the one clock interface every package takes, and clock/clocktest, a fake that
+//   - clock: the clock interface the packages take, and clock/clocktest, a fake that
 //     moves and fires timers only when a test says so.
 //
 // # Wiring
@@ -65,8 +65,8 @@
 // or time.AfterFunc directly for a rule that depends on time (expiries, leases, grants,
 // throttles, retries); deadlines of socket I/O stay on the process's clock. Tests, ours
 // and an embedder's, move time with [github.com/bettercompute/siteboot/clock/clocktest.Fake]
-// and never sleep. A package that took a Now func() time.Time keeps it, deprecated, as
-// the fallback when Clock is nil, until its callers move.
+// and never sleep. Two packages have not moved yet: bootbind (Config.Now) and proxydhcp
+// (Server.Now) still take a Now func() time.Time, nil meaning time.Now, and no Clock.
 //
 // Errors. Package-prefixed sentinels, typed errors with Unwrap, always %w. Every package
 // that refuses or fails for reasons a host counts has
@@ -78,7 +78,8 @@
 // function and meant for logs and metric labels; so is what it returns for an error it
 // does not recognise ("" in most packages; imagecache names any other pull failure
 // "network"). Typed reasons, where a package has them, are untyped constants or convert
-// to the same strings.
+// to the same strings. bootbind is the exception: it names its refusals with its typed
+// Reason (Reason.String, carried by RefusedError), not with ReasonOf.
 //
 // Fence. A package that must act only while this agent is the site's active boot server
 // declares, in its own words, the one-method interface

@@ -1,4 +1,4 @@
-// Package clock is the time every siteboot package takes: the wall clock, a monotonic
+// Package clock is the time siteboot's packages take: the wall clock, a monotonic
 // reading that never goes back, and a timer. A package's Clock field takes a [Clock]; nil
 // means [Real]. Tests move time with [github.com/bettercompute/siteboot/clock/clocktest.Fake]
 // instead of sleeping.

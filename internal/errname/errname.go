@@ -1,5 +1,6 @@
 // Package errname names an error by the first of a package's sentinels in its chain: the
-// one body of every siteboot package's ReasonOf (see the root package's conventions).
+// body of most siteboot packages' ReasonOf (see the root package's conventions); bmc,
+// discovery, assertion, casreg and imagecache write their own.
 package errname
 
 import "errors"

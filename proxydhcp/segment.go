@@ -152,7 +152,7 @@ func (l *learnedRelays) contains(mac hwid.MAC, a netip.Addr, bits int, now time.
 }
 
 // linkCache keeps the subnets of the interfaces requests came in on, read again after
-// linkCacheTTL (in the process's network namespace).
+// linkCacheTTL (in the network namespace of the socket they came in on: prefixesIn).
 type linkCache struct {
 	mu sync.Mutex
 	m  map[int]linkEntry

@@ -70,11 +70,13 @@ type Server struct {
 	Binder Binder
 
 	// Fence, if set, keeps the server silent while this agent is not the site's active boot
-	// server: every request then gets ReasonFenced before the Handler or the Discoverer hear
-	// of it (DESIGN.md P5). *lease.Fence is one. When nil, the Handler decides alone.
+	// server: every request that would reach the Handler gets ReasonFenced instead, and the
+	// Discoverer does not hear of it (DESIGN.md P5). *lease.Fence is one. When nil, the
+	// Handler decides alone.
 	Fence Fence
 
-	// Now is the server's clock for what it learns about relays. Default time.Now.
+	// Now is the server's clock for what it learns about relays and for how long it keeps
+	// an interface's subnets. Default time.Now.
 	Now func() time.Time
 
 	// ServerIP6, if set, is the IPv6 address DHCPv6 replies name in their boot file URLs.

@@ -198,7 +198,7 @@ func (e *Executor) Run(ctx context.Context, op Operation) (res Result) {
 			"replayed", res.Replayed, "duration", time.Since(start))
 	}()
 	if op.Do == nil || op.Name == "" {
-		res.Outcome = notSent(&OpError{Op: op.Name, Kind: ErrInvalid, Message: "operation without a name or a function"})
+		res.Outcome = NotSent(&OpError{Op: op.Name, Kind: ErrInvalid, Message: "operation without a name or a function"})
 		return res
 	}
 	if !op.Destructive {
@@ -210,7 +210,7 @@ func (e *Executor) Run(ctx context.Context, op Operation) (res Result) {
 		return res
 	}
 	if op.ID == "" {
-		res.Outcome = notSent(&OpError{Op: op.Name, Kind: ErrInvalid, Message: "a destructive operation needs an id"})
+		res.Outcome = NotSent(&OpError{Op: op.Name, Kind: ErrInvalid, Message: "a destructive operation needs an id"})
 		return res
 	}
 	return e.runDestructive(ctx, op)
@@ -227,10 +227,10 @@ func (e *Executor) Run(ctx context.Context, op Operation) (res Result) {
 // Do returns for op.
 func (e *Executor) RunOp(ctx context.Context, id string, t TargetRef, op Op) Result {
 	if op == nil {
-		return Result{ID: id, Outcome: notSent(&OpError{Kind: ErrInvalid, Message: "no operation"})}
+		return Result{ID: id, Outcome: NotSent(&OpError{Kind: ErrInvalid, Message: "no operation"})}
 	}
 	if err := op.Validate(); err != nil {
-		return Result{ID: id, Outcome: notSent(err)}
+		return Result{ID: id, Outcome: NotSent(err)}
 	}
 	return e.Run(ctx, Operation{ID: id, Name: op.Name(), Destructive: op.Destructive(), Target: t,
 		Do: func(ctx context.Context, d Driver) (any, error) { return e.do(ctx, d, t, op) }})
@@ -275,8 +275,6 @@ func NotSent(err error) Outcome {
 	return o
 }
 
-func notSent(err error) Outcome { return NotSent(err) }
-
 func (e *Executor) runDestructive(ctx context.Context, op Operation) Result {
 	res := Result{ID: op.ID}
 	j := e.journal()
@@ -290,12 +288,12 @@ func (e *Executor) runDestructive(ctx context.Context, op Operation) Result {
 		// Not sent yet: a restart from here on knows it was not.
 		rec.Claiming = true
 		if err := j.Finish(ctx, *rec); err != nil {
-			return notSent(&OpError{Op: op.Name, Message: msgNotSent + ": journal unavailable", Err: err}), true
+			return NotSent(&OpError{Op: op.Name, Message: msgNotSent + ": journal unavailable", Err: err}), true
 		}
 		// Wait for the BMC and a slot.
 		release, err := e.acquire(ctx, op.Target)
 		if err != nil {
-			return notSent(&OpError{Op: op.Name, Addr: op.Target.Address, Kind: ErrTimeout,
+			return NotSent(&OpError{Op: op.Name, Addr: op.Target.Address, Kind: ErrTimeout,
 				Message: msgNotSent + ": deadline passed waiting for the BMC", Err: err}), true
 		}
 		defer release()
@@ -306,7 +304,7 @@ func (e *Executor) runDestructive(ctx context.Context, op Operation) Result {
 			}
 			switch {
 			case err != nil:
-				return notSent(&OpError{Op: op.Name, Message: msgNotSent + ": the claim was not answered", Err: err}), true
+				return NotSent(&OpError{Op: op.Name, Message: msgNotSent + ": the claim was not answered", Err: err}), true
 			case !g.Granted && g.State == ClaimReported:
 				// Another node (or this one, before) ran it: its outcome stands.
 				res.Replayed = true
@@ -320,7 +318,7 @@ func (e *Executor) runDestructive(ctx context.Context, op Operation) Result {
 		if err := j.Finish(ctx, *rec); err != nil {
 			// The journal could not say after a restart that this was sent: do not send.
 			report = e.Claims != nil // granted and given up: final
-			return notSent(&OpError{Op: op.Name, Message: msgNotSent + ": journal unavailable", Err: err}), e.Claims == nil
+			return NotSent(&OpError{Op: op.Name, Message: msgNotSent + ": journal unavailable", Err: err}), e.Claims == nil
 		}
 		v, sent, err := e.sendLocked(ctx, op)
 		o := OutcomeOf(err)
@@ -338,7 +336,7 @@ func (e *Executor) runDestructive(ctx context.Context, op Operation) Result {
 	})
 	switch {
 	case err != nil:
-		res.Outcome = notSent(err)
+		res.Outcome = NotSent(err)
 	case replayed:
 		res.Replayed = true
 		res.Outcome = ReplayOutcome(rec)

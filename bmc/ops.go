@@ -410,9 +410,6 @@ func ParseOp(kind string, a Args) (Op, error) {
 	case KindBoot:
 		op = SetBoot{Device: BootDevice{Target: BootTarget(a.Device), Mode: BootMode(a.Mode), Persistent: a.Persistent}}
 	case KindRotate:
-		if a.NewCredential == "" {
-			return nil, &OpError{Op: "rotate", Kind: ErrInvalid, Message: "rotation without a new credential"}
-		}
 		op = Rotate{Username: a.Username, NewCredential: a.NewCredential}
 	case KindFirmware:
 		op = Firmware{Image: a.Image, Targets: slices.Clone(a.Components)}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Version identifies one stored value of a key; 0 means no value is stored.
@@ -15,12 +17,9 @@ var ErrConflict = errors.New("casreg: version changed meanwhile")
 
 // ReasonOf returns "conflict" when err wraps ErrConflict, and "" otherwise (nil
 // included): a store's own failures belong to the store.
-func ReasonOf(err error) string {
-	if errors.Is(err, ErrConflict) {
-		return "conflict"
-	}
-	return ""
-}
+func ReasonOf(err error) string { return reasons.Of(err) }
+
+var reasons = errname.Table{{Err: ErrConflict, Name: "conflict"}}
 
 // Register keeps values by key with compare-and-swap. Implementations are safe for
 // concurrent use.

@@ -1,6 +1,6 @@
 // Package errname names an error by the first of a package's sentinels in its chain: the
 // body of most siteboot packages' ReasonOf (see the root package's conventions); bmc,
-// discovery, assertion, casreg and imagecache write their own.
+// discovery, assertion and imagecache write their own.
 package errname
 
 import "errors"

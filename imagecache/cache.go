@@ -234,8 +234,11 @@ type image struct {
 	since     time.Time
 	failures  int
 	nextRetry time.Time
-	retryMono time.Time // nextRetry on the monotonic clock: a step back of Config.Clock delays no retry
-	seq       uint64    // its place in the slot queue while warming
+	// retryMono is nextRetry on the process's monotonic clock (time.Now, not
+	// Config.Clock.Monotonic: the retry timer is a real time.AfterFunc), so a step back
+	// of Config.Clock delays no retry.
+	retryMono time.Time
+	seq       uint64 // its place in the slot queue while warming
 }
 
 // pendingFile is an image file found by Open that is not served until hashed again.

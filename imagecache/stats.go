@@ -22,7 +22,7 @@ type Stats struct {
 	Yields              uint64 // attempts that gave their slot, after a rate window, to a pull of equal priority
 	SourceRefused       uint64 // pulls refused by the source policy
 	GrantsIssued        uint64
-	Served              uint64 // requests answered with an image (200, 206, 304, HEAD), and images opened by OpenGranted
+	Served              uint64 // images opened under a grant, over HTTP or by OpenGranted; an HTTP request refused 416 for too many ranges is taken back out, other answers of http.ServeContent (e.g. 412) are not
 	ServedBytes         uint64 // body bytes of the HTTP answers (what is sent from a File, its sender counts: tftpd.Transfer.Bytes)
 
 	// Requests refused, by reason, over HTTP and by OpenGranted alike. All but RefusedFenced

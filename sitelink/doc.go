@@ -34,6 +34,15 @@
 // goes into an error, a log line or a printed value ([Credential] prints redacted).
 // [Handler.Insecure] trusts the node each request names, for a lab on plain http only.
 //
+// # The agent's boot entries
+//
+// [EntryStore] is an agent's crash-safe copy of the entries the control plane sent
+// (boot.prepareRamdisk, boot.cleanUp: [EntryStore.Apply]), by MAC: a change returns only
+// once it is on disk, a lapsed entry is never answered, and a damaged file is set aside,
+// never deleted, keeping what could be read ([EntryStore.Damage]). [ParsedEntry.Match] is
+// the one rule of whether the machine asking (its option 93 arch and option 97 UUID) is
+// the one its entry names; a host counts refusals by [Mismatch].String.
+//
 // # Why OpenAPI and not protobuf
 //
 // The wire is HTTP with JSON bodies, and agents in the field already speak it; this package

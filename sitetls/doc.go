@@ -28,6 +28,15 @@
 // the agent already keeps. ECDSA (and RSA) keys work too. The sitetlstest package mints a
 // CA and certificates for tests and labs.
 //
+// # The node's own certificate
+//
+// A node's certificate must be for its own identity and its node key: [LoadNode] refuses
+// any other at start, and [CheckLeaf] says the same of the certificate in use at any time
+// (ErrCertIdentity, ErrCertKey, ErrNoCredentials). A [Monitor] re-checks on the node's
+// own schedule, after re-reading changed files, so that a renewal is taken and a bad one
+// (another node's, a CA the peers do not trust) is reported by [Monitor.Health] and
+// [Monitor.Untrusted] and logged once, while the last good pair stays in use.
+//
 // # Node identity
 //
 // A node certificate names its node by exactly one URI name, spiffe://SITE/agent/NODE

@@ -51,6 +51,14 @@ var (
 	ErrNoIdentity = errors.New("sitetls: no node identity")
 	// ErrConfig is wrapped by [Config.Validate] errors.
 	ErrConfig = errors.New("sitetls: bad configuration")
+	// ErrNoCredentials is returned where a node's link needs credentials and has none
+	// ([CheckLeaf] of a Status without a certificate).
+	ErrNoCredentials = errors.New("sitetls: no certificate and CA bundle for the link")
+	// ErrCertIdentity is wrapped by [CheckLeaf] when the certificate names another site or
+	// node than the one it must be for.
+	ErrCertIdentity = errors.New("sitetls: certificate is for another node")
+	// ErrCertKey is returned by [CheckLeaf] when the certificate is not for the node key.
+	ErrCertKey = errors.New("sitetls: certificate is not for the node key")
 )
 
 // File roles, as a *FileError names them.
@@ -82,8 +90,8 @@ func (e *FileError) Unwrap() error { return e.Err }
 // ReasonOf names the first of the package's errors in err's chain in a word a host can count:
 // "insecure-file", "not-regular", "too-large", "no-certificate", "no-key", "unsupported-key",
 // "key-mismatch", "expired", "not-yet-valid", "untrusted-cert", "no-server-name",
-// "peer-not-verified", "no-tls", "no-verified-cert", "no-identity", "config"; "" for nil or an
-// error of another package.
+// "peer-not-verified", "no-tls", "no-verified-cert", "no-identity", "config", "no-credentials",
+// "cert-identity", "cert-key"; "" for nil or an error of another package.
 func ReasonOf(err error) string { return reasons.Of(err) }
 
 var reasons = errname.Table{
@@ -103,4 +111,7 @@ var reasons = errname.Table{
 	{Err: ErrNoVerifiedCert, Name: "no-verified-cert"},
 	{Err: ErrNoIdentity, Name: "no-identity"},
 	{Err: ErrConfig, Name: "config"},
+	{Err: ErrNoCredentials, Name: "no-credentials"},
+	{Err: ErrCertIdentity, Name: "cert-identity"},
+	{Err: ErrCertKey, Name: "cert-key"},
 }

@@ -19,6 +19,9 @@ func TestReasonOf(t *testing.T) {
 		{fmt.Errorf("load: %w", sitetls.ErrExpired), "expired"},
 		{fmt.Errorf("handshake: %w", sitetls.ErrUntrustedCert), "untrusted-cert"},
 		{fmt.Errorf("CAFile: %w", sitetls.ErrConfig), "config"},
+		{sitetls.ErrNoCredentials, "no-credentials"},
+		{fmt.Errorf("check: %w", sitetls.ErrCertIdentity), "cert-identity"},
+		{sitetls.ErrCertKey, "cert-key"},
 	} {
 		if got := sitetls.ReasonOf(tt.err); got != tt.want {
 			t.Errorf("ReasonOf(%v) = %q, want %q", tt.err, got, tt.want)

@@ -119,7 +119,9 @@ func (m *monitored) renew(t *testing.T, ca *sitetlstest.CA, id sitetls.Identity)
 	return p
 }
 
-func (m *monitored) inUse() string { return serial(&sitetlstest.Pair{Cert: m.mon.Credentials.Status().Leaf}) }
+func (m *monitored) inUse() string {
+	return serial(&sitetlstest.Pair{Cert: m.mon.Credentials.Status().Leaf})
+}
 
 func (m *monitored) lines(level string) int {
 	return strings.Count(m.logs.String(), "level="+level+" ")

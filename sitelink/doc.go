@@ -64,10 +64,13 @@
 //
 // An agent:
 //
-//	creds, _ := sitetls.Load(sitetls.Config{CertFile: cert, KeyFile: key, CAFile: ca})
-//	c := &sitelink.Client{Base: "https://cp.example:8443", HTTPClient: &http.Client{
-//		Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: creds.ClientConfig("cp.example")}}}
+//	id := sitetls.Identity{Site: "site-a", Node: "agent-1"}
+//	creds, _ := sitetls.LoadNode(sitetls.Config{CertFile: cert, KeyFile: key, CAFile: ca}, id, nodeKey.Public())
+//	c, _ := sitelink.NewClient(sitelink.ClientConfig{URL: "https://cp.example:8443", Credentials: creds})
 //	spec, err := c.Sync(ctx, sitelink.StatusReport{Site: "site-a", Node: "agent-1", Beat: beat})
+//
+// [NewClient] dials the control plane directly (no proxy from the environment) and refuses
+// a plain http URL unless [ClientConfig.InsecurePlainHTTP] allows it.
 //
 // A control plane:
 //

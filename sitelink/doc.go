@@ -34,6 +34,15 @@
 // goes into an error, a log line or a printed value ([Credential] prints redacted).
 // [Handler.Insecure] trusts the node each request names, for a lab on plain http only.
 //
+// # BMC commands
+//
+// A bmc.* command becomes the typed operation of package bmc with [BMCOp] (its target with
+// [BMCTarget.Ref]; the image of bmc.firmware and bmc.mediaInsert through the host's
+// [BMCImageFunc], since only the agent knows its cache), and the [bmc.Result] of running
+// it becomes the report's [BMCResult] with [BMCResultOf], or [NotSentResult] for a command
+// refused before anything was sent. This package imports bmc's core package only, never a
+// driver.
+//
 // # Why OpenAPI and not protobuf
 //
 // The wire is HTTP with JSON bodies, and agents in the field already speak it; this package

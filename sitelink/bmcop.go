@@ -161,3 +161,13 @@ func BMCInventoryOf(q bmc.QueryResult) *BMCInventory {
 	}
 	return out
 }
+
+// CommandID is the id of the command r answers (bmc.Report).
+func (r BMCResult) CommandID() string { return r.ID }
+
+// Tally is what r counts as in a bmc.Dispatcher's stats (bmc.Report).
+func (r BMCResult) Tally() bmc.Tally {
+	return bmc.Tally{Kind: bmc.Kind(r.Kind), Status: bmc.Status(r.Status), Replayed: r.Replayed}
+}
+
+var _ bmc.Report = BMCResult{}

@@ -134,6 +134,28 @@
 // only and dropped after a failed login; Credential prints redacted with every fmt verb
 // and in slog.
 //
+// # Dispatcher
+//
+// A Dispatcher runs an agent's commands off its heartbeat: Start runs each in a goroutine
+// of its own (a BMC that hangs holds only its command), never twice at once and never
+// again while its result waits; Pending gives the results for the next report, Delivered
+// drops those a report the control plane answered carried; at most MaxHeld are held.
+// It is generic over the host's result message (a Report), so this package does not
+// import the link; with sitelink an agent's whole BMC path is
+//
+//	d := &bmc.Dispatcher[sitelink.BMCResult]{OnDone: func(string) { reportSoon() }}
+//	exec.OnClaim = d.OnClaim
+//	d.Start(ctx, c.ID, func(ctx context.Context) sitelink.BMCResult {
+//		tg, op, err := sitelink.BMCOp(c, images)
+//		if err != nil {
+//			return sitelink.NotSentResult(c, err)
+//		}
+//		return sitelink.BMCResultOf(c, exec.RunOp(ctx, c.ID, tg, op))
+//	})
+//
+// Its Stats are uint64 fields by kind and status (DispatchStats.ForKind, KindStats.Status),
+// replays by kind and claims by answer.
+//
 // # Security
 //
 // Credentials are never logged and never appear in errors, outcomes or claim records. Drivers verify TLS by default;

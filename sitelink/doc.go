@@ -43,6 +43,17 @@
 // the one rule of whether the machine asking (its option 93 arch and option 97 UUID) is
 // the one its entry names; a host counts refusals by [Mismatch].String.
 //
+// # BMC commands
+//
+// A bmc.* command becomes the typed operation of package bmc with [BMCOp] (its target with
+// [BMCTarget.Ref]; the image of bmc.firmware and bmc.mediaInsert through the host's
+// [BMCImageFunc], since only the agent knows its cache), and the [bmc.Result] of running
+// it becomes the report's [BMCResult] with [BMCResultOf], or [NotSentResult] for a command
+// refused before anything was sent. [BMCClient] is the agent's side of the claim protocol
+// and of credentials by reference over a [Client], in its node's name: a bmc.Claimer and
+// bmc.Credentials for a bmc.Executor. This package imports bmc's core package only, never
+// a driver.
+//
 // # Why OpenAPI and not protobuf
 //
 // The wire is HTTP with JSON bodies, and agents in the field already speak it; this package

@@ -65,8 +65,7 @@
 // or time.AfterFunc directly for a rule that depends on time (expiries, leases, grants,
 // throttles, retries); deadlines of socket I/O stay on the process's clock. Tests, ours
 // and an embedder's, move time with [github.com/bettercompute/siteboot/clock/clocktest.Fake]
-// and never sleep. Two packages have not moved yet: bootbind (Config.Now) and proxydhcp
-// (Server.Now) still take a Now func() time.Time, nil meaning time.Now, and no Clock.
+// and never sleep.
 //
 // Errors. Package-prefixed sentinels, typed errors with Unwrap, always %w. Every package
 // that refuses or fails for reasons a host counts has

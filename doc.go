@@ -65,7 +65,8 @@
 // or time.AfterFunc directly for a rule that depends on time (expiries, leases, grants,
 // throttles, retries); deadlines of socket I/O stay on the process's clock. Tests, ours
 // and an embedder's, move time with [github.com/bettercompute/siteboot/clock/clocktest.Fake]
-// and never sleep.
+// and never sleep; a test whose Advance must follow a timer another goroutine arms waits
+// for it with the Fake's BlockUntilContext or BlockUntilTimer, not with a poll.
 //
 // Errors. Package-prefixed sentinels, typed errors with Unwrap, always %w. Every package
 // that refuses or fails for reasons a host counts has

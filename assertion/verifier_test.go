@@ -20,6 +20,7 @@ import (
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/internal/testlog"
 )
 
 func TestVerifyAdmits(t *testing.T) {
@@ -430,16 +431,13 @@ func TestVerifierValidate(t *testing.T) {
 }
 
 func TestVerifyLogs(t *testing.T) {
-	var buf strings.Builder
-	var mu sync.Mutex
+	var buf testlog.Buffer
 	s := newSite(t)
-	s.verifier.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s.verifier.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	text := s.issue(t)
 	s.verifier.Verify(context.Background(), text, s.join)
 	s.verifier.Verify(context.Background(), text, s.join)
-	mu.Lock()
 	out := buf.String()
-	mu.Unlock()
 	if !strings.Contains(out, "assertion admitted") || !strings.Contains(out, "reason=replay") || !strings.Contains(out, "agent=agent-a1") {
 		t.Errorf("log:\n%s", out)
 	}

@@ -97,7 +97,8 @@
 //
 // Test helpers. A package an embedder would fake or run in a test ships an xxxtest
 // package (tftpd/tftpdtest, ipxe/ipxetest, imagecache/imagecachetest, bmc/bmctest,
-// lease/leasetest, casreg/casregtest, sitetls/sitetlstest, clock/clocktest). A helper
+// lease/leasetest, casreg/casregtest, sitetls/sitetlstest, assertion/assertiontest,
+// clock/clocktest). A helper
 // that serves returns a value already serving on 127.0.0.1, with a URL or Addr field, and
 // Close() with no result, like [net/http/httptest.Server]: Close blocks until every
 // goroutine the helper started has ended, and the helper's own tests check that with a

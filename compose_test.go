@@ -183,8 +183,10 @@ func counters(h *host, v *assertion.Verifier) map[string]uint64 {
 	}
 	vs := v.Stats()
 	m["assertion/admitted"] = vs.Admitted
-	for r, n := range vs.Refused {
-		m["assertion/"+r.String()] = n
+	for _, r := range assertion.Reasons() {
+		if n := vs.Refused.Of(r); n > 0 {
+			m["assertion/"+r.String()] = n
+		}
 	}
 	return m
 }

@@ -63,10 +63,11 @@
 // Time. A Clock field of type [github.com/bettercompute/siteboot/clock.Clock]; nil means
 // [github.com/bettercompute/siteboot/clock.Real]. No package calls time.Now, time.Since
 // or time.AfterFunc directly for a rule that depends on time (expiries, leases, grants,
-// throttles, retries); deadlines of socket I/O stay on the process's clock. Tests, ours
+// throttles, retries); deadlines of socket I/O, and of a transfer in progress
+// (imagecache's stall, rate and pull deadlines), stay on the process's clock. Tests, ours
 // and an embedder's, move time with [github.com/bettercompute/siteboot/clock/clocktest.Fake]
-// and never sleep. Two packages have not moved yet: bootbind (Config.Now) and proxydhcp
-// (Server.Now) still take a Now func() time.Time, nil meaning time.Now, and no Clock.
+// and never sleep; a test whose Advance must follow a timer another goroutine arms waits
+// for it with the Fake's BlockUntilContext or BlockUntilTimer, not with a poll.
 //
 // Errors. Package-prefixed sentinels, typed errors with Unwrap, always %w. Every package
 // that refuses or fails for reasons a host counts has
@@ -93,13 +94,16 @@
 // (an assertion, a grant) treats epoch 0 as no lease.
 //
 // Statistics. A Stats() method returning a struct of uint64 counters (and gauges), copied
-// under no lock the caller sees; never a map keyed by strings.
+// under no lock the caller sees; never a map keyed by strings. Counts by refusal reason
+// are one field per reason (assertion.RefusedCounts, with Of for a metric labelled by
+// the reason's name).
 //
 // Test helpers. A package an embedder would fake or run in a test ships an xxxtest
 // package (tftpd/tftpdtest, ipxe/ipxetest, imagecache/imagecachetest, bmc/bmctest,
-// lease/leasetest, casreg/casregtest, sitetls/sitetlstest, clock/clocktest). A helper
-// that serves returns a value already serving on 127.0.0.1, with a URL or Addr field, and
-// Close() with no result, like [net/http/httptest.Server]: Close blocks until every
-// goroutine the helper started has ended, and the helper's own tests check that with a
-// leak check.
+// lease/leasetest, casreg/casregtest, sitetls/sitetlstest, assertion/assertiontest,
+// clock/clocktest). A helper that serves returns a value already serving on 127.0.0.1,
+// with a URL or Addr field, and Close() with no result, like
+// [net/http/httptest.Server]: Close blocks until every goroutine the helper started has
+// ended, and the helper's own tests check that with a leak check. A helper that holds
+// no goroutine, socket or file (assertiontest.Pair) has no Close.
 package siteboot

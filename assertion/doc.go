@@ -36,6 +36,9 @@
 //		return err // nil, or the store's error
 //	})
 //
+// A test of code that issues or takes assertions gets a ready Issuer and a Verifier that
+// trusts it from [github.com/bettercompute/siteboot/assertion/assertiontest].
+//
 // On the agent side, the ipxe package's Signer is one call:
 //
 //	ipxe.SignerFunc(func(ctx context.Context, c ipxe.Claims) (string, error) {

@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net/netip"
 	"sync"
 	"testing"
@@ -148,17 +147,6 @@ func (s *site) assertionFor() assertion.Assertion {
 func rawURL(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
 func rawURLDecode(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
 
 func mustP256(t testing.TB) *ecdsa.PrivateKey {
 	t.Helper()

@@ -136,18 +136,80 @@ type Verifier struct {
 
 // VerifierStats are the Verifier's counters.
 type VerifierStats struct {
+	// Admitted counts assertions Verify admitted.
 	Admitted uint64
-	// Refused counts refusals by reason; reasons never seen are absent.
-	Refused map[Reason]uint64
+	// Refused counts Verify's refusals, by reason.
+	Refused RefusedCounts
+}
+
+// RefusedCounts counts refusals, one field per [Reason] (the field's comment names it).
+// A refusal for a bad configuration (ErrConfig) is not a Reason and is not counted.
+type RefusedCounts struct {
+	Malformed      uint64 // ReasonMalformed
+	UnknownAgent   uint64 // ReasonUnknownAgent
+	BadSignature   uint64 // ReasonBadSignature
+	NotSiteAgent   uint64 // ReasonNotSiteAgent
+	WrongSite      uint64 // ReasonWrongSite
+	BadLifetime    uint64 // ReasonBadLifetime
+	NotYetValid    uint64 // ReasonNotYetValid
+	Expired        uint64 // ReasonExpired
+	StaleEpoch     uint64 // ReasonStaleEpoch
+	NotLeaseHolder uint64 // ReasonNotLeaseHolder
+	MACMismatch    uint64 // ReasonMACMismatch
+	UUIDMismatch   uint64 // ReasonUUIDMismatch
+	Replay         uint64 // ReasonReplay
+	Unavailable    uint64 // ReasonUnavailable
+}
+
+// Of returns the count of reason r, 0 for a string that is no Reason: a host that labels
+// a metric with the reason's name ranges over [Reasons] and asks Of.
+func (c RefusedCounts) Of(r Reason) uint64 {
+	if p := c.field(r); p != nil {
+		return *p
+	}
+	return 0
+}
+
+// field is the counter of r, nil for no Reason.
+func (c *RefusedCounts) field(r Reason) *uint64 {
+	switch r {
+	case ReasonMalformed:
+		return &c.Malformed
+	case ReasonUnknownAgent:
+		return &c.UnknownAgent
+	case ReasonBadSignature:
+		return &c.BadSignature
+	case ReasonNotSiteAgent:
+		return &c.NotSiteAgent
+	case ReasonWrongSite:
+		return &c.WrongSite
+	case ReasonBadLifetime:
+		return &c.BadLifetime
+	case ReasonNotYetValid:
+		return &c.NotYetValid
+	case ReasonExpired:
+		return &c.Expired
+	case ReasonStaleEpoch:
+		return &c.StaleEpoch
+	case ReasonNotLeaseHolder:
+		return &c.NotLeaseHolder
+	case ReasonMACMismatch:
+		return &c.MACMismatch
+	case ReasonUUIDMismatch:
+		return &c.UUIDMismatch
+	case ReasonReplay:
+		return &c.Replay
+	case ReasonUnavailable:
+		return &c.Unavailable
+	}
+	return nil
 }
 
 // Stats returns the Verifier's counters.
 func (v *Verifier) Stats() VerifierStats {
-	s := VerifierStats{Admitted: v.admitted.Load(), Refused: map[Reason]uint64{}}
+	s := VerifierStats{Admitted: v.admitted.Load()}
 	for i, r := range reasons {
-		if n := v.refused[i].Load(); n > 0 {
-			s.Refused[r] = n
-		}
+		*s.Refused.field(r) = v.refused[i].Load()
 	}
 	return s
 }

@@ -9,15 +9,18 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/internal/testlog"
 )
 
 func TestVerifyAdmits(t *testing.T) {
@@ -31,7 +34,7 @@ func TestVerifyAdmits(t *testing.T) {
 	if diff := cmp.Diff(want, got, addrCmp); diff != "" {
 		t.Errorf("admitted (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(assertion.VerifierStats{Admitted: 1, Refused: map[assertion.Reason]uint64{}}, s.verifier.Stats()); diff != "" {
+	if diff := cmp.Diff(assertion.VerifierStats{Admitted: 1}, s.verifier.Stats()); diff != "" {
 		t.Errorf("stats (-want +got):\n%s", diff)
 	}
 }
@@ -272,7 +275,7 @@ func TestVerifyRefusals(t *testing.T) {
 				t.Errorf("refusal returned an assertion: %+v", a)
 			}
 			after := s.verifier.Stats()
-			if after.Refused[tt.want] != before.Refused[tt.want]+1 || after.Admitted != before.Admitted {
+			if after.Refused.Of(tt.want) != before.Refused.Of(tt.want)+1 || refusedTotal(after) != refusedTotal(before)+1 || after.Admitted != before.Admitted {
 				t.Errorf("stats before %+v after %+v", before, after)
 			}
 		})
@@ -428,16 +431,13 @@ func TestVerifierValidate(t *testing.T) {
 }
 
 func TestVerifyLogs(t *testing.T) {
-	var buf strings.Builder
-	var mu sync.Mutex
+	var buf testlog.Buffer
 	s := newSite(t)
-	s.verifier.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s.verifier.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	text := s.issue(t)
 	s.verifier.Verify(context.Background(), text, s.join)
 	s.verifier.Verify(context.Background(), text, s.join)
-	mu.Lock()
 	out := buf.String()
-	mu.Unlock()
 	if !strings.Contains(out, "assertion admitted") || !strings.Contains(out, "reason=replay") || !strings.Contains(out, "agent=agent-a1") {
 		t.Errorf("log:\n%s", out)
 	}
@@ -477,4 +477,54 @@ func TestReasonOfTable(t *testing.T) {
 	if !errors.Is(err, assertion.Reason(assertion.ReasonReplay)) || errors.Is(err, assertion.Reason(assertion.ReasonExpired)) {
 		t.Errorf("errors.Is does not single out the Reason of %v", err)
 	}
+}
+
+// refusedTotal sums the refusal counters, so a test sees that one refusal moved one.
+func refusedTotal(s assertion.VerifierStats) uint64 {
+	var n uint64
+	v := reflect.ValueOf(s.Refused)
+	for i := range v.NumField() {
+		n += v.Field(i).Uint()
+	}
+	return n
+}
+
+// TestRefusedCountsFields: RefusedCounts has one field per Reason, named for it (the
+// reason "mac-mismatch" is MACMismatch), and Of reads that field.
+func TestRefusedCountsFields(t *testing.T) {
+	typ := reflect.TypeFor[assertion.RefusedCounts]()
+	if typ.NumField() != len(assertion.Reasons()) {
+		t.Fatalf("%d fields for %d reasons", typ.NumField(), len(assertion.Reasons()))
+	}
+	for i := range typ.NumField() {
+		var c assertion.RefusedCounts
+		reflect.ValueOf(&c).Elem().Field(i).SetUint(7)
+		name := kebab(typ.Field(i).Name)
+		for _, r := range assertion.Reasons() {
+			want := uint64(0)
+			if string(r) == name {
+				want = 7
+			}
+			if got := c.Of(r); got != want {
+				t.Errorf("field %s set: Of(%s) = %d, want %d", typ.Field(i).Name, r, got, want)
+			}
+		}
+	}
+	if got := (assertion.RefusedCounts{Malformed: 1}).Of("no-such-reason"); got != 0 {
+		t.Errorf("Of(no-such-reason) = %d", got)
+	}
+}
+
+// kebab spells a field name as a reason: UnknownAgent is unknown-agent, MACMismatch is
+// mac-mismatch.
+func kebab(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		upper := unicode.IsUpper(r)
+		if upper && i > 0 && (unicode.IsLower(rune(s[i-1])) || i+1 < len(s) && unicode.IsLower(rune(s[i+1]))) {
+			b.WriteByte('-')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
 }

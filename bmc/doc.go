@@ -126,7 +126,7 @@
 //
 // # Executor
 //
-// Executor.Run runs one Operation: one at a time per BMC (driver and address), at most
+// Executor.RunOp runs one typed Op: one at a time per BMC (driver and address), at most
 // MaxConcurrent at once, each under its own deadline (Timeout, covering the wait for the
 // BMC), the session closed after every operation. A BMC that hangs holds its own queue and
 // one slot until its deadline; others go on. Credentials are named by reference

@@ -88,20 +88,17 @@ func ExampleExecutor() {
 		}
 		return &bmc.Executor{Opener: reg, Credentials: vault, Journal: j, Claims: claims.For(node)}
 	}
-	cycle := bmc.Operation{ID: "cmd-42", Name: "power", Destructive: true,
-		Target: bmc.TargetRef{Driver: "redfish", Address: srv.URL, Credential: "vault:bmc/rack1-07"},
-		Do: func(ctx context.Context, d bmc.Driver) (any, error) {
-			return nil, d.(bmc.PowerController).SetPower(ctx, bmc.PowerActionOn)
-		}}
+	target := bmc.TargetRef{Driver: "redfish", Address: srv.URL, Credential: "vault:bmc/rack1-07"}
+	on := bmc.SetPower{Action: bmc.PowerActionOn}
 	ctx := context.Background()
 	d, _ := claims.Route(ctx, "cmd-42", "power", "agent-1")
 	fmt.Println("route:", d.Action)
-	r := agent("agent-1").Run(ctx, cycle)
+	r := agent("agent-1").RunOp(ctx, "cmd-42", target, on)
 	fmt.Println("agent-1:", r.Outcome.Status, "replayed:", r.Replayed)
 
 	d, _ = claims.Route(ctx, "cmd-42", "power", "agent-2")
 	fmt.Println("after failover:", d.Action, d.Outcome.Status)
-	r = agent("agent-2").Run(ctx, cycle)
+	r = agent("agent-2").RunOp(ctx, "cmd-42", target, on)
 	fmt.Println("agent-2:", r.Outcome.Status, "replayed:", r.Replayed)
 	// Output:
 	// route: send

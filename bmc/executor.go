@@ -67,20 +67,18 @@ type TargetRef struct {
 // key identifies the BMC for the one-operation-at-a-time rule.
 func (t TargetRef) key() string { return t.Driver + "\x00" + t.Address }
 
-// Operation is one BMC operation for the Executor, as a function. RunOp builds one from a
-// typed Op; Operation stays for operations outside the Op set.
-type Operation struct {
+// operation is what the Executor runs: RunOp builds one from a typed Op.
+type operation struct {
 	// ID is the command's id. Required for a destructive operation: it is journaled and
 	// claimed under it. A non-destructive one (a query) may leave it empty.
 	ID string
 	// Name names the operation in errors, logs and the journal ("power", "set-boot", ...).
 	Name string
-	// Destructive marks an operation that changes the machine or the BMC (power, boot
-	// device, credential rotation, firmware, virtual media): it is sent at most once.
+	// Destructive marks an operation that changes the machine or the BMC: it is sent at
+	// most once.
 	Destructive bool
 	Target      TargetRef
-	// Do runs the operation on an open driver and returns what it read (an Inventory, a
-	// PowerState, ...), or nil.
+	// Do runs the operation on an open driver and returns what it read, or nil.
 	Do func(ctx context.Context, d Driver) (any, error)
 }
 
@@ -180,9 +178,9 @@ func (e *Executor) Forget(ref string) {
 	e.mu.Unlock()
 }
 
-// Run runs op and returns how it ended. It returns when op has ended or its deadline (or
+// run runs op and returns how it ended. It returns when op has ended or its deadline (or
 // ctx) has passed.
-func (e *Executor) Run(ctx context.Context, op Operation) (res Result) {
+func (e *Executor) run(ctx context.Context, op operation) (res Result) {
 	e.init()
 	res.ID = op.ID
 	timeout := e.Timeout
@@ -216,8 +214,8 @@ func (e *Executor) Run(ctx context.Context, op Operation) (res Result) {
 	return e.runDestructive(ctx, op)
 }
 
-// RunOp runs the typed operation op, under command id, on the BMC t names, as Run does:
-// a destructive op is journaled and claimed under id before it is sent; a non-destructive
+// RunOp runs the typed operation op, under command id, on the BMC t names, and returns
+// how it ended, once it has ended or its deadline (or ctx) has passed. A destructive op is journaled and claimed under id before it is sent; a non-destructive
 // one (Query, ListStorage) is sent at once and keeps working while the journal refuses
 // claims (ErrJournalDamaged). op is validated first (an invalid one is StatusNotSent of
 // kind ErrInvalid) and reaches the driver through its capability, as Do does: a driver
@@ -232,7 +230,7 @@ func (e *Executor) RunOp(ctx context.Context, id string, t TargetRef, op Op) Res
 	if err := op.Validate(); err != nil {
 		return Result{ID: id, Outcome: NotSent(err)}
 	}
-	return e.Run(ctx, Operation{ID: id, Name: op.Name(), Destructive: op.Destructive(), Target: t,
+	return e.run(ctx, operation{ID: id, Name: op.Name(), Destructive: op.Kind().Destructive(), Target: t,
 		Do: func(ctx context.Context, d Driver) (any, error) { return e.do(ctx, d, t, op) }})
 }
 
@@ -275,7 +273,7 @@ func NotSent(err error) Outcome {
 	return o
 }
 
-func (e *Executor) runDestructive(ctx context.Context, op Operation) Result {
+func (e *Executor) runDestructive(ctx context.Context, op operation) Result {
 	res := Result{ID: op.ID}
 	j := e.journal()
 	wctx := context.WithoutCancel(ctx) // records are written even after the deadline
@@ -359,7 +357,7 @@ func (e *Executor) report(ctx context.Context, req ClaimRequest, o Outcome) {
 }
 
 // send runs a non-destructive op under the BMC's queue.
-func (e *Executor) send(ctx context.Context, op Operation) (any, bool, error) {
+func (e *Executor) send(ctx context.Context, op operation) (any, bool, error) {
 	release, err := e.acquire(ctx, op.Target)
 	if err != nil {
 		return nil, false, &OpError{Op: op.Name, Addr: op.Target.Address, Kind: ErrTimeout,
@@ -371,7 +369,7 @@ func (e *Executor) send(ctx context.Context, op Operation) (any, bool, error) {
 
 // sendLocked opens the driver, runs op and closes the session. sent is false when the
 // operation never reached the BMC (no credential, the session could not be opened).
-func (e *Executor) sendLocked(ctx context.Context, op Operation) (v any, sent bool, err error) {
+func (e *Executor) sendLocked(ctx context.Context, op operation) (v any, sent bool, err error) {
 	tg := Target{Driver: op.Target.Driver, Address: op.Target.Address, CertSHA256: op.Target.CertSHA256,
 		Insecure: op.Target.Insecure}
 	if ref := op.Target.Credential; ref != "" {

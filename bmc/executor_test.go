@@ -26,9 +26,9 @@ type fakeBMCs struct {
 	maxTotal int
 	opened   int
 	closed   int
-	received map[string]int
+	received map[string]int // power actions received, by BMC
 	password string
-	hanging  chan string // told the id of each operation the hanging BMC holds
+	hanging  chan string // told each time the hanging BMC takes an operation
 }
 
 func newFakeBMCs(password string) *fakeBMCs {
@@ -57,32 +57,37 @@ func (f *fakeBMCs) Open(_ context.Context, t bmc.Target) (bmc.Driver, error) {
 	return &fakeSession{f: f, addr: t.Address}, nil
 }
 
-func (f *fakeBMCs) op(id string) func(ctx context.Context, d bmc.Driver) (any, error) {
-	return func(ctx context.Context, d bmc.Driver) (any, error) {
-		s := d.(*fakeSession)
+// SetPower makes s a PowerController: it records the operation on its BMC, and on the
+// BMC "hang" blocks until the deadline.
+func (s *fakeSession) SetPower(ctx context.Context, _ bmc.PowerAction) error {
+	f := s.f
+	f.mu.Lock()
+	f.inFlight[s.addr]++
+	f.total++
+	f.maxPer = max(f.maxPer, f.inFlight[s.addr])
+	f.maxTotal = max(f.maxTotal, f.total)
+	f.received[s.addr]++
+	f.mu.Unlock()
+	defer func() {
 		f.mu.Lock()
-		f.inFlight[s.addr]++
-		f.total++
-		f.maxPer = max(f.maxPer, f.inFlight[s.addr])
-		f.maxTotal = max(f.maxTotal, f.total)
-		f.received[id]++
+		f.inFlight[s.addr]--
+		f.total--
 		f.mu.Unlock()
-		defer func() {
-			f.mu.Lock()
-			f.inFlight[s.addr]--
-			f.total--
-			f.mu.Unlock()
-		}()
-		if s.addr == "hang" {
-			if f.hanging != nil {
-				f.hanging <- id
-			}
-			<-ctx.Done()
-			return nil, &bmc.OpError{Driver: "fake", Op: "power", Addr: s.addr, Kind: bmc.ErrTimeout, Err: ctx.Err()}
+	}()
+	if s.addr == "hang" {
+		if f.hanging != nil {
+			f.hanging <- s.addr
 		}
-		return nil, nil
+		<-ctx.Done()
+		return &bmc.OpError{Driver: "fake", Op: "power", Addr: s.addr, Kind: bmc.ErrTimeout, Err: ctx.Err()}
 	}
+	return nil
 }
+
+func (s *fakeSession) PowerState(context.Context) (bmc.PowerState, error) { return bmc.PowerOn, nil }
+
+// Inspect makes s an Inspector, so that it answers a Query.
+func (s *fakeSession) Inspect(context.Context) (bmc.Inventory, error) { return bmc.Inventory{}, nil }
 
 const secret = "pa55-W0rd-never-logged"
 
@@ -102,9 +107,9 @@ func TestExecutorAHangingBMCBlocksNoOther(t *testing.T) {
 		Logger:        slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	ctx := context.Background()
-	op := func(id, addr string) bmc.Operation {
-		return bmc.Operation{ID: id, Name: "power", Destructive: true,
-			Target: bmc.TargetRef{Driver: "fake", Address: addr, Credential: "vault:bmc/" + addr}, Do: f.op(id)}
+	op := func(c context.Context, id, addr string) bmc.Result {
+		return e.RunOp(c, id, bmc.TargetRef{Driver: "fake", Address: addr, Credential: "vault:bmc/" + addr},
+			bmc.SetPower{Action: bmc.PowerActionCycle})
 	}
 	// Two operations on the hanging BMC: the first hangs until its deadline; the second,
 	// queued behind it with a shorter deadline of its caller's, ends before it is sent.
@@ -112,13 +117,13 @@ func TestExecutorAHangingBMCBlocksNoOther(t *testing.T) {
 	var wg sync.WaitGroup
 	hung := make([]bmc.Result, 2)
 	wg.Add(2)
-	go func() { defer wg.Done(); hung[0] = e.Run(ctx, op("hang-0", "hang")) }()
+	go func() { defer wg.Done(); hung[0] = op(ctx, "hang-0", "hang") }()
 	<-f.hanging
 	go func() {
 		defer wg.Done()
 		c, cancel := context.WithTimeout(ctx, timeout/4)
 		defer cancel()
-		hung[1] = e.Run(c, op("hang-1", "hang"))
+		hung[1] = op(c, "hang-1", "hang")
 	}()
 	// Meanwhile 40 operations on 4 other BMCs, 10 each, all at once.
 	start := time.Now()
@@ -128,7 +133,7 @@ func TestExecutorAHangingBMCBlocksNoOther(t *testing.T) {
 		others.Add(1)
 		go func() {
 			defer others.Done()
-			results[i] = e.Run(ctx, op(fmt.Sprint("op-", i), fmt.Sprint("bmc-", i%4)))
+			results[i] = op(ctx, fmt.Sprint("op-", i), fmt.Sprint("bmc-", i%4))
 		}()
 	}
 	others.Wait()
@@ -151,7 +156,6 @@ func TestExecutorAHangingBMCBlocksNoOther(t *testing.T) {
 		t.Errorf("the one queued behind it: %+v", o)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.maxPer != 1 {
 		t.Errorf("%d operations at once on one BMC", f.maxPer)
 	}
@@ -161,12 +165,20 @@ func TestExecutorAHangingBMCBlocksNoOther(t *testing.T) {
 	if f.opened != f.closed {
 		t.Errorf("%d sessions opened, %d closed", f.opened, f.closed)
 	}
+	if n := f.received["bmc-0"]; n != 10 {
+		t.Errorf("bmc-0 received %d operations, want 10", n)
+	}
+	f.mu.Unlock()
 	if n := fetched.Load(); n != 5 {
 		t.Errorf("credentials fetched %d times, want once per reference (5)", n)
 	}
 	// A repeat is answered from the journal.
-	if r := e.Run(ctx, op("op-0", "bmc-0")); !r.Replayed || r.Outcome.Status != bmc.StatusOK || f.received["op-0"] != 1 {
-		t.Errorf("repeat: %+v, received %d", r, f.received["op-0"])
+	r := op(ctx, "op-0", "bmc-0")
+	f.mu.Lock()
+	n := f.received["bmc-0"]
+	f.mu.Unlock()
+	if !r.Replayed || r.Outcome.Status != bmc.StatusOK || n != 10 {
+		t.Errorf("repeat: %+v, bmc-0 received %d operations, want 10", r, n)
 	}
 	if strings.Contains(logs.String(), secret) {
 		t.Errorf("the password is in the log:\n%s", logs.String())
@@ -194,15 +206,14 @@ func TestExecutorCredentials(t *testing.T) {
 	}
 	ctx := context.Background()
 	q := func(ref string) bmc.Result {
-		return e.Run(ctx, bmc.Operation{Name: "power-state", Target: bmc.TargetRef{Driver: "fake", Address: "bmc-1", Credential: ref},
-			Do: func(context.Context, bmc.Driver) (any, error) { return bmc.PowerOn, nil }})
+		return e.RunOp(ctx, "", bmc.TargetRef{Driver: "fake", Address: "bmc-1", Credential: ref}, bmc.Query{})
 	}
 	r := q("vault:bmc-1")
 	if r.Outcome.Kind != "auth" {
 		t.Fatalf("stale password: %+v", r.Outcome)
 	}
 	current = secret // rotated at the source: the failed login dropped the cached one
-	if r := q("vault:bmc-1"); r.Outcome.Status != bmc.StatusOK || r.Value != bmc.PowerOn {
+	if r := q("vault:bmc-1"); r.Outcome.Status != bmc.StatusOK || r.Value.(bmc.QueryResult).Power != bmc.PowerOn {
 		t.Errorf("after the rotation: %+v", r)
 	}
 	if fetches != 2 {
@@ -237,12 +248,12 @@ func TestExecutorClaimsAcrossAgents(t *testing.T) {
 	}
 	a, b := agent("agent-a"), agent("agent-b")
 	ctx := context.Background()
-	op := bmc.Operation{ID: "cmd-1", Name: "power", Destructive: true,
-		Target: bmc.TargetRef{Driver: "fake", Address: "bmc-1", Credential: "ref"}, Do: f.op("cmd-1")}
+	tg := bmc.TargetRef{Driver: "fake", Address: "bmc-1", Credential: "ref"}
+	op := bmc.SetPower{Action: bmc.PowerActionOn}
 	if d, _ := reg.Route(ctx, "cmd-1", "power", "agent-a"); d.Action != bmc.RouteSend {
 		t.Fatalf("route: %+v", d)
 	}
-	if r := a.Run(ctx, op); r.Outcome.Status != bmc.StatusOK || r.Replayed {
+	if r := a.RunOp(ctx, "cmd-1", tg, op); r.Outcome.Status != bmc.StatusOK || r.Replayed {
 		t.Fatalf("agent-a: %+v", r)
 	}
 	// Failover: the control plane routes it to agent-b, which must not send it again.
@@ -250,10 +261,10 @@ func TestExecutorClaimsAcrossAgents(t *testing.T) {
 	if err != nil || d.Action != bmc.RouteReuse || d.Outcome.Status != bmc.StatusOK {
 		t.Errorf("route after the report: %+v, %v", d, err)
 	}
-	if r := b.Run(ctx, op); !r.Replayed || r.Outcome.Status != bmc.StatusOK {
+	if r := b.RunOp(ctx, "cmd-1", tg, op); !r.Replayed || r.Outcome.Status != bmc.StatusOK {
 		t.Errorf("agent-b: %+v", r)
 	}
-	if f.received["cmd-1"] != 1 {
-		t.Errorf("the BMC received cmd-1 %d times", f.received["cmd-1"])
+	if f.received["bmc-1"] != 1 {
+		t.Errorf("the BMC received cmd-1 %d times", f.received["bmc-1"])
 	}
 }

@@ -82,8 +82,9 @@ func Has(d Driver, c Capability) bool {
 }
 
 // Op is one typed BMC operation: Query, ListStorage, SetPower, SetBoot, Rotate, Firmware,
-// InsertMedia or EjectMedia. It knows its command kind, its name in journals, claims and
-// errors, whether it is destructive and which capability it needs; Do runs it on a driver
+// InsertMedia or EjectMedia. It knows its command kind (and so, by Kind.Destructive,
+// whether it is destructive), its name in journals, claims and errors, and which
+// capability it needs; Do runs it on a driver
 // and Executor.RunOp under the Executor's rules. The set is closed: the library, not each
 // caller, maps an operation to the capability that carries it out.
 type Op interface {
@@ -93,8 +94,6 @@ type Op interface {
 	// "storage", "power", "set-boot", "rotate", "firmware", "media-insert",
 	// "media-eject").
 	Name() string
-	// Destructive reports whether the operation changes the machine or its BMC.
-	Destructive() bool
 	// Capability is the driver interface the operation needs.
 	Capability() Capability
 	// Validate reports an ErrInvalid error for arguments no BMC accepts.
@@ -151,7 +150,6 @@ type QueryResult struct {
 
 func (Query) Kind() Kind             { return KindQuery }
 func (Query) Name() string           { return "query" }
-func (Query) Destructive() bool      { return false }
 func (Query) Capability() Capability { return CapInspect }
 func (Query) Validate() error        { return nil }
 func (q Query) String() string       { return q.Name() }
@@ -185,7 +183,6 @@ type ListStorage struct{}
 
 func (ListStorage) Kind() Kind             { return KindStorage }
 func (ListStorage) Name() string           { return "storage" }
-func (ListStorage) Destructive() bool      { return false }
 func (ListStorage) Capability() Capability { return CapStorage }
 func (ListStorage) Validate() error        { return nil }
 func (ListStorage) do(ctx context.Context, d Driver) (any, error) {
@@ -199,7 +196,6 @@ type SetPower struct {
 
 func (SetPower) Kind() Kind             { return KindPower }
 func (SetPower) Name() string           { return "power" }
-func (SetPower) Destructive() bool      { return true }
 func (SetPower) Capability() Capability { return CapPower }
 func (o SetPower) Validate() error {
 	if !o.Action.Valid() {
@@ -218,7 +214,6 @@ type SetBoot struct {
 
 func (SetBoot) Kind() Kind             { return KindBoot }
 func (SetBoot) Name() string           { return "set-boot" }
-func (SetBoot) Destructive() bool      { return true }
 func (SetBoot) Capability() Capability { return CapBoot }
 func (o SetBoot) Validate() error      { return o.Device.Validate() }
 func (o SetBoot) do(ctx context.Context, d Driver) (any, error) {
@@ -243,7 +238,6 @@ type Rotate struct {
 
 func (Rotate) Kind() Kind             { return KindRotate }
 func (Rotate) Name() string           { return "rotate" }
-func (Rotate) Destructive() bool      { return true }
 func (Rotate) Capability() Capability { return CapRotate }
 
 // Validate wants a new credential by reference or a new password.
@@ -314,7 +308,6 @@ type Firmware struct {
 
 func (Firmware) Kind() Kind             { return KindFirmware }
 func (Firmware) Name() string           { return "firmware" }
-func (Firmware) Destructive() bool      { return true }
 func (Firmware) Capability() Capability { return CapFirmware }
 func (o Firmware) Validate() error {
 	if o.Image == nil {
@@ -338,7 +331,6 @@ type InsertMedia struct {
 
 func (InsertMedia) Kind() Kind             { return KindMediaInsert }
 func (InsertMedia) Name() string           { return "media-insert" }
-func (InsertMedia) Destructive() bool      { return true }
 func (InsertMedia) Capability() Capability { return CapMedia }
 func (o InsertMedia) Validate() error {
 	if o.Image == nil {
@@ -359,7 +351,6 @@ type EjectMedia struct{}
 
 func (EjectMedia) Kind() Kind             { return KindMediaEject }
 func (EjectMedia) Name() string           { return "media-eject" }
-func (EjectMedia) Destructive() bool      { return true }
 func (EjectMedia) Capability() Capability { return CapMedia }
 func (EjectMedia) Validate() error        { return nil }
 func (EjectMedia) do(ctx context.Context, d Driver) (any, error) {

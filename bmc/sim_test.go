@@ -405,7 +405,7 @@ func (s *bsim) deliver(i int, c *bsimCommand) {
 			return
 		}
 		inc := a.inc
-		op := Operation{ID: c.id, Name: "power", Destructive: c.destructive,
+		op := operation{ID: c.id, Name: "power", Destructive: c.destructive,
 			Target: TargetRef{Driver: "sim", Address: fmt.Sprintf("bmc-%d", c.bmc), Credential: "ref"},
 			Do: func(_ context.Context, d Driver) (any, error) {
 				if !c.destructive {
@@ -414,7 +414,7 @@ func (s *bsim) deliver(i int, c *bsimCommand) {
 				}
 				return nil, d.(*bsimDriver).receive(c.id)
 			}}
-		res := a.exec.Run(s.ctx, op)
+		res := a.exec.run(s.ctx, op)
 		if !s.alive(i, inc) {
 			return // it died while running: its answer never leaves
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/hwid"
 )
 
@@ -30,13 +31,11 @@ var (
 	thief   = netip.MustParseAddr("192.0.2.66")
 )
 
-func clock(now *time.Time) func() time.Time { return func() time.Time { return *now } }
-
 // TestNonceRefusals: each refusal of a chain nonce, in turn, with its reason; its bytes come
 // from the injected Rand and its window from the injected clock.
 func TestNonceRefusals(t *testing.T) {
-	now := t0
-	s := bootbind.NewNonces(bootbind.Config{Now: clock(&now), Rand: &countingRand{}, Window: time.Minute})
+	clk := clocktest.New(t0)
+	s := bootbind.NewNonces(bootbind.Config{Clock: clk, Rand: &countingRand{}, Window: time.Minute})
 	unicast, err := s.Issue(mac, bootbind.KindChain, machine)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +68,7 @@ func TestNonceRefusals(t *testing.T) {
 		{"window over", unicast, mac, machine, time.Second, bootbind.Lapsed},
 		{"forgotten", unicast, mac, machine, 0, bootbind.UnknownNonce},
 	} {
-		now = now.Add(step.after)
+		clk.Advance(step.after)
 		if got := s.Claim(step.nonce, step.mac, step.from); got != step.want {
 			t.Errorf("%s: Claim = %s, want %s", step.name, got, step.want)
 		}
@@ -86,8 +85,8 @@ func TestNonceRefusals(t *testing.T) {
 // times (four 4011 REQUESTs from its own address, say) pushes out only its own nonces,
 // never the machine's nonce it has not presented yet.
 func TestNonceNotEvictedByOthersAnswers(t *testing.T) {
-	now := t0
-	s := bootbind.NewNonces(bootbind.Config{Now: clock(&now)})
+	clk := clocktest.New(t0)
+	s := bootbind.NewNonces(bootbind.Config{Clock: clk})
 	n, err := s.Issue(mac, bootbind.KindChain, machine)
 	if err != nil {
 		t.Fatal(err)
@@ -107,12 +106,12 @@ func TestNonceNotEvictedByOthersAnswers(t *testing.T) {
 
 // TestNoncesBounded: the store holds at most Config.Max nonces; lapsed ones go first.
 func TestNoncesBounded(t *testing.T) {
-	now := t0
-	s := bootbind.NewNonces(bootbind.Config{Now: clock(&now), Max: 64, Window: time.Minute})
+	clk := clocktest.New(t0)
+	s := bootbind.NewNonces(bootbind.Config{Clock: clk, Max: 64, Window: time.Minute})
 	first, _ := s.Issue(hwid.MAC{0x52, 0x55, 0, 0, 0, 0xff}, bootbind.KindChain, machine)
 	for i := range 100 {
 		if i == 32 {
-			now = now.Add(30 * time.Second)
+			clk.Advance(30 * time.Second)
 		}
 		if _, err := s.Issue(hwid.MAC{0x52, 0x55, 0, 0, 0, byte(i)}, bootbind.KindChain, machine); err != nil {
 			t.Fatal(err)
@@ -129,10 +128,10 @@ func TestNoncesBounded(t *testing.T) {
 // TestNoncesSurviveRestart: nonces saved and loaded into a new store keep their MAC,
 // address and age (a restart within the window loses no boot); lapsed ones are not loaded.
 func TestNoncesSurviveRestart(t *testing.T) {
-	now := t0
-	s := bootbind.NewNonces(bootbind.Config{Now: clock(&now), Window: time.Minute})
+	clk := clocktest.New(t0)
+	s := bootbind.NewNonces(bootbind.Config{Clock: clk, Window: time.Minute})
 	n, _ := s.Issue(mac, bootbind.KindChain, machine)
-	now = now.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	old, _ := s.Issue(other, bootbind.KindChain, machine)
 	data, changed, err := s.Save()
 	if err != nil || !changed {
@@ -141,8 +140,8 @@ func TestNoncesSurviveRestart(t *testing.T) {
 	if _, changed, _ := s.Save(); changed {
 		t.Error("a second Save with nothing new says changed")
 	}
-	now = now.Add(55 * time.Second) // n has lapsed, old has 5 s left
-	r := bootbind.NewNonces(bootbind.Config{Now: clock(&now), Window: time.Minute})
+	clk.Advance(55 * time.Second) // n has lapsed, old has 5 s left
+	r := bootbind.NewNonces(bootbind.Config{Clock: clk, Window: time.Minute})
 	kept, err := r.Load(data)
 	if err != nil || kept != 1 {
 		t.Fatalf("Load kept %d, %v; want 1", kept, err)
@@ -156,7 +155,7 @@ func TestNoncesSurviveRestart(t *testing.T) {
 	if got := r.Claim(old, other, machine); got != bootbind.Bound {
 		t.Errorf("a loaded nonce from its address: %s, want bound", got)
 	}
-	now = now.Add(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	if got := r.Claim(old, other, machine); got != bootbind.Lapsed {
 		t.Errorf("a loaded nonce past its original window: %s, want nonce-lapsed", got)
 	}
@@ -170,8 +169,8 @@ func TestNoncesSurviveRestart(t *testing.T) {
 // TestKeyRefusals: a key works only for its MAC, from the address it was delivered to,
 // within the window, and only while it is the MAC's newest active key.
 func TestKeyRefusals(t *testing.T) {
-	now := t0
-	s := bootbind.NewKeys(bootbind.Config{Now: clock(&now), Window: time.Minute})
+	clk := clocktest.New(t0)
+	s := bootbind.NewKeys(bootbind.Config{Clock: clk, Window: time.Minute})
 	k1, err := s.Issue(mac, machine)
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +210,7 @@ func TestKeyRefusals(t *testing.T) {
 	if got := s.Claim(k1, mac, machine); got == bootbind.Bound {
 		t.Error("the older key still works after a newer one was delivered")
 	}
-	now = now.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if got := s.Claim(k2, mac, machine); got != bootbind.Lapsed {
 		t.Errorf("a key past its window: %s", got)
 	}
@@ -222,8 +221,8 @@ func TestKeyRefusals(t *testing.T) {
 // provisioning segment, within the window; never for another address of the segment that
 // asks first, an address off the segment, or IPv4.
 func TestPassRefusals(t *testing.T) {
-	now := t0
-	p := bootbind.NewPasses(bootbind.Config{Now: clock(&now), Window: time.Minute})
+	clk := clocktest.New(t0)
+	p := bootbind.NewPasses(bootbind.Config{Clock: clk, Window: time.Minute})
 	seg := netip.MustParsePrefix("2001:db8::/64")
 	p.Segment = seg.Contains
 	leased := netip.MustParseAddr("2001:db8::1a3")
@@ -253,7 +252,7 @@ func TestPassRefusals(t *testing.T) {
 			t.Errorf("%s: Claim(%s, %s) = %s, want %s", tc.name, tc.mac, tc.from, got, tc.want)
 		}
 	}
-	now = now.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if got := p.Claim(mac, answered); got != bootbind.Lapsed {
 		t.Errorf("after the window: %s", got)
 	}
@@ -264,10 +263,10 @@ func TestPassRefusals(t *testing.T) {
 
 // TestPassesBounded: the passes held never exceed Config.Max; the oldest gives way.
 func TestPassesBounded(t *testing.T) {
-	now := t0
-	p := bootbind.NewPasses(bootbind.Config{Now: clock(&now), Max: 16, Window: time.Hour})
+	clk := clocktest.New(t0)
+	p := bootbind.NewPasses(bootbind.Config{Clock: clk, Max: 16, Window: time.Hour})
 	for i := range 20 {
-		now = now.Add(time.Millisecond)
+		clk.Advance(time.Millisecond)
 		p.Issue(hwid.MAC{0x52, 0x54, 0, 0, 0, byte(i)}, netip.MustParseAddr("2001:db8::1"))
 	}
 	if got := p.Claim(hwid.MAC{0x52, 0x54, 0, 0, 0, 0}, netip.MustParseAddr("2001:db8::1")); got != bootbind.NoPass {
@@ -283,8 +282,8 @@ func TestPassesBounded(t *testing.T) {
 // address resolves to another MAC (a bystander that read the broadcast); the machine's
 // own address, and an address off the link (not in the table), may take it.
 func TestNeighborGuardsBroadcastNonce(t *testing.T) {
-	now := t0
-	s := bootbind.NewNonces(bootbind.Config{Now: clock(&now)})
+	clk := clocktest.New(t0)
+	s := bootbind.NewNonces(bootbind.Config{Clock: clk})
 	s.Neighbor = func(a netip.Addr) (hwid.MAC, bool) {
 		switch a {
 		case thief:

@@ -57,5 +57,5 @@
 // pushes out first the oldest nonce issued to the same address, so answers to one requester
 // never push out the nonce of another that has not presented it yet. Once a newer key of a
 // MAC is active, its older keys stop working. Time and randomness are injected
-// (Config.Now, Config.Rand).
+// (Config.Clock, Config.Rand).
 package bootbind

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/hwid"
 )
 
@@ -34,15 +35,15 @@ func FuzzParseToken(f *testing.F) {
 // FuzzLoad: whatever a saved file holds, Load keeps the store's bounds, and what it kept
 // saves and loads again to the same nonces (a round trip).
 func FuzzLoad(f *testing.F) {
-	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	s := bootbind.NewNonces(bootbind.Config{Now: func() time.Time { return now }})
+	clk := clocktest.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	s := bootbind.NewNonces(bootbind.Config{Clock: clk})
 	s.Issue(hwid.MAC{0x52, 0x54, 0, 0, 0, 1}, bootbind.KindChain, netip.MustParseAddr("192.0.2.10"))
 	s.Issue(hwid.MAC{0x52, 0x54, 0, 0, 0, 1}, bootbind.KindShim, netip.Addr{})
 	data, _, _ := s.Save()
 	f.Add(data)
 	f.Add([]byte(`{"version":1,"nonces":[{"nonce":"0123456789abcdef0123456789abcdef","kind":9,"mac":"52:54:00:00:00:01","issued":"2026-12-01T10:00:00Z"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg := bootbind.Config{Now: func() time.Time { return now }, Max: 8}
+		cfg := bootbind.Config{Clock: clk, Max: 8}
 		a := bootbind.NewNonces(cfg)
 		kept, err := a.Load(data)
 		if err != nil {

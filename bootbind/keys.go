@@ -65,7 +65,7 @@ func (s *Keys) Issue(mac hwid.MAC, ip netip.Addr) (string, error) {
 		return "", fmt.Errorf("bootbind: boot key: %w", err)
 	}
 	ip = ip.Unmap().WithZone("")
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !ip.IsValid() {
@@ -128,7 +128,7 @@ func (s *Keys) Claim(key string, mac hwid.MAC, from netip.Addr) Reason {
 	if key == "" {
 		return NoNonce
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, r := s.t.find(key, now, keyState.active)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/hwid"
 )
 
@@ -34,8 +35,8 @@ type Config struct {
 	Window time.Duration
 	// Max bounds the tokens held at once. Default DefaultMaxNonces.
 	Max int
-	// Now is the store's clock. Default time.Now.
-	Now func() time.Time
+	// Clock is the store's clock. Default clock.Real.
+	Clock clock.Clock
 	// Rand is where tokens come from. Default crypto/rand.
 	Rand io.Reader
 }
@@ -55,9 +56,7 @@ func (c Config) withDefaults() Config {
 	if c.Max == 0 {
 		c.Max = DefaultMaxNonces
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Clock = clock.Or(c.Clock)
 	if c.Rand == nil {
 		c.Rand = cryptorand.Reader
 	}
@@ -120,7 +119,7 @@ func (s *Nonces) Issue(mac hwid.MAC, kind Kind, to netip.Addr) (string, error) {
 		return "", fmt.Errorf("bootbind: nonce: %w", err)
 	}
 	to = to.Unmap().WithZone("")
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.t.byMAC[mac]) >= MaxNoncesPerMAC {
@@ -169,7 +168,7 @@ func (s *Nonces) claim(nonce string, mac hwid.MAC, from netip.Addr) Reason {
 	if nonce == "" {
 		return NoNonce
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, r := s.t.find(nonce, now, KindChain.is)
@@ -210,7 +209,7 @@ func (s *Nonces) own(n *nonceState, mac hwid.MAC, from netip.Addr) Reason {
 // was handed to and Bound, or why the fetch is not the machine's.
 func (s *Nonces) Fetched(nonce string, kind Kind, from netip.Addr) (hwid.MAC, Reason) {
 	from = from.Unmap().WithZone("")
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, r := s.t.find(nonce, now, kind.is)
@@ -222,7 +221,7 @@ func (s *Nonces) Fetched(nonce string, kind Kind, from netip.Addr) (hwid.MAC, Re
 
 // Live reports whether nonce is one of the kind handed out within the window.
 func (s *Nonces) Live(nonce string, kind Kind) bool {
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.t.m[nonce]
@@ -232,7 +231,7 @@ func (s *Nonces) Live(nonce string, kind Kind) bool {
 // FetchedAny reports whether someone presented a nonce of kind handed to mac within the
 // window.
 func (s *Nonces) FetchedAny(mac hwid.MAC, kind Kind) bool {
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range s.t.byMAC[mac] {
@@ -247,7 +246,7 @@ func (s *Nonces) FetchedAny(mac hwid.MAC, kind Kind) bool {
 // is where the machine that got that DHCP answer is.
 func (s *Nonces) Owns(mac hwid.MAC, kind Kind, from netip.Addr) bool {
 	from = from.Unmap().WithZone("")
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range s.t.byMAC[mac] {

@@ -52,7 +52,7 @@ func NewPasses(c Config) *Passes {
 // Issue gives mac a pass: its firmware was answered now, over DHCPv6 to the address to (an
 // invalid to: over DHCPv4, or through a relay). A live pass keeps the addresses it had.
 func (p *Passes) Issue(mac hwid.MAC, to netip.Addr) {
-	now := p.cfg.Now()
+	now := p.cfg.Clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := tokens[struct{}]{window: p.cfg.Window}
@@ -105,7 +105,7 @@ func (p *Passes) Claim(mac hwid.MAC, from netip.Addr) Reason {
 	if p.Segment != nil && !p.Segment(from) {
 		return OffSegment
 	}
-	now := p.cfg.Now()
+	now := p.cfg.Clock.Now()
 	p.mu.Lock()
 	b, ok := p.m[mac]
 	t := tokens[struct{}]{window: p.cfg.Window}

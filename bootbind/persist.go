@@ -32,7 +32,7 @@ const MaxSavedBytes = 4 << 20
 // the last Save: a host keeps the binding across a restart by writing it to a file (crash
 // safe: a temporary file, fsynced and renamed) when it changed, and at the end.
 func (s *Nonces) Save() ([]byte, bool, error) {
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	f := savedFile{Version: 1, Nonces: make([]Saved, 0, len(s.t.m))}
 	for _, list := range s.t.byMAC {
@@ -65,7 +65,7 @@ func (s *Nonces) Load(data []byte) (int, error) {
 	if f.Version != 1 {
 		return 0, fmt.Errorf("bootbind: saved nonces: version %d", f.Version)
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	kept := 0

@@ -135,8 +135,8 @@ type Config struct {
 	// Rand is the source of grant tokens. Nil: crypto/rand.
 	Rand io.Reader
 
-	// Clock is the clock for grants, last-used times and the retries of failed images.
-	// Nil: [clock.Real].
+	// Clock is the clock for grants, last-used times and the retries of failed images
+	// (their timer is its AfterFunc). Nil: [clock.Real].
 	Clock clock.Clock
 
 	// Logger receives pull, eviction and refusal events. Nil: discard.
@@ -234,10 +234,9 @@ type image struct {
 	since     time.Time
 	failures  int
 	nextRetry time.Time
-	// retryMono is nextRetry on the process's monotonic clock (time.Now, not
-	// Config.Clock.Monotonic: the retry timer is a real time.AfterFunc), so a step back
-	// of Config.Clock delays no retry.
-	retryMono time.Time
+	// retryMono is nextRetry on Config.Clock's monotonic reading, so a step back of its
+	// wall clock delays no retry.
+	retryMono time.Duration
 	seq       uint64 // its place in the slot queue while warming
 }
 
@@ -255,6 +254,7 @@ type Cache struct {
 	cfg      Config
 	dir      string
 	log      *slog.Logger
+	clock    clock.Clock
 	now      func() time.Time
 	rand     io.Reader
 	client   *http.Client
@@ -278,7 +278,7 @@ type Cache struct {
 	partials   map[Digest]int64 // partial copies kept for a resume, by size
 	images     map[Digest]*image
 	pinned     map[Digest]Image
-	retryTimer *time.Timer
+	retryTimer clock.Timer
 
 	grants grantTable
 	stats  counters
@@ -297,6 +297,7 @@ func Open(ctx context.Context, cfg Config) (*Cache, error) {
 		cfg:      cfg,
 		dir:      filepath.Clean(cfg.Dir),
 		log:      cfg.Logger,
+		clock:    clock.Or(cfg.Clock),
 		now:      clock.Or(cfg.Clock).Now,
 		rand:     cfg.Rand,
 		entries:  map[Digest]*entry{},
@@ -735,7 +736,7 @@ func (c *Cache) startLocked(img Image, now time.Time) {
 		if st.state == StateWarming {
 			return
 		}
-		if st.state == StateFailed && !st.retryDue(now, time.Now()) && st.img.URL == img.URL {
+		if st.state == StateFailed && !st.retryDue(now, c.clock.Monotonic()) && st.img.URL == img.URL {
 			return
 		}
 		failures = st.failures
@@ -748,10 +749,10 @@ func (c *Cache) startLocked(img Image, now time.Time) {
 	}()
 }
 
-// retryDue says whether a failed image's retry is due: its time has come by Config.Clock
-// (now), or its delay has passed on the monotonic clock (mono, from time.Now).
-func (st *image) retryDue(now, mono time.Time) bool {
-	return !now.Before(st.nextRetry) || (!st.retryMono.IsZero() && !mono.Before(st.retryMono))
+// retryDue says whether a failed image's retry is due: its time has come by Config.Clock's
+// wall clock (now), or its delay has passed on its monotonic reading (mono).
+func (st *image) retryDue(now time.Time, mono time.Duration) bool {
+	return !now.Before(st.nextRetry) || (!st.nextRetry.IsZero() && mono >= st.retryMono)
 }
 
 // retryDelay is the wait after the n-th consecutive failure of an image.
@@ -768,13 +769,14 @@ func (c *Cache) armRetryLocked(now time.Time) {
 	if c.closed {
 		return
 	}
-	// The wait is the shorter of what Config.Clock and the monotonic clock say: a clock
-	// stepped forward retries early, as SetPinned would; one stepped back delays nothing.
+	// The wait is the shorter of what the wall clock and the monotonic reading say: a
+	// wall clock stepped forward retries early, as SetPinned would; one stepped back
+	// delays nothing.
 	wait, armed := time.Duration(0), false
-	mono := time.Now()
+	mono := c.clock.Monotonic()
 	for d := range c.pinned {
 		if st := c.images[d]; st != nil && st.state == StateFailed && !st.nextRetry.IsZero() {
-			w := min(st.nextRetry.Sub(now), st.retryMono.Sub(mono))
+			w := min(st.nextRetry.Sub(now), st.retryMono-mono)
 			if !armed || w < wait {
 				wait, armed = w, true
 			}
@@ -787,11 +789,11 @@ func (c *Cache) armRetryLocked(now time.Time) {
 		return
 	}
 	wait = max(wait, time.Millisecond)
-	if c.retryTimer == nil {
-		c.retryTimer = time.AfterFunc(wait, c.retryDue)
-	} else {
-		c.retryTimer.Reset(wait)
+	if c.retryTimer != nil {
+		// A run of the old timer already under way finds nothing due, or pulls what is.
+		c.retryTimer.Stop()
 	}
+	c.retryTimer = c.clock.AfterFunc(wait, c.retryDue)
 }
 
 // retryDue pulls again the failed pinned images whose retry is due.
@@ -801,7 +803,7 @@ func (c *Cache) retryDue() {
 	if c.closed {
 		return
 	}
-	now, mono := c.now(), time.Now()
+	now, mono := c.now(), c.clock.Monotonic()
 	for d, img := range c.pinned {
 		if st := c.images[d]; st != nil && st.state == StateFailed && st.retryDue(now, mono) && img.Validate() == nil {
 			c.startLocked(img, now)
@@ -895,10 +897,10 @@ func (c *Cache) pull(img Image) (err error) {
 			err = pe
 			st.state, st.err, st.since = StateFailed, pe, now
 			st.failures++
-			st.nextRetry, st.retryMono = time.Time{}, time.Time{}
+			st.nextRetry, st.retryMono = time.Time{}, 0
 			if !errors.Is(err, ErrServerClosed) {
 				delay := c.retryDelay(st.failures)
-				st.nextRetry, st.retryMono = now.Add(delay), time.Now().Add(delay)
+				st.nextRetry, st.retryMono = now.Add(delay), c.clock.Monotonic()+delay
 			}
 			if keep {
 				if fi, serr := os.Stat(c.partialPath(d)); serr == nil {

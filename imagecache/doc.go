@@ -135,8 +135,11 @@
 // A pinned image whose pull failed is pulled again by the cache itself after
 // Config.RetryFailedAfter (30 s), the wait doubling with each consecutive failure up to
 // Config.MaxRetryFailedAfter (15 min); SetPinned does not retry it sooner. The wait is
-// kept on both clocks: the retry is due when Config.Clock reaches NextRetry or when the wait
-// has passed on the monotonic clock, so a clock stepped back delays no retry. Status reports
+// kept on both of Config.Clock's readings: the retry is due when its wall clock reaches
+// NextRetry or when the wait has passed on its monotonic reading, so a wall clock stepped
+// back delays no retry; the retry timer is the Clock's AfterFunc, so a test moves it with
+// clocktest.Fake. Transfers (back-off between attempts, stall and rate checks, the pull
+// deadline) keep to the process's clock, like socket deadlines. Status reports
 // the failure (Err, a *PullError; Reason gives a stable word for it), the count of
 // consecutive failures and when the next pull is due.
 //

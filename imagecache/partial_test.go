@@ -99,7 +99,7 @@ func TestShortBodyPartialsHoldBudget(t *testing.T) {
 
 // TestRetryAfterClockStepBack performs issue 37.6's other fault: the Clock's wall time steps back an
 // hour after a pinned image failed. Its retry still comes once RetryFailedAfter has passed
-// (on the monotonic clock), not an hour later.
+// (on the monotonic reading), not an hour later.
 func TestRetryAfterClockStepBack(t *testing.T) {
 	o := newOrigin(t, []byte("z"))
 	o.set(func(o *origin) { o.code = 503 })
@@ -107,18 +107,19 @@ func TestRetryAfterClockStepBack(t *testing.T) {
 	cfg := fastConfig(t)
 	cfg.Clock = clk
 	cfg.Retries = -1
-	cfg.RetryFailedAfter = 50 * time.Millisecond
+	cfg.RetryFailedAfter = time.Minute
 	c := open(t, cfg)
 	img := imagecache.Image{URL: o.URL(), SHA256: sha256.Sum256([]byte("z"))}
 	c.SetPinned([]imagecache.Image{img})
 	waitFor(t, "the first failure", func() bool { return status(c, img.SHA256).State == imagecache.StateFailed })
 	clk.Set(clk.Now().Add(-time.Hour))
-	start := time.Now()
+	clk.Advance(time.Minute - time.Second)
+	if st := status(c, img.SHA256); st.State != imagecache.StateFailed {
+		t.Fatalf("a second before the retry: state %v, want failed", st.State)
+	}
+	clk.Advance(time.Second)
+	if st := status(c, img.SHA256); st.State == imagecache.StateFailed && st.Failures == 1 {
+		t.Fatalf("RetryFailedAfter after the step back: still failed once, not retried")
+	}
 	waitFor(t, "the retry after the clock stepped back", func() bool { return len(o.Requests()) >= 2 })
-	if waited := time.Since(start); waited > 10*time.Second {
-		t.Errorf("the retry came %v after the step back", waited)
-	}
-	if st := status(c, img.SHA256); st.Failures < 1 {
-		t.Errorf("status %+v", st)
-	}
 }

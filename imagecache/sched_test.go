@@ -219,31 +219,34 @@ func TestFailedPinnedBackoff(t *testing.T) {
 	}
 }
 
-// The cache retries a failed pinned image by itself, with no further SetPinned, and the
-// waits grow: at least 30 ms, then 60 ms, then 60 ms (the cap).
+// The cache retries a failed pinned image by itself, with no further SetPinned, when its
+// Clock reaches the retry, and the waits grow: 1 minute, then 2, then 2 (the cap).
 func TestFailedPinnedRetriedUnasked(t *testing.T) {
 	o := newOrigin(t, []byte("y"))
 	o.set(func(o *origin) { o.code = 503 })
+	clk := newClock()
 	cfg := fastConfig(t)
+	cfg.Clock = clk
 	cfg.Retries = -1
-	cfg.RetryFailedAfter = 30 * time.Millisecond
-	cfg.MaxRetryFailedAfter = 60 * time.Millisecond
+	cfg.RetryFailedAfter = time.Minute
+	cfg.MaxRetryFailedAfter = 2 * time.Minute
 	c := open(t, cfg)
 	img := imagecache.Image{URL: o.URL(), SHA256: sha256.Sum256([]byte("y"))}
 	c.SetPinned([]imagecache.Image{img})
-	waitFor(t, "four requests", func() bool { return len(o.Requests()) >= 4 })
-	times := o.Times()
-	for i, min := range []time.Duration{30 * time.Millisecond, 60 * time.Millisecond, 60 * time.Millisecond} {
-		if gap := times[i+1].Sub(times[i]); gap < min {
-			t.Errorf("retry %d came %v after the failure before it, want at least %v", i+1, gap, min)
+	for i, delay := range []time.Duration{time.Minute, 2 * time.Minute, 2 * time.Minute} {
+		var st imagecache.Status
+		waitFor(t, "the pull to fail", func() bool {
+			st = status(c, img.SHA256)
+			return st.State == imagecache.StateFailed && st.Failures == i+1
+		})
+		if imagecache.ReasonOf(st.Err) != "http-503" || st.NextRetry.Sub(st.Since) != delay {
+			t.Errorf("failure %d: Status %+v, want http-503 and the next retry %v later", i+1, st, delay)
 		}
-	}
-	var st imagecache.Status
-	waitFor(t, "a failed state after 3 failures", func() bool {
-		st = status(c, img.SHA256)
-		return st.State == imagecache.StateFailed && st.Failures >= 3
-	})
-	if imagecache.ReasonOf(st.Err) != "http-503" || st.NextRetry.Before(st.Since.Add(cfg.MaxRetryFailedAfter)) {
-		t.Errorf("Status %+v, want http-503 and the next retry at the cap", st)
+		clk.Advance(delay - time.Second)
+		if n := len(o.Requests()); n != i+1 || status(c, img.SHA256).State != imagecache.StateFailed {
+			t.Fatalf("failure %d: %d requests a second before the retry, want %d and no pull", i+1, n, i+1)
+		}
+		clk.Advance(time.Second)
+		waitFor(t, "the retry", func() bool { return len(o.Requests()) == i+2 })
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/hwid"
 )
 
@@ -99,12 +100,7 @@ func (s *Server) relayBits(a netip.Addr) int {
 	return DefaultRelayPrefixLen
 }
 
-func (s *Server) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
-}
+func (s *Server) now() time.Time { return clock.Or(s.Clock).Now() }
 
 // learnedRelays remember, per MAC, the relay its last relayed request came through.
 type learnedRelays struct {

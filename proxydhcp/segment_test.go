@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -32,11 +33,11 @@ func ipxeRequest4011(t testing.TB, mac string, ciaddr net.IP) []byte {
 // relay the MAC's own DISCOVER came through, are answered.
 func TestOffSegmentRefused(t *testing.T) {
 	asked := 0
-	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	clk := clocktest.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	newSrv := func(segments ...netip.Prefix) *proxydhcp.Server {
 		return &proxydhcp.Server{
 			Segments: segments,
-			Now:      func() time.Time { return now },
+			Clock:    clk,
 			Handler: proxydhcp.HandlerFunc(func(context.Context, *proxydhcp.Request) proxydhcp.Decision {
 				asked++
 				return proxydhcp.Answer()
@@ -96,7 +97,7 @@ func TestOffSegmentRefused(t *testing.T) {
 	if resp := v4(srv, proxydhcp.PortBoot, ipxeRequest4011(t, "52:54:00:00:00:62", net.IP(machine.AsSlice())), machine); resp.Reason != proxydhcp.ReasonOffSegment {
 		t.Errorf("another MAC's 4011 REQUEST from there: %v, want off-segment", resp.Reason)
 	}
-	now = now.Add(proxydhcp.LearnedRelayTTL)
+	clk.Advance(proxydhcp.LearnedRelayTTL)
 	if resp := v4(srv, proxydhcp.PortBoot, ipxeRequest4011(t, mac, net.IP(machine.AsSlice())), machine); resp.Reason != proxydhcp.ReasonOffSegment {
 		t.Errorf("after LearnedRelayTTL: %v, want off-segment", resp.Reason)
 	}

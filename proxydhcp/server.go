@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bettercompute/siteboot/clock"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 )
@@ -76,8 +77,8 @@ type Server struct {
 	Fence Fence
 
 	// Now is the server's clock for what it learns about relays and for how long it keeps
-	// an interface's subnets. Default time.Now.
-	Now func() time.Time
+	// an interface's subnets. Default clock.Real.
+	Clock clock.Clock
 
 	// ServerIP6, if set, is the IPv6 address DHCPv6 replies name in their boot file URLs.
 	// When zero, each reply names the address its request was sent to when that is a global

@@ -1,7 +1,6 @@
 package sitetls_test
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/clock/clocktest"
+	"github.com/bettercompute/siteboot/internal/testlog"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -28,25 +28,7 @@ type link struct {
 	srv, ag     *sitetls.Credentials
 	server      *server
 	agentClient func() reply
-	agentLog    *lockedBuffer
-}
-
-// lockedBuffer collects a logger's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
+	agentLog    *testlog.Buffer
 }
 
 func newLink(t *testing.T) *link {
@@ -57,7 +39,7 @@ func newLink(t *testing.T) *link {
 	l.srvF = write(t, issue(t, l.ca, sitetlstest.Request{Hosts: []string{testIP}}), l.dir, "server")
 	l.agF = write(t, issue(t, l.ca, sitetlstest.Request{Node: nodeA}), l.dir, "agent")
 	l.srv = load(t, sitetls.Config{CertFile: l.srvF.cert, KeyFile: l.srvF.key, CAFile: l.caFile, Clock: l.clock, CheckInterval: interval})
-	l.agentLog = &lockedBuffer{}
+	l.agentLog = &testlog.Buffer{}
 	l.ag = load(t, sitetls.Config{CertFile: l.agF.cert, KeyFile: l.agF.key, CAFile: l.caFile, Clock: l.clock,
 		CheckInterval: interval, Logger: slog.New(slog.NewTextHandler(l.agentLog, nil))})
 	l.server = serve(t, l.srv)

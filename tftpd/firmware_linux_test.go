@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bettercompute/siteboot/internal/testlog"
 	"github.com/bettercompute/siteboot/internal/testpeer"
 	"github.com/bettercompute/siteboot/tftpd"
 )
@@ -55,7 +56,7 @@ func TestOVMFFirmwareQEMURoot(t *testing.T) {
 	tap := seg.AddTap(t, "tap0")
 
 	rec := newRecorder()
-	var logBuf syncBuffer
+	var logBuf testlog.Buffer
 	srv := &tftpd.Server{Dir: root, OnTransfer: rec.hook,
 		Logger: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	bound := make(chan error, 1)

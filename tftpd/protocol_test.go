@@ -3,7 +3,6 @@ package tftpd_test
 import (
 	"bytes"
 	"errors"
-	"github.com/bettercompute/siteboot/clock/clocktest"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -14,6 +13,9 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/bettercompute/siteboot/clock/clocktest"
+	"github.com/bettercompute/siteboot/internal/testlog"
 
 	"github.com/bettercompute/siteboot/tftpd"
 	"github.com/google/go-cmp/cmp"
@@ -131,7 +133,7 @@ func TestOptions(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string][]byte{"f": []byte("x"), "sub/g": []byte("y")})
-	var logBuf syncBuffer
+	var logBuf testlog.Buffer
 	rec := newRecorder()
 	srv := &tftpd.Server{Dir: dir, OnTransfer: rec.hook, Logger: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	addr := serve(t, srv, "127.0.0.1")
@@ -300,23 +302,6 @@ func (r *recordingFS) names() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.asked...)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // deniedFS refuses every open with a permission error whose text names a private path.

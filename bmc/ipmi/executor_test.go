@@ -18,14 +18,29 @@ import (
 type countingOpener struct {
 	cfg            ipmi.Config
 	opened, closed atomic.Int32
+	beforePower    func(addr string) // set before the first Open
 }
 
 type countedDriver struct {
 	*ipmi.Driver
-	o *countingOpener
+	o    *countingOpener
+	addr string
 }
 
 func (d countedDriver) Close() error { d.o.closed.Add(1); return d.Driver.Close() }
+
+// PowerState runs the opener's beforePower hook first, so that a test can stop a BMC
+// while an operation is in progress on it.
+func (d countedDriver) PowerState(ctx context.Context) (bmc.PowerState, error) {
+	if d.o.beforePower != nil {
+		d.o.beforePower(d.addr)
+	}
+	return d.Driver.PowerState(ctx)
+}
+
+// Inspect answers an empty inventory without asking the BMC: these tests are about the
+// Executor's sessions and deadlines, which PowerState alone exercises.
+func (countedDriver) Inspect(context.Context) (bmc.Inventory, error) { return bmc.Inventory{}, nil }
 
 func (o *countingOpener) Open(ctx context.Context, t bmc.Target) (bmc.Driver, error) {
 	d, err := ipmi.Dial(ctx, o.cfg, t)
@@ -33,7 +48,7 @@ func (o *countingOpener) Open(ctx context.Context, t bmc.Target) (bmc.Driver, er
 		return nil, err
 	}
 	o.opened.Add(1)
-	return countedDriver{d, o}, nil
+	return countedDriver{d, o, t.Address}, nil
 }
 
 // An ipmi_sim stopped with SIGSTOP in the middle of the run is a BMC that hangs: the
@@ -50,39 +65,38 @@ func TestExecutorWithAHangingIpmiSim(t *testing.T) {
 		}),
 		Timeout: deadline,
 	}
-	op := func(id string, s *sim) bmc.Operation {
-		return bmc.Operation{ID: id, Name: "power-state",
-			Target: bmc.TargetRef{Driver: ipmi.Name, Address: s.addr, Credential: "ref"},
-			Do: func(ctx context.Context, d bmc.Driver) (any, error) {
-				return d.(bmc.PowerController).PowerState(ctx)
-			}}
-	}
-	// One session opened on the BMC that will hang, then it stops answering.
 	ctx := context.Background()
+	query := func(id string, s *sim) bmc.Result {
+		return e.RunOp(ctx, id, bmc.TargetRef{Driver: ipmi.Name, Address: s.addr, Credential: "ref"}, bmc.Query{})
+	}
+	// The first operation on the BMC that will hang stops it once its session is open.
 	var wg sync.WaitGroup
 	hungRes := make([]bmc.Result, 3)
 	started := make(chan struct{})
-	first := op("hang-0", hang)
-	inner := first.Do
-	first.Do = func(ctx context.Context, d bmc.Driver) (any, error) {
-		if err := syscall.Kill(hang.Proc.PID(), syscall.SIGSTOP); err != nil {
-			t.Error(err)
+	var stop sync.Once
+	o.beforePower = func(addr string) {
+		if addr != hang.addr {
+			return
 		}
-		close(started)
-		return inner(ctx, d)
+		stop.Do(func() {
+			if err := syscall.Kill(hang.Proc.PID(), syscall.SIGSTOP); err != nil {
+				t.Error(err)
+			}
+			close(started)
+		})
 	}
 	t.Cleanup(func() { _ = syscall.Kill(hang.Proc.PID(), syscall.SIGCONT) })
 	wg.Add(1)
-	go func() { defer wg.Done(); hungRes[0] = e.Run(ctx, first) }()
+	go func() { defer wg.Done(); hungRes[0] = query("hang-0", hang) }()
 	<-started
 	for i := 1; i < len(hungRes); i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); hungRes[i] = e.Run(ctx, op(fmt.Sprint("hang-", i), hang)) }()
+		go func() { defer wg.Done(); hungRes[i] = query(fmt.Sprint("hang-", i), hang) }()
 	}
 	start := time.Now()
 	for i := range 10 {
-		r := e.Run(ctx, op(fmt.Sprint("ok-", i), ok))
-		if r.Outcome.Status != bmc.StatusOK || r.Value != bmc.PowerOff {
+		r := query(fmt.Sprint("ok-", i), ok)
+		if r.Outcome.Status != bmc.StatusOK || r.Value.(bmc.QueryResult).Power != bmc.PowerOff {
 			t.Fatalf("the answering BMC: %+v", r)
 		}
 	}

@@ -132,17 +132,14 @@ func TestTookEffectDifferentlyIsNeverSentAgain(t *testing.T) {
 			Claims:  reg.For("agent-a"),
 		}
 	}
-	op := bmc.Operation{ID: "cmd-1", Name: "set-boot", Destructive: true,
-		Target: bmc.TargetRef{Driver: redfish.Name, Address: srv.URL, Credential: "ref"},
-		Do: func(ctx context.Context, d bmc.Driver) (any, error) {
-			return nil, d.(bmc.BootController).SetBootDevice(ctx, bmc.BootDevice{Target: bmc.BootPXE})
-		}}
+	tg := bmc.TargetRef{Driver: redfish.Name, Address: srv.URL, Credential: "ref"}
+	op := bmc.SetBoot{Device: bmc.BootDevice{Target: bmc.BootPXE}}
 	j, err := bmc.OpenFileJournal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.ResetRequests()
-	res := newExecutor(j).Run(context.Background(), op)
+	res := newExecutor(j).RunOp(context.Background(), "cmd-1", tg, op)
 	if res.Outcome.Status != bmc.StatusDiffers || res.Outcome.Kind != "differs" || res.Replayed ||
 		!strings.Contains(res.Outcome.Message, "kept BootSourceOverrideEnabled Continuous (asked Once)") {
 		t.Fatalf("first run: %+v", res)
@@ -153,7 +150,7 @@ func TestTookEffectDifferentlyIsNeverSentAgain(t *testing.T) {
 	if err := res.Outcome.Err(); !errors.Is(err, bmc.ErrDiffers) {
 		t.Errorf("Outcome.Err() = %v", err)
 	}
-	again := newExecutor(j).Run(context.Background(), op)
+	again := newExecutor(j).RunOp(context.Background(), "cmd-1", tg, op)
 	if again.Outcome != res.Outcome || !again.Replayed {
 		t.Errorf("repeat: %+v, want the first outcome replayed", again)
 	}
@@ -166,7 +163,7 @@ func TestTookEffectDifferentlyIsNeverSentAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = j.Close() })
-	after := newExecutor(j).Run(context.Background(), op)
+	after := newExecutor(j).RunOp(context.Background(), "cmd-1", tg, op)
 	if after.Outcome != res.Outcome || !after.Replayed {
 		t.Errorf("after a restart: %+v, want the first outcome replayed", after)
 	}
@@ -188,13 +185,10 @@ func TestTookEffectDifferentlyWithoutClaims(t *testing.T) {
 		Credentials: bmc.CredentialsFunc(func(context.Context, string) (bmc.Credential, error) {
 			return bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword}, nil
 		})}
-	op := bmc.Operation{ID: "cmd-2", Name: "set-boot", Destructive: true,
-		Target: bmc.TargetRef{Driver: redfish.Name, Address: srv.URL, Credential: "ref"},
-		Do: func(ctx context.Context, d bmc.Driver) (any, error) {
-			return nil, d.(bmc.BootController).SetBootDevice(ctx, bmc.BootDevice{Target: bmc.BootCD})
-		}}
+	tg := bmc.TargetRef{Driver: redfish.Name, Address: srv.URL, Credential: "ref"}
+	op := bmc.SetBoot{Device: bmc.BootDevice{Target: bmc.BootCD}}
 	for i := range 2 {
-		res := e.Run(context.Background(), op)
+		res := e.RunOp(context.Background(), "cmd-2", tg, op)
 		if res.Outcome.Status != bmc.StatusDiffers || res.Replayed != (i > 0) {
 			t.Errorf("executor run %d: %+v", i, res)
 		}

@@ -3,6 +3,7 @@
 package clocktest
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -14,12 +15,17 @@ import (
 // each at its own instant and on the calling goroutine, so that a test sees their effects
 // when Advance returns; Set moves the wall clock alone, forward or back, as a clock that
 // is stepped does, and runs nothing. It is safe for concurrent use.
+//
+// A test that advances while another goroutine arms a timer first waits for the timer
+// with BlockUntilContext or BlockUntilTimer: an Advance that comes before the timer is
+// armed moves past its deadline without running it.
 type Fake struct {
 	mu     sync.Mutex
 	wall   time.Time
 	mono   time.Duration
 	timers []*timer
 	seq    uint64
+	armed  chan struct{} // closed and replaced each time a timer is armed
 }
 
 var _ clock.Clock = (*Fake)(nil)
@@ -50,11 +56,57 @@ func (c *Fake) AfterFunc(d time.Duration, f func()) clock.Timer {
 	c.seq++
 	t := &timer{c: c, at: c.mono + max(d, 0), seq: c.seq, f: f}
 	c.timers = append(c.timers, t)
+	if c.armed != nil {
+		close(c.armed)
+		c.armed = nil
+	}
 	return t
 }
 
-// Pending returns how many AfterFunc calls wait for their deadline: a test can wait for
-// the code under test to arm its timer before it advances.
+// BlockUntilContext waits until at least n AfterFunc calls wait for their deadline, and
+// returns nil then, or ctx's error if ctx is done first. A stopped or fired timer no
+// longer counts.
+func (c *Fake) BlockUntilContext(ctx context.Context, n int) error {
+	return c.blockUntil(ctx, func() bool { return len(c.timers) >= n })
+}
+
+// BlockUntilTimer waits until an AfterFunc call is pending whose deadline is d or more
+// from now, and returns nil then, or ctx's error if ctx is done first. It tells the timer
+// a test waits for from shorter ones the code under test already holds.
+func (c *Fake) BlockUntilTimer(ctx context.Context, d time.Duration) error {
+	return c.blockUntil(ctx, func() bool {
+		for _, t := range c.timers {
+			if t.at-c.mono >= d {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// blockUntil waits until ok, called under c.mu, holds.
+func (c *Fake) blockUntil(ctx context.Context, ok func() bool) error {
+	for {
+		c.mu.Lock()
+		if ok() {
+			c.mu.Unlock()
+			return nil
+		}
+		if c.armed == nil {
+			c.armed = make(chan struct{})
+		}
+		armed := c.armed
+		c.mu.Unlock()
+		select {
+		case <-armed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Pending returns how many AfterFunc calls wait for their deadline. To wait for the code
+// under test to arm a timer, use BlockUntilContext or BlockUntilTimer.
 func (c *Fake) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

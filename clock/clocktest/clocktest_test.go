@@ -1,6 +1,8 @@
 package clocktest_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -120,4 +122,96 @@ func TestTimerArmedByATimerRunsInTheSameAdvance(t *testing.T) {
 	if c.Monotonic() != 10*time.Second {
 		t.Errorf("Monotonic = %v, want 10s", c.Monotonic())
 	}
+}
+
+// TestBlockUntilContextWaitsForTheTimer: BlockUntilContext returns only once the other
+// goroutine has armed its timer, so the Advance that follows fires it.
+func TestBlockUntilContextWaitsForTheTimer(t *testing.T) {
+	c := clocktest.New(t0)
+	c.AfterFunc(time.Hour, func() {}) // one already pending: the test waits for two
+	release := make(chan struct{})
+	fired := make(chan struct{})
+	go func() {
+		<-release
+		c.AfterFunc(time.Second, func() { close(fired) })
+	}()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.BlockUntilContext(ctx, 2); !errors.Is(err, context.Canceled) {
+		t.Fatalf("BlockUntilContext before the timer, ctx done: %v, want context.Canceled", err)
+	}
+
+	close(release)
+	if err := c.BlockUntilContext(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	if c.Pending() != 2 {
+		t.Fatalf("Pending after BlockUntilContext(2) = %d", c.Pending())
+	}
+	c.Advance(time.Second)
+	select {
+	case <-fired:
+	default:
+		t.Fatal("the timer BlockUntilContext waited for did not fire at its deadline")
+	}
+}
+
+// TestBlockUntilContextCountsOnlyPendingTimers: a stopped timer is not waited for.
+func TestBlockUntilContextCountsOnlyPendingTimers(t *testing.T) {
+	c := clocktest.New(t0)
+	c.AfterFunc(time.Second, func() {}).Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.BlockUntilContext(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("BlockUntilContext(1) with only a stopped timer: %v, want context.Canceled", err)
+	}
+	if err := c.BlockUntilContext(ctx, 0); err != nil {
+		t.Errorf("BlockUntilContext(0): %v, want nil even with ctx done", err)
+	}
+}
+
+// TestBlockUntilTimerTellsTimersApart: a short timer already pending does not satisfy a
+// wait for a longer one; the longer one, once armed, does.
+func TestBlockUntilTimerTellsTimersApart(t *testing.T) {
+	c := clocktest.New(t0)
+	c.AfterFunc(time.Second, func() {})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.BlockUntilTimer(ctx, 5*time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("BlockUntilTimer(5s) with a 1s timer: %v, want context.Canceled", err)
+	}
+	if err := c.BlockUntilTimer(ctx, time.Second); err != nil {
+		t.Fatalf("BlockUntilTimer(1s) with a 1s timer: %v", err)
+	}
+
+	go c.AfterFunc(5*time.Second, func() {})
+	if err := c.BlockUntilTimer(context.Background(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The deadline counts from now: after 1s the 5s timer is 4s away.
+	c.Advance(time.Second)
+	if err := c.BlockUntilTimer(ctx, 5*time.Second); !errors.Is(err, context.Canceled) {
+		t.Errorf("BlockUntilTimer(5s) once the timer is 4s away: %v, want context.Canceled", err)
+	}
+}
+
+// ExampleFake_BlockUntilContext: a goroutine arms a timer; the test waits for it before
+// moving time, so the Advance cannot come first.
+func ExampleFake_BlockUntilContext() {
+	c := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	done := make(chan struct{})
+	go c.AfterFunc(time.Minute, func() { close(done) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.BlockUntilContext(ctx, 1); err != nil {
+		fmt.Println(err)
+		return
+	}
+	c.Advance(time.Minute)
+	<-done
+	fmt.Println("fired at", c.Now())
+	// Output:
+	// fired at 2026-03-01 12:01:00 +0000 UTC
 }

@@ -1,7 +1,6 @@
 package testpeer
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os/exec"
@@ -9,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bettercompute/siteboot/internal/testlog"
 )
 
 // DefaultReadyTimeout is how long Start waits for a process to become ready when Cmd gives
@@ -43,7 +44,7 @@ type Process struct {
 	t    testing.TB
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testlog.Buffer
 	done chan struct{}
 	err  error // set before done is closed
 	once sync.Once
@@ -62,7 +63,7 @@ func Start(t testing.TB, c Cmd) *Process {
 	cmd := exec.Command(path, args...)
 	cmd.Dir = c.Dir
 	cmd.Env = append(cmd.Environ(), c.Env...)
-	out := &syncBuffer{}
+	out := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, so that a stop reaches children a wrapper (ip netns exec
 	// execs in place, but shells do not) may start; and, on Linux, SIGKILL when the test
@@ -195,21 +196,4 @@ func (p *Process) Kill() {
 		killGroup(p.cmd)
 		<-p.done
 	})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(b)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -227,7 +227,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			Relays:     c.Boot.Relays,
 			Segments:   c.Boot.Segments,
 			ClientPort: opt.DHCPClientPort,
-			Now:        clock.Now,
+			Clock:      clock,
 			Logger:     log.With("component", "proxydhcp"),
 		}
 		if c.Boot.DHCPv6 {

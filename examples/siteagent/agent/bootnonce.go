@@ -37,7 +37,7 @@ const (
 
 // bindingConfig is the bootbind configuration of the agent's stores.
 func (a *Agent) bindingConfig() bootbind.Config {
-	return bootbind.Config{Window: a.cfg.Boot.NonceWindow, Now: a.clock.Now, Rand: a.opt.Rand}
+	return bootbind.Config{Window: a.cfg.Boot.NonceWindow, Clock: a.clock, Rand: a.opt.Rand}
 }
 
 // loadNonces reads the nonces a previous run saved, so that a machine between its chain and

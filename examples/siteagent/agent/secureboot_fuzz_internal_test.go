@@ -34,16 +34,16 @@ func FuzzSecureBootNames(f *testing.F) {
 		f.Add(s, uint8(0))
 	}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
+	clk := clocktest.New(now)
 	cache, err := imagecache.Open(context.Background(), imagecache.Config{Dir: f.TempDir(), Clock: clocktest.New(now)})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { cache.Close() })
-	a := &Agent{nonces: bootbind.NewNonces(bootbind.Config{Now: clock}), cache: cache, log: slog.New(slog.DiscardHandler)}
+	a := &Agent{nonces: bootbind.NewNonces(bootbind.Config{Clock: clk}), cache: cache, log: slog.New(slog.DiscardHandler)}
 	s := &secureBoot{
 		a: a, shimName: "shimx64.efi", loaderName: "grubx64.efi", built: &sbFiles{shim: []byte("MZshim"), grub: []byte("MZgrub")},
-		chain: []byte("# chain\n"), keys: bootbind.NewKeys(bootbind.Config{Now: clock}), renders: map[string]*render{},
+		chain: []byte("# chain\n"), keys: bootbind.NewKeys(bootbind.Config{Clock: clk}), renders: map[string]*render{},
 		root: fstest.MapFS{"ipxe.efi": {Data: []byte("MZipxe")}},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -53,7 +53,7 @@ func FuzzBMCOp(f *testing.F) {
 			}
 			return
 		}
-		if string(op.Kind()) != c.Kind || !sitelink.IsBMCKind(c.Kind) || op.Destructive() != sitelink.Destructive(c.Kind) {
+		if string(op.Kind()) != c.Kind || !sitelink.IsBMCKind(c.Kind) || op.Kind().Destructive() != sitelink.Destructive(c.Kind) {
 			t.Fatalf("%s: op %v of kind %q", b, op, op.Kind())
 		}
 		if err := op.Validate(); err != nil {

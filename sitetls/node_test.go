@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/clock/clocktest"
+	"github.com/bettercompute/siteboot/internal/testlog"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
 )
@@ -92,12 +93,12 @@ type monitored struct {
 	f    files
 	caF  string
 	mon  *sitetls.Monitor
-	logs *lockedBuffer
+	logs *testlog.Buffer
 }
 
 func newMonitored(t *testing.T) *monitored {
 	t.Helper()
-	m := &monitored{clk: clocktest.New(t0), key: nodeKey(t), logs: &lockedBuffer{}}
+	m := &monitored{clk: clocktest.New(t0), key: nodeKey(t), logs: &testlog.Buffer{}}
 	m.ca = newCA(t, m.clk)
 	dir := t.TempDir()
 	m.caF = writeCA(t, dir, "ca.pem", m.ca)

@@ -34,6 +34,7 @@ import (
 	"github.com/bettercompute/siteboot/internal/simmachine"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/bettercompute/siteboot/tftpd"
 	"github.com/bettercompute/siteboot/tftpd/tftpdtest"
 )
 
@@ -189,6 +190,20 @@ func counters(h *host, v *assertion.Verifier) map[string]uint64 {
 		}
 	}
 	return m
+}
+
+// waitCompleted waits until srv has counted n completed transfers. The final acknowledgement
+// is read within the server's Timeout (DefaultTimeout), so a few of them bound the wait.
+func waitCompleted(t *testing.T, srv *tftpd.Server, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * tftpd.DefaultTimeout)
+	for srv.Stats().Completed < n {
+		if time.Now().After(deadline) {
+			t.Errorf("tftp: %d transfers completed, want %d", srv.Stats().Completed, n)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // moved is what changed between two counter snapshots.
@@ -359,6 +374,9 @@ func TestComposeHost(t *testing.T) {
 		if err != nil || size != int64(len(initrd)) || !bytes.Equal(got, initrd) {
 			t.Errorf("initrd over TFTP: %v, size %d, %d bytes not the initrd's", err, size, len(got))
 		}
+		// The client is done at the last block; the server counts the transfer when it reads
+		// the final acknowledgement, a moment later.
+		waitCompleted(t, h.tftp, before["tftp/completed"]+1)
 		a, err := cp.v.Verify(ctx, params[ipxe.ParamAssertion], joinOf(1))
 		if err != nil {
 			t.Fatalf("assertion: %v", err)

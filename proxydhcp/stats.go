@@ -26,9 +26,9 @@ func (s Stats) Port(p Port) PortStats {
 
 // PortStats counts the requests of one port.
 type PortStats struct {
-	Received   uint64            // datagrams read
-	Answered   uint64            // replies sent
-	SendErrors uint64            // replies the socket refused
+	Received   uint64       // datagrams read
+	Answered   uint64       // replies sent
+	SendErrors uint64       // replies the socket refused
 	Silent     SilentCounts // requests not answered, by reason
 }
 

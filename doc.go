@@ -27,7 +27,11 @@
 //   - sitelink: the protocol between a site agent and its control plane (messages, HTTP
 //     binding, client, server-side handler) and its OpenAPI specification.
 //   - connlimit: a listener that caps connections per source and in total, so a flood of
-//     HTTP connections cannot take the descriptors other protocols need.
+//     HTTP connections cannot take the descriptors other protocols need, with room kept
+//     for the machines being booted (Recent); GiveWay, where the oldest connection gives
+//     way to a new one.
+//   - udpbind: a UDP socket bound to one network interface (SO_BINDTODEVICE on Linux), so
+//     proxy DHCP hears and answers only the segment it serves.
 //   - clock: the clock interface the packages take, and clock/clocktest, a fake that
 //     moves and fires timers only when a test says so.
 //

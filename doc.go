@@ -17,8 +17,9 @@
 //   - lease: the fenced boot lease that makes one agent per site the boot server.
 //   - casreg: the compare-and-swap register (bytes by key, versioned) that lease records
 //     and BMC claims are kept in: in memory, or on etcd (lease/etcdstore, a module apart).
-//   - discovery: the bounded list of machines that tried to boot without an entry, and the
-//     control plane's matcher that names a machine's candidate MAC.
+//   - discovery: the bounded list of machines that tried to boot without an entry, the
+//     machines answered that then went silent, and the control plane's matcher that names
+//     a machine's candidate MAC.
 //   - assertion: signed discovery assertions ("this agent served this MAC") and their
 //     verification.
 //   - hwid: MAC, SMBIOS UUID and client-architecture vocabulary shared by the others.

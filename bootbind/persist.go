@@ -78,7 +78,10 @@ type DamagedError struct {
 var _ error = &DamagedError{}
 
 func (e *DamagedError) Error() string {
-	s := ErrDamaged.Error() + ": " + e.Path + ": " + e.Err.Error()
+	s := ErrDamaged.Error() + ": " + e.Path
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
 	if e.Lost > 0 {
 		s += " (" + strconv.Itoa(e.Lost) + " entries lost, " + strconv.Itoa(e.Kept) + " kept)"
 	}

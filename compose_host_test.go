@@ -69,7 +69,9 @@ func newHost(ctx context.Context, c hostConfig) (_ *host, err error) {
 	}); err != nil {
 		return nil, errors.Join(err, h.cache.Close())
 	}
-	go func() { h.served <- h.Serve(bootserver.Listeners{DHCP: c.DHCP, PXE: c.PXE, TFTP: c.TFTP, HTTP: c.HTTP}) }()
+	go func() {
+		h.served <- h.Serve(bootserver.Listeners{DHCP: c.DHCP, PXE: c.PXE, TFTP: c.TFTP, HTTP: c.HTTP})
+	}()
 	return h, nil
 }
 

@@ -35,8 +35,12 @@ var (
 	t0      = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 )
 
-// active is a fence held at epoch 1.
-var active = bootserver.FenceFunc(func() (uint64, bool) { return 1, true })
+// held is a fence held at epoch 1.
+type held struct{}
+
+func (*held) Active() (uint64, bool) { return 1, true }
+
+var active = &held{}
 
 // openCache opens a cache on clk holding the images of bodies, pulled and pinned with
 // their formats ("kernel", "iso", ...), and returns it with their images.
@@ -205,7 +209,9 @@ func TestSigner(t *testing.T) {
 // claimFunc is a Claimer of a function.
 type claimFunc func(string, hwid.MAC, netip.Addr) bootbind.Reason
 
-func (f claimFunc) Claim(tok string, mac hwid.MAC, from netip.Addr) bootbind.Reason { return f(tok, mac, from) }
+func (f claimFunc) Claim(tok string, mac hwid.MAC, from netip.Addr) bootbind.Reason {
+	return f(tok, mac, from)
+}
 
 // TestBind: the host's entry only for a request bound to its DHCP answer; anything else gets
 // ipxe.ErrUnbound with bootbind's reason and no entry, and a machine the host does not know

@@ -367,3 +367,23 @@ func TestFS(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestByFamily: a request that came over IPv6 goes to the IPv6 handler.
+func TestByFamily(t *testing.T) {
+	named := func(s string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, s) })
+	}
+	h := bootserver.ByFamily(named("v4"), named("v6"))
+	for local, want := range map[string]string{"192.0.2.1:80": "v4", "[::ffff:192.0.2.1]:80": "v4", "[2001:db8::1]:80": "v6"} {
+		r := httptest.NewRequest(http.MethodGet, "/boot/chain.ipxe", nil)
+		r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, net.TCPAddrFromAddrPort(netip.MustParseAddrPort(local))))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if rec.Body.String() != want {
+			t.Errorf("a request to %s went to %s, want %s", local, rec.Body.String(), want)
+		}
+	}
+	if bootserver.ByFamily(named("v4"), nil) == nil {
+		t.Error("ByFamily(v4, nil) is nil")
+	}
+}

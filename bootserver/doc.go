@@ -31,7 +31,9 @@
 // on every part, the boot nonces as proxy DHCP's Binder and as the handler's binding, the
 // Signer over the Issuer, the Cache adapter under BaseURL/cache, the TFTP [FS], and the
 // HTTP mux of /boot/ and /cache/ (plus the host's own handlers) behind ipxe.NewServer's
-// limits. [Server.Serve] serves on the sockets the embedder bound ([Listeners]) until
+// limits. With Config.BaseURL6 a second boot handler answers the requests that came over
+// IPv6 with IPv6 URLs ([ByFamily]); Config.Passes and Config.Loaders bind the requests
+// that carry no chain nonce (an IPv6 boot pass, a signed GRUB's key). [Server.Serve] serves on the sockets the embedder bound ([Listeners]) until
 // [Server.Shutdown] or [Server.Close], then returns [ErrServerClosed], like net/http. No
 // goroutine of the Server outlives Shutdown or Close. [Server.Stats] gathers each part's
 // counters.

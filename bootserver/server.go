@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/bettercompute/siteboot/assertion"
@@ -77,6 +78,13 @@ type Config struct {
 	// HTTPPort (unless set).
 	BaseURL string
 
+	// BaseURL6, if set, is that URL over IPv6, "http://[2001:db8::1]:8080": a request
+	// that came over IPv6 ([ViaIPv6]) is answered by a second boot handler whose URLs are
+	// under it (ByFamily), and its cache URL is BaseURL6 + "/cache" unless CacheURL is
+	// set. The second handler serves no Boot.Loaders (a signed chain's network is IPv4).
+	// Empty: IPv4 URLs for every request.
+	BaseURL6 string
+
 	// Boot configures the /boot/ handler. Entries (the host's lookup), Tokens and Kernel
 	// are the host's. New fills what the Server owns: Fence; Entries wrapped in [Bind]
 	// with the boot nonces when DHCP is set; Signer from Issuer when nil; Cache from Cache
@@ -90,6 +98,11 @@ type Config struct {
 	// proxy DHCP's Binder and [Bind]'s store. Nil: a store of bootbind's defaults. Unused
 	// without DHCP.
 	Nonces *bootbind.Nonces
+	// Passes, Loaders and OnBound are [Bind]'s: IPv6 boot passes, the claimers of other
+	// loaders' requests, and a hook for each bound request. Nil: none.
+	Passes  *bootbind.Passes
+	Loaders map[string]Claimer
+	OnBound func(ipxe.Query)
 
 	// Cache is the image cache served under /cache/ and, under t/, over TFTP; its grants
 	// are the scripts' bc.cache. Nil: no cache. The host opens and closes it.
@@ -124,9 +137,11 @@ func (c Config) Validate() error {
 	case c.Boot.Fence != nil:
 		return errInvalid("Boot.Fence is set: the Server gives every part its Fence")
 	}
-	u, err := url.Parse(c.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+	if !baseURL(c.BaseURL) {
 		return errInvalid("BaseURL %q is not http(s)://HOST[:PORT]", c.BaseURL)
+	}
+	if c.BaseURL6 != "" && !baseURL(c.BaseURL6) {
+		return errInvalid("BaseURL6 %q is not http(s)://HOST[:PORT]", c.BaseURL6)
 	}
 	if d := c.DHCP; d != nil {
 		if d.Fence != nil {
@@ -155,10 +170,18 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// baseURL reports whether s is http(s)://HOST[:PORT].
+func baseURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && (u.Path == "" || u.Path == "/") &&
+		u.RawQuery == "" && u.Fragment == "" && u.User == nil
+}
+
 // Server is a boot server composed by [New]. Its methods are safe for concurrent use.
 type Server struct {
 	cfg    Config
 	boot   *ipxe.Handler
+	boot6  *ipxe.Handler // nil without BaseURL6
 	nonces *bootbind.Nonces
 	web    *http.Server
 
@@ -175,6 +198,8 @@ func New(c Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: c}
+	c.BaseURL = strings.TrimSuffix(c.BaseURL, "/")
+	c.BaseURL6 = strings.TrimSuffix(c.BaseURL6, "/")
 	boot := c.Boot
 	boot.Fence = c.Fence
 	if boot.BaseURL == "" {
@@ -183,25 +208,37 @@ func New(c Config) (*Server, error) {
 	if boot.Signer == nil && c.Issuer != nil {
 		boot.Signer = Signer{Issuer: c.Issuer}
 	}
-	if c.CacheURL == "" {
-		c.CacheURL = c.BaseURL + "/cache"
-	}
 	if boot.Cache == nil && c.Cache != nil {
-		boot.Cache = Cache{Cache: c.Cache, BaseURL: c.CacheURL}
+		bc := Cache{Cache: c.Cache, BaseURL: c.CacheURL, BaseURL6: c.CacheURL}
+		if c.CacheURL == "" {
+			bc.BaseURL, bc.BaseURL6 = c.BaseURL+"/cache", ""
+			if c.BaseURL6 != "" {
+				bc.BaseURL6 = c.BaseURL6 + "/cache"
+			}
+		}
+		boot.Cache = bc
 	}
 	if c.DHCP != nil {
 		if s.nonces = c.Nonces; s.nonces == nil {
 			s.nonces = bootbind.NewNonces(bootbind.Config{})
 		}
-		boot.Entries = Bind{Entries: c.Boot.Entries, Nonces: s.nonces}
+		boot.Entries = Bind{Entries: c.Boot.Entries, Nonces: s.nonces, Passes: c.Passes, Loaders: c.Loaders, OnBound: c.OnBound}
 	}
 	h, err := ipxe.NewHandler(boot)
 	if err != nil {
 		return nil, err
 	}
 	s.boot = h
+	var bootHandler http.Handler = h
+	if c.BaseURL6 != "" {
+		boot.BaseURL, boot.Loaders = c.BaseURL6, nil
+		if s.boot6, err = ipxe.NewHandler(boot); err != nil {
+			return nil, fmt.Errorf("bootserver: boot handler for IPv6: %w", err)
+		}
+		bootHandler = ByFamily(h, s.boot6)
+	}
 	mux := http.NewServeMux()
-	mux.Handle(PathBoot, h)
+	mux.Handle(PathBoot, bootHandler)
 	if c.Cache != nil {
 		mux.Handle(PathCache, c.Cache)
 	}
@@ -246,6 +283,9 @@ func handle(mux *http.ServeMux, hs map[string]http.Handler) (err error) {
 // Boot returns the boot handler, for a host that takes its decision outside HTTP
 // (ipxe.Handler.Decide) or reads its counters alone.
 func (s *Server) Boot() *ipxe.Handler { return s.boot }
+
+// Boot6 returns the boot handler of requests that came over IPv6; nil without BaseURL6.
+func (s *Server) Boot6() *ipxe.Handler { return s.boot6 }
 
 // Nonces returns the boot nonces proxy DHCP names in its answers (nil without DHCP), for
 // a host that saves them across a restart (bootbind.Nonces.SaveFile).
@@ -435,6 +475,7 @@ type Stats struct {
 	DHCP  proxydhcp.Stats
 	TFTP  tftpd.Stats
 	Boot  ipxe.Stats
+	Boot6 ipxe.Stats // the IPv6 boot handler's (BaseURL6)
 	Cache imagecache.Stats
 	Bind  BindStats
 }
@@ -491,6 +532,9 @@ func bindStats(n *bootbind.Nonces) BindStats {
 // Stats returns a snapshot of every part's counters.
 func (s *Server) Stats() Stats {
 	st := Stats{Boot: s.boot.Stats(), Bind: bindStats(s.nonces)}
+	if s.boot6 != nil {
+		st.Boot6 = s.boot6.Stats()
+	}
 	if s.cfg.DHCP != nil {
 		st.DHCP = s.cfg.DHCP.Stats()
 	}

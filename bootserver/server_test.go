@@ -273,3 +273,40 @@ func closeAll(l bootserver.Listeners) {
 	}
 	l.HTTP.Close()
 }
+
+// TestServerIPv6: with BaseURL6, a request that came over IPv6 gets URLs under it, from
+// the second boot handler, and a bound machine's cache URL there too.
+func TestServerIPv6(t *testing.T) {
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	c, _ := openCache(t, clocktest.New(time.Now()))
+	before := goleak.IgnoreCurrent()
+	cfg := config(t, bootserver.Listeners{HTTP: ln}, c)
+	cfg.BaseURL, cfg.BaseURL6 = "http://192.0.2.1:8080", "http://"+ln.Addr().String()
+	cfg.DHCP, cfg.TFTP = nil, nil // a script request is the lookup's alone: no DHCP answer to bind to
+	srv, err := bootserver.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(bootserver.Listeners{HTTP: ln}) }()
+	if st, body := get(t, cfg.BaseURL6+ipxe.PathChain); st != http.StatusOK || !strings.Contains(body, cfg.BaseURL6+ipxe.PathBoot) {
+		t.Errorf("chain script over IPv6: %d, not under %s\n%s", st, cfg.BaseURL6, body)
+	}
+	st, body := get(t, cfg.BaseURL6+ipxe.PathBoot+"?mac="+mac1.String())
+	if st != http.StatusOK || !strings.Contains(body, ipxe.ParamCache+"="+cfg.BaseURL6+"/cache/t/") {
+		t.Errorf("script over IPv6: %d, bc.cache not under %s\n%s", st, cfg.BaseURL6, body)
+	}
+	if s := srv.Stats(); s.Boot6.Chains != 1 || s.Boot6.Scripts != 1 || s.Boot.Requests != 0 || srv.Boot6() == nil {
+		t.Errorf("stats: IPv4 %+v, IPv6 %+v", s.Boot, s.Boot6)
+	}
+	if err := srv.Shutdown(t.Context()); err != nil {
+		t.Error(err)
+	}
+	if err := <-served; !errors.Is(err, bootserver.ErrServerClosed) {
+		t.Errorf("Serve returned %v", err)
+	}
+	goleak.VerifyNone(t, before)
+}

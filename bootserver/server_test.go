@@ -310,3 +310,16 @@ func TestServerIPv6(t *testing.T) {
 	}
 	goleak.VerifyNone(t, before)
 }
+
+// TestReasonOf names the package's errors, and no other.
+func TestReasonOf(t *testing.T) {
+	_, invalid := bootserver.New(bootserver.Config{})
+	for err, want := range map[error]string{
+		nil: "", invalid: "invalid", bootserver.ErrServerClosed: "closed",
+		errors.Join(errors.New("x"), bootserver.ErrServerClosed): "closed", ipxe.ErrUnbound: "", http.ErrServerClosed: "",
+	} {
+		if got := bootserver.ReasonOf(err); got != want {
+			t.Errorf("ReasonOf(%v) = %q, want %q", err, got, want)
+		}
+	}
+}

@@ -35,7 +35,7 @@ func (h *replayingHost) Sync(ctx context.Context, r sitelink.StatusReport) (site
 	return sitelink.SyncResponse{Commands: []sitelink.Command{h.cmd}}, nil
 }
 
-func (h *replayingHost) Token(ctx context.Context, node, workflow, ref string) (string, error) {
+func (h *replayingHost) Token(ctx context.Context, q sitelink.TokenRequest) (string, error) {
 	return "", sitelink.ErrNotReady
 }
 

@@ -61,7 +61,7 @@ func (h *claimingHost) result(id string) (sitelink.BMCResult, bool) {
 	return r, ok
 }
 
-func (h *claimingHost) Token(ctx context.Context, node, workflow, ref string) (string, error) {
+func (h *claimingHost) Token(ctx context.Context, q sitelink.TokenRequest) (string, error) {
 	return "", sitelink.ErrNotReady
 }
 

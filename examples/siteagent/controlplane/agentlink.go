@@ -65,11 +65,11 @@ func (l *LocalLink) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink
 }
 
 // Token is the agent's Link.
-func (l *LocalLink) Token(ctx context.Context, node, workflow, ref string) (string, error) {
+func (l *LocalLink) Token(ctx context.Context, q sitelink.TokenRequest) (string, error) {
 	if l.isCut() {
 		return "", ErrCut
 	}
-	return l.p.Token(ctx, node, workflow, ref)
+	return l.p.Token(ctx, q.Node, q.Workflow, q.Ref)
 }
 
 // Claim is the agent's BMCLink.

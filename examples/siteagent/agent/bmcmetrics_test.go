@@ -182,6 +182,7 @@ func TestBMCMetrics(t *testing.T) {
 		`siteboot_bmc_claims_total{answer="reused"} 1`,
 		`siteboot_bmc_claims_total{answer="unanswered"} 1`,
 		`siteboot_bmc_operations_in_flight 0`,
+		`siteboot_bmc_deferred_total 0`,
 	)
 	if n := len(srv.Boots()); n != 1 {
 		t.Errorf("the machine booted %d times, want 1 (the granted cycle)", n)

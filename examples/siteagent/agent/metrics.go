@@ -163,12 +163,13 @@ var (
 	descCertUntrusted  = prometheus.NewDesc("siteboot_control_cert_untrusted", "1 while a new site certificate on disk is refused because it does not chain to the issuing CA (control.issuer, else control.ca); the previous one stays in use.", nil, nil)
 	descBMCDamaged     = prometheus.NewDesc("siteboot_bmc_journal_damaged", "1 while the BMC journal is damaged (set aside): destructive bmc.* commands are refused until an operator clears it.", nil, nil)
 	descBMCInFlight    = prometheus.NewDesc("siteboot_bmc_operations_in_flight", "bmc.* commands being run: waiting for their BMC or a slot, claiming, or sent.", nil, nil)
+	descBMCDeferred    = prometheus.NewDesc("siteboot_bmc_deferred_total", "bmc.* commands not started because the agent held as many commands, running or unreported, as it may (bmc.DefaultMaxHeld); the control plane sends them again.", nil, nil)
 )
 
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descBMCDamaged, descCertUntrusted, descConnPreferred, descSilent, descEntriesDamaged, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descBMCDeferred, descBMCDamaged, descCertUntrusted, descConnPreferred, descSilent, descEntriesDamaged, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
 		ch <- d
 	}
 }
@@ -278,6 +279,7 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descBMCDamaged, b2f(a.bmc.journalDamaged()))
 		gauge(descBMCInFlight, float64(st.Running))
+		counter(descBMCDeferred, float64(st.Deferred))
 	}
 	for name, l := range map[string]*connlimit.Listener{"http": a.httpLimit, "metrics": a.metricLimit} {
 		if l == nil {

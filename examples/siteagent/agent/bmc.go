@@ -15,19 +15,6 @@ import (
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
-// BMCLink is what an in-process link carries for BMC access besides Sync: the claim
-// protocol (bmc.Claimer, for the node) and credentials by reference. The agent's own link,
-// a *sitelink.Client, carries them over HTTP (sitelink.BMCClient). A Link with neither runs
-// no bmc.* command: each is reported not sent.
-type BMCLink interface {
-	// Claim asks for the right to send destructive operation req.ID.
-	Claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error)
-	// ReportClaim records how a granted operation ended.
-	ReportClaim(ctx context.Context, node string, req bmc.ClaimRequest, o bmc.Outcome) error
-	// Credential returns the credential ref names. The agent keeps it in memory only.
-	Credential(ctx context.Context, node, ref string) (bmc.Credential, error)
-}
-
 // bmcPart runs the agent's bmc.* commands: a bmc.Dispatcher runs each off the sync loop
 // (a BMC that hangs never holds the heartbeat or the boot path) and holds its result
 // until a report carrying it is answered; a bmc.Executor journals, claims and sends it.
@@ -70,27 +57,12 @@ func (a *Agent) setupBMC() error {
 		Logger:        a.log.With("component", "bmc"),
 		Clock:         a.clock,
 	}
-	node := a.cfg.NodeID
-	switch l := a.link.(type) {
-	case *sitelink.Client:
-		c := sitelink.BMCClient{Client: l, Node: node}
-		b.exec.Claims, b.exec.Credentials, b.linked = c, c, true
-	case BMCLink:
-		b.exec.Claims = bmc.ClaimerFuncs{
-			ClaimFunc: func(ctx context.Context, req bmc.ClaimRequest) (bmc.Grant, error) {
-				return l.Claim(ctx, node, req)
-			},
-			ReportFunc: func(ctx context.Context, req bmc.ClaimRequest, o bmc.Outcome) error {
-				return l.ReportClaim(ctx, node, req, o)
-			},
-		}
-		b.exec.Credentials = bmc.CredentialsFunc(func(ctx context.Context, ref string) (bmc.Credential, error) {
-			return l.Credential(ctx, node, ref)
-		})
+	// A link that carries BMC access (a *sitelink.Client does) claims and fetches
+	// credentials in this node's name; over any other, every bmc.* command is not sent.
+	if l, ok := a.link.(sitelink.BMCLink); ok {
+		c := sitelink.BMCClient{Client: l, Node: a.cfg.NodeID}
+		b.exec.Claims, b.exec.Credentials, b.exec.OnClaim = c, c, b.dispatch.OnClaim
 		b.linked = true
-	}
-	if b.linked {
-		b.exec.OnClaim = b.dispatch.OnClaim
 	}
 	a.bmc = b
 	return nil

@@ -16,14 +16,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bettercompute/siteboot/bootbind"
-	siteclock "github.com/bettercompute/siteboot/clock"
-	"github.com/bettercompute/siteboot/sitelink"
-
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/bootbind"
+	siteclock "github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/discovery"
 	"github.com/bettercompute/siteboot/hwid"
@@ -31,6 +29,7 @@ import (
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/lease"
 	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/tftpd"
 )

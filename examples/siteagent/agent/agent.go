@@ -32,6 +32,7 @@ import (
 	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/tftpd"
+	"github.com/bettercompute/siteboot/udpbind"
 )
 
 // Options are what a host program hands the agent besides its Config.
@@ -116,8 +117,8 @@ type Agent struct {
 	noncesIssued chan struct{}
 	linkTLS      *sitetls.Monitor    // the link's credentials, checked each heartbeat
 	httpLimit    *connlimit.Listener // the caps on httpLn
-	prefer       *preferred          // the sources httpLimit keeps room for
-	silent       *silentWatch        // machines answered that asked for nothing (silent.go)
+	prefer       *connlimit.Recent   // the sources httpLimit keeps room for
+	silent       *discovery.Silent   // machines answered that asked for nothing
 	applyq       applyQueue          // boot commands handed from the heartbeat to the applier (sync.go)
 	metricLimit  *connlimit.Listener // the caps on metricsLn
 
@@ -147,7 +148,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if clock == nil {
 		clock = siteclock.Real
 	}
-	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock, wake: make(chan struct{}, 1), silent: newSilentWatch()}
+	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock, wake: make(chan struct{}, 1)}
 	ag.applyq.wake = make(chan struct{}, 1)
 	defer func() {
 		if err != nil {
@@ -158,6 +159,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	c := &a.cfg
 
 	a.sweepTemps()
+	if a.silent, err = discovery.NewSilent(discovery.SilentConfig{Window: a.nonceWindow(), Max: maxSilentWatch, Clock: clock}); err != nil {
+		return nil, err
+	}
 	if a.entries, err = sitelink.OpenEntryStore(filepath.Join(c.DataDir, EntriesFileName), clock); err != nil {
 		return nil, err
 	}
@@ -288,12 +292,12 @@ func (a *Agent) listen() error {
 	var err error
 	if b.ProxyDHCP {
 		if a.dhcpConn = o.DHCPConn; a.dhcpConn == nil {
-			if a.dhcpConn, err = listenUDP(b.DHCPListen.String(), b.Interface); err != nil {
+			if a.dhcpConn, err = udpbind.ListenPacket(context.Background(), "udp4", b.DHCPListen.String(), b.Interface); err != nil {
 				return err
 			}
 		}
 		if a.pxeConn = o.PXEConn; a.pxeConn == nil {
-			if a.pxeConn, err = listenUDP(b.PXEListen.String(), b.Interface); err != nil {
+			if a.pxeConn, err = udpbind.ListenPacket(context.Background(), "udp4", b.PXEListen.String(), b.Interface); err != nil {
 				return err
 			}
 		}

@@ -84,7 +84,7 @@ func (a *Agent) params() []ipxe.Param {
 // The entry's record travels as the ipxe.Entry's Ref, so the token and the grants need no
 // second lookup.
 func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
-	a.silent.asked(q.MAC)
+	a.silent.Asked(q.MAC)
 	r, ok := a.entries.LookupParsed(q.MAC)
 	if !ok {
 		return ipxe.Entry{}, false, nil

@@ -2,10 +2,9 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 
 	"github.com/bettercompute/siteboot/bootbind"
 	"github.com/bettercompute/siteboot/hwid"
-	"github.com/bettercompute/siteboot/internal/atomicfile"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/proxydhcp"
 )
@@ -35,6 +33,31 @@ const (
 	noncesSaveEvery = time.Second
 )
 
+// nonceWindow is Boot.NonceWindow, or its default.
+func (a *Agent) nonceWindow() time.Duration {
+	if w := a.cfg.Boot.NonceWindow; w > 0 {
+		return w
+	}
+	return DefaultNonceWindow
+}
+
+// The likely cause of a machine that proxy DHCP answered and that then asked the agent for
+// nothing, as the log says it.
+const silentCause = "the site's DHCP server may be offering its own boot file or HTTP boot URL; " +
+	"see README, 'What the site's DHCP server must not send'"
+
+// maxSilentWatch bounds the machines watched for silence, and those already named in the
+// log.
+const maxSilentWatch = 4096
+
+// sweepSilent logs the machines that proxy DHCP answered and that then asked for nothing.
+func (a *Agent) sweepSilent() {
+	for _, mac := range a.silent.Sweep() {
+		a.log.Warn("a machine proxy DHCP answered asked this agent for nothing", "mac", mac.String(),
+			"window", a.nonceWindow(), "likely_cause", silentCause)
+	}
+}
+
 // bindingConfig is the bootbind configuration of the agent's stores.
 func (a *Agent) bindingConfig() bootbind.Config {
 	return bootbind.Config{Window: a.cfg.Boot.NonceWindow, Clock: a.clock, Rand: a.opt.Rand}
@@ -44,17 +67,16 @@ func (a *Agent) bindingConfig() bootbind.Config {
 // its script boots on after a restart. A damaged file is set aside, never deleted.
 func (a *Agent) loadNonces() {
 	path := filepath.Join(a.cfg.DataDir, NoncesFileName)
-	data, err := readFileBounded(path, bootbind.MaxSavedBytes)
-	if err != nil {
-		return
+	n, err := a.nonces.LoadFile(path)
+	var damaged *bootbind.DamagedError
+	switch {
+	case errors.As(err, &damaged):
+		a.log.Warn("boot nonces: saved file damaged; set aside", "file", path, "set_aside", damaged.SetAside, "kept", n, "err", err)
+	case err != nil:
+		a.log.Warn("boot nonces: saved file unreadable", "file", path, "err", err)
+	case n > 0:
+		a.log.Info("boot nonces: kept across the restart", "nonces", n)
 	}
-	n, err := a.nonces.Load(data)
-	if err != nil {
-		a.log.Warn("boot nonces: saved file unreadable; set aside", "file", path, "err", err)
-		_ = renameAside(path)
-		return
-	}
-	a.log.Info("boot nonces: kept across the restart", "nonces", n)
 }
 
 // bind is proxy DHCP's Binder: a chain nonce for an answer to the iPXE of mac sent to the
@@ -64,7 +86,7 @@ func (a *Agent) bind(ctx context.Context, mac hwid.MAC, to netip.Addr) (string, 
 	if err == nil {
 		a.nonceIssued()
 		// The machine's HTTP requests come next: the boot listener keeps room for them.
-		a.prefer.add(to)
+		a.prefer.Add(to)
 	}
 	return n, err
 }
@@ -77,17 +99,12 @@ func (a *Agent) nonceIssued() {
 	}
 }
 
-// saveNonces writes the nonces when they changed (crash safe: a temporary file, fsynced and
-// renamed).
+// saveNonces writes the nonces when they changed (crash safe: bootbind.Nonces.SaveFile).
 func (a *Agent) saveNonces() {
 	if a.nonces == nil {
 		return
 	}
-	data, changed, err := a.nonces.Save()
-	if err != nil || !changed {
-		return
-	}
-	if err := atomicfile.Write(filepath.Join(a.cfg.DataDir, NoncesFileName), data, 0o600); err != nil {
+	if err := a.nonces.SaveFile(filepath.Join(a.cfg.DataDir, NoncesFileName)); err != nil {
 		a.log.Warn("boot nonces: not saved", "err", err)
 	}
 }
@@ -101,7 +118,7 @@ func (a *Agent) saveNonces() {
 // when its firmware asks (secureboot.go).
 func (a *Agent) answerDHCP(req *proxydhcp.Request, r record) proxydhcp.Decision {
 	// The machine should now ask this agent for its next step within the nonce window.
-	a.silent.answered(req.MAC, a.clock.Now().Add(a.nonceWindow()))
+	a.silent.Answered(req.MAC)
 	if !req.IPXE && a.secureBootFor(r) {
 		return a.answerSecureBoot(req)
 	}
@@ -117,14 +134,14 @@ func (a *Agent) bindScript(q ipxe.Query) error {
 	if a.nonces == nil || a.bound6(q) {
 		// A live entry's machine (bound to its DHCPv6 pass, or with no proxy DHCP to bind
 		// it): its kernel and initrd come next, from the same address.
-		a.prefer.add(q.Remote)
+		a.prefer.Add(q.Remote)
 		return nil
 	}
 	if u := a.nonces.Claim(q.Nonce, q.MAC, q.Remote); u != bootbind.Bound {
 		return fmt.Errorf("%w: %s", ipxe.ErrUnbound, u)
 	}
 	// Its kernel and initrd come next, from the same address.
-	a.prefer.add(q.Remote)
+	a.prefer.Add(q.Remote)
 	return nil
 }
 
@@ -163,23 +180,4 @@ func (a *Agent) collectNonces(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descUnbound, prometheus.CounterValue, float64(a.nonces.Refused(u)), u.String())
 	}
 	a.collectSB(ch)
-}
-
-// readFileBounded reads at most max bytes of path; a longer file is an error.
-func readFileBounded(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err == nil && int64(len(data)) > max {
-		err = fmt.Errorf("%s: more than %d bytes", path, max)
-	}
-	return data, err
-}
-
-// renameAside renames a damaged file to PATH.damaged-UNIXNANO.
-func renameAside(path string) error {
-	return os.Rename(path, fmt.Sprintf("%s.damaged-%d", path, time.Now().UnixNano()))
 }

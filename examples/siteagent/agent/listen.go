@@ -1,41 +1,20 @@
 package agent
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"sync"
-	"syscall"
 
 	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/internal/sendfile"
 	"github.com/bettercompute/siteboot/tftpd"
 )
 
-// listenUDP binds a UDP socket for proxy DHCP: broadcast allowed, and tied to one interface
-// when iface is set, so the agent answers only the segment it serves (on Linux only: see
-// bindUDP).
-func listenUDP(addr, iface string) (net.PacketConn, error) {
-	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) { serr = bindUDP(fd, iface) })
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	c, err := lc.ListenPacket(context.Background(), "udp4", addr)
-	if err != nil {
-		return nil, fmt.Errorf("agent: proxy dhcp %s: %w", addr, err)
-	}
-	return c, nil
-}
-
 // Connection caps of the agent's HTTP listeners (DESIGN.md S4). The metrics listener gets
 // a small share; the boot HTTP server the rest of the descriptor budget.
 const (
 	metricsPerSource = 4
 	metricsTotal     = 16
+	// maxPreferred bounds the addresses the boot HTTP listener keeps room for.
+	maxPreferred = 4096
 )
 
 // limitListeners puts the HTTP and metrics listeners behind connlimit: per-source and total
@@ -66,7 +45,9 @@ func (a *Agent) limitListeners() error {
 	// The machines being booted (answered by proxy DHCP, bound to their nonce, or served a
 	// live entry's script) keep a share of the connections a flood from other sources
 	// cannot take.
-	a.prefer = newPreferred(a.clock.Now, a.nonceWindow())
+	if a.prefer, err = connlimit.NewRecent(connlimit.RecentConfig{Window: a.nonceWindow(), Max: maxPreferred, Clock: a.clock}); err != nil {
+		return err
+	}
 	a.httpLimit.SetPreferred(a.prefer)
 	a.httpLn = a.httpLimit
 	if a.metricsLn != nil {
@@ -75,64 +56,10 @@ func (a *Agent) limitListeners() error {
 		if a.metricLimit, err = connlimit.New(a.metricsLn, connlimit.Limits{Total: 4 * metricsTotal, PerSource: metricsPerSource}); err != nil {
 			return err
 		}
-		a.metricsLn = &oldestGivesWay{Listener: a.metricLimit, max: metricsTotal}
+		if a.metricsLn, err = connlimit.NewGiveWay(a.metricLimit, metricsTotal); err != nil {
+			return err
+		}
 	}
 	a.log.Debug("http connection caps", "nofile", soft, "total", total, "per_source", a.httpLimit.Limits().PerSource)
 	return nil
-}
-
-// oldestGivesWay is a listener that holds at most max connections open: when a new one
-// arrives at the cap, the oldest still open is closed. The metrics listener uses it, so that
-// connections held open without a request (slow or stalled clients) cannot keep a scraper
-// out: each new connection takes the place of the oldest.
-type oldestGivesWay struct {
-	net.Listener
-	max int
-
-	mu    sync.Mutex
-	conns []*givesWayConn // oldest first
-}
-
-type givesWayConn struct {
-	net.Conn
-	l    *oldestGivesWay
-	once sync.Once
-}
-
-func (c *givesWayConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.l.forget(c) })
-	return err
-}
-
-func (l *oldestGivesWay) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	gc := &givesWayConn{Conn: c, l: l}
-	l.mu.Lock()
-	var victim *givesWayConn
-	if len(l.conns) >= l.max {
-		victim = l.conns[0]
-		l.conns = l.conns[1:]
-	}
-	l.conns = append(l.conns, gc)
-	l.mu.Unlock()
-	if victim != nil {
-		victim.once.Do(func() {})
-		victim.Conn.Close()
-	}
-	return gc, nil
-}
-
-func (l *oldestGivesWay) forget(c *givesWayConn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i, x := range l.conns {
-		if x == c {
-			l.conns = append(l.conns[:i:i], l.conns[i+1:]...)
-			return
-		}
-	}
 }

@@ -80,7 +80,7 @@ func (a *Agent) Stats() map[string]uint64 {
 			m["boot_entries_dropped"] = uint64(d.Dropped)
 		}
 	}
-	m["boot_answered_silent"] = a.silent.count()
+	m["boot_answered_silent"] = a.silent.Stats().Silent
 	m["boot_entries_writes"] = a.entries.Writes()
 	m["commands_queued"] = uint64(a.queued())
 	if a.linkTLS.Untrusted() {
@@ -258,7 +258,7 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descCertReloads, float64(st.Failures), "failed")
 	}
 	gauge(descCertUntrusted, b2f(a.linkTLS.Untrusted()))
-	counter(descSilent, float64(a.silent.count()))
+	counter(descSilent, float64(a.silent.Stats().Silent))
 	_, damaged := a.entries.Damage()
 	gauge(descEntriesDamaged, b2f(damaged))
 	if a.bmc != nil {

@@ -468,7 +468,7 @@ func (s *secureBoot) tftpTransfer(t tftpd.Transfer) {
 	}
 	switch mac, u := s.a.nonces.Fetched(dir, bootbind.KindShim, peer); u {
 	case bootbind.Bound:
-		s.a.silent.asked(mac)
+		s.a.silent.Asked(mac)
 		s.n().nonceFetches.Add(1)
 	case bootbind.OtherAddress:
 		s.n().otherAddress.Add(1)
@@ -648,7 +648,7 @@ func (s *secureBoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	remote := remoteAddrOf(r)
 	mac, u := s.a.nonces.Fetched(n, bootbind.KindImage, remote)
 	if u == bootbind.Bound {
-		s.a.silent.asked(mac)
+		s.a.silent.Asked(mac)
 	}
 	if u != bootbind.Bound {
 		if u == bootbind.OtherAddress {

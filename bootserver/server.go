@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/internal/errname"
 	"github.com/bettercompute/siteboot/ipxe"
@@ -75,7 +78,9 @@ type Config struct {
 	// BaseURL is the boot HTTP server's URL as machines reach it, "http://HOST[:PORT]",
 	// the Listeners' HTTP socket behind it. Scripts' URLs are under it (unless Boot.BaseURL
 	// is set), so is the cache's (unless CacheURL is set), and its port is proxy DHCP's
-	// HTTPPort (unless set).
+	// HTTPPort (unless set). Empty: the scripts' URLs are relative to the script's own
+	// (ipxe's default), for a host whose machines come from the site's own DHCP server;
+	// CacheURL is then required with a Cache.
 	BaseURL string
 
 	// BaseURL6, if set, is that URL over IPv6, "http://[2001:db8::1]:8080": a request
@@ -103,6 +108,11 @@ type Config struct {
 	Passes  *bootbind.Passes
 	Loaders map[string]Claimer
 	OnBound func(ipxe.Query)
+	// OnNonce, if set, is called after each nonce proxy DHCP names in an answer, with the
+	// MAC and the address the answer goes to (invalid for a broadcast answer): a host that
+	// saves the nonces (bootbind.Nonces.SaveFile) wakes its saver here, so a nonce is on
+	// disk while its answer goes out. Nil: none.
+	OnNonce func(mac hwid.MAC, to netip.Addr)
 
 	// Cache is the image cache served under /cache/ and, under t/, over TFTP; its grants
 	// are the scripts' bc.cache. Nil: no cache. The host opens and closes it.
@@ -124,6 +134,10 @@ type Config struct {
 	// Handlers are the host's own HTTP handlers by ServeMux pattern ("GET /metrics"),
 	// served beside /boot/ and /cache/ under the same limits. Nil: none.
 	Handlers map[string]http.Handler
+
+	// ErrorLog receives the HTTP server's errors (a failed accept, a handler's panic), as
+	// net/http.Server's ErrorLog. Nil: the log package's standard logger.
+	ErrorLog *log.Logger
 }
 
 // Validate reports a missing field, a part that brings its own fence, and a mount or
@@ -137,8 +151,11 @@ func (c Config) Validate() error {
 	case c.Boot.Fence != nil:
 		return errInvalid("Boot.Fence is set: the Server gives every part its Fence")
 	}
-	if !baseURL(c.BaseURL) {
+	if c.BaseURL != "" && !baseURL(c.BaseURL) {
 		return errInvalid("BaseURL %q is not http(s)://HOST[:PORT]", c.BaseURL)
+	}
+	if c.BaseURL == "" && c.Cache != nil && c.CacheURL == "" {
+		return errInvalid("no BaseURL and no CacheURL: machines would not know where the cache is")
 	}
 	if c.BaseURL6 != "" && !baseURL(c.BaseURL6) {
 		return errInvalid("BaseURL6 %q is not http(s)://HOST[:PORT]", c.BaseURL6)
@@ -211,6 +228,7 @@ func New(c Config) (*Server, error) {
 	if boot.Cache == nil && c.Cache != nil {
 		bc := Cache{Cache: c.Cache, BaseURL: c.CacheURL, BaseURL6: c.CacheURL}
 		if c.CacheURL == "" {
+			// Validate refused a Cache with neither URL.
 			bc.BaseURL, bc.BaseURL6 = c.BaseURL+"/cache", ""
 			if c.BaseURL6 != "" {
 				bc.BaseURL6 = c.BaseURL6 + "/cache"
@@ -246,11 +264,21 @@ func New(c Config) (*Server, error) {
 		return nil, err
 	}
 	s.web = ipxe.NewServer(mux)
+	s.web.ErrorLog = c.ErrorLog
 
 	// Every check passed: the parts are the Server's from here.
 	if d := c.DHCP; d != nil {
 		d.Fence, d.Binder = c.Fence, s.nonces
-		if u, _ := url.Parse(c.BaseURL); d.HTTPPort == 0 && u.Port() != "" {
+		if c.OnNonce != nil {
+			d.Binder = proxydhcp.BinderFunc(func(ctx context.Context, mac hwid.MAC, to netip.Addr) (string, error) {
+				n, err := s.nonces.Bind(ctx, mac, to)
+				if err == nil {
+					c.OnNonce(mac, to)
+				}
+				return n, err
+			})
+		}
+		if u, err := url.Parse(c.BaseURL); err == nil && d.HTTPPort == 0 && u.Port() != "" {
 			d.HTTPPort, _ = strconv.Atoi(u.Port())
 		}
 	}
@@ -296,12 +324,13 @@ type Listeners struct {
 	DHCP   net.PacketConn // UDP 67 of the boot segment; nil: not served
 	PXE    net.PacketConn // UDP 4011; nil: not served
 	DHCPv6 net.PacketConn // UDP 547 (proxydhcp.ListenDHCPv6); nil: not served
+	PXE6   net.PacketConn // UDP [::]:4011, DHCPv6's boot server port; nil: not served
 	TFTP   net.PacketConn // UDP 69; nil: not served
 	HTTP   net.Listener   // the boot HTTP server (port 80); required
 }
 
 func (l Listeners) close() {
-	for _, c := range []net.PacketConn{l.DHCP, l.PXE, l.DHCPv6, l.TFTP} {
+	for _, c := range []net.PacketConn{l.DHCP, l.PXE, l.DHCPv6, l.PXE6, l.TFTP} {
 		if c != nil {
 			c.Close()
 		}
@@ -385,6 +414,7 @@ func (s *Server) parts(l Listeners) ([]part, error) {
 		serve func(net.PacketConn) error
 	}{
 		{"proxy dhcp", l.DHCP, c.DHCP.Serve}, {"proxy dhcp 4011", l.PXE, c.DHCP.ServeBoot}, {"dhcpv6", l.DHCPv6, c.DHCP.ServeDHCPv6},
+		{"proxy dhcpv6 4011", l.PXE6, c.DHCP.ServeBoot},
 	} {
 		if p.conn == nil {
 			continue

@@ -1,13 +1,18 @@
 package bootserver_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"io/fs"
+	"log"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -18,6 +23,7 @@ import (
 	"github.com/bettercompute/siteboot/bootbind"
 	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/clock/clocktest"
+	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/proxydhcp"
@@ -322,4 +328,152 @@ func TestReasonOf(t *testing.T) {
 			t.Errorf("ReasonOf(%v) = %q, want %q", err, got, want)
 		}
 	}
+}
+
+// TestServerHooks: OnNonce hears of each nonce proxy DHCP names, which stays claimable;
+// ErrorLog receives the HTTP server's errors.
+func TestServerHooks(t *testing.T) {
+	l := listen(t)
+	cfg := config(t, l, nil)
+	type issued struct {
+		mac hwid.MAC
+		to  netip.Addr
+	}
+	var heard []issued
+	cfg.OnNonce = func(mac hwid.MAC, to netip.Addr) { heard = append(heard, issued{mac, to}) }
+	var logged bytes.Buffer
+	cfg.ErrorLog = log.New(&syncWriter{w: &logged}, "", 0)
+	cfg.Handlers = map[string]http.Handler{"GET /panic": http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("a bad handler") })}
+	srv, err := bootserver.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := netip.MustParseAddr("192.0.2.11")
+	n, err := cfg.DHCP.Binder.Bind(t.Context(), mac1, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []issued{{mac1, at}}; !slices.Equal(heard, want) {
+		t.Errorf("OnNonce heard %v, want %v", heard, want)
+	}
+	if r := srv.Nonces().Claim(n, mac1, at); r != bootbind.Bound {
+		t.Errorf("the nonce proxy DHCP named: %v, want bound", r)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	if _, err := client.Get(cfg.BaseURL + "/panic"); err == nil {
+		t.Error("a panicking handler answered")
+	}
+	if err := srv.Shutdown(t.Context()); err != nil {
+		t.Error(err)
+	}
+	<-served
+	if s := logged.String(); !strings.Contains(s, "a bad handler") {
+		t.Errorf("ErrorLog got %q, want the handler's panic", s)
+	}
+	goleak.VerifyNone(t)
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// TestServerPXE6: the DHCPv6 boot server port is served with proxy DHCP and closed when
+// Serve returns; without proxy DHCP it is refused.
+func TestServerPXE6(t *testing.T) {
+	for _, withDHCP := range []bool{true, false} {
+		l := listen(t)
+		cfg := config(t, l, nil)
+		l.DHCP.Close()
+		l.PXE.Close()
+		l.DHCP, l.PXE = nil, nil
+		pxe6, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.PXE6 = pxe6
+		if !withDHCP {
+			cfg.DHCP = nil
+		}
+		srv, err := bootserver.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(l) }()
+		if !withDHCP {
+			if err := <-served; !errors.Is(err, bootserver.ErrInvalid) {
+				t.Errorf("PXE6 without DHCP: Serve returned %v, want %v", err, bootserver.ErrInvalid)
+			}
+			srv.Close()
+			continue
+		}
+		// A datagram on PXE6 is read by proxy DHCP's boot port.
+		sender, err := net.Dial("udp", pxe6.LocalAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for srv.Stats().DHCP.Boot.Received == 0 && time.Now().Before(deadline) {
+			sender.Write([]byte("not DHCP"))
+			time.Sleep(10 * time.Millisecond)
+		}
+		sender.Close()
+		if srv.Stats().DHCP.Boot.Received == 0 {
+			t.Error("nothing read from PXE6")
+		}
+		if err := srv.Shutdown(t.Context()); err != nil {
+			t.Error(err)
+		}
+		if err := <-served; !errors.Is(err, bootserver.ErrServerClosed) {
+			t.Errorf("Serve returned %v", err)
+		}
+		if _, _, err := pxe6.ReadFrom(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("PXE6 is open after Serve returned: %v", err)
+		}
+	}
+	goleak.VerifyNone(t)
+}
+
+// TestServerNoBaseURL: without BaseURL the scripts' URLs are relative and the cache is
+// named by CacheURL, which a Cache then needs.
+func TestServerNoBaseURL(t *testing.T) {
+	c, _ := openCache(t, clocktest.New(time.Now()))
+	before := goleak.IgnoreCurrent()
+	l := listen(t)
+	cfg := config(t, l, c)
+	cfg.BaseURL, cfg.DHCP = "", nil
+	if _, err := bootserver.New(cfg); !errors.Is(err, bootserver.ErrInvalid) {
+		t.Errorf("a Cache with neither BaseURL nor CacheURL: %v, want %v", err, bootserver.ErrInvalid)
+	}
+	cfg.CacheURL = "http://cache.example.net/images/"
+	srv, err := bootserver.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(bootserver.Listeners{HTTP: l.HTTP, TFTP: l.TFTP}) }()
+	base := "http://" + l.HTTP.Addr().String()
+	if st, body := get(t, base+ipxe.PathChain); st != http.StatusOK || strings.Contains(body, base) {
+		t.Errorf("chain script: %d, absolute URLs\n%s", st, body)
+	}
+	if st, body := get(t, base+ipxe.PathBoot+"?mac="+mac1.String()); st != http.StatusOK ||
+		!strings.Contains(body, ipxe.ParamCache+"=http://cache.example.net/images/t/") {
+		t.Errorf("script: %d, bc.cache not under CacheURL\n%s", st, body)
+	}
+	if err := srv.Shutdown(t.Context()); err != nil {
+		t.Error(err)
+	}
+	<-served
+	l.DHCP.Close()
+	l.PXE.Close()
+	goleak.VerifyNone(t, before)
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/bootserver"
 	siteclock "github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/discovery"
@@ -95,8 +97,9 @@ type Agent struct {
 	cache   *imagecache.Cache
 	dhcp    *proxydhcp.Server
 	tftp    *tftpd.Server
-	boot    *ipxe.Handler
-	httpSrv *http.Server
+	srv     *bootserver.Server // proxy DHCP, TFTP and the boot HTTP server, composed (boot.go)
+	boot    *ipxe.Handler      // srv's IPv4 boot handler
+	root    *os.Root           // Boot.TFTPRoot: the iPXE builds; nil when unset
 	metrics *http.Server
 
 	// Sockets bound by New (or handed in), served by Run.
@@ -225,7 +228,6 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		a.dhcp = &proxydhcp.Server{
 			Handler:    proxydhcp.HandlerFunc(a.serveDHCP),
 			Discoverer: proxydhcp.DiscovererFunc(a.discoveredDHCP),
-			Binder:     proxydhcp.BinderFunc(a.bind),
 			ServerIP:   c.Boot.ServerIP,
 			HTTPPort:   a.httpPort(),
 			Relays:     c.Boot.Relays,
@@ -244,7 +246,6 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}
 	if c.Boot.TFTP {
 		a.tftp = &tftpd.Server{
-			Dir:          c.Boot.TFTPRoot,
 			MaxTransfers: c.Boot.TFTPMaxTransfers,
 			MaxPerSource: c.Boot.TFTPMaxPerSource,
 			MaxWindow:    c.Boot.TFTPMaxWindow,
@@ -256,31 +257,13 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			Logger:       log.With("component", "tftpd"),
 			OnTransfer:   a.onTransfer,
 		}
-		if a.sb != nil {
-			// The iPXE builds of Boot.TFTPRoot, and the signed chain beside them.
-			a.tftp.Dir, a.tftp.FS = "", a.sb
-		}
-		if err := a.tftp.Validate(); err != nil {
-			return nil, err
-		}
 	}
-	boot, err := a.bootHandler()
-	if err != nil {
+	if err := a.bootServer(); err != nil {
 		return nil, err
 	}
-	// One set of limits (ipxe's: header cap, read-header, read and idle timeouts) on every
-	// path the agent serves: boot, files, cache and metrics.
-	mux := http.NewServeMux()
-	mux.Handle("/boot/", boot)
-	mux.Handle("/cache/", a.cache)
-	if a.sb != nil {
-		mux.Handle("/"+sbDir+"/", a.sb)
-	}
-	a.httpSrv = ipxe.NewServer(mux)
-	a.httpSrv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	if a.metricsLn != nil {
 		a.metrics = ipxe.NewServer(a.metricsHandler())
-		a.metrics.ErrorLog = a.httpSrv.ErrorLog
+		a.metrics.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	}
 	return a, nil
 }
@@ -346,6 +329,13 @@ func (a *Agent) release() {
 		a.bmc.journal.Close()
 	}
 	a.sb.close()
+	a.closeRoot()
+}
+
+func (a *Agent) closeRoot() {
+	if a.root != nil {
+		a.root.Close()
+	}
 }
 
 func (a *Agent) closeSockets() {
@@ -404,34 +394,26 @@ func (a *Agent) Entries() *sitelink.EntryStore { return a.entries }
 // Cache is the agent's image cache.
 func (a *Agent) Cache() *imagecache.Cache { return a.cache }
 
-func (a *Agent) active() bool {
-	_, ok := a.fence.Active()
-	return ok
-}
-
 // Run serves until ctx ends, then drains the servers and returns nil; or returns the first
 // error of a server.
 func (a *Agent) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	serve := func(name string, f func() error, closed error) {
+	g.Go(func() error {
+		err := a.srv.Serve(bootserver.Listeners{
+			DHCP: a.dhcpConn, PXE: a.pxeConn, DHCPv6: a.v6.dhcpConn, PXE6: a.v6.pxeConn, TFTP: a.tftpConn, HTTP: a.httpLn,
+		})
+		if errors.Is(err, bootserver.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("agent: %w", err)
+	})
+	if a.metrics != nil {
 		g.Go(func() error {
-			if err := f(); err != nil && !errors.Is(err, closed) {
-				return fmt.Errorf("agent: %s: %w", name, err)
+			if err := a.metrics.Serve(a.metricsLn); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("agent: metrics: %w", err)
 			}
 			return nil
 		})
-	}
-	if a.dhcp != nil {
-		serve("proxy dhcp", func() error { return a.dhcp.Serve(a.dhcpConn) }, proxydhcp.ErrServerClosed)
-		serve("proxy dhcp 4011", func() error { return a.dhcp.ServeBoot(a.pxeConn) }, proxydhcp.ErrServerClosed)
-		a.serve6(serve)
-	}
-	if a.tftp != nil {
-		serve("tftp", func() error { return a.tftp.Serve(a.tftpConn) }, tftpd.ErrServerClosed)
-	}
-	serve("http", func() error { return a.httpSrv.Serve(a.httpLn) }, http.ErrServerClosed)
-	if a.metrics != nil {
-		serve("metrics", func() error { return a.metrics.Serve(a.metricsLn) }, http.ErrServerClosed)
 	}
 	g.Go(func() error { return a.syncLoop(gctx) })
 	g.Go(func() error { return a.applyLoop(gctx) })
@@ -464,15 +446,9 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.opt.DrainTimeout)
 	defer cancel()
-	servers := []interface{ Shutdown(context.Context) error }{a.httpSrv, a.cache}
+	servers := []interface{ Shutdown(context.Context) error }{a.srv, a.cache}
 	if a.metrics != nil {
 		servers = append(servers, a.metrics)
-	}
-	if a.dhcp != nil {
-		servers = append(servers, a.dhcp)
-	}
-	if a.tftp != nil {
-		servers = append(servers, a.tftp)
 	}
 	var wg sync.WaitGroup
 	for _, s := range servers {
@@ -481,17 +457,15 @@ func (a *Agent) stop() {
 	wg.Wait()
 	a.saveNonces()
 	a.sb.close()
+	a.closeRoot()
 	a.found.Close()
 	a.bmc.close()
 	a.log.Info("site agent stopped")
 }
 
-// serveDHCP is proxy DHCP's decision (P5, S3): a live entry while the fence is active, for
-// the machine the entry names.
+// serveDHCP is proxy DHCP's decision (S3): a live entry, for the machine the entry names
+// (proxy DHCP asked the fence first, P5).
 func (a *Agent) serveDHCP(ctx context.Context, req *proxydhcp.Request) proxydhcp.Decision {
-	if !a.active() {
-		return proxydhcp.Silence(proxydhcp.ReasonFenced)
-	}
 	r, ok := a.entries.LookupParsed(req.MAC)
 	if !ok {
 		return proxydhcp.Silence(proxydhcp.ReasonUnknown)

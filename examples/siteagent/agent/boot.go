@@ -4,36 +4,37 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 
-	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/discovery"
 	"github.com/bettercompute/siteboot/hwid"
-	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
-// bootHandler is the /boot/ handler: the chain and machine scripts, and the iPXE builds for
-// UEFI HTTP boot. It asks the agent's other parts through ipxe's small interfaces.
-func (a *Agent) bootHandler() (http.Handler, error) {
+// bootServer composes proxy DHCP, TFTP and the /boot/ and /cache/ HTTP server with
+// package bootserver: the lease fence on every part, the boot nonces as proxy DHCP's
+// Binder and as the binding of every script request (with the IPv6 passes and the signed
+// GRUB's keys), the assertions signed by the agent's issuer, the cache grants under the
+// agent's URLs (IPv6 ones for a request that came over IPv6). The agent adds its
+// machines (ipxeEntry), their tokens, and the signed chain's files and handler.
+func (a *Agent) bootServer() error {
 	b := a.cfg.Boot
-	cfg := ipxe.Config{
+	boot := ipxe.Config{
 		Entries: ipxe.EntriesFunc(a.ipxeEntry),
-		Fence:   ipxe.FenceFunc(a.fence.Active),
 		Tokens:  ipxe.TokensFunc(a.token),
-		Signer:  ipxe.SignerFunc(a.sign),
-		Cache:   bootCache{a},
 		// The site's ramdisk comes from the cache, under the same boot grant as bc.cache.
 		Kernel:  ipxe.CacheImage(b.Kernel.SHA256),
 		Initrds: []string{ipxe.CacheImage(b.Initrd.SHA256)},
 		Params:  a.params(),
 		Cmdline: b.Cmdline,
-		BaseURL: a.httpBase,
 		// Anyone can fetch a URL: with proxy DHCP running, the discovery list counts a
 		// script fetch only for a MAC proxy DHCP already showed (discovery.Config.DHCPFirst,
 		// the one place that rule is kept).
@@ -43,24 +44,53 @@ func (a *Agent) bootHandler() (http.Handler, error) {
 		Clock:  a.clock,
 		Logger: a.log.With("component", "ipxe"),
 	}
+	var builds fs.FS
 	if b.TFTPRoot != "" {
 		root, err := os.OpenRoot(b.TFTPRoot)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("agent: tftp root: %w", err)
 		}
-		cfg.Files = root.FS()
+		a.root = root
+		builds, boot.Files = root.FS(), root.FS()
 	}
-	// The signed chain's GRUB asks the IPv4 handler only (its network is IPv4).
-	v4 := cfg
+	c := bootserver.Config{
+		Fence: a.fence, BaseURL: a.httpBase, BaseURL6: a.v6.httpBase, Boot: boot,
+		Issuer: a.issuer, Cache: a.cache, CacheURL: b.CacheURL,
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	if a.dhcp != nil {
+		c.DHCP, c.Nonces, c.Passes = a.dhcp, a.nonces, a.v6.passes
+		c.OnNonce = func(_ hwid.MAC, to netip.Addr) {
+			a.nonceIssued()
+			// The machine's HTTP requests come next: the boot listener keeps room for them.
+			a.prefer.Add(to)
+		}
+		c.OnBound = func(q ipxe.Query) {
+			if q.Loader == "" {
+				// Its kernel and initrd come next, from the same address.
+				a.prefer.Add(q.Remote)
+			}
+		}
+	}
+	if a.tftp != nil {
+		c.TFTP, c.Builds = a.tftp, builds
+	}
 	if a.sb != nil {
-		v4.Loaders = []ipxe.Loader{a.sb.loader()}
+		// The signed chain's GRUB asks the IPv4 handler only (its network is IPv4).
+		c.Boot.Loaders = []ipxe.Loader{a.sb.loader()}
+		c.Loaders = map[string]bootserver.Claimer{loaderGRUB: sbKeys{a}}
+		c.Mounts = a.sb.mounts()
+		c.Handlers = map[string]http.Handler{"/" + sbDir + "/": a.sb}
 	}
-	h, err := ipxe.NewHandler(v4)
+	srv, err := bootserver.New(c)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	a.boot = h
-	return a.bootByFamily(cfg, h)
+	a.srv, a.boot = srv, srv.Boot()
+	if a.tftp != nil {
+		return a.tftp.Validate()
+	}
+	return nil
 }
 
 // params are the site's bc.* parameters, in a stable order.
@@ -77,10 +107,12 @@ func (a *Agent) params() []ipxe.Param {
 	return out
 }
 
-// ipxeEntry is /boot/ipxe's decision (I4, S3, S1): the live entry of the machine asking,
-// when the machine is the one it names and, with proxy DHCP, the request is bound to this
-// agent's DHCP answer to it (its boot nonce, from the address that presented it first; for
-// the signed GRUB, its boot key, see secureboot.go).
+// ipxeEntry is the agent's lookup behind /boot/ipxe (I4, S3): the live entry of the machine
+// asking, when the machine is the one it names. With proxy DHCP, bootserver.Bind then
+// gives it only to a request bound to this agent's DHCP answer (S1: its boot nonce, its
+// IPv6 pass, or for the signed GRUB its boot key). Without proxy DHCP the site's own DHCP
+// server sends machines here and no nonce exists: whoever can reach the agent and knows a
+// MAC with a live entry gets its script (see the package doc, "Boot secrets").
 // The entry's record travels as the ipxe.Entry's Ref, so the token and the grants need no
 // second lookup.
 func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
@@ -93,12 +125,9 @@ func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, 
 		a.mismatches.http[m].Add(1)
 		return ipxe.Entry{}, false, fmt.Errorf("%w: %s (entry arch %s)", ipxe.ErrMismatch, m, r.Arch)
 	}
-	bind := a.bindScript
-	if q.Loader == loaderGRUB {
-		bind = a.bindGRUB
-	}
-	if err := bind(q); err != nil {
-		return ipxe.Entry{}, false, err
+	if a.nonces == nil {
+		// A live entry's machine: its kernel and initrd come next, from the same address.
+		a.prefer.Add(q.Remote)
 	}
 	return ipxe.Entry{
 		MAC: r.MAC, UUID: r.MachineUUID(), Workflow: r.Workflow, NotAfter: r.NotAfter,
@@ -120,60 +149,32 @@ func (a *Agent) token(ctx context.Context, e ipxe.Entry) (string, error) {
 	return t, err
 }
 
-// sign issues the discovery assertion for one script (I7).
-func (a *Agent) sign(ctx context.Context, c ipxe.Claims) (string, error) {
-	return a.issuer.Issue(ctx, assertion.Fields{
-		Epoch: c.Epoch, MAC: c.MAC, IP: c.IP, UUID: c.UUID, Workflow: c.Workflow, NotAfter: c.NotAfter,
-	})
-}
-
-// bootCache mints the cache grants scripts carry.
-type bootCache struct{ a *Agent }
-
-func (c bootCache) CacheURL(ctx context.Context, e ipxe.Entry) (string, error) {
-	// One grant per entry, reused by every script of that boot: a machine asking again
-	// cannot fill the grant table.
-	g, err := c.a.cache.BootGrantFor(grantKey(e.MAC, e.Workflow), e.NotAfter)
-	if err != nil {
-		return "", err
-	}
-	// The ramdisk appends a digest: BASE/t/GRANT/SHA256.
-	return c.a.cacheBaseFor(ctx) + "/t/" + g.Token + "/", nil
-}
-
-func (c bootCache) ISOReady(ctx context.Context, sha string) (bool, error) {
-	d, err := imagecache.ParseDigest(sha)
-	if err != nil {
-		return false, nil
-	}
-	if _, ok := c.a.cache.Lookup(d); !ok {
-		return false, nil
-	}
-	// Only an ISO the control plane still names (pins) as one.
-	return slices.ContainsFunc(c.a.cache.Status(), func(s imagecache.Status) bool {
-		return s.Image.SHA256 == d && s.Image.Format == "iso" && s.State == imagecache.StateReady
-	}), nil
-}
-
-func (c bootCache) SanbootURL(ctx context.Context, e ipxe.Entry) (string, error) {
-	d, err := imagecache.ParseDigest(e.SanbootSHA256)
-	if err != nil {
-		return "", err
-	}
-	g, err := c.a.cache.SanbootGrantFor(grantKey(e.MAC, e.Workflow), d, e.NotAfter)
-	if err != nil {
-		return "", err
-	}
-	return c.a.cacheBaseFor(ctx) + "/t/" + g.Token + "/" + d.String(), nil
-}
-
-// grantKey names the cache grant of one boot entry.
-func grantKey(mac hwid.MAC, workflow string) string { return mac.String() + "/" + workflow }
-
-// cacheBase is the URL machines reach the image cache at.
+// cacheBase is the URL machines reach the image cache at over IPv4.
 func (a *Agent) cacheBase() string {
 	if a.cfg.Boot.CacheURL != "" {
 		return strings.TrimSuffix(a.cfg.Boot.CacheURL, "/")
 	}
 	return a.httpBase + "/cache"
+}
+
+// bootStats sums the counters of the boot handlers (IPv4 and IPv6).
+func (a *Agent) bootStats() ipxe.Stats {
+	s := a.boot.Stats()
+	h6 := a.srv.Boot6()
+	if h6 == nil {
+		return s
+	}
+	t := h6.Stats()
+	for _, f := range []struct{ to, from *uint64 }{
+		{&s.Requests, &t.Requests}, {&s.Chains, &t.Chains}, {&s.Scripts, &t.Scripts}, {&s.Sanboots, &t.Sanboots},
+		{&s.Unknown, &t.Unknown}, {&s.Mismatched, &t.Mismatched}, {&s.Unbound, &t.Unbound},
+		{&s.UUIDRefused, &t.UUIDRefused}, {&s.IPRefused, &t.IPRefused}, {&s.Discovered, &t.Discovered},
+		{&s.Fenced, &t.Fenced}, {&s.TokenWaits, &t.TokenWaits}, {&s.SanbootWaits, &t.SanbootWaits},
+		{&s.TokenFetches, &t.TokenFetches}, {&s.BadRequests, &t.BadRequests},
+		{&s.HeadersTooLarge, &t.HeadersTooLarge}, {&s.MethodsRefused, &t.MethodsRefused},
+		{&s.NotFound, &t.NotFound}, {&s.Files, &t.Files}, {&s.Errors, &t.Errors},
+	} {
+		*f.to += *f.from
+	}
+	return s
 }

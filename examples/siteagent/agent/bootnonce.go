@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 	"path/filepath"
 	"time"
@@ -11,8 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bettercompute/siteboot/bootbind"
-	"github.com/bettercompute/siteboot/hwid"
-	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/proxydhcp"
 )
 
@@ -79,18 +75,6 @@ func (a *Agent) loadNonces() {
 	}
 }
 
-// bind is proxy DHCP's Binder: a chain nonce for an answer to the iPXE of mac sent to the
-// address to, saved at once (the saver writes it while the answer goes out).
-func (a *Agent) bind(ctx context.Context, mac hwid.MAC, to netip.Addr) (string, error) {
-	n, err := a.nonces.Bind(ctx, mac, to)
-	if err == nil {
-		a.nonceIssued()
-		// The machine's HTTP requests come next: the boot listener keeps room for them.
-		a.prefer.Add(to)
-	}
-	return n, err
-}
-
 // nonceIssued wakes the saver of the nonces; writes coalesce while one is under way.
 func (a *Agent) nonceIssued() {
 	select {
@@ -123,26 +107,6 @@ func (a *Agent) answerDHCP(req *proxydhcp.Request, r record) proxydhcp.Decision 
 		return a.answerSecureBoot(req)
 	}
 	return proxydhcp.Answer()
-}
-
-// bindScript is /boot/ipxe's S1 rule, after the entry matched: with proxy DHCP running, a
-// script with a secret only for the request bound to this agent's DHCP answer to the MAC.
-// Without proxy DHCP the site's own DHCP server sends machines here and no nonce exists:
-// whoever can reach the agent and knows a MAC with a live entry gets its script (see the
-// package doc, "Boot secrets").
-func (a *Agent) bindScript(q ipxe.Query) error {
-	if a.nonces == nil || a.bound6(q) {
-		// A live entry's machine (bound to its DHCPv6 pass, or with no proxy DHCP to bind
-		// it): its kernel and initrd come next, from the same address.
-		a.prefer.Add(q.Remote)
-		return nil
-	}
-	if u := a.nonces.Claim(q.Nonce, q.MAC, q.Remote); u != bootbind.Bound {
-		return fmt.Errorf("%w: %s", ipxe.ErrUnbound, u)
-	}
-	// Its kernel and initrd come next, from the same address.
-	a.prefer.Add(q.Remote)
-	return nil
 }
 
 // toAddr is the address an answer to req goes to when it goes to the requester itself (a

@@ -1,10 +1,8 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/proxydhcp"
 )
 
@@ -30,7 +27,6 @@ var (
 type ipv6Part struct {
 	dhcpConn, pxeConn net.PacketConn   // UDP 547 and [::]:4011; nil without Boot.DHCPv6
 	httpBase          string           // HTTPBase6, or derived from ServerIP6; "" without IPv6
-	boot              *ipxe.Handler    // the /boot/ handler for requests that came over IPv6
 	passes            *bootbind.Passes // nil without proxy DHCP over IPv6
 }
 
@@ -138,15 +134,6 @@ func (a *Agent) listen6() error {
 	return nil
 }
 
-// serve6 adds the DHCPv6 sockets to Run's group.
-func (a *Agent) serve6(serve func(name string, f func() error, closed error)) {
-	if a.dhcp == nil || a.v6.dhcpConn == nil {
-		return
-	}
-	serve("proxy dhcpv6", func() error { return a.dhcp.ServeDHCPv6(a.v6.dhcpConn) }, proxydhcp.ErrServerClosed)
-	serve("proxy dhcpv6 4011", func() error { return a.dhcp.ServeBoot(a.v6.pxeConn) }, proxydhcp.ErrServerClosed)
-}
-
 // close6 closes the DHCPv6 sockets (a New that failed, or one never served).
 func (a *Agent) close6() {
 	for _, c := range []net.PacketConn{a.v6.dhcpConn, a.v6.pxeConn} {
@@ -178,69 +165,6 @@ func (a *Agent) tftpPort() int {
 // HTTPBase6 is the base URL machines that come over IPv6 use for /boot/ and /cache/; "" when
 // Boot.ServerIP6 is unset.
 func (a *Agent) HTTPBase6() string { return a.v6.httpBase }
-
-// viaIPv6 reports whether the request came to an IPv6 address of the agent (not an
-// IPv4-mapped one, as an IPv4 connection to a dual-stack socket shows).
-func viaIPv6(ctx context.Context) bool {
-	la, ok := ctx.Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
-		return false
-	}
-	ap, err := netip.ParseAddrPort(la.String())
-	return err == nil && ap.Addr().Is6() && !ap.Addr().Is4In6()
-}
-
-// bootByFamily serves /boot/ with h for IPv4 and, with IPv6 on, a second handler of the same
-// configuration whose URLs are under the IPv6 base: a machine that came over IPv6 is sent on
-// over IPv6 (the chain script then reports ${netX/ip6}, see ipxe.Chain).
-func (a *Agent) bootByFamily(cfg ipxe.Config, h *ipxe.Handler) (http.Handler, error) {
-	if a.v6.httpBase == "" {
-		return h, nil
-	}
-	cfg.BaseURL = a.v6.httpBase
-	h6, err := ipxe.NewHandler(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("agent: boot handler for IPv6: %w", err)
-	}
-	a.v6.boot = h6
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if viaIPv6(r.Context()) {
-			h6.ServeHTTP(w, r)
-			return
-		}
-		h.ServeHTTP(w, r)
-	}), nil
-}
-
-// cacheBaseFor is cacheBase for one request: under the IPv6 base when the request came over
-// IPv6 and Boot.CacheURL does not name the cache.
-func (a *Agent) cacheBaseFor(ctx context.Context) string {
-	if a.cfg.Boot.CacheURL == "" && a.v6.httpBase != "" && viaIPv6(ctx) {
-		return a.v6.httpBase + "/cache"
-	}
-	return a.cacheBase()
-}
-
-// bootStats sums the counters of the boot handlers (IPv4 and IPv6).
-func (a *Agent) bootStats() ipxe.Stats {
-	s := a.boot.Stats()
-	if a.v6.boot == nil {
-		return s
-	}
-	t := a.v6.boot.Stats()
-	for _, f := range []struct{ to, from *uint64 }{
-		{&s.Requests, &t.Requests}, {&s.Chains, &t.Chains}, {&s.Scripts, &t.Scripts}, {&s.Sanboots, &t.Sanboots},
-		{&s.Unknown, &t.Unknown}, {&s.Mismatched, &t.Mismatched}, {&s.Unbound, &t.Unbound},
-		{&s.UUIDRefused, &t.UUIDRefused}, {&s.IPRefused, &t.IPRefused}, {&s.Discovered, &t.Discovered},
-		{&s.Fenced, &t.Fenced}, {&s.TokenWaits, &t.TokenWaits}, {&s.SanbootWaits, &t.SanbootWaits},
-		{&s.TokenFetches, &t.TokenFetches}, {&s.BadRequests, &t.BadRequests},
-		{&s.HeadersTooLarge, &t.HeadersTooLarge}, {&s.MethodsRefused, &t.MethodsRefused},
-		{&s.NotFound, &t.NotFound}, {&s.Files, &t.Files}, {&s.Errors, &t.Errors},
-	} {
-		*f.to += *f.from
-	}
-	return s
-}
 
 // dhcpPorts are the proxy DHCP ports whose counters the agent exports.
 func (a *Agent) dhcpPorts() []proxydhcp.Port {
@@ -342,10 +266,4 @@ func (a *Agent) answered6(req *proxydhcp.Request) {
 		to = req.Source.Addr()
 	}
 	a.v6.passes.Issue(req.MAC, to)
-}
-
-// bound6 is bindScript's IPv6 case: a request without a nonce, over IPv6, holding the MAC's
-// boot pass.
-func (a *Agent) bound6(q ipxe.Query) bool {
-	return q.Nonce == "" && a.v6.passes != nil && a.v6.passes.Claim(q.MAC, q.Remote) == bootbind.Bound
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/sitelink"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -154,8 +155,6 @@ type secureBoot struct {
 	keys                 *bootbind.Keys
 	filesMu              sync.Mutex
 	built                *sbFiles // nil until the first machine that boots the chain asks
-	root                 fs.FS    // Boot.TFTPRoot
-	rootClose            func() error
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -206,11 +205,6 @@ func (a *Agent) setupSecureBoot() error {
 		}
 	}
 	s.keys = bootbind.NewKeys(a.bindingConfig())
-	root, err := os.OpenRoot(b.TFTPRoot)
-	if err != nil {
-		return fmt.Errorf("agent: tftp root: %w", err)
-	}
-	s.root, s.rootClose = root.FS(), root.Close
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	a.sb = s
 	return nil
@@ -278,14 +272,13 @@ func (s *secureBoot) files() (*sbFiles, error) {
 	return s.built, nil
 }
 
-// close stops the answers being made and closes the TFTP root.
+// close stops the answers being made.
 func (s *secureBoot) close() {
 	if s == nil {
 		return
 	}
 	s.cancel()
 	s.wg.Wait()
-	s.rootClose()
 }
 
 // answerSecureBoot is proxy DHCP's answer to the firmware of a Secure Boot machine:
@@ -345,16 +338,41 @@ func (a *Agent) answerSecureBoot(req *proxydhcp.Request) proxydhcp.Decision {
 	return proxydhcp.AnswerFile("http://" + host + "/" + sbDir + "/" + n + "/" + sbImageName)
 }
 
-var _ tftpd.PeerFS = (*secureBoot)(nil)
+var (
+	_ tftpd.PeerFS       = (*secureBoot)(nil)
+	_ tftpd.PeerFS       = sbMount{}
+	_ bootserver.Claimer = sbKeys{}
+)
 
 // sbCounters live beside the agent's other counters.
 func (s *secureBoot) n() *sbCounters { return &s.a.sbN }
 
-// Open is the TFTP root when the signed chain is served (tftpd.Server.FS): grub/grub.cfg
-// (the Chain), sb/ (shim, GRUB, the key file), boot/grub.cfg?... (the machine's
-// configuration, /boot/ipxe's decision), cache/t/GRANT/SHA256 (the image cache under a
-// grant), and Boot.TFTPRoot for every other name. tftpd opens with OpenFrom; Open, which
-// does not know who asks, answers no configuration.
+// mounts are the signed chain's directories of the TFTP file system (bootserver.FS, beside
+// the iPXE builds of Boot.TFTPRoot): grub/grub.cfg (the Chain), sb/ (shim, GRUB, the key
+// file), boot/grub.cfg?... (the machine's configuration, /boot/ipxe's decision), and
+// cache/t/GRANT/SHA256 (the image cache under a grant).
+func (s *secureBoot) mounts() map[string]fs.FS {
+	m := map[string]fs.FS{}
+	for _, dir := range []string{"grub", sbDir, "boot", "cache"} {
+		m[dir] = sbMount{s, dir}
+	}
+	return m
+}
+
+// sbMount is one directory of the signed chain's files: names under it are the secureBoot's
+// under dir/.
+type sbMount struct {
+	s   *secureBoot
+	dir string
+}
+
+func (m sbMount) Open(name string) (fs.File, error) { return m.s.Open(m.dir + "/" + name) }
+func (m sbMount) OpenFrom(name string, peer netip.AddrPort) (fs.File, error) {
+	return m.s.OpenFrom(m.dir+"/"+name, peer)
+}
+
+// Open is the signed chain's files by their TFTP names. tftpd opens with OpenFrom; Open,
+// which does not know who asks, answers no configuration.
 func (s *secureBoot) Open(name string) (fs.File, error) { return s.OpenFrom(name, netip.AddrPort{}) }
 
 // OpenFrom is Open told the request's source (tftpd.PeerFS): a machine's configuration goes
@@ -374,7 +392,7 @@ func (s *secureBoot) OpenFrom(name string, peer netip.AddrPort) (fs.File, error)
 		// The image cache under its grant and fence, as over HTTP.
 		return s.a.cache.GrantFS().Open(strings.TrimPrefix(name, "cache/"))
 	}
-	return s.root.Open(name)
+	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 }
 
 var errNotServed = fs.ErrNotExist
@@ -606,7 +624,7 @@ func (s *secureBoot) configURL(q ipxe.Query) string {
 // tftpCacheURL turns the URL of a cache image under a boot grant into the same path over
 // this agent's TFTP, the one protocol Debian's signed GRUB has.
 func (s *secureBoot) tftpCacheURL(u string) (string, error) {
-	for _, base := range []string{s.a.cacheBase(), s.a.httpBase + "/cache"} {
+	for _, base := range []string{s.a.cacheBase(), s.a.httpBase + "/cache"} { // the IPv4 handler's
 		if rest, ok := strings.CutPrefix(u, base+"/t/"); ok {
 			return "tftp://" + s.a.cfg.Boot.ServerIP.String() + "/cache/t/" + rest, nil
 		}
@@ -621,7 +639,7 @@ func (s *secureBoot) tftpCacheURL(u string) (string, error) {
 func (s *secureBoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, "/"+sbDir+"/")
 	n, file, ok := strings.Cut(rest, "/")
-	if !ok || file != sbImageName || viaIPv6(r.Context()) || !s.a.nonces.Live(n, bootbind.KindImage) {
+	if !ok || file != sbImageName || bootserver.ViaIPv6(r.Context()) || !s.a.nonces.Live(n, bootbind.KindImage) {
 		http.NotFound(w, r)
 		return
 	}
@@ -680,19 +698,15 @@ func (s *secureBoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		bytes.NewReader(img[at+sbConfigSize:])))
 }
 
-// bindGRUB is the GRUB loader's S1 rule, after the entry matched: the request presents a
-// key handed to this MAC, delivered to the address it comes from (over TFTP, the address
-// openConfig asked for; over HTTP, the connection's).
-func (a *Agent) bindGRUB(q ipxe.Query) error {
-	if a.sb == nil {
-		return fmt.Errorf("%w: the signed chain is not served", ipxe.ErrUnbound)
-	}
-	u := a.sb.keys.Claim(q.Nonce, q.MAC, q.Remote)
-	a.sbN.unbound[u].Add(1)
-	if u != bootbind.Bound {
-		return fmt.Errorf("%w: boot key: %s", ipxe.ErrUnbound, u)
-	}
-	return nil
+// sbKeys is the GRUB loader's S1 rule (bootserver.Bind's claimer for it), after the entry
+// matched: the request presents a key handed to this MAC, delivered to the address it comes
+// from (over TFTP, the address openConfig asked for; over HTTP, the connection's).
+type sbKeys struct{ a *Agent }
+
+func (k sbKeys) Claim(key string, mac hwid.MAC, from netip.Addr) bootbind.Reason {
+	u := k.a.sb.keys.Claim(key, mac, from)
+	k.a.sbN.unbound[u].Add(1)
+	return u
 }
 
 // onTransfer is tftpd's report of each transfer: the agent's counters, and the signed

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/clock/clocktest"
 
 	"github.com/bettercompute/siteboot/hwid"
@@ -20,7 +21,7 @@ import (
 )
 
 // FuzzSecureBootNames puts arbitrary TFTP names, as a client sends them, through the signed
-// chain's file system and tftpd's reports of them: no name panics, an open either gives a
+// chain's file system (mounted in the agent's TFTP file system) and tftpd's reports of them: no name panics, an open either gives a
 // file or fails with fs.ErrNotExist or fs.ErrInvalid, and no report activates a key or binds
 // a nonce that was never handed out.
 func FuzzSecureBootNames(f *testing.F) {
@@ -44,14 +45,15 @@ func FuzzSecureBootNames(f *testing.F) {
 	s := &secureBoot{
 		a: a, shimName: "shimx64.efi", loaderName: "grubx64.efi", built: &sbFiles{shim: []byte("MZshim"), grub: []byte("MZgrub")},
 		chain: []byte("# chain\n"), keys: bootbind.NewKeys(bootbind.Config{Clock: clk}), renders: map[string]*render{},
-		root: fstest.MapFS{"ipxe.efi": {Data: []byte("MZipxe")}},
 	}
+	// The TFTP file system the agent serves: the builds, and the signed chain's directories.
+	tfs := bootserver.FS{Builds: fstest.MapFS{"ipxe.efi": {Data: []byte("MZipxe")}}, Mounts: s.mounts()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	f.Cleanup(func() { s.cancel(); s.wg.Wait() })
 	a.sb = s
 	outcomes := []tftpd.Outcome{tftpd.OutcomeOK, tftpd.OutcomeNotFound, tftpd.OutcomeAborted, tftpd.OutcomeTimeout}
 	f.Fuzz(func(t *testing.T, name string, o uint8) {
-		if file, err := s.OpenFrom(name, netip.MustParseAddrPort("127.0.0.1:1024")); err == nil {
+		if file, err := tfs.OpenFrom(name, netip.MustParseAddrPort("127.0.0.1:1024")); err == nil {
 			if st, err := file.Stat(); err != nil {
 				t.Errorf("%q: stat: %v", name, err)
 			} else if _, err := io.Copy(io.Discard, file); err != nil && !st.IsDir() {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/lease"
@@ -239,7 +240,7 @@ func (a *Agent) apply(cmds []sitelink.Command) error {
 	}
 	// The cleaned-up boots are over: their cache grants end with them.
 	for _, e := range gone {
-		a.cache.RevokeKey(grantKey(e.MAC, e.Workflow))
+		a.cache.RevokeKey(bootserver.GrantKey(e.MAC, e.Workflow))
 	}
 	return nil
 }

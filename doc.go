@@ -10,6 +10,9 @@
 //   - ipxe: an injection-proof iPXE script renderer and the /boot/ HTTP handler.
 //   - grubcfg: an injection-proof GRUB configuration renderer for machines that boot with
 //     Secure Boot through shim and a signed GRUB.
+//   - secureboot: the Secure Boot chain itself (shim and GRUB over TFTP, per-machine boot
+//     keys, the RAM disk of UEFI HTTP boot, each machine's GRUB configuration from the boot
+//     decision), given only to the address a machine's key went to.
 //   - imagecache: a sha256-addressed image cache with verified pulls, LRU eviction under a
 //     byte budget, and serving only under unguessable grants.
 //   - bmc: BMC drivers (bmc/redfish, bmc/ipmi) behind one small interface, and bmc/bmctest,

@@ -104,7 +104,7 @@ type harness struct {
 	grub   string
 }
 
-func chainFiles(t *testing.T, shim, grub []byte) (string, string) {
+func chainFiles(t testing.TB, shim, grub []byte) (string, string) {
 	dir := t.TempDir()
 	s, g := filepath.Join(dir, "shimx64.efi.signed"), filepath.Join(dir, "grubnetx64.efi.signed")
 	for p, b := range map[string][]byte{s: shim, g: grub} {
@@ -115,7 +115,7 @@ func chainFiles(t *testing.T, shim, grub []byte) (string, string) {
 	return s, g
 }
 
-func newHarness(t *testing.T, shim, grub []byte, tweak ...func(*secureboot.Config)) *harness {
+func newHarness(t testing.TB, shim, grub []byte, tweak ...func(*secureboot.Config)) *harness {
 	t.Helper()
 	h := &harness{clk: clocktest.New(t0), d: &decider{answer: bootAnswer}}
 	h.shim, h.grub = chainFiles(t, shim, grub)

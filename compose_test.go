@@ -178,8 +178,8 @@ func counters(h *host, v *assertion.Verifier) map[string]uint64 {
 	d := h.dhcp.Stats()
 	for port, ps := range map[string]proxydhcp.PortStats{"67": d.DHCP, "4011": d.Boot} {
 		m["dhcp-"+port+"/answered"] = ps.Answered
-		for r, n := range ps.Silent {
-			m["dhcp-"+port+"/"+r.String()] = n
+		for _, r := range proxydhcp.Reasons() {
+			m["dhcp-"+port+"/"+r.String()] = ps.Silent.Of(r)
 		}
 	}
 	vs := v.Stats()

@@ -20,8 +20,9 @@
 //   - lease: the fenced boot lease that makes one agent per site the boot server.
 //   - casreg: the compare-and-swap register (bytes by key, versioned) that lease records
 //     and BMC claims are kept in: in memory, or on etcd (lease/etcdstore, a module apart).
-//   - discovery: the bounded list of machines that tried to boot without an entry, and the
-//     control plane's matcher that names a machine's candidate MAC.
+//   - discovery: the bounded list of machines that tried to boot without an entry, the
+//     machines answered that then went silent, and the control plane's matcher that names
+//     a machine's candidate MAC.
 //   - assertion: signed discovery assertions ("this agent served this MAC") and their
 //     verification.
 //   - hwid: MAC, SMBIOS UUID and client-architecture vocabulary shared by the others.
@@ -30,7 +31,11 @@
 //   - sitelink: the protocol between a site agent and its control plane (messages, HTTP
 //     binding, client, server-side handler) and its OpenAPI specification.
 //   - connlimit: a listener that caps connections per source and in total, so a flood of
-//     HTTP connections cannot take the descriptors other protocols need.
+//     HTTP connections cannot take the descriptors other protocols need, with room kept
+//     for the machines being booted (Recent); GiveWay, where the oldest connection gives
+//     way to a new one.
+//   - udpbind: a UDP socket bound to one network interface (SO_BINDTODEVICE on Linux), so
+//     proxy DHCP hears and answers only the segment it serves.
 //   - clock: the clock interface the packages take, and clock/clocktest, a fake that
 //     moves and fires timers only when a test says so.
 //

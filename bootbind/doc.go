@@ -13,8 +13,11 @@
 // an answer itself (a signed shim under a nonce's directory, an HTTP boot RAM disk) calls
 // [Nonces.Issue] with the address the answer goes to and later [Nonces.Fetched]. [Keys] bind
 // a boot loader's configuration to the address its key went to; [Passes] stand in for a
-// nonce over IPv6. [Nonces.Save] and [Nonces.Load] keep the binding across a restart, within
-// each nonce's window.
+// nonce over IPv6. [Nonces.SaveFile] and [Nonces.LoadFile] keep the binding across a
+// restart, within each nonce's window: SaveFile writes the file atomically and only when
+// the nonces changed; LoadFile drops the lapsed on the store's clock, keeps the store's
+// bounds, and sets a damaged file aside ([DamagedError]) keeping every entry that parsed.
+// [Nonces.Save] and [Nonces.Load] are the same documents in memory.
 //
 // # Refusals
 //

@@ -93,6 +93,11 @@ type Nonces struct {
 	t     tokens[nonceState]
 	dirty bool
 
+	// fileMu serialises SaveFile and LoadFile; filePath is the file last saved or loaded
+	// whole.
+	fileMu   sync.Mutex
+	filePath string
+
 	issued  atomic.Uint64
 	refused [numReasons]atomic.Uint64
 }

@@ -45,11 +45,27 @@
 //		return answered(a) // the host's own record: a live boot nonce was sent to a
 //	}))
 //
+// [Recent] is such a record, bounded and on an injected clock: Add an address when proxy
+// DHCP answers it (or it presents its boot nonce, or a live entry's script goes to it) and
+// it is preferred for a window (RecentConfig.Window, five minutes by default):
+//
+//	answered, err := connlimit.NewRecent(connlimit.RecentConfig{Window: nonceWindow, Clock: clk})
+//	limited.SetPreferred(answered)
+//	answered.Add(addr) // on each answer
+//
 // The reserve is shared by the preferred sources, each still within PerSource: a reserve
 // of 39 (a quarter of 156) holds a machine's ramdisk reading 16 ranges at once and a score
 // of machines fetching one file each. It is only as good as the preference: an address any
 // host can claim (one that merely asked for a script) gains a flood nothing, one that proxy
 // DHCP answered on the provisioning segment does.
+//
+// # The oldest gives way
+//
+// A listener whose clients are few and short-lived (a metrics endpoint) is better served
+// by [GiveWay] than by a total cap that refuses the newcomer: at its cap the oldest open
+// connection is closed for the new one, so connections held open without a request cannot
+// keep a scraper out. Put it over a [Listener] whose PerSource cap stops one host from
+// pushing everyone else out in turn.
 //
 // [NOFILE] and [RaiseNOFILE] read and raise RLIMIT_NOFILE on Unix systems; elsewhere
 // (Windows) they return errors.ErrUnsupported, and a host sets the caps itself.

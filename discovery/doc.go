@@ -33,6 +33,15 @@
 // only counts for a MAC that DHCP already put in the list, since anyone can fetch a URL. This
 // is the one place that rule is kept: the boot handler reports every unknown fetch.
 //
+// # Machines that went silent
+//
+// A [Silent] watches the machines proxy DHCP answered ([Silent.Answered]) for a request
+// that should follow within the boot binding's window ([Silent.Asked]: a script, a boot
+// file, a chain). [Silent.Sweep], on the host's ticker, ends the watches that ran out,
+// counts each (SilentStats.Silent) and returns the MACs not named before, for the host to
+// log once: such a machine's firmware most likely took another server's boot file or HTTP
+// boot URL, the site's own DHCP server offering one. It is bounded like the list.
+//
 // # Status reports
 //
 // [List.Snapshot] returns the entries, newest first, with a [Digest] of their content: the

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/discovery"
 	"github.com/bettercompute/siteboot/hwid"
 )
@@ -102,4 +103,28 @@ func ExampleIdentity_Verify() {
 	// Output:
 	// <nil>
 	// discovery: machine-identity-mismatch: reported NICs do not include 3c:ec:ef:12:34:56
+}
+
+// A host watches the machines proxy DHCP answered; one that asks for nothing within the
+// window most likely took another server's boot file, and is named once.
+func ExampleSilent() {
+	clk := clocktest.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	silent, err := discovery.NewSilent(discovery.SilentConfig{Window: 5 * time.Minute, Clock: clk})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	quiet, booted := hwid.MAC{0x52, 0x54, 0, 0, 0, 1}, hwid.MAC{0x52, 0x54, 0, 0, 0, 2}
+	silent.Answered(quiet) // proxy DHCP's answers
+	silent.Answered(booted)
+	silent.Asked(booted) // its script request
+
+	clk.Advance(5 * time.Minute)
+	for _, mac := range silent.Sweep() { // on the host's ticker
+		fmt.Println("answered, then asked for nothing:", mac)
+	}
+	fmt.Println("silent:", silent.Stats().Silent)
+	// Output:
+	// answered, then asked for nothing: 52:54:00:00:00:01
+	// silent: 1
 }

@@ -125,13 +125,22 @@
 // answer of a server error, and no secret. [Config.Validate] renders each kind of answer
 // once through each loader.
 //
+// # The decision without HTTP
+//
+// [Handler.Decide] is the decision itself, for a host that answers a machine over another
+// protocol: a GRUB configuration asked over TFTP, say. The host parses the machine's query
+// ([ParseQuery]), sets [Query.Remote] to the address the request came from and
+// [Query.Loader] to its loader, and spells the [Answer]; its Reason names why a machine
+// does not boot now, in the words of the counters. The handler's paths answer with Decide's
+// answer, so every protocol gets one decision.
+//
 // # Files by role
 //
 // The pure renderer is in render_*.go (render_script.go: the line builder and [Retry];
 // render_boot.go: [Boot], [Sanboot]; render_chain.go: [Chain]; render_fallback.go: [Exit],
 // [Fenced], [Wait]; render_check.go: the value grammar). The boot handler is in handler*.go
 // (handler.go: [Config], [Handler] and /boot/ipxe; handler_host.go: the host's interfaces;
-// handler_query.go: [ParseQuery]; handler_tokens.go: the token cache; handler_loader.go:
+// handler_query.go: [ParseQuery]; decide.go: [Handler.Decide]; handler_tokens.go: the token cache; handler_loader.go:
 // [Loader]; handler_files.go:
 // /boot/files/; handler_stats.go: [Stats]). server.go holds the limits every HTTP path of a
 // boot server gets ([MaxHeaderBytes], [ReadHeaderTimeout], [ReadTimeout], [IdleTimeout]):

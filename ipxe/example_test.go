@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -108,4 +109,32 @@ func ExampleNewHandler() {
 	// /boot/ipxe?mac=52:54:00:12:34:56: 200 imgfree
 	// /boot/ipxe?mac=52:54:00:12:34:57: 404 exit 1
 	// {Requests:3 Chains:1 Scripts:1 Sanboots:0 Unknown:1 Mismatched:0 Unbound:0 UUIDRefused:0 IPRefused:0 Discovered:0 Fenced:0 TokenWaits:0 SanbootWaits:0 TokenFetches:1 BadRequests:0 HeadersTooLarge:0 MethodsRefused:0 NotFound:0 Files:0 Errors:0}
+}
+
+// Decide answers a machine outside HTTP: here a host that serves GRUB over TFTP asks for
+// the decision for a MAC, as the address the request came from, and spells it itself.
+func ExampleHandler_Decide() {
+	known, _ := hwid.ParseMAC("52:54:00:12:34:56")
+	h, err := ipxe.NewHandler(ipxe.Config{
+		Entries: ipxe.EntriesFunc(func(_ context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
+			return ipxe.Entry{MAC: q.MAC, Workflow: "wf_1"}, q.MAC == known, nil
+		}),
+		Fence:   ipxe.FenceFunc(func() (uint64, bool) { return 3, true }),
+		Tokens:  ipxe.TokensFunc(func(context.Context, ipxe.Entry) (string, error) { return "bcjt_01k5w.c2VjcmV0", nil }),
+		Signer:  ipxe.SignerFunc(func(context.Context, ipxe.Claims) (string, error) { return "signed", nil }),
+		Kernel:  "http://192.0.2.1/ramdisk/vmlinuz",
+		Initrds: []string{"http://192.0.2.1/ramdisk/initrd.img"},
+	})
+	if err != nil {
+		panic(err)
+	}
+	from := netip.MustParseAddr("192.0.2.40")
+	for _, mac := range []string{"52:54:00:12:34:56", "52:54:00:12:34:57"} {
+		m, _ := hwid.ParseMAC(mac)
+		a := h.Decide(context.Background(), ipxe.Query{MAC: m, Remote: from, Loader: "grub"})
+		fmt.Printf("%s: %s %q %s\n", mac, a.Kind, a.Reason, a.Kernel)
+	}
+	// Output:
+	// 52:54:00:12:34:56: boot "" http://192.0.2.1/ramdisk/vmlinuz
+	// 52:54:00:12:34:57: exit "unknown"
 }

@@ -1,7 +1,6 @@
 package ipxe
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -211,30 +210,13 @@ func (h *Handler) again(nonce string) string {
 	return h.url(PathChain) + "?" + ParamNonce + "=" + nonce
 }
 
+// bootScript is the iPXE script of bootAnswer, as the handler's dry run renders it.
 func (h *Handler) bootScript(token, assertion, cache, again string) ([]byte, error) {
-	params := make([]Param, 0, len(h.cfg.Params)+3)
-	params = append(params, h.cfg.Params...)
-	params = append(params, Param{Name: ParamToken, Value: token}, Param{Name: ParamAssertion, Value: assertion})
-	if cache != "" {
-		if _, err := checkURL(ParamCache, cache, false); err != nil {
-			return nil, err
-		}
-		params = append(params, Param{Name: ParamCache, Value: cache})
-	}
-	kernel, err := resolveImage("kernel", h.cfg.Kernel, cache)
+	a, err := h.bootAnswer(Query{}, token, assertion, cache)
 	if err != nil {
 		return nil, err
 	}
-	initrds := make([]string, len(h.cfg.Initrds))
-	for i, v := range h.cfg.Initrds {
-		if initrds[i], err = resolveImage("initrds", v, cache); err != nil {
-			return nil, err
-		}
-	}
-	return Boot{
-		Kernel: kernel, Initrds: initrds, Params: params, Cmdline: h.cmdline,
-		Retry: h.cfg.Retry, Again: again,
-	}.Render()
+	return Boot{Kernel: a.Kernel, Initrds: a.Initrds, Params: a.Params, Cmdline: a.Cmdline, Retry: h.cfg.Retry, Again: again}.Render()
 }
 
 // ServeHTTP answers the boot paths; anything else is 404.
@@ -306,139 +288,50 @@ func (h *Handler) serveChain(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveBoot answers the machine's script (/boot/ipxe), or with ld its answer in that
-// loader's language: one decision for both.
+// loader's language: the query is parsed here, the decision is [Handler.Decide]'s.
 func (h *Handler) serveBoot(w http.ResponseWriter, r *http.Request, ld *Loader) {
-	ctx := r.Context()
-	exit := func(status int, q Query) {
-		h.answer(w, ld, Answer{Kind: AnswerExit, Status: status, Query: q}, Exit{}, 0)
-	}
 	q, err := ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		h.n.badRequests.Add(1)
 		h.log.Debug("ipxe: query refused", "err", err, "remote", r.RemoteAddr)
-		exit(http.StatusBadRequest, Query{Remote: remoteAddr(r), Loader: loaderName(ld)})
-		return
+		q = Query{}
 	}
 	q.Remote = remoteAddr(r)
 	q.Loader = loaderName(ld)
-	log := h.log.With("mac", q.MAC.String(), "remote", q.Remote.String())
-	if ld != nil {
-		log = log.With("loader", ld.Name)
-	}
-	epoch, active := h.cfg.Fence.Active()
-	if !active || epoch == 0 {
-		h.n.fenced.Add(1)
-		log.Info("ipxe: fenced, machine told to reboot")
-		h.answer(w, ld, Answer{Kind: AnswerFenced, Status: http.StatusServiceUnavailable, Query: q, Delay: h.cfg.FencedDelay},
-			Fenced{Delay: h.cfg.FencedDelay}, 0)
-		return
-	}
-	now := clock.Or(h.cfg.Clock).Now()
-	e, ok, err := h.cfg.Entries.Entry(ctx, q)
-	if errors.Is(err, ErrMismatch) {
-		// The MAC has an entry, but this machine is not the one it names: no secret, and
-		// not a discovery either (the control plane already knows the MAC).
-		h.n.mismatched.Add(1)
-		log.Warn("ipxe: machine does not match its boot entry; no script", "reason", err)
-		exit(http.StatusNotFound, q)
-		return
-	}
-	if errors.Is(err, ErrUnbound) {
-		// Someone who knows the MAC, not the machine the host answered: no secret.
-		h.n.unbound.Add(1)
-		log.Warn("ipxe: request not bound to the machine's DHCP answer; no script", "reason", err)
-		exit(http.StatusNotFound, q)
-		return
-	}
+	var a Answer
 	if err != nil {
-		h.fail(w, log, "entry lookup", err, q, ld)
-		return
+		a = Answer{Kind: AnswerExit, Status: http.StatusBadRequest, Reason: ReasonBadQuery, Query: q}
+	} else {
+		a = h.Decide(r.Context(), q)
 	}
-	if !ok || (!e.NotAfter.IsZero() && !now.Before(e.NotAfter)) {
-		h.n.unknown.Add(1)
-		h.discovered(r, q, now)
-		exit(http.StatusNotFound, q)
-		return
-	}
-	e.MAC = q.MAC
-	// S2: what the assertion states is what the agent knows, never what the query claims.
-	if q.IP.IsValid() && q.IP != q.Remote {
-		h.n.ipRefused.Add(1)
-		log.Warn("ipxe: query IP is not the connection's address; no script", "ip", q.IP.String())
-		exit(http.StatusNotFound, q)
-		return
-	}
-	entryUUID := e.UUID
-	if entryUUID.IsPlaceholder() {
-		entryUUID = hwid.UUID{} // a firmware placeholder names no machine
-	}
-	if hwid.DifferentMachines(entryUUID, q.UUID) {
-		h.n.uuidRefused.Add(1)
-		log.Warn("ipxe: query UUID is no spelling of the entry's; no script", "uuid", q.UUID.String())
-		exit(http.StatusNotFound, q)
-		return
-	}
-	again := h.again(q.Nonce)
-	if e.SanbootSHA256 != "" {
-		if ld != nil {
-			h.fail(w, log, "sanboot", invalidErr("sanboot_sha256", "a sanboot entry is served to iPXE only"), q, ld)
-			return
-		}
-		h.serveSanboot(w, r, log, e, again)
-		return
-	}
+	h.spell(w, ld, a)
+}
 
-	token, err := h.token(ctx, e, now)
-	if errors.Is(err, ErrNotReady) {
-		h.n.tokenWaits.Add(1)
-		log.Info("ipxe: discovery token not available yet", "workflow", e.Workflow)
-		h.answer(w, ld, Answer{Kind: AnswerWait, Status: http.StatusServiceUnavailable, Query: q, Delay: h.cfg.TokenWait},
-			Wait{Delay: h.cfg.TokenWait, URL: again}, h.cfg.TokenWait)
-		return
-	}
-	if err != nil {
-		h.fail(w, log, "discovery token", err, q, ld)
-		return
-	}
-	var cache string
-	if h.cfg.Cache != nil {
-		if cache, err = h.cfg.Cache.CacheURL(ctx, e); err != nil {
-			// The ramdisk falls back to the images' source URLs; boot without bc.cache.
-			log.Warn("ipxe: no cache URL for this boot", "err", err)
-			cache = ""
-		}
-	}
-	// The assertion names the NIC that booted (the query's MAC) and the address the request
-	// came from; its UUID is the entry's when it has one (the query's was checked against
-	// it above), and its lifetime is the signer's to bound (package assertion).
-	claims := Claims{MAC: q.MAC, IP: q.Remote, UUID: entryUUID, Workflow: e.Workflow, Epoch: epoch, NotAfter: e.NotAfter}
-	if claims.UUID == (hwid.UUID{}) && !q.UUID.IsPlaceholder() {
-		claims.UUID = q.UUID
-	}
-	assertion, err := h.cfg.Signer.Sign(ctx, claims)
-	if err != nil {
-		h.fail(w, log, "assertion", err, q, ld)
-		return
+// spell writes a in iPXE's language, or in ld's when it is not nil.
+func (h *Handler) spell(w http.ResponseWriter, ld *Loader, a Answer) {
+	var retryAfter time.Duration
+	if a.Kind == AnswerWait {
+		retryAfter = a.Delay // iPXE honours Retry-After: a waiting machine keeps waiting
 	}
 	if ld != nil {
-		a, err := h.bootAnswer(q, token, assertion, cache)
-		if err != nil {
-			h.fail(w, log, "boot answer", err, q, ld)
-			return
-		}
-		h.n.scripts.Add(1)
-		log.Info("ipxe: boot answer", "workflow", e.Workflow, "epoch", epoch)
-		h.answer(w, ld, a, nil, 0)
+		h.answer(w, ld, a, nil, retryAfter)
 		return
 	}
-	body, err := h.bootScript(token, assertion, cache, again)
-	if err != nil {
-		h.fail(w, log, "boot script", err, q, ld)
-		return
+	again := h.again(a.Query.Nonce)
+	var s interface{ Render() ([]byte, error) }
+	switch a.Kind {
+	case AnswerBoot:
+		s = Boot{Kernel: a.Kernel, Initrds: a.Initrds, Params: a.Params, Cmdline: a.Cmdline, Retry: h.cfg.Retry, Again: again}
+	case AnswerSanboot:
+		s = Sanboot{URL: a.URL, Retry: h.cfg.Retry, Again: again}
+	case AnswerFenced:
+		s = Fenced{Delay: a.Delay}
+	case AnswerWait:
+		s = Wait{Delay: a.Delay, URL: again}
+	default:
+		s = Exit{}
 	}
-	h.n.scripts.Add(1)
-	log.Info("ipxe: boot script", "workflow", e.Workflow, "epoch", epoch)
-	writeScript(w, http.StatusOK, body, 0)
+	h.script(w, a.Status, s, retryAfter)
 }
 
 func loaderName(ld *Loader) string {
@@ -446,70 +339,6 @@ func loaderName(ld *Loader) string {
 		return ""
 	}
 	return ld.Name
-}
-
-func (h *Handler) serveSanboot(w http.ResponseWriter, r *http.Request, log *slog.Logger, e Entry, again string) {
-	ctx := r.Context()
-	fail := func(what string, err error) {
-		h.n.errors.Add(1)
-		log.Error("ipxe: cannot answer a script", "step", what, "err", err)
-		h.script(w, http.StatusInternalServerError, Wait{Delay: h.cfg.TokenWait, URL: again}, h.cfg.TokenWait)
-	}
-	if !isSHA256(e.SanbootSHA256) {
-		fail("sanboot digest", invalidErr("sanboot_sha256", "not 64 lower-case hex digits"))
-		return
-	}
-	wait := func(why string) {
-		h.n.sanbootWaits.Add(1)
-		log.Info("ipxe: sanboot ISO not ready, machine waits", "sha256", e.SanbootSHA256, "why", why)
-		h.script(w, http.StatusServiceUnavailable, Wait{Delay: h.cfg.SanbootWait, URL: again}, h.cfg.SanbootWait)
-	}
-	if h.cfg.Cache == nil {
-		wait("no cache configured")
-		return
-	}
-	ready, err := h.cfg.Cache.ISOReady(ctx, e.SanbootSHA256)
-	if err != nil {
-		fail("sanboot readiness", err)
-		return
-	}
-	if !ready {
-		wait("not pinned as an iso image or not cached")
-		return
-	}
-	u, err := h.cfg.Cache.SanbootURL(ctx, e)
-	if errors.Is(err, ErrNotReady) {
-		wait("no grant yet")
-		return
-	}
-	if err != nil {
-		fail("sanboot grant", err)
-		return
-	}
-	body, err := Sanboot{URL: u, Retry: h.cfg.Retry, Again: again}.Render()
-	if err != nil {
-		fail("sanboot script", err)
-		return
-	}
-	h.n.sanboots.Add(1)
-	log.Info("ipxe: sanboot script", "workflow", e.Workflow, "sha256", e.SanbootSHA256)
-	writeScript(w, http.StatusOK, body, 0)
-}
-
-func (h *Handler) discovered(r *http.Request, q Query, now time.Time) {
-	if r.Method != http.MethodGet || h.cfg.OnDiscovered == nil {
-		return
-	}
-	h.n.discovered.Add(1)
-	h.cfg.OnDiscovered(Discovery{Query: q, At: now})
-}
-
-func (h *Handler) fail(w http.ResponseWriter, log *slog.Logger, what string, err error, q Query, ld *Loader) {
-	h.n.errors.Add(1)
-	log.Error("ipxe: cannot answer a script", "step", what, "err", err)
-	// The machine retries (iPXE honours Retry-After) rather than falling through.
-	h.answer(w, ld, Answer{Kind: AnswerWait, Status: http.StatusInternalServerError, Query: q, Delay: h.cfg.TokenWait},
-		Wait{Delay: h.cfg.TokenWait, URL: h.again(q.Nonce)}, h.cfg.TokenWait)
 }
 
 // script renders s and writes it; the scripts given here render for any validated config.

@@ -44,6 +44,8 @@ const (
 	// AnswerWait: not ready (the discovery token, status 503) or a host interface failed
 	// (status 500); wait Delay and ask again.
 	AnswerWait
+	// AnswerSanboot: boot the ISO at URL (a cache grant URL), iPXE only (status 200).
+	AnswerSanboot
 )
 
 func (k AnswerKind) String() string {
@@ -56,15 +58,21 @@ func (k AnswerKind) String() string {
 		return "fenced"
 	case AnswerWait:
 		return "wait"
+	case AnswerSanboot:
+		return "sanboot"
 	}
 	return fmt.Sprintf("answer(%d)", uint8(k))
 }
 
-// Answer is one answer of the handler's decision, for a [Loader] to spell.
+// Answer is one answer of the handler's decision ([Handler.Decide]), for iPXE or a [Loader]
+// to spell.
 type Answer struct {
 	Kind AnswerKind
 	// Status is what /boot/ipxe answers iPXE with for the same decision.
 	Status int
+	// Reason says why the machine does not boot now, one of the Reason* words; "" for
+	// AnswerBoot and AnswerSanboot.
+	Reason string
 	// Query is the request's query, with Remote and Loader set; zero fields for a query
 	// that did not parse. A loader builds the URL it asks again from it.
 	Query Query
@@ -77,6 +85,9 @@ type Answer struct {
 	Initrds []string
 	Params  []Param
 	Cmdline []string
+
+	// AnswerSanboot: the ISO's URL under the machine's grant.
+	URL string
 
 	// AnswerFenced and AnswerWait: how long the machine waits.
 	Delay time.Duration

@@ -133,7 +133,7 @@ func TestNetnsRealClientBroadcast(t *testing.T) {
 		t.Errorf("ACK (-want +got):\n%s", diff)
 	}
 	st := waitStats(srv, func(st proxydhcp.Stats) bool { return st.Boot.Answered >= 1 })
-	if st.DHCP.Answered < 1 || st.DHCP.Silent[proxydhcp.ReasonUnknown] < 1 || st.Boot.Answered < 1 {
+	if st.DHCP.Answered < 1 || st.DHCP.Silent.Of(proxydhcp.ReasonUnknown) < 1 || st.Boot.Answered < 1 {
 		t.Errorf("stats %+v", st)
 	}
 }

@@ -278,7 +278,7 @@ func TestSilence6(t *testing.T) {
 			if got := len(heard) > 0; got != tc.discovered {
 				t.Errorf("discovered = %v (%v), want %v", got, heard, tc.discovered)
 			}
-			if st := srv.Stats().Port(port); st.Silent[tc.want] != 1 || st.Answered != 0 {
+			if st := srv.Stats().Port(port); st.Silent.Of(tc.want) != 1 || st.Answered != 0 {
 				t.Errorf("stats %+v: want one silent for %v", st, tc.want)
 			}
 		})

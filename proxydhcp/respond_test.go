@@ -440,7 +440,7 @@ func TestSilence(t *testing.T) {
 				t.Errorf("discovered = %v (%v), want %v", got, heard, tc.discovered)
 			}
 			st := srv.Stats().Port(tc.port)
-			if st.Silent[tc.want] != 1 || st.Answered != 0 {
+			if st.Silent.Of(tc.want) != 1 || st.Answered != 0 {
 				t.Errorf("stats %+v: want one silent for %v", st, tc.want)
 			}
 		})
@@ -526,7 +526,7 @@ func TestHandlerPanicRecovered(t *testing.T) {
 	if resp.Reply != nil || resp.Reason != proxydhcp.ReasonError || resp.Err == nil {
 		t.Fatalf("got %+v, want silence for error", resp)
 	}
-	if got := srv.Stats().DHCP.Silent[proxydhcp.ReasonError]; got != 1 {
+	if got := srv.Stats().DHCP.Silent.Of(proxydhcp.ReasonError); got != 1 {
 		t.Errorf("error counter = %d, want 1", got)
 	}
 }
@@ -725,7 +725,7 @@ func TestRelaysAllowed(t *testing.T) {
 			}
 		})
 	}
-	if got := srv.Stats().DHCP.Silent[proxydhcp.ReasonRelayNotAllowed]; got != 2 {
+	if got := srv.Stats().DHCP.Silent.Of(proxydhcp.ReasonRelayNotAllowed); got != 2 {
 		t.Errorf("relay-not-allowed counted %d, want 2", got)
 	}
 	if got := proxydhcp.ReasonRelayNotAllowed.String(); got != "relay-not-allowed" {

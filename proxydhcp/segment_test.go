@@ -101,8 +101,8 @@ func TestOffSegmentRefused(t *testing.T) {
 	if resp := v4(srv, proxydhcp.PortBoot, ipxeRequest4011(t, mac, net.IP(machine.AsSlice())), machine); resp.Reason != proxydhcp.ReasonOffSegment {
 		t.Errorf("after LearnedRelayTTL: %v, want off-segment", resp.Reason)
 	}
-	if st := srv.Stats().Boot; st.Silent[proxydhcp.ReasonOffSegment] != 2 {
-		t.Errorf("off-segment on 4011 counted %d times, want 2", st.Silent[proxydhcp.ReasonOffSegment])
+	if st := srv.Stats().Boot; st.Silent.Of(proxydhcp.ReasonOffSegment) != 2 {
+		t.Errorf("off-segment on 4011 counted %d times, want 2", st.Silent.Of(proxydhcp.ReasonOffSegment))
 	}
 }
 

@@ -229,13 +229,13 @@ func TestOverload(t *testing.T) {
 	// (Equal counts alone are not enough: between two reads of a slow worker they are equal
 	// while datagrams still wait in the queue.)
 	quiet := waitFor(func(st proxydhcp.PortStats) bool {
-		return rxQueue(t, addr) == 0 && st.Silent[proxydhcp.ReasonFenced] == st.Received && st.Received > 1
+		return rxQueue(t, addr) == 0 && st.Silent.Of(proxydhcp.ReasonFenced) == st.Received && st.Received > 1
 	})
 	client.WriteTo(pkt, addr)
 	st := waitFor(func(st proxydhcp.PortStats) bool {
-		return st.Received == quiet.Received+1 && st.Silent[proxydhcp.ReasonFenced] == st.Received
+		return st.Received == quiet.Received+1 && st.Silent.Of(proxydhcp.ReasonFenced) == st.Received
 	})
-	over := st.Silent[proxydhcp.ReasonOverload]
+	over := st.Silent.Of(proxydhcp.ReasonOverload)
 	if over == 0 || over >= extra {
 		t.Errorf("overload = %d, want some but not all of %d (%+v)", over, extra, st)
 	}

@@ -26,10 +26,71 @@ func (s Stats) Port(p Port) PortStats {
 
 // PortStats counts the requests of one port.
 type PortStats struct {
-	Received   uint64            // datagrams read
-	Answered   uint64            // replies sent
-	SendErrors uint64            // replies the socket refused
-	Silent     map[Reason]uint64 // requests not answered, by reason; every reason is present. Overload counts datagrams the kernel dropped before they were read (Linux).
+	Received   uint64       // datagrams read
+	Answered   uint64       // replies sent
+	SendErrors uint64       // replies the socket refused
+	Silent     SilentCounts // requests not answered, by reason
+}
+
+// SilentCounts counts the requests of one port that got no answer, one field per [Reason]
+// (the field's comment names it). Overload counts datagrams the kernel dropped before they
+// were read (Linux).
+type SilentCounts struct {
+	Unknown         uint64 // ReasonUnknown
+	Fenced          uint64 // ReasonFenced
+	Declined        uint64 // ReasonDeclined
+	NotPXE          uint64 // ReasonNotPXE
+	Malformed       uint64 // ReasonMalformed
+	Ignored         uint64 // ReasonIgnored
+	NoBootFile      uint64 // ReasonNoBootFile
+	NoServerAddress uint64 // ReasonNoServerAddress
+	Overload        uint64 // ReasonOverload
+	Error           uint64 // ReasonError
+	RelayNotAllowed uint64 // ReasonRelayNotAllowed
+	NoMAC           uint64 // ReasonNoMAC
+	OffSegment      uint64 // ReasonOffSegment
+}
+
+// Of returns the count of reason r, 0 for ReasonNone or a value that is no Reason: a host
+// that labels a metric with the reason's name ranges over [Reasons] and asks Of.
+func (c SilentCounts) Of(r Reason) uint64 {
+	if p := c.field(r); p != nil {
+		return *p
+	}
+	return 0
+}
+
+// field is the counter of r, nil for none.
+func (c *SilentCounts) field(r Reason) *uint64 {
+	switch r {
+	case ReasonUnknown:
+		return &c.Unknown
+	case ReasonFenced:
+		return &c.Fenced
+	case ReasonDeclined:
+		return &c.Declined
+	case ReasonNotPXE:
+		return &c.NotPXE
+	case ReasonMalformed:
+		return &c.Malformed
+	case ReasonIgnored:
+		return &c.Ignored
+	case ReasonNoBootFile:
+		return &c.NoBootFile
+	case ReasonNoServerAddress:
+		return &c.NoServerAddress
+	case ReasonOverload:
+		return &c.Overload
+	case ReasonError:
+		return &c.Error
+	case ReasonRelayNotAllowed:
+		return &c.RelayNotAllowed
+	case ReasonNoMAC:
+		return &c.NoMAC
+	case ReasonOffSegment:
+		return &c.OffSegment
+	}
+	return nil
 }
 
 type counters struct {
@@ -46,10 +107,9 @@ func (c *counters) snapshot() Stats {
 			Received:   c.received[p].Load(),
 			Answered:   c.answered[p].Load(),
 			SendErrors: c.sendErrors[p].Load(),
-			Silent:     make(map[Reason]uint64, numReasons-1),
 		}
 		for r := ReasonUnknown; r < numReasons; r++ {
-			ps.Silent[r] = c.silent[p][r].Load()
+			*ps.Silent.field(r) = c.silent[p][r].Load()
 		}
 		return ps
 	}

@@ -101,7 +101,7 @@ func serve(args []string) error {
 	srv.Shutdown(ctx)
 	<-errc
 	st := srv.Stats().DHCP
-	fmt.Fprintf(os.Stderr, "received %d answered %d send-errors %d overload %d\n", st.Received, st.Answered, st.SendErrors, st.Silent[proxydhcp.ReasonOverload])
+	fmt.Fprintf(os.Stderr, "received %d answered %d send-errors %d overload %d\n", st.Received, st.Answered, st.SendErrors, st.Silent.Of(proxydhcp.ReasonOverload))
 	return nil
 }
 

@@ -50,8 +50,8 @@ func (a *Agent) Stats() map[string]uint64 {
 		for _, p := range a.dhcpPorts() {
 			ps := st.Port(p)
 			m["proxydhcp_answered_"+p.String()] = ps.Answered
-			for r, n := range ps.Silent {
-				m["proxydhcp_silent_"+r.String()+"_"+p.String()] += n
+			for _, r := range proxydhcp.Reasons() {
+				m["proxydhcp_silent_"+r.String()+"_"+p.String()] += ps.Silent.Of(r)
 			}
 		}
 	}
@@ -185,8 +185,8 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, p := range a.dhcpPorts() {
 			ps := st.Port(p)
 			counter(descDHCPAnswered, float64(ps.Answered), p.String())
-			for r, n := range ps.Silent {
-				counter(descDHCPSilent, float64(n), p.String(), r.String())
+			for _, r := range proxydhcp.Reasons() {
+				counter(descDHCPSilent, float64(ps.Silent.Of(r)), p.String(), r.String())
 			}
 		}
 		if a.v6.dhcpConn != nil {

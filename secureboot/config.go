@@ -133,7 +133,7 @@ func (s *Chain) decide(ctx context.Context, q ipxe.Query) (int, []byte) {
 	if err != nil {
 		s.n.errors.Add(1)
 		s.log.Error("secureboot: cannot spell the decision for GRUB", "mac", q.MAC.String(), "answer", a.Kind.String(),
-			"reason", ReasonOf(err), "err", err)
+			"decision", a.Reason, "reason", ReasonOf(err), "err", err)
 		body, err = grubcfg.Wait{Delay: s.cfg.RetryDelay, URL: s.ConfigURL(q)}.Render()
 		if err != nil {
 			return http.StatusInternalServerError, nil
@@ -149,7 +149,8 @@ func (s *Chain) decide(ctx context.Context, q ipxe.Query) (int, []byte) {
 // is the answer's own status with the exit configuration, which GRUB reads as a missing
 // file: its Chain's back-off then ends in a reboot, as iPXE's chain script does. A boot
 // answer's kernel and initrds become TFTP URLs ([TFTPCacheURL]); an answer GRUB cannot
-// carry out (a sanboot) is an error wrapping ErrUnsupported.
+// carry out (an ipxe.AnswerSanboot, or a kind it does not know) is an error wrapping
+// ErrUnsupported.
 func (s *Chain) Spell(a ipxe.Answer, q ipxe.Query) (status int, body []byte, err error) {
 	again := s.ConfigURL(q)
 	switch a.Kind {
@@ -186,6 +187,8 @@ func (s *Chain) Spell(a ipxe.Answer, q ipxe.Query) (status int, body []byte, err
 			status = http.StatusNotFound
 		}
 		return status, b, err
+	case ipxe.AnswerSanboot:
+		return 0, nil, fmt.Errorf("%w: a sanboot answer (iPXE boots ISOs, GRUB does not)", ErrUnsupported)
 	}
 	return 0, nil, fmt.Errorf("%w: a %s answer", ErrUnsupported, a.Kind)
 }

@@ -233,6 +233,7 @@ func TestDecisions(t *testing.T) {
 		{"wait", ipxe.Answer{Kind: ipxe.AnswerWait, Status: 503, Delay: 5 * time.Second}, []string{"sleep 5", again}},
 		{"exit", ipxe.Answer{Kind: ipxe.AnswerExit, Status: 404}, nil},
 		{"unknown kind", ipxe.Answer{Kind: 99, Status: 503}, []string{"sleep 1", again}},
+		{"sanboot", ipxe.Answer{Kind: ipxe.AnswerSanboot, Status: 200, URL: cache + "/t/" + grant + "/" + kernel}, []string{"sleep 1", again}},
 		{"kernel elsewhere", ipxe.Answer{Kind: ipxe.AnswerBoot, Status: 200, Kernel: "http://198.51.100.1/vmlinuz"}, []string{"sleep 1", again}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -255,7 +256,7 @@ func TestDecisions(t *testing.T) {
 			}
 		})
 	}
-	if st := h.chain.Stats(); st.Fenced != 1 || st.Waits != 1 || st.Exits != 1 || st.Errors != 2 {
+	if st := h.chain.Stats(); st.Fenced != 1 || st.Waits != 1 || st.Exits != 1 || st.Errors != 3 {
 		t.Errorf("fenced %d, waits %d, exits %d, errors %d", st.Fenced, st.Waits, st.Exits, st.Errors)
 	}
 }

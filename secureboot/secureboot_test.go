@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/bettercompute/siteboot/bootbind"
 	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/internal/testpeer"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/secureboot"
@@ -471,5 +475,47 @@ func TestReasonOf(t *testing.T) {
 	var re *bootbind.RefusedError
 	if !errors.As(err, &re) || re.Reason != bootbind.UnknownNonce || !errors.Is(err, ipxe.ErrUnbound) || secureboot.ReasonOf(err) != "unbound" {
 		t.Errorf("Bind: %v", err)
+	}
+}
+
+// TestImageLayout: the RAM disk served to a machine passes fsck.fat and reads back with
+// mtools: shim as the removable-media loader, GRUB beside it under the name shim loads, and
+// grub/grub.cfg (GRUB's built-in prefix) a Chain with the machine's MAC and its fresh key,
+// configuring the network first.
+func TestImageLayout(t *testing.T) {
+	mtype := testpeer.LookPath(t, "mtype", "mtools")
+	fsck := testpeer.LookPath(t, "fsck.fat", "dosfstools")
+	h := newHarness(t, fakeSh, fakeGr)
+	url := h.dhcp(t, proxydhcp.KindHTTP, proxydhcp.PortDHCP)
+	st, img := h.getFrom("127.0.0.1", http.MethodGet, strings.TrimPrefix(url, "http://127.0.0.1:8080"))
+	if st != http.StatusOK {
+		t.Fatalf("GET: status %d", st)
+	}
+	path := filepath.Join(t.TempDir(), "boot.img")
+	if err := os.WriteFile(path, []byte(img), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(fsck, "-n", path).CombinedOutput(); err != nil {
+		t.Errorf("fsck.fat -n: %v\n%s", err, out)
+	}
+	read := func(name string) []byte {
+		out, err := exec.Command(mtype, "-i", path, "::"+name).Output()
+		if err != nil {
+			t.Fatalf("mtype %s: %v", name, err)
+		}
+		return out
+	}
+	if !bytes.Equal(read("EFI/BOOT/BOOTX64.EFI"), fakeSh) || !bytes.Equal(read("EFI/BOOT/grubx64.efi"), fakeGr) {
+		t.Error("the image's shim or GRUB differs from the files")
+	}
+	cfg := string(read("grub/grub.cfg"))
+	key := regexpKey.FindStringSubmatch(cfg)
+	bootp, load := strings.Index(cfg, "\nnet_bootp\n"), strings.Index(cfg, "configfile")
+	if key == nil || bootp < 0 || load < bootp ||
+		!strings.Contains(cfg, `"(tftp,127.0.0.1)/boot/grub.cfg?mac=`+mac.String()+"&") || len(cfg) != secureboot.ConfigSpace {
+		t.Fatalf("the image's configuration (%d bytes):\n%s", len(cfg), cfg)
+	}
+	if r := h.chain.Keys().Claim(key[1], mac, netip.MustParseAddr("127.0.0.1")); r != bootbind.Bound {
+		t.Errorf("the image's key: %s, want it bound to the address that fetched the image", r)
 	}
 }

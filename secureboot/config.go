@@ -150,8 +150,16 @@ func (s *Chain) decide(ctx context.Context, q ipxe.Query) (int, []byte) {
 // file: its Chain's back-off then ends in a reboot, as iPXE's chain script does. A boot
 // answer's kernel and initrds become TFTP URLs ([TFTPCacheURL]); an answer GRUB cannot
 // carry out (an ipxe.AnswerSanboot, or a kind it does not know) is an error wrapping
-// ErrUnsupported.
+// ErrUnsupported. Every error is a [*SpellError].
 func (s *Chain) Spell(a ipxe.Answer, q ipxe.Query) (status int, body []byte, err error) {
+	status, body, err = s.spell(a, q)
+	if err != nil {
+		return 0, nil, &SpellError{Kind: a.Kind, Err: err}
+	}
+	return status, body, nil
+}
+
+func (s *Chain) spell(a ipxe.Answer, q ipxe.Query) (status int, body []byte, err error) {
 	again := s.ConfigURL(q)
 	switch a.Kind {
 	case ipxe.AnswerBoot:
@@ -167,10 +175,11 @@ func (s *Chain) Spell(a ipxe.Answer, q ipxe.Query) (status int, body []byte, err
 		}
 		// ipxe.Param and grubcfg.Param are one type (the renderers' shared core).
 		b, err := grubcfg.Boot{Kernel: kernel, Initrds: initrds, Params: a.Params, Cmdline: a.Cmdline, Again: again}.Render()
-		if err == nil {
-			s.n.boots.Add(1)
+		if err != nil {
+			return 0, nil, err
 		}
-		return http.StatusOK, b, err
+		s.n.boots.Add(1)
+		return http.StatusOK, b, nil
 	case ipxe.AnswerFenced:
 		b, err := grubcfg.Fenced{Delay: a.Delay}.Render()
 		s.n.fenced.Add(1)

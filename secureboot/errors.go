@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/bettercompute/siteboot/internal/errname"
+	"github.com/bettercompute/siteboot/ipxe"
 )
 
 // Sentinel errors. Test for them with errors.Is. The refusals of a TFTP name (ErrNotServed,
@@ -61,3 +63,20 @@ var reasons = errname.Table{
 	{Err: ErrNotCache, Name: "not-cache"},
 	{Err: ErrUnsupported, Name: "unsupported"},
 }
+
+// SpellError is a decision [Chain.Spell] could not spell for GRUB: the answer's kind, and
+// the cause (ErrNotCache, ErrUnsupported, or a grubcfg.ValueError for a value GRUB cannot
+// be given), which it unwraps to.
+type SpellError struct {
+	Kind ipxe.AnswerKind
+	Err  error
+}
+
+var _ error = &SpellError{}
+
+func (e *SpellError) Error() string {
+	return "secureboot: a " + e.Kind.String() + " answer: " + strings.TrimPrefix(e.Err.Error(), "secureboot: ")
+}
+
+// Unwrap returns the cause.
+func (e *SpellError) Unwrap() error { return e.Err }

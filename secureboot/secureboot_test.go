@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/grubcfg"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/testpeer"
 	"github.com/bettercompute/siteboot/ipxe"
@@ -517,5 +518,27 @@ func TestImageLayout(t *testing.T) {
 	}
 	if r := h.chain.Keys().Claim(key[1], mac, netip.MustParseAddr("127.0.0.1")); r != bootbind.Bound {
 		t.Errorf("the image's key: %s, want it bound to the address that fetched the image", r)
+	}
+}
+
+// TestSpellErrors: what Spell cannot spell is a *SpellError naming the answer, with the
+// cause in its chain and the package's reason.
+func TestSpellErrors(t *testing.T) {
+	h := newHarness(t, fakeSh, fakeGr)
+	q := ipxe.Query{MAC: mac, Nonce: "k"}
+	for _, c := range []struct {
+		a     ipxe.Answer
+		cause error
+		want  string
+	}{
+		{ipxe.Answer{Kind: ipxe.AnswerSanboot, URL: cache + "/t/" + grant + "/" + kernel}, secureboot.ErrUnsupported, "unsupported"},
+		{ipxe.Answer{Kind: ipxe.AnswerBoot, Kernel: "http://198.51.100.1/vmlinuz"}, secureboot.ErrNotCache, "not-cache"},
+		{ipxe.Answer{Kind: ipxe.AnswerBoot, Kernel: cache + "/t/" + grant + "/" + kernel, Cmdline: []string{"a'b"}}, grubcfg.ErrUnsafe, "render"},
+	} {
+		_, _, err := h.chain.Spell(c.a, q)
+		var se *secureboot.SpellError
+		if !errors.As(err, &se) || se.Kind != c.a.Kind || !errors.Is(err, c.cause) || secureboot.ReasonOf(err) != c.want {
+			t.Errorf("%s: %v (reason %q), want a SpellError for %v", c.a.Kind, err, secureboot.ReasonOf(err), c.cause)
+		}
 	}
 }

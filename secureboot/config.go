@@ -63,13 +63,16 @@ func (s *Chain) openConfig(name, raw string, from netip.Addr) (fs.File, error) {
 	if err := s.claim(q); err != nil {
 		return nil, err
 	}
+	// One decision per machine and key, however the query was spelled: the wait
+	// configuration asks again by the canonical URL.
+	key := s.ConfigURL(q)
 	now := s.clock.Now()
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
-	r := s.renders[name]
+	r := s.renders[key]
 	if r == nil {
 		for k, old := range s.renders {
 			if now.Sub(old.started) > RenderKeep {
@@ -82,7 +85,7 @@ func (s *Chain) openConfig(name, raw string, from netip.Addr) (fs.File, error) {
 			return nil, ErrBusy
 		}
 		r = &render{done: make(chan struct{}), started: now}
-		s.renders[name] = r
+		s.renders[key] = r
 		s.wg.Add(1)
 		go s.render(q, r)
 	}
@@ -97,7 +100,7 @@ func (s *Chain) openConfig(name, raw string, from netip.Addr) (fs.File, error) {
 			t.Stop()
 		case <-fired:
 			s.n.configWaits.Add(1)
-			body, err := grubcfg.Wait{Delay: s.cfg.RetryDelay, URL: s.ConfigURL(q)}.Render()
+			body, err := grubcfg.Wait{Delay: s.cfg.RetryDelay, URL: key}.Render()
 			if err != nil {
 				return nil, err
 			}
@@ -105,8 +108,8 @@ func (s *Chain) openConfig(name, raw string, from netip.Addr) (fs.File, error) {
 		}
 	}
 	s.mu.Lock()
-	if s.renders[name] == r {
-		delete(s.renders, name)
+	if s.renders[key] == r {
+		delete(s.renders, key)
 	}
 	s.mu.Unlock()
 	if r.status != http.StatusOK {

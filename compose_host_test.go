@@ -3,17 +3,12 @@ package siteboot_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"net"
-	"net/http"
-	"strings"
 	"sync/atomic"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/bettercompute/siteboot/assertion"
-	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/ipxe"
@@ -35,20 +30,16 @@ type hostConfig struct {
 	Issuer          *assertion.Issuer       // signs the discovery assertions
 }
 
-// host is a boot server of library packages alone: proxy DHCP naming a boot nonce in each
-// answer to iPXE, TFTP of the iPXE builds and of cached images under a grant, the boot decision
-// under bootbind's rule, the image cache and the assertion issuer, gated by the lease epoch.
+// host is a boot server of library packages alone: bootserver composes proxy DHCP naming a
+// boot nonce in each answer to iPXE, TFTP of the iPXE builds and of cached images under a
+// grant, the boot decision under bootbind's rule and the assertion issuer, gated by the lease
+// epoch; the host adds its machines and the image cache.
 type host struct {
+	*bootserver.Server
 	cfg    hostConfig
 	epoch  fence // the boot lease epoch the embedder says this host holds
-	nonces *bootbind.Nonces
 	cache  *imagecache.Cache
-	dhcp   *proxydhcp.Server
-	tftp   *tftpd.Server
-	boot   *ipxe.Handler
-	web    *http.Server
-	base   string // the boot HTTP server's URL
-	run    errgroup.Group
+	served chan error // Serve's result
 }
 
 // fence is the one fence every part takes: the epoch of the lease held, 0 for none (fenced).
@@ -57,20 +48,9 @@ type fence struct{ atomic.Uint64 }
 func (f *fence) Active() (uint64, bool) { e := f.Load(); return e, e != 0 }
 
 // newHost pulls the ramdisk into the cache and serves on the embedder's sockets, which the
-// servers close when the host closes.
+// server closes when the host closes.
 func newHost(ctx context.Context, c hostConfig) (_ *host, err error) {
-	h := &host{cfg: c, nonces: bootbind.NewNonces(bootbind.Config{}), base: "http://" + c.HTTP.Addr().String()}
-	if h.boot, err = ipxe.NewHandler(ipxe.Config{
-		Entries: ipxe.EntriesFunc(h.entry), Fence: &h.epoch, Tokens: c.Tokens, Cache: h,
-		Signer: ipxe.SignerFunc(func(ctx context.Context, cl ipxe.Claims) (string, error) {
-			return c.Issuer.Issue(ctx, assertion.Fields{Epoch: cl.Epoch, MAC: cl.MAC, IP: cl.IP, UUID: cl.UUID,
-				Workflow: cl.Workflow, NotAfter: cl.NotAfter})
-		}),
-		Kernel: ipxe.CacheImage(c.Kernel.SHA256.String()), Initrds: []string{ipxe.CacheImage(c.Initrd.SHA256.String())},
-		BaseURL: h.base,
-	}); err != nil {
-		return nil, err
-	}
+	h := &host{cfg: c, served: make(chan error, 1)}
 	c.Cache.Fence = &h.epoch
 	if h.cache, err = imagecache.Open(ctx, c.Cache); err != nil {
 		return nil, err
@@ -80,17 +60,18 @@ func newHost(ctx context.Context, c hostConfig) (_ *host, err error) {
 			return nil, errors.Join(err, h.cache.Close())
 		}
 	}
-	h.dhcp = &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(h.answer), Fence: &h.epoch, Binder: h.nonces,
-		ClientPort: c.ClientPort, HTTPPort: c.HTTP.Addr().(*net.TCPAddr).Port}
-	h.tftp = &tftpd.Server{FS: tftpFS{builds: c.Builds, grants: h.cache.GrantFS()}, Fence: &h.epoch}
-	mux := http.NewServeMux()
-	mux.Handle("/boot/", h.boot)
-	mux.Handle("/cache/", h.cache)
-	h.web = ipxe.NewServer(mux)
-	h.run.Go(func() error { return h.dhcp.Serve(c.DHCP) })
-	h.run.Go(func() error { return h.dhcp.ServeBoot(c.PXE) })
-	h.run.Go(func() error { return h.tftp.Serve(c.TFTP) })
-	h.run.Go(func() error { return h.web.Serve(c.HTTP) })
+	if h.Server, err = bootserver.New(bootserver.Config{
+		Fence: &h.epoch, BaseURL: "http://" + c.HTTP.Addr().String(), Issuer: c.Issuer, Cache: h.cache,
+		Boot: ipxe.Config{Entries: ipxe.EntriesFunc(h.entry), Tokens: c.Tokens,
+			Kernel: ipxe.CacheImage(c.Kernel.SHA256.String()), Initrds: []string{ipxe.CacheImage(c.Initrd.SHA256.String())}},
+		DHCP: &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(h.answer), ClientPort: c.ClientPort},
+		TFTP: &tftpd.Server{}, Builds: c.Builds,
+	}); err != nil {
+		return nil, errors.Join(err, h.cache.Close())
+	}
+	go func() {
+		h.served <- h.Serve(bootserver.Listeners{DHCP: c.DHCP, PXE: c.PXE, TFTP: c.TFTP, HTTP: c.HTTP})
+	}()
 	return h, nil
 }
 
@@ -102,47 +83,17 @@ func (h *host) answer(ctx context.Context, req *proxydhcp.Request) proxydhcp.Dec
 	return proxydhcp.Answer()
 }
 
-// entry is the boot decision's host rule: the machine's entry, for a request bound to this
-// host's DHCP answer to it (the answer's boot nonce, from the address the answer went to).
+// entry is the host's lookup; bootserver gives the entry only to a request bound to the
+// host's DHCP answer (the answer's boot nonce, from the address the answer went to).
 func (h *host) entry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
 	e, ok := h.cfg.Entries[q.MAC]
-	if !ok {
-		return ipxe.Entry{}, false, nil
-	}
-	if r := h.nonces.Claim(q.Nonce, q.MAC, q.Remote); r != bootbind.Bound {
-		return ipxe.Entry{}, false, fmt.Errorf("%w: %w", ipxe.ErrUnbound, r.Err())
-	}
-	return e, true, nil
-}
-
-// CacheURL is the bc.cache of e's scripts: the one boot grant of the entry (ipxe.Cache).
-func (h *host) CacheURL(ctx context.Context, e ipxe.Entry) (string, error) {
-	g, err := h.cache.BootGrantFor(e.MAC.String()+"/"+e.Workflow, e.NotAfter)
-	if err != nil {
-		return "", err
-	}
-	return h.base + "/cache/t/" + g.Token + "/", nil
-}
-
-// ISOReady and SanbootURL: this host boots no ISO.
-func (*host) ISOReady(context.Context, string) (bool, error)         { return false, nil }
-func (*host) SanbootURL(context.Context, ipxe.Entry) (string, error) { return "", fs.ErrNotExist }
-
-// tftpFS serves the iPXE builds, and cached images under a grant as t/GRANT/SHA256.
-type tftpFS struct{ builds, grants fs.FS }
-
-func (f tftpFS) Open(name string) (fs.File, error) {
-	if strings.HasPrefix(name, "t/") {
-		return f.grants.Open(name)
-	}
-	return f.builds.Open(name)
+	return e, ok, nil
 }
 
 // Close stops the servers, waits for them, and closes the cache.
 func (h *host) Close() error {
-	err := errors.Join(h.web.Close(), h.dhcp.Close(), h.tftp.Close())
-	if e := h.run.Wait(); !errors.Is(e, proxydhcp.ErrServerClosed) && !errors.Is(e, tftpd.ErrServerClosed) &&
-		!errors.Is(e, http.ErrServerClosed) {
+	err := h.Server.Close()
+	if e := <-h.served; !errors.Is(e, bootserver.ErrServerClosed) {
 		err = errors.Join(err, e)
 	}
 	return errors.Join(err, h.cache.Close())

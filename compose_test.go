@@ -158,24 +158,25 @@ func askDHCP(t *testing.T, typ dhcpv4.MessageType, to netip.AddrPort, from, ciad
 // counters are the host's and the verifier's counters of answers and refusals, by name.
 func counters(h *host, v *assertion.Verifier) map[string]uint64 {
 	m := map[string]uint64{}
+	s := h.Stats()
 	for _, r := range bootbind.Refusals() {
-		m["bootbind/"+r.String()] = h.nonces.Refused(r)
+		m["bootbind/"+r.String()] = s.Bind.Of(r)
 	}
-	b := h.boot.Stats()
+	b := s.Boot
 	for k, n := range map[string]uint64{"scripts": b.Scripts, "chains": b.Chains, "unknown": b.Unknown, "unbound": b.Unbound,
 		"mismatched": b.Mismatched, "uuid-refused": b.UUIDRefused, "ip-refused": b.IPRefused, "fenced": b.Fenced,
 		"bad-request": b.BadRequests, "errors": b.Errors, "token-waits": b.TokenWaits} {
 		m["ipxe/"+k] = n
 	}
-	c := h.cache.Stats()
+	c := s.Cache
 	for k, n := range map[imagecache.Refusal]uint64{imagecache.RefusedMalformed: c.RefusedPath, imagecache.RefusedUnknownGrant: c.RefusedGrant,
 		imagecache.RefusedExpired: c.RefusedExpired, imagecache.RefusedOtherDigest: c.RefusedDigest,
 		imagecache.RefusedNotCached: c.RefusedMissing, imagecache.RefusedFenced: c.RefusedFenced, "served": c.Served} {
 		m["cache/"+string(k)] = uint64(n)
 	}
-	f := h.tftp.Stats()
+	f := s.TFTP
 	m["tftp/completed"], m["tftp/not-found"], m["tftp/denied"], m["tftp/fenced"] = f.Completed, f.NotFound, f.Denied, f.Fenced
-	d := h.dhcp.Stats()
+	d := s.DHCP
 	for port, ps := range map[string]proxydhcp.PortStats{"67": d.DHCP, "4011": d.Boot} {
 		m["dhcp-"+port+"/answered"] = ps.Answered
 		for _, r := range proxydhcp.Reasons() {
@@ -192,14 +193,15 @@ func counters(h *host, v *assertion.Verifier) map[string]uint64 {
 	return m
 }
 
-// waitCompleted waits until srv has counted n completed transfers. The final acknowledgement
-// is read within the server's Timeout (DefaultTimeout), so a few of them bound the wait.
-func waitCompleted(t *testing.T, srv *tftpd.Server, n uint64) {
+// waitCompleted waits until h's TFTP server has counted n completed transfers. The final
+// acknowledgement is read within the server's Timeout (DefaultTimeout), so a few of them
+// bound the wait.
+func waitCompleted(t *testing.T, h *host, n uint64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * tftpd.DefaultTimeout)
-	for srv.Stats().Completed < n {
+	for h.Stats().TFTP.Completed < n {
 		if time.Now().After(deadline) {
-			t.Errorf("tftp: %d transfers completed, want %d", srv.Stats().Completed, n)
+			t.Errorf("tftp: %d transfers completed, want %d", h.Stats().TFTP.Completed, n)
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -376,7 +378,7 @@ func TestComposeHost(t *testing.T) {
 		}
 		// The client is done at the last block; the server counts the transfer when it reads
 		// the final acknowledgement, a moment later.
-		waitCompleted(t, h.tftp, before["tftp/completed"]+1)
+		waitCompleted(t, h, before["tftp/completed"]+1)
 		a, err := cp.v.Verify(ctx, params[ipxe.ParamAssertion], joinOf(1))
 		if err != nil {
 			t.Fatalf("assertion: %v", err)

@@ -36,6 +36,10 @@
 //     way to a new one.
 //   - udpbind: a UDP socket bound to one network interface (SO_BINDTODEVICE on Linux), so
 //     proxy DHCP hears and answers only the segment it serves.
+//   - bootserver: the composition of a boot server from the packages above: proxy DHCP,
+//     TFTP and the /boot/ and /cache/ HTTP mux on sockets the host bound, under one
+//     fence, each script request bound to its DHCP answer, each script's assertion
+//     signed; and the adapters that wire ipxe to imagecache, assertion and bootbind.
 //   - clock: the clock interface the packages take, and clock/clocktest, a fake that
 //     moves and fires timers only when a test says so.
 //
@@ -46,7 +50,9 @@
 // machine's entry, a token and an assertion; imagecache asks whether the fence is active), and
 // the host implements them from the others: the lease fence gates proxydhcp, ipxe and
 // imagecache grants; proxydhcp and ipxe feed discovery; ipxe's assertions are signed by
-// assertion. examples/siteagent is a reference agent that wires every package, and
+// assertion. bootserver, the one package that imports the others, is that wiring for a boot
+// server, so a host gives it its machines, its fence and its sockets and writes no glue.
+// examples/siteagent is a reference agent that wires every package, and
 // examples/bootlab runs it with simulated machines in one command.
 //
 // # Conventions every package follows

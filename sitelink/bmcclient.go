@@ -7,18 +7,32 @@ import (
 	"github.com/bettercompute/siteboot/bmc"
 )
 
-// BMCClient is an agent's BMC access over a Client, in the name of node Node: the claim
+// BMCLink is the part of an agent's link a BMCClient calls: the claim protocol and
+// credentials by reference, in the link's messages. A *Client is one; an in-process link
+// to a control plane in the same program (a test, a demo) may be another, so that its
+// agent runs the same BMCClient as one over HTTP.
+type BMCLink interface {
+	// Claim asks for the right to send destructive command q.ID (POST /v1/bmc/claim).
+	Claim(ctx context.Context, q ClaimRequest) (Grant, error)
+	// ReportClaim records how a granted command ended (POST /v1/bmc/report).
+	ReportClaim(ctx context.Context, q ClaimRequest) error
+	// Credential returns the BMC credential q.Ref names (POST /v1/bmc/credential).
+	Credential(ctx context.Context, q CredentialRequest) (Credential, error)
+}
+
+// BMCClient is an agent's BMC access over its link, in the name of node Node: the claim
 // protocol (bmc.Claimer, for bmc.Executor.Claims) and credentials by reference
 // (bmc.Credentials, for bmc.Executor.Credentials). It holds no state; a credential it
 // returns is the caller's to keep in memory only.
 type BMCClient struct {
-	// Client carries the requests. Required.
-	Client *Client
+	// Client carries the requests, typically a *Client. Required.
+	Client BMCLink
 	// Node is the agent's node id, as its certificate names it.
 	Node string
 }
 
 var (
+	_ BMCLink         = (*Client)(nil)
 	_ bmc.Claimer     = BMCClient{}
 	_ bmc.Credentials = BMCClient{}
 )

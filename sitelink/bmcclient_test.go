@@ -123,36 +123,61 @@ func (p *powerBMC) SetPower(context.Context, bmc.PowerAction) error {
 
 // TestBMCClientExecutor: an Executor whose claims and credentials go through a BMCClient to
 // a control plane's ClaimRegistry sends a destructive command once; a second agent (another
-// journal) running the same id reuses the reported outcome and sends nothing.
+// journal) running the same id reuses the reported outcome and sends nothing. The same
+// holds over HTTP and over an in-process BMCLink.
 func TestBMCClientExecutor(t *testing.T) {
-	ctx := context.Background()
-	plane := registryPlane{reg: &bmc.ClaimRegistry{Store: &bmc.MemoryClaimStore{}}, cred: sitelink.Credential{Username: "admin", Password: "s3cret"}}
-	srv := httptest.NewServer(&sitelink.Handler{Server: &fake{}, BMC: plane, Insecure: true})
-	defer srv.Close()
-	drv := &powerBMC{}
-	agent := func(node string) *bmc.Executor {
-		b := sitelink.BMCClient{Client: &sitelink.Client{Base: srv.URL, HTTPClient: srv.Client()}, Node: node}
-		return &bmc.Executor{Opener: drv, Credentials: b, Claims: b, Journal: &bmc.MemoryJournal{}}
+	for _, over := range []string{"http", "in-process"} {
+		t.Run(over, func(t *testing.T) {
+			ctx := context.Background()
+			plane := registryPlane{reg: &bmc.ClaimRegistry{Store: &bmc.MemoryClaimStore{}}, cred: sitelink.Credential{Username: "admin", Password: "s3cret"}}
+			var link sitelink.BMCLink = localLink{plane}
+			if over == "http" {
+				srv := httptest.NewServer(&sitelink.Handler{Server: &fake{}, BMC: plane, Insecure: true})
+				defer srv.Close()
+				link = &sitelink.Client{Base: srv.URL, HTTPClient: srv.Client()}
+			}
+			drv := &powerBMC{}
+			agent := func(node string) *bmc.Executor {
+				b := sitelink.BMCClient{Client: link, Node: node}
+				return &bmc.Executor{Opener: drv, Credentials: b, Claims: b, Journal: &bmc.MemoryJournal{}}
+			}
+			c := sitelink.Command{ID: "cmd-7", Kind: sitelink.KindBMCPower, BMC: &sitelink.BMCCommand{
+				Target: sitelink.BMCTarget{Driver: "fake", Address: "198.51.100.10", Credential: "bmc-1"}, Action: "cycle"}}
+			tg, op, err := sitelink.BMCOp(c, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := sitelink.BMCResultOf(c, agent("agent-1").RunOp(ctx, c.ID, tg, op))
+			second := sitelink.BMCResultOf(c, agent("agent-2").RunOp(ctx, c.ID, tg, op))
+			if first.Status != sitelink.StatusOK || first.Replayed {
+				t.Errorf("first run: %+v", first)
+			}
+			if second.Status != sitelink.StatusOK || !second.Replayed {
+				t.Errorf("second run: %+v", second)
+			}
+			if drv.sent != 1 {
+				t.Errorf("power sent %d times, want 1", drv.sent)
+			}
+			rec, _, err := plane.reg.Store.Get(ctx, c.ID)
+			if err != nil || rec.State != bmc.ClaimReported || rec.Node != "agent-1" || rec.Outcome.Status != bmc.StatusOK {
+				t.Errorf("claim record %+v, %v", rec, err)
+			}
+		})
 	}
-	c := sitelink.Command{ID: "cmd-7", Kind: sitelink.KindBMCPower, BMC: &sitelink.BMCCommand{
-		Target: sitelink.BMCTarget{Driver: "fake", Address: "198.51.100.10", Credential: "bmc-1"}, Action: "cycle"}}
-	tg, op, err := sitelink.BMCOp(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := sitelink.BMCResultOf(c, agent("agent-1").RunOp(ctx, c.ID, tg, op))
-	second := sitelink.BMCResultOf(c, agent("agent-2").RunOp(ctx, c.ID, tg, op))
-	if first.Status != sitelink.StatusOK || first.Replayed {
-		t.Errorf("first run: %+v", first)
-	}
-	if second.Status != sitelink.StatusOK || !second.Replayed {
-		t.Errorf("second run: %+v", second)
-	}
-	if drv.sent != 1 {
-		t.Errorf("power sent %d times, want 1", drv.sent)
-	}
-	rec, _, err := plane.reg.Store.Get(ctx, c.ID)
-	if err != nil || rec.State != bmc.ClaimReported || rec.Node != "agent-1" || rec.Outcome.Status != bmc.StatusOK {
-		t.Errorf("claim record %+v, %v", rec, err)
-	}
+}
+
+// localLink is an in-process BMCLink: each call goes to the plane in the name of the node
+// the request names, without HTTP.
+type localLink struct{ p registryPlane }
+
+func (l localLink) Claim(ctx context.Context, q sitelink.ClaimRequest) (sitelink.Grant, error) {
+	return l.p.Claim(ctx, sitelink.Peer{Node: q.Node}, q)
+}
+
+func (l localLink) ReportClaim(ctx context.Context, q sitelink.ClaimRequest) error {
+	return l.p.ReportClaim(ctx, sitelink.Peer{Node: q.Node}, q)
+}
+
+func (l localLink) Credential(ctx context.Context, q sitelink.CredentialRequest) (sitelink.Credential, error) {
+	return l.p.Credential(ctx, sitelink.Peer{Node: q.Node}, q)
 }

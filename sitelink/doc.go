@@ -50,8 +50,8 @@
 // [BMCImageFunc], since only the agent knows its cache), and the [bmc.Result] of running
 // it becomes the report's [BMCResult] with [BMCResultOf], or [NotSentResult] for a command
 // refused before anything was sent. [BMCClient] is the agent's side of the claim protocol
-// and of credentials by reference over a [Client], in its node's name: a bmc.Claimer and
-// bmc.Credentials for a bmc.Executor. This package imports bmc's core package only, never
+// and of credentials by reference over a [Client] (or any [BMCLink], such as an in-process
+// link), in its node's name: a bmc.Claimer and bmc.Credentials for a bmc.Executor. This package imports bmc's core package only, never
 // a driver.
 //
 // # Why OpenAPI and not protobuf

@@ -234,16 +234,8 @@ func (s *EntryStore) Apply(cmds ...Command) (dropped []ProxyDhcpEntry, err error
 		return nil, nil
 	}
 	for _, c := range cmds {
-		switch c.Kind {
-		case KindPrepareRamdisk:
-			for _, e := range c.Entries {
-				if err := e.Validate(); err != nil {
-					return nil, fmt.Errorf("sitelink: command %q: %w", c.ID, err)
-				}
-			}
-		case KindCleanUp:
-		default:
-			return nil, fmt.Errorf("%w: command %q is %q", ErrBadCommand, c.ID, c.Kind)
+		if err := CheckEntryCommand(c); err != nil {
+			return nil, err
 		}
 	}
 	err = s.update(func(m map[hwid.MAC]ParsedEntry) {
@@ -267,6 +259,25 @@ func (s *EntryStore) Apply(cmds ...Command) (dropped []ProxyDhcpEntry, err error
 		return nil, err
 	}
 	return dropped, nil
+}
+
+// CheckEntryCommand says whether Apply would take c: a KindPrepareRamdisk whose entries
+// are all valid (an error wrapping ErrBadEntry otherwise), or a KindCleanUp; any other
+// kind wraps ErrBadCommand. A host that refuses one bad command of a heartbeat's answer,
+// and applies the rest in one Apply, checks each with it first.
+func CheckEntryCommand(c Command) error {
+	switch c.Kind {
+	case KindPrepareRamdisk:
+		for _, e := range c.Entries {
+			if err := e.Validate(); err != nil {
+				return fmt.Errorf("sitelink: command %q: %w", c.ID, err)
+			}
+		}
+		return nil
+	case KindCleanUp:
+		return nil
+	}
+	return fmt.Errorf("%w: command %q is %q", ErrBadCommand, c.ID, c.Kind)
 }
 
 // Prune drops lapsed entries and persists the rest when anything was dropped.

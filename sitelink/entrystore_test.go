@@ -340,6 +340,13 @@ func TestEntryStoreApply(t *testing.T) {
 		if !errors.Is(err, sitelink.ErrBadEntry) && !errors.Is(err, sitelink.ErrBadCommand) {
 			t.Errorf("Apply(%+v) = %v, want ErrBadEntry or ErrBadCommand", batch, err)
 		}
+		// CheckEntryCommand finds the command Apply refused the batch for, and only it.
+		if err := sitelink.CheckEntryCommand(batch[0]); err != nil {
+			t.Errorf("CheckEntryCommand(%s) = %v, want nil", batch[0].ID, err)
+		}
+		if err := sitelink.CheckEntryCommand(batch[1]); !errors.Is(err, sitelink.ErrBadEntry) && !errors.Is(err, sitelink.ErrBadCommand) {
+			t.Errorf("CheckEntryCommand(%s) = %v, want ErrBadEntry or ErrBadCommand", batch[1].ID, err)
+		}
 	}
 	if s.Writes() != 1 || !bytes.Equal(readFile(t, path), before) || len(s.All()) != 5 {
 		t.Errorf("refused batches changed the store: %d writes, %d entries", s.Writes(), len(s.All()))

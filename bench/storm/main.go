@@ -504,7 +504,7 @@ listen = %q
 		cfg := &f.Agent
 		_, key, _ := ed25519.GenerateKey(rand.Reader)
 		actx, acancel := context.WithCancel(ctx)
-		a, err := agent.New(actx, cfg, &agent.HTTPLink{Base: base}, agent.Options{
+		a, err := agent.New(actx, cfg, &sitelink.Client{Base: base}, agent.Options{
 			Logger: logger.With("part", "agent"), Signer: key, DHCPClientPort: s.clientPort,
 		})
 		if err != nil {

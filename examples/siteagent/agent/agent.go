@@ -16,13 +16,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bettercompute/siteboot/bootbind"
-	siteclock "github.com/bettercompute/siteboot/clock"
-
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/bootbind"
+	siteclock "github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/discovery"
 	"github.com/bettercompute/siteboot/hwid"
@@ -30,6 +29,7 @@ import (
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/lease"
 	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/tftpd"
 )
@@ -64,7 +64,7 @@ type Options struct {
 	DHCPv6Conn, PXE6Conn net.PacketConn
 
 	// Credentials are the link's site certificate, when the host built the Link itself
-	// (NewHTTPLink with LoadCredentials): the agent checks them on every heartbeat and
+	// (NewLink with LoadCredentials): the agent checks them on every heartbeat and
 	// reports them in /healthz and /metrics. With a nil Link, New builds its own link from
 	// Config.Control and loads them itself.
 	Credentials *sitetls.Credentials
@@ -87,7 +87,7 @@ type Agent struct {
 	clock    Clock
 	httpBase string
 
-	entries *Entries
+	entries *sitelink.EntryStore
 	fence   *lease.Fence
 	found   *discovery.List
 	issuer  *assertion.Issuer
@@ -114,14 +114,14 @@ type Agent struct {
 	nonces      *bootbind.Nonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
 	// noncesIssued wakes the saver of the nonces (bootnonce.go) after each one issued.
 	noncesIssued chan struct{}
-	linkTLS      linkTLS
+	linkTLS      *sitetls.Monitor    // the link's credentials, checked each heartbeat
 	httpLimit    *connlimit.Listener // the caps on httpLn
 	prefer       *preferred          // the sources httpLimit keeps room for
 	silent       *silentWatch        // machines answered that asked for nothing (silent.go)
 	applyq       applyQueue          // boot commands handed from the heartbeat to the applier (sync.go)
 	metricLimit  *connlimit.Listener // the caps on metricsLn
 
-	bmc *bmcAccess // bmc.* commands (bmc.go)
+	bmc *bmcPart // bmc.* commands (bmc.go)
 
 	v6 ipv6Part // IPv6 boot (ipv6.go)
 
@@ -158,7 +158,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	c := &a.cfg
 
 	a.sweepTemps()
-	if a.entries, err = OpenEntries(filepath.Join(c.DataDir, EntriesFileName), clock.Now); err != nil {
+	if a.entries, err = sitelink.OpenEntryStore(filepath.Join(c.DataDir, EntriesFileName), clock); err != nil {
 		return nil, err
 	}
 	if d, ok := a.entries.Damage(); ok {
@@ -395,7 +395,7 @@ func (a *Agent) Fence() lease.FenceState { return a.fence.State() }
 func (a *Agent) Discovered() discovery.Snapshot { return a.found.Snapshot() }
 
 // Entries are the boot entries the agent holds.
-func (a *Agent) Entries() *Entries { return a.entries }
+func (a *Agent) Entries() *sitelink.EntryStore { return a.entries }
 
 // Cache is the agent's image cache.
 func (a *Agent) Cache() *imagecache.Cache { return a.cache }
@@ -488,7 +488,7 @@ func (a *Agent) serveDHCP(ctx context.Context, req *proxydhcp.Request) proxydhcp
 	if !a.active() {
 		return proxydhcp.Silence(proxydhcp.ReasonFenced)
 	}
-	r, ok := a.entries.lookup(req.MAC)
+	r, ok := a.entries.LookupParsed(req.MAC)
 	if !ok {
 		return proxydhcp.Silence(proxydhcp.ReasonUnknown)
 	}
@@ -496,7 +496,7 @@ func (a *Agent) serveDHCP(ctx context.Context, req *proxydhcp.Request) proxydhcp
 	if req.HasUUID {
 		uuid = req.UUID
 	}
-	if m := r.match(req.Arch, req.HasArch, uuid); m != matches {
+	if m := r.Match(req.Arch, req.HasArch, uuid); m != sitelink.NoMismatch {
 		a.mismatches.dhcp[m].Add(1)
 		a.log.Warn("proxy dhcp: machine does not match its boot entry; silence", "mac", req.MAC.String(),
 			"reason", m.String(), "arch", req.Arch.String(), "entry_arch", r.Arch)

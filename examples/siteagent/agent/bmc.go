@@ -2,96 +2,27 @@ package agent
 
 import (
 	"context"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"maps"
 	"net/url"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bmc/ipmi"
 	"github.com/bettercompute/siteboot/bmc/redfish"
-	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
-// BMCLink is what the link carries for BMC access besides Sync: the claim protocol
-// (bmc.Claimer, for the node) and credentials by reference. A Link without it runs no bmc.*
-// command: each is reported not sent.
-type BMCLink interface {
-	// Claim asks for the right to send destructive operation req.ID.
-	Claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error)
-	// ReportClaim records how a granted operation ended.
-	ReportClaim(ctx context.Context, node string, req bmc.ClaimRequest, o bmc.Outcome) error
-	// Credential returns the credential ref names. The agent keeps it in memory only.
-	Credential(ctx context.Context, node, ref string) (bmc.Credential, error)
-}
-
-// bmcAccess runs the agent's bmc.* commands on a bmc.Executor, off the sync loop: a BMC
-// that hangs never holds the heartbeat or the boot path.
-type bmcAccess struct {
-	a       *Agent
-	link    BMCLink // nil: the link carries no BMC access
-	exec    *bmc.Executor
-	journal *bmc.FileJournal
-
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	closed  bool                 // close has begun: nothing new starts
-	running map[string]bool      // ids being run
-	results []sitelink.BMCResult // finished, not yet in a report the control plane answered
-
-	stats bmcStats
-}
-
-// bmcStats counts the agent's bmc.* commands for /metrics.
-type bmcStats struct {
-	mu       sync.Mutex
-	ops      map[[2]string]uint64 // by kind and outcome (a bmc.Status)
-	replayed map[string]uint64    // by kind: answered from the journal or a claim record
-	claims   map[bmc.ClaimAnswer]uint64
-}
-
-func (s *bmcStats) op(r sitelink.BMCResult) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ops == nil {
-		s.ops, s.replayed = map[[2]string]uint64{}, map[string]uint64{}
-	}
-	s.ops[[2]string{r.Kind, r.Status}]++
-	if r.Replayed {
-		s.replayed[r.Kind]++
-	}
-}
-
-func (s *bmcStats) claim(answer bmc.ClaimAnswer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.claims == nil {
-		s.claims = map[bmc.ClaimAnswer]uint64{}
-	}
-	s.claims[answer]++
-}
-
-// snapshot copies the counters.
-func (s *bmcStats) snapshot() (ops map[[2]string]uint64, replayed map[string]uint64, claims map[bmc.ClaimAnswer]uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.ops), maps.Clone(s.replayed), maps.Clone(s.claims)
-}
-
-// inFlight is the number of bmc.* commands being run: waiting for their BMC or a slot,
-// claiming, or sent.
-func (b *bmcAccess) inFlight() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.running)
+// bmcPart runs the agent's bmc.* commands: a bmc.Dispatcher runs each off the sync loop
+// (a BMC that hangs never holds the heartbeat or the boot path) and holds its result
+// until a report carrying it is answered; a bmc.Executor journals, claims and sends it.
+type bmcPart struct {
+	linked   bool // the link carries BMC access
+	exec     *bmc.Executor
+	journal  *bmc.FileJournal
+	dispatch *bmc.Dispatcher[sitelink.BMCResult]
 }
 
 // setupBMC opens the BMC journal in the data dir and builds the executor.
@@ -107,8 +38,6 @@ func (a *Agent) setupBMC() error {
 			"set_aside", d.SetAside, "reason", d.Reason, "kept", d.Kept, "lost", d.Lost,
 			"clear", "rm "+filepath.Join(a.cfg.DataDir, bmc.JournalDamagedMarker))
 	}
-	b := &bmcAccess{a: a, journal: j, running: map[string]bool{}}
-	b.link, _ = a.link.(BMCLink)
 	opener := a.opt.BMCOpener
 	if opener == nil {
 		reg := bmc.NewRegistry()
@@ -116,215 +45,96 @@ func (a *Agent) setupBMC() error {
 		reg.Register(ipmi.Name, ipmi.Config{})
 		opener = reg
 	}
+	b := &bmcPart{journal: j, dispatch: &bmc.Dispatcher[sitelink.BMCResult]{
+		// The result goes back in the next report: ask for one now.
+		OnDone: func(string) { a.reportSoon() },
+	}}
 	b.exec = &bmc.Executor{
 		Opener:        opener,
-		Credentials:   bmc.CredentialsFunc(b.credential),
 		Journal:       j,
 		MaxConcurrent: a.cfg.BMC.MaxConcurrent,
 		Timeout:       a.cfg.BMC.Timeout,
 		Logger:        a.log.With("component", "bmc"),
 		Clock:         a.clock,
 	}
-	if b.link != nil {
-		node := a.cfg.NodeID
-		b.exec.Claims = bmc.ClaimerFuncs{
-			ClaimFunc: func(ctx context.Context, req bmc.ClaimRequest) (bmc.Grant, error) {
-				return b.link.Claim(ctx, node, req)
-			},
-			ReportFunc: func(ctx context.Context, req bmc.ClaimRequest, o bmc.Outcome) error {
-				return b.link.ReportClaim(ctx, node, req, o)
-			},
-		}
-		b.exec.OnClaim = func(_ bmc.ClaimRequest, answer bmc.ClaimAnswer) { b.stats.claim(answer) }
+	// A link that carries BMC access (a *sitelink.Client does) claims and fetches
+	// credentials in this node's name; over any other, every bmc.* command is not sent.
+	if l, ok := a.link.(sitelink.BMCLink); ok {
+		c := sitelink.BMCClient{Client: l, Node: a.cfg.NodeID}
+		b.exec.Claims, b.exec.Credentials, b.exec.OnClaim = c, c, b.dispatch.OnClaim
+		b.linked = true
 	}
 	a.bmc = b
 	return nil
 }
 
-func (b *bmcAccess) credential(ctx context.Context, ref string) (bmc.Credential, error) {
-	if b.link == nil {
-		return bmc.Credential{}, &bmc.OpError{Op: "credential", Kind: bmc.ErrAuth, Message: "the link carries no credentials"}
-	}
-	return b.link.Credential(ctx, b.a.cfg.NodeID, ref)
-}
-
-// command takes a bmc.* command from the desired state: it starts it unless it is running
-// or its result waits to be reported, and reports whether c was a bmc.* command. BMC
-// access works whether or not the agent holds the lease.
-func (b *bmcAccess) command(ctx context.Context, c sitelink.Command) bool {
+// bmcCommand takes a bmc.* command from the desired state and starts it, unless it is
+// running or its result waits to be reported; it reports whether c was a bmc.* command.
+// BMC access works whether or not the agent holds the lease.
+func (a *Agent) bmcCommand(ctx context.Context, c sitelink.Command) bool {
 	if !sitelink.IsBMCKind(c.Kind) {
 		return false
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.running[c.ID] || slices.ContainsFunc(b.results, func(r sitelink.BMCResult) bool { return r.ID == c.ID }) {
-		return true
-	}
-	if b.closed || ctx.Err() != nil {
-		return true
-	}
-	b.running[c.ID] = true
-	b.wg.Go(func() {
-		r := b.run(ctx, c)
-		b.stats.op(r)
-		b.mu.Lock()
-		delete(b.running, c.ID)
-		if ctx.Err() == nil || r.Status != string(bmc.StatusNotSent) {
-			b.results = append(b.results, r)
-		}
-		b.mu.Unlock()
-		// The result goes back in the next report: ask for one now.
-		b.a.reportSoon()
-	})
+	a.bmc.dispatch.Start(ctx, c.ID, func(ctx context.Context) sitelink.BMCResult { return a.runBMC(ctx, c) })
 	return true
 }
 
-// pending returns the results the next report carries.
-func (b *bmcAccess) pending() []sitelink.BMCResult {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.results)
-}
-
-// delivered drops the results a report the control plane answered carried.
-func (b *bmcAccess) delivered(sent []sitelink.BMCResult) {
-	if len(sent) == 0 {
-		return
+// runBMC carries out one bmc.* command and returns its result: the command becomes a
+// typed bmc operation (sitelink.BMCOp), which the Executor journals, claims and sends
+// through the driver capability it needs.
+func (a *Agent) runBMC(ctx context.Context, c sitelink.Command) sitelink.BMCResult {
+	if c.BMC != nil && !a.bmc.linked {
+		return sitelink.NotSentResult(c, &bmc.OpError{Op: c.Kind, Kind: bmc.ErrUnsupported, Message: "the agent's link carries no BMC access"})
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.results = slices.DeleteFunc(b.results, func(r sitelink.BMCResult) bool {
-		return slices.ContainsFunc(sent, func(s sitelink.BMCResult) bool { return s.ID == r.ID })
-	})
-}
-
-// close waits for the operations in progress (their contexts have ended) and releases the
-// journal.
-func (b *bmcAccess) close() {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
-	b.wg.Wait()
-	b.journal.Close()
-}
-
-// run carries out one bmc.* command and returns its result: the command becomes a typed
-// bmc operation (bmc.ParseOp), which the Executor journals, claims and sends through the
-// driver capability it needs.
-func (b *bmcAccess) run(ctx context.Context, c sitelink.Command) sitelink.BMCResult {
-	res := sitelink.BMCResult{ID: c.ID, Kind: c.Kind}
-	notSent := func(err error) sitelink.BMCResult {
-		o := bmc.NotSent(err)
-		res.Status, res.ErrorKind, res.Message = string(o.Status), o.Kind, o.Message
-		return res
-	}
-	if c.BMC == nil {
-		return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "command without a bmc body"})
-	}
-	if b.link == nil {
-		return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrUnsupported, Message: "the agent's link carries no BMC access"})
-	}
-	tg, err := targetRef(c.BMC.Target)
-	if err != nil {
-		return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: err.Error()})
-	}
-	args := bmc.Args{Device: c.BMC.Device, Mode: c.BMC.Mode, Persistent: c.BMC.Persistent, Action: c.BMC.Action,
-		Username: c.BMC.Username, NewCredential: c.BMC.NewCredential, Components: c.BMC.Components}
 	var grant string // a firmware or media grant minted for this command
-	if c.Kind == sitelink.KindBMCFirmware || c.Kind == sitelink.KindBMCMediaInsert {
-		d, err := imagecache.ParseDigest(c.BMC.SHA256)
+	image := func(c sitelink.Command, sum string) (bmc.ImageURL, error) {
+		d, err := imagecache.ParseDigest(sum)
 		if err != nil {
-			return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "sha256: want 64 lower-case hex digits"})
+			return nil, err
 		}
-		if _, ok := b.a.cache.Lookup(d); !ok {
-			return notSent(&bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "image " + d.String() + " is not in the cache"})
+		if _, ok := a.cache.Lookup(d); !ok {
+			return nil, &bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "image " + d.String() + " is not in the cache"}
 		}
-		// The URL is minted only when the operation is sent; it carries a grant, which never
-		// goes into a log, a result or an error.
-		args.Image = func(context.Context) (string, error) {
-			g, err := b.a.cache.FirmwareGrant(d)
+		// The URL is minted only when the operation is sent; it carries a grant, which
+		// never goes into a log, a result or an error.
+		return func(context.Context) (string, error) {
+			g, err := a.cache.FirmwareGrant(d)
 			if err != nil {
 				return "", &bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "no grant for the image"}
 			}
 			grant = g.Token
-			return b.a.bmcCacheBase() + "/t/" + g.Token + "/" + d.String(), nil
-		}
+			return a.bmcCacheBase() + "/t/" + g.Token + "/" + d.String(), nil
+		}, nil
 	}
-	op, err := bmc.ParseOp(c.Kind, args)
+	tg, op, err := sitelink.BMCOp(c, image)
 	if err != nil {
-		return notSent(err)
+		return sitelink.NotSentResult(c, err)
 	}
-	r := b.exec.RunOp(ctx, c.ID, tg, op)
-	if c.Kind == sitelink.KindBMCFirmware && grant != "" {
-		// The update is over: the BMC has no more use for the URL.
-		b.a.cache.Revoke(grant)
-	}
-	res.Status, res.ErrorKind, res.Code, res.Message, res.Replayed = string(r.Outcome.Status), r.Outcome.Kind, r.Outcome.Code, r.Outcome.Message, r.Replayed
+	res := sitelink.BMCResultOf(c, a.bmc.exec.RunOp(ctx, c.ID, tg, op))
 	if grant != "" {
-		res.Message = redactGrant(res.Message, grant)
-	}
-	if r.Replayed {
-		// Nothing ran this time: what a run would have read is not there.
-		return res
-	}
-	switch v := r.Value.(type) {
-	case bmc.QueryResult:
-		res.Power = string(v.Power)
-		if v.Inspected {
-			res.Inventory = inventory(v)
+		if c.Kind == sitelink.KindBMCFirmware {
+			// The update is over: the BMC has no more use for the URL.
+			a.cache.Revoke(grant)
 		}
-	case []bmc.Disk:
-		res.Disks = make([]sitelink.Disk, 0, len(v))
-		for _, d := range v {
-			res.Disks = append(res.Disks, sitelink.Disk(d))
-		}
-	case bmc.FirmwareResult:
-		fr := sitelink.FirmwareResult(v)
-		res.Firmware = &fr
+		// A BMC may have echoed the URL into its message.
+		res.Message = strings.ReplaceAll(res.Message, grant, "GRANT")
 	}
 	return res
 }
 
-// inventory is what a query's inspection found, in the report's spelling.
-func inventory(q bmc.QueryResult) *sitelink.BMCInventory {
-	inv := q.Inventory
-	out := &sitelink.BMCInventory{Manufacturer: inv.Manufacturer, Model: inv.Model, Serial: inv.Serial, NICsKnown: inv.NICsKnown, Failed: q.Failed}
-	if inv.HasUUID {
-		out.UUID = inv.UUID.String()
-	}
-	for _, n := range inv.NICs {
-		out.MACs = append(out.MACs, n.MAC.String())
-	}
-	for _, a := range inv.HostAddrs {
-		out.HostAddrs = append(out.HostAddrs, a.String())
-	}
-	for _, a := range inv.BMCAddrs {
-		out.BMCAddrs = append(out.BMCAddrs, a.String())
-	}
-	if inv.BMCMAC != (hwid.MAC{}) {
-		out.BMCMAC = inv.BMCMAC.String()
-	}
-	return out
+// close waits for the operations in progress (their contexts have ended) and releases the
+// journal.
+func (b *bmcPart) close() {
+	b.dispatch.Close()
+	b.journal.Close()
 }
 
-// targetRef checks a command's target and turns it into the Executor's.
-func targetRef(t sitelink.BMCTarget) (bmc.TargetRef, error) {
-	if t.Driver == "" || t.Address == "" || len(t.Address) > 512 || len(t.Credential) > bmc.MaxIDLen {
-		return bmc.TargetRef{}, errors.New("target: want a driver, an address and a credential reference")
-	}
-	ref := bmc.TargetRef{Driver: t.Driver, Address: t.Address, Credential: t.Credential, Insecure: t.Insecure}
-	if t.CertSHA256 != "" {
-		pin, err := hex.DecodeString(t.CertSHA256)
-		if err != nil || len(pin) != 32 {
-			return bmc.TargetRef{}, errors.New("target: cert_sha256 wants 64 hex digits")
-		}
-		ref.CertSHA256 = pin
-	}
-	return ref, nil
+// journalDamaged reports whether the BMC journal is damaged (and refuses destructive
+// operations).
+func (b *bmcPart) journalDamaged() bool {
+	_, ok := b.journal.Damage()
+	return ok
 }
-
-// redactGrant keeps a grant out of a message a BMC may have echoed the URL into.
-func redactGrant(msg, grant string) string { return strings.ReplaceAll(msg, grant, "GRANT") }
 
 // bmcCacheBase is where BMCs reach the image cache: BMC.CacheURL, else the machines' cache
 // URL.
@@ -363,11 +173,4 @@ func (c BMCConfig) validate() error {
 		}
 	}
 	return nil
-}
-
-// journalDamaged reports whether the BMC journal is damaged (and refuses destructive
-// operations).
-func (b *bmcAccess) journalDamaged() bool {
-	_, ok := b.journal.Damage()
-	return ok
 }

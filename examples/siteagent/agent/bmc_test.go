@@ -35,20 +35,20 @@ func (h *replayingHost) Sync(ctx context.Context, r sitelink.StatusReport) (site
 	return sitelink.SyncResponse{Commands: []sitelink.Command{h.cmd}}, nil
 }
 
-func (h *replayingHost) Token(ctx context.Context, node, workflow, ref string) (string, error) {
+func (h *replayingHost) Token(ctx context.Context, q sitelink.TokenRequest) (string, error) {
 	return "", sitelink.ErrNotReady
 }
 
-func (h *replayingHost) Claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error) {
-	return bmc.Grant{Granted: true, State: bmc.ClaimGranted, Node: node}, nil
+func (h *replayingHost) Claim(ctx context.Context, req sitelink.ClaimRequest) (sitelink.Grant, error) {
+	return sitelink.Grant{Granted: true, State: sitelink.ClaimGranted, Node: req.Node}, nil
 }
 
-func (h *replayingHost) ReportClaim(ctx context.Context, node string, req bmc.ClaimRequest, o bmc.Outcome) error {
+func (h *replayingHost) ReportClaim(ctx context.Context, req sitelink.ClaimRequest) error {
 	return nil
 }
 
-func (h *replayingHost) Credential(ctx context.Context, node, ref string) (bmc.Credential, error) {
-	return bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword}, nil
+func (h *replayingHost) Credential(ctx context.Context, req sitelink.CredentialRequest) (sitelink.Credential, error) {
+	return sitelink.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword}, nil
 }
 
 func (h *replayingHost) result() (sitelink.BMCResult, bool) {

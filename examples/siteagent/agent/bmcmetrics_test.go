@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bmc/bmctest"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/sitelink"
@@ -61,38 +60,38 @@ func (h *claimingHost) result(id string) (sitelink.BMCResult, bool) {
 	return r, ok
 }
 
-func (h *claimingHost) Token(ctx context.Context, node, workflow, ref string) (string, error) {
+func (h *claimingHost) Token(ctx context.Context, q sitelink.TokenRequest) (string, error) {
 	return "", sitelink.ErrNotReady
 }
 
-func (h *claimingHost) Claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error) {
+func (h *claimingHost) Claim(ctx context.Context, req sitelink.ClaimRequest) (sitelink.Grant, error) {
 	h.mu.Lock()
 	answer := h.answers[req.ID]
 	h.mu.Unlock()
 	switch answer {
 	case "refused":
-		return bmc.Grant{State: bmc.ClaimGranted, Node: "agent-other"}, nil
+		return sitelink.Grant{State: sitelink.ClaimGranted, Node: "agent-other"}, nil
 	case "reused":
-		return bmc.Grant{State: bmc.ClaimReported, Node: "agent-other", Outcome: bmc.Outcome{Status: bmc.StatusOK}}, nil
+		return sitelink.Grant{State: sitelink.ClaimReported, Node: "agent-other", Outcome: sitelink.Outcome{Status: sitelink.StatusOK}}, nil
 	case "unanswered":
-		return bmc.Grant{}, errors.New("link down")
+		return sitelink.Grant{}, errors.New("link down")
 	case "hold":
 		close(h.holding)
 		select {
 		case <-h.held:
 		case <-ctx.Done():
-			return bmc.Grant{}, ctx.Err()
+			return sitelink.Grant{}, ctx.Err()
 		}
 	}
-	return bmc.Grant{Granted: true, State: bmc.ClaimGranted, Node: node}, nil
+	return sitelink.Grant{Granted: true, State: sitelink.ClaimGranted, Node: req.Node}, nil
 }
 
-func (h *claimingHost) ReportClaim(ctx context.Context, node string, req bmc.ClaimRequest, o bmc.Outcome) error {
+func (h *claimingHost) ReportClaim(ctx context.Context, req sitelink.ClaimRequest) error {
 	return nil
 }
 
-func (h *claimingHost) Credential(ctx context.Context, node, ref string) (bmc.Credential, error) {
-	return bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword}, nil
+func (h *claimingHost) Credential(ctx context.Context, req sitelink.CredentialRequest) (sitelink.Credential, error) {
+	return sitelink.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword}, nil
 }
 
 // TestBMCMetrics: /metrics counts the agent's bmc.* commands by kind and outcome, the
@@ -182,6 +181,7 @@ func TestBMCMetrics(t *testing.T) {
 		`siteboot_bmc_claims_total{answer="reused"} 1`,
 		`siteboot_bmc_claims_total{answer="unanswered"} 1`,
 		`siteboot_bmc_operations_in_flight 0`,
+		`siteboot_bmc_deferred_total 0`,
 	)
 	if n := len(srv.Boots()); n != 1 {
 		t.Errorf("the machine booted %d times, want 1 (the granted cycle)", n)

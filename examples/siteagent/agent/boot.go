@@ -85,11 +85,11 @@ func (a *Agent) params() []ipxe.Param {
 // second lookup.
 func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
 	a.silent.asked(q.MAC)
-	r, ok := a.entries.lookup(q.MAC)
+	r, ok := a.entries.LookupParsed(q.MAC)
 	if !ok {
 		return ipxe.Entry{}, false, nil
 	}
-	if m := r.match(q.Arch, q.HasArch, q.UUID); m != matches {
+	if m := r.Match(q.Arch, q.HasArch, q.UUID); m != sitelink.NoMismatch {
 		a.mismatches.http[m].Add(1)
 		return ipxe.Entry{}, false, fmt.Errorf("%w: %s (entry arch %s)", ipxe.ErrMismatch, m, r.Arch)
 	}
@@ -101,7 +101,7 @@ func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, 
 		return ipxe.Entry{}, false, err
 	}
 	return ipxe.Entry{
-		MAC: r.MAC, UUID: r.uuid, Workflow: r.Workflow, NotAfter: r.NotAfter,
+		MAC: r.MAC, UUID: r.MachineUUID(), Workflow: r.Workflow, NotAfter: r.NotAfter,
 		SanbootSHA256: r.SanbootSHA256, Ref: r,
 	}, true, nil
 }
@@ -113,7 +113,7 @@ func (a *Agent) token(ctx context.Context, e ipxe.Entry) (string, error) {
 	if !ok || r.TokenRef == "" {
 		return "", ipxe.ErrNotReady
 	}
-	t, err := a.link.Token(ctx, a.cfg.NodeID, r.Workflow, r.TokenRef)
+	t, err := a.link.Token(ctx, sitelink.TokenRequest{Node: a.cfg.NodeID, Workflow: r.Workflow, Ref: r.TokenRef})
 	if errors.Is(err, sitelink.ErrNotReady) {
 		return "", ipxe.ErrNotReady
 	}

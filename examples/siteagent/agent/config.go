@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/bettercompute/siteboot/imagecache"
 )
 
 // Config is the agent's configuration, typed: a Go host builds one from [DefaultConfig]
@@ -154,7 +156,7 @@ type ControlConfig struct {
 
 	// The link's mutual TLS (DESIGN.md G3): the agent presents CertFile, its site
 	// certificate for the node key, and verifies the control plane against CAFile. Both are
-	// required by the agent's own link ([NewHTTPLink]) for an https URL; a host whose Link
+	// required by the agent's own link ([NewLink]) for an https URL; a host whose Link
 	// carries its own credentials may leave them empty. They are re-read when they change.
 	CertFile string
 	// KeyFile is the site certificate's key; "" means the node key (Config.KeyFile). It must
@@ -402,7 +404,8 @@ func (im Image) validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("URL: want an http(s) URL, got %q", im.URL)
 	}
-	if !isSHA256Hex(im.SHA256) {
+	// One spelling only: the digest's own, 64 lower-case hex digits.
+	if d, err := imagecache.ParseDigest(im.SHA256); err != nil || d.String() != im.SHA256 {
 		return fmt.Errorf("SHA256: want 64 lower-case hex digits, got %q", im.SHA256)
 	}
 	return nil
@@ -439,16 +442,4 @@ func (c *Config) httpBase(port uint16) string {
 		host += ":" + strconv.Itoa(int(port))
 	}
 	return "http://" + host
-}
-
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -45,7 +45,7 @@ func (h *bulkHost) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.
 	return d, nil
 }
 
-func (h *bulkHost) Token(context.Context, string, string, string) (string, error) {
+func (h *bulkHost) Token(context.Context, sitelink.TokenRequest) (string, error) {
 	return "", sitelink.ErrNotReady
 }
 

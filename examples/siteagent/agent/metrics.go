@@ -10,6 +10,7 @@ import (
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/tftpd"
 )
 
@@ -67,7 +68,7 @@ func (a *Agent) Stats() map[string]uint64 {
 	m["cache_refused_grant"] = cs.RefusedGrant + cs.RefusedExpired + cs.RefusedDigest + cs.RefusedPath + cs.RefusedMissing
 	bc := a.bootStats()
 	m["boot_scripts"], m["boot_unknown"], m["boot_fenced"] = bc.Scripts, bc.Unknown, bc.Fenced
-	for r := mismatchArch; r < numMismatches; r++ {
+	for r := sitelink.MismatchArch; r < sitelink.NumMismatches; r++ {
 		m["proxydhcp_silent_"+r.String()] = a.mismatches.dhcp[r].Load()
 		m["boot_"+r.String()] = a.mismatches.http[r].Load()
 	}
@@ -82,7 +83,7 @@ func (a *Agent) Stats() map[string]uint64 {
 	m["boot_answered_silent"] = a.silent.count()
 	m["boot_entries_writes"] = a.entries.Writes()
 	m["commands_queued"] = uint64(a.queued())
-	if a.linkTLS.untrustedCert() {
+	if a.linkTLS.Untrusted() {
 		m["control_cert_untrusted"] = 1
 	}
 	if a.bmc != nil && a.bmc.journalDamaged() {
@@ -110,7 +111,7 @@ func (a *Agent) metricsHandler() http.Handler {
 		a.mu.Lock()
 		last := a.lastSync
 		a.mu.Unlock()
-		note := a.linkTLS.health()
+		note := a.linkTLS.Health()
 		if note != "" {
 			note += "\n"
 		}
@@ -162,12 +163,13 @@ var (
 	descCertUntrusted  = prometheus.NewDesc("siteboot_control_cert_untrusted", "1 while a new site certificate on disk is refused because it does not chain to the issuing CA (control.issuer, else control.ca); the previous one stays in use.", nil, nil)
 	descBMCDamaged     = prometheus.NewDesc("siteboot_bmc_journal_damaged", "1 while the BMC journal is damaged (set aside): destructive bmc.* commands are refused until an operator clears it.", nil, nil)
 	descBMCInFlight    = prometheus.NewDesc("siteboot_bmc_operations_in_flight", "bmc.* commands being run: waiting for their BMC or a slot, claiming, or sent.", nil, nil)
+	descBMCDeferred    = prometheus.NewDesc("siteboot_bmc_deferred_total", "bmc.* commands not started because the agent held as many commands, running or unreported, as it may (bmc.DefaultMaxHeld); the control plane sends them again.", nil, nil)
 )
 
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descBMCDamaged, descCertUntrusted, descConnPreferred, descSilent, descEntriesDamaged, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
+	for _, d := range []*prometheus.Desc{descDHCPAnswered, descDHCPSilent, descDHCPResent, descPasses6, descTFTP, descTFTPBytes, descTFTPDropped, descTFTPEvicted, descTFTPQueued, descTFTPWaiting, descCacheServed, descCacheBytes, descCacheRefused, descCacheGrants, descCachePulls, descBoot, descMismatch, descAssertions, descActive, descEpoch, descDiscovered, descEntries, descSyncErrors, descUnbound, descInsecure, descCertExpiry, descCertReloads, descConnOpen, descConnRefused, descBMCOps, descBMCReplayed, descBMCClaims, descBMCInFlight, descBMCDeferred, descBMCDamaged, descCertUntrusted, descConnPreferred, descSilent, descEntriesDamaged, descSBAnswers, descSBRefused, descSBUnbound, descSBKeys, descSBOther} {
 		ch <- d
 	}
 }
@@ -215,7 +217,7 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCacheGrants, float64(cs.GrantsIssued))
 	counter(descCachePulls, float64(cs.PullsOK), "ok")
 	counter(descCachePulls, float64(cs.PullsFailed), "failed")
-	for r := mismatchArch; r < numMismatches; r++ {
+	for r := sitelink.MismatchArch; r < sitelink.NumMismatches; r++ {
 		counter(descMismatch, float64(a.mismatches.dhcp[r].Load()), "dhcp", r.String())
 		counter(descMismatch, float64(a.mismatches.http[r].Load()), "http", r.String())
 	}
@@ -245,33 +247,39 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	a.mu.Unlock()
 	counter(descSyncErrors, float64(syncErrors))
 	insecure := 0.0
-	if a.linkTLS.insecure {
+	if a.linkTLS.Insecure {
 		insecure = 1
 	}
 	gauge(descInsecure, insecure)
-	if creds := a.linkTLS.creds; creds != nil {
+	if creds := a.linkTLS.Credentials; creds != nil {
 		st := creds.Status()
 		gauge(descCertExpiry, float64(st.NotAfter.Unix()))
 		counter(descCertReloads, float64(st.Reloads), "ok")
 		counter(descCertReloads, float64(st.Failures), "failed")
 	}
-	gauge(descCertUntrusted, b2f(a.linkTLS.untrustedCert()))
+	gauge(descCertUntrusted, b2f(a.linkTLS.Untrusted()))
 	counter(descSilent, float64(a.silent.count()))
 	_, damaged := a.entries.Damage()
 	gauge(descEntriesDamaged, b2f(damaged))
 	if a.bmc != nil {
-		ops, replayed, claims := a.bmc.stats.snapshot()
-		for k, n := range ops {
-			counter(descBMCOps, float64(n), k[0], k[1])
-		}
-		for kind, n := range replayed {
-			counter(descBMCReplayed, float64(n), kind)
+		st := a.bmc.dispatch.Stats()
+		for _, k := range bmc.Kinds {
+			ks := st.ForKind(k)
+			for _, s := range bmc.Statuses {
+				if n := ks.Status(s); n > 0 {
+					counter(descBMCOps, float64(n), string(k), string(s))
+				}
+			}
+			if ks.Replayed > 0 {
+				counter(descBMCReplayed, float64(ks.Replayed), string(k))
+			}
 		}
 		for _, answer := range []bmc.ClaimAnswer{bmc.ClaimAnswerGranted, bmc.ClaimAnswerRefused, bmc.ClaimAnswerReused, bmc.ClaimAnswerUnanswered} {
-			counter(descBMCClaims, float64(claims[answer]), string(answer))
+			counter(descBMCClaims, float64(st.Claims(answer)), string(answer))
 		}
 		gauge(descBMCDamaged, b2f(a.bmc.journalDamaged()))
-		gauge(descBMCInFlight, float64(a.bmc.inFlight()))
+		gauge(descBMCInFlight, float64(st.Running))
+		counter(descBMCDeferred, float64(st.Deferred))
 	}
 	for name, l := range map[string]*connlimit.Listener{"http": a.httpLimit, "metrics": a.metricLimit} {
 		if l == nil {

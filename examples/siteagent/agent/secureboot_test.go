@@ -17,6 +17,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/iana"
 
+	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/testpeer"
@@ -382,7 +383,7 @@ func TestSecureBootEntryRules(t *testing.T) {
 		}
 	}
 	path := filepath.Join(t.TempDir(), agent.EntriesFileName)
-	s, err := agent.OpenEntries(path, func() time.Time { return now })
+	s, err := sitelink.OpenEntryStore(path, clocktest.New(now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +392,7 @@ func TestSecureBootEntryRules(t *testing.T) {
 	if err := s.Put(ok); err != nil {
 		t.Fatal(err)
 	}
-	again, err := agent.OpenEntries(path, func() time.Time { return now })
+	again, err := sitelink.OpenEntryStore(path, clocktest.New(now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -42,7 +41,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	// The site certificate is re-read here when its files changed, so that a renewal (or a
 	// bad new file) is seen on the heartbeat, not only at the next handshake; the last good
 	// pair stays in use meanwhile, so the fence never lapses for it.
-	a.linkTLS.check()
+	a.linkTLS.Check()
 	a.sweepSilent()
 	// Lapsed entries are pruned (a write) by the applier, off this loop.
 	a.kickApplier()
@@ -57,7 +56,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	a.mu.Lock()
 	r.Acked = slices.Clone(a.acks)
 	a.mu.Unlock()
-	r.BMC = a.bmc.pending()
+	r.BMC = a.bmc.dispatch.Pending()
 	a.mu.Lock()
 	sendList := snap.Digest != a.sentDigest
 	a.mu.Unlock()
@@ -109,12 +108,12 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	// The control plane has these acknowledgements now; it stops resending those commands.
 	a.acks = slices.DeleteFunc(a.acks, func(id string) bool { return slices.Contains(r.Acked, id) })
 	a.mu.Unlock()
-	a.bmc.delivered(r.BMC)
+	a.bmc.dispatch.Delivered(r.BMC)
 
 	var boot []sitelink.Command
 	for _, c := range d.Commands {
 		// bmc.* commands run off this loop; their results go back in a later report.
-		if !a.bmc.command(ctx, c) {
+		if !a.bmcCommand(ctx, c) {
 			boot = append(boot, c)
 		}
 	}
@@ -197,7 +196,7 @@ func (a *Agent) applyPending() {
 	}
 	var batch []sitelink.Command
 	for _, c := range cmds {
-		if err := checkCommand(c); err != nil {
+		if err := sitelink.CheckEntryCommand(c); err != nil {
 			a.log.Error("command refused", "id", c.ID, "kind", c.Kind, "err", err)
 			continue
 		}
@@ -228,48 +227,13 @@ func (a *Agent) applyPending() {
 	})
 }
 
-// checkCommand refuses a command that cannot be applied: an unknown kind, an invalid entry.
-func checkCommand(c sitelink.Command) error {
-	switch c.Kind {
-	case sitelink.KindPrepareRamdisk:
-		for _, e := range c.Entries {
-			if err := e.Validate(); err != nil {
-				return err
-			}
-		}
-		return nil
-	case sitelink.KindCleanUp:
-		return nil
-	}
-	return fmt.Errorf("agent: unknown command kind %q", c.Kind)
-}
-
 // apply carries out checked commands, in order, in one write of the entries file; it
 // returns only once the result is on disk.
 func (a *Agent) apply(cmds []sitelink.Command) error {
 	if len(cmds) == 0 {
 		return nil
 	}
-	var gone []sitelink.ProxyDhcpEntry
-	err := a.entries.update(func(m map[hwid.MAC]record) map[hwid.MAC]record {
-		gone = gone[:0]
-		for _, c := range cmds {
-			switch c.Kind {
-			case sitelink.KindPrepareRamdisk:
-				for _, e := range c.Entries {
-					m[e.MAC] = newRecord(e)
-				}
-			case sitelink.KindCleanUp:
-				for mac, r := range m {
-					if (c.Workflow != "" && r.Workflow == c.Workflow) || slices.Contains(c.MACs, mac) {
-						gone = append(gone, r.ProxyDhcpEntry)
-						delete(m, mac)
-					}
-				}
-			}
-		}
-		return m
-	})
+	gone, err := a.entries.Apply(cmds...)
 	if err != nil {
 		return err
 	}

@@ -62,11 +62,11 @@ func (h *harness) tlsLink(t *testing.T, cfg *agent.Config, local *controlplane.L
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := agent.NewHTTPLink(cfg, creds)
+	l, err := agent.NewLink(cfg, creds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(l.Client.CloseIdleConnections)
+	t.Cleanup(l.HTTPClient.CloseIdleConnections)
 	return &cutLink{Link: l, local: local}, creds
 }
 
@@ -83,11 +83,11 @@ func (l *cutLink) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.S
 	return l.Link.Sync(ctx, r)
 }
 
-func (l *cutLink) Token(ctx context.Context, node, workflow, ref string) (string, error) {
+func (l *cutLink) Token(ctx context.Context, q sitelink.TokenRequest) (string, error) {
 	if l.local.Cut() {
 		return "", controlplane.ErrCut
 	}
-	return l.Link.Token(ctx, node, workflow, ref)
+	return l.Link.Token(ctx, q)
 }
 
 // newOwn builds an agent with its own link (a nil Link: New loads the site certificate and
@@ -276,13 +276,13 @@ func TestCredentialsRefused(t *testing.T) {
 	}{
 		{"another node's certificate", func(t *testing.T) *agent.Config {
 			return issue(t, sitetls.Identity{Site: "site-t", Node: "agent-u"}, h.key)
-		}, agent.ErrCertIdentity},
+		}, sitetls.ErrCertIdentity},
 		{"another site's certificate", func(t *testing.T) *agent.Config {
 			return issue(t, sitetls.Identity{Site: "site-u", Node: "agent-t"}, h.key)
-		}, agent.ErrCertIdentity},
+		}, sitetls.ErrCertIdentity},
 		{"a certificate for another key", func(t *testing.T) *agent.Config {
 			return issue(t, agentID, nil)
-		}, agent.ErrCertKey},
+		}, sitetls.ErrCertKey},
 		{"key readable by group", func(t *testing.T) *agent.Config {
 			cfg := h.config(t.TempDir())
 			os.Chmod(cfg.Control.KeyFile, 0o640)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
@@ -16,8 +15,8 @@ import (
 // network would, until restored.
 func (p *Plane) Link() *LocalLink { return &LocalLink{p: p} }
 
-// LocalLink is an in-process link: the agent's Link and BMCLink (package
-// examples/siteagent/agent), which this package does not import.
+// LocalLink is an in-process link: the agent's Link (package examples/siteagent/agent,
+// which this package does not import) and a sitelink.BMCLink.
 type LocalLink struct {
 	p   *Plane
 	mu  sync.Mutex
@@ -65,37 +64,35 @@ func (l *LocalLink) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink
 }
 
 // Token is the agent's Link.
-func (l *LocalLink) Token(ctx context.Context, node, workflow, ref string) (string, error) {
+func (l *LocalLink) Token(ctx context.Context, q sitelink.TokenRequest) (string, error) {
 	if l.isCut() {
 		return "", ErrCut
 	}
-	return l.p.Token(ctx, node, workflow, ref)
+	return l.p.Token(ctx, q.Node, q.Workflow, q.Ref)
 }
 
-// Claim is the agent's BMCLink.
-func (l *LocalLink) Claim(ctx context.Context, node string, req bmc.ClaimRequest) (bmc.Grant, error) {
+// Claim is the agent's sitelink.BMCLink.
+func (l *LocalLink) Claim(ctx context.Context, q sitelink.ClaimRequest) (sitelink.Grant, error) {
 	if l.isCut() {
-		return bmc.Grant{}, ErrCut
+		return sitelink.Grant{}, ErrCut
 	}
-	return l.p.claim(ctx, node, req)
+	return l.p.linkClaim(ctx, q)
 }
 
-// ReportClaim is the agent's BMCLink.
-func (l *LocalLink) ReportClaim(ctx context.Context, node string, req bmc.ClaimRequest, o bmc.Outcome) error {
+// ReportClaim is the agent's sitelink.BMCLink.
+func (l *LocalLink) ReportClaim(ctx context.Context, q sitelink.ClaimRequest) error {
 	if l.isCut() {
 		return ErrCut
 	}
-	return l.p.reportClaim(ctx, node, req, o)
+	return l.p.linkReport(ctx, q)
 }
 
-// Credential is the agent's BMCLink.
-func (l *LocalLink) Credential(ctx context.Context, node, ref string) (bmc.Credential, error) {
+// Credential is the agent's sitelink.BMCLink.
+func (l *LocalLink) Credential(ctx context.Context, q sitelink.CredentialRequest) (sitelink.Credential, error) {
 	if l.isCut() {
-		return bmc.Credential{}, ErrCut
+		return sitelink.Credential{}, ErrCut
 	}
-	c, err := l.p.credential(node, ref)
-	if err != nil {
-		return bmc.Credential{}, &bmc.OpError{Op: "credential", Kind: bmc.ErrAuth, Message: "no credential for this node under that reference"}
-	}
-	return c, nil
+	return l.p.linkCredential(q)
 }
+
+var _ sitelink.BMCLink = (*LocalLink)(nil)

@@ -461,31 +461,21 @@ func (s linkServer) Claim(ctx context.Context, peer sitelink.Peer, q sitelink.Cl
 	if err := s.enrolled(peer); err != nil {
 		return sitelink.Grant{}, err
 	}
-	g, err := s.p.claim(ctx, q.Node, bmc.ClaimRequest{ID: q.ID, Op: q.Op, Journal: q.Journal})
-	if err != nil {
-		return sitelink.Grant{}, linkError(err)
-	}
-	return sitelink.Grant{Granted: g.Granted, State: string(g.State), Node: g.Node, Outcome: linkOutcome(g.Outcome)}, nil
+	return s.p.linkClaim(ctx, q)
 }
 
 func (s linkServer) ReportClaim(ctx context.Context, peer sitelink.Peer, q sitelink.ClaimRequest) error {
 	if err := s.enrolled(peer); err != nil {
 		return err
 	}
-	o := q.Outcome
-	return linkError(s.p.reportClaim(ctx, q.Node, bmc.ClaimRequest{ID: q.ID, Op: q.Op, Journal: q.Journal},
-		bmc.Outcome{Status: bmc.Status(o.Status), Kind: o.Kind, Code: o.Code, Message: o.Message}))
+	return s.p.linkReport(ctx, q)
 }
 
 func (s linkServer) Credential(ctx context.Context, peer sitelink.Peer, q sitelink.CredentialRequest) (sitelink.Credential, error) {
 	if err := s.enrolled(peer); err != nil {
 		return sitelink.Credential{}, err
 	}
-	c, err := s.p.credential(q.Node, q.Ref)
-	if err != nil {
-		return sitelink.Credential{}, err
-	}
-	return sitelink.Credential{Username: c.Username, Password: c.Password}, nil
+	return s.p.linkCredential(q)
 }
 
 // linkError maps the claim registry's refusal (a report of a grant the node does not hold)
@@ -497,8 +487,29 @@ func linkError(err error) error {
 	return err
 }
 
-func linkOutcome(o bmc.Outcome) sitelink.Outcome {
-	return sitelink.Outcome{Status: string(o.Status), Kind: o.Kind, Code: o.Code, Message: o.Message}
+// linkClaim, linkReport and linkCredential are the BMC half of an agent's link in the
+// link's messages (sitelink.BMCLink), for both the HTTP handler and the LocalLink.
+func (p *Plane) linkClaim(ctx context.Context, q sitelink.ClaimRequest) (sitelink.Grant, error) {
+	g, err := p.claim(ctx, q.Node, bmc.ClaimRequest{ID: q.ID, Op: q.Op, Journal: q.Journal})
+	if err != nil {
+		return sitelink.Grant{}, linkError(err)
+	}
+	return sitelink.Grant{Granted: g.Granted, State: string(g.State), Node: g.Node, Outcome: sitelink.OutcomeOf(g.Outcome)}, nil
+}
+
+func (p *Plane) linkReport(ctx context.Context, q sitelink.ClaimRequest) error {
+	if q.Outcome == nil {
+		return fmt.Errorf("%w: a claim report needs an outcome", sitelink.ErrBadRequest)
+	}
+	return linkError(p.reportClaim(ctx, q.Node, bmc.ClaimRequest{ID: q.ID, Op: q.Op, Journal: q.Journal}, q.Outcome.BMC()))
+}
+
+func (p *Plane) linkCredential(q sitelink.CredentialRequest) (sitelink.Credential, error) {
+	c, err := p.credential(q.Node, q.Ref)
+	if err != nil {
+		return sitelink.Credential{}, err
+	}
+	return sitelink.Credential{Username: c.Username, Password: c.Password}, nil
 }
 
 // convert copies in to out through JSON, as over the wire: nothing is shared by reference.

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
-	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/google/go-cmp/cmp"
@@ -158,9 +157,10 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(a)
 }
 
-// TestAgentWireIsSitelink: every request the agent's HTTPLink sends decodes into sitelink's
-// type with unknown fields refused and encodes back to the agent's very bytes; every answer
-// sitelink encodes decodes in the agent into the value the control plane meant.
+// TestAgentWireIsSitelink: every request the agent's own link (sitelink.Client, and
+// sitelink.BMCClient over it) sends decodes into sitelink's type with unknown fields
+// refused and encodes back to the agent's very bytes; every answer sitelink encodes decodes
+// in the agent into the value the control plane meant.
 func TestAgentWireIsSitelink(t *testing.T) {
 	ctx := context.Background()
 	desired := agentDesired()
@@ -183,7 +183,8 @@ func TestAgentWireIsSitelink(t *testing.T) {
 	}}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
-	link := &agent.HTTPLink{Base: srv.URL, Client: srv.Client()}
+	link := &sitelink.Client{Base: srv.URL, HTTPClient: srv.Client()} // the agent's own link
+	bl := sitelink.BMCClient{Client: link, Node: "agent-1"}
 
 	report := agentReport()
 	got, err := link.Sync(ctx, report)
@@ -196,24 +197,24 @@ func TestAgentWireIsSitelink(t *testing.T) {
 	if _, err := link.Sync(ctx, sitelink.StatusReport{Site: "site-a", Node: "agent-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if tok, err := link.Token(ctx, "agent-1", "wf-1", "tok-1"); err != nil || tok != "bcjt_tok" {
+	if tok, err := link.Token(ctx, sitelink.TokenRequest{Node: "agent-1", Workflow: "wf-1", Ref: "tok-1"}); err != nil || tok != "bcjt_tok" {
 		t.Errorf("token: %q %v", tok, err)
 	}
 	req := bmc.ClaimRequest{ID: "bmc-1", Op: "set-boot", Journal: "j-1"}
-	if g, err := link.Claim(ctx, "agent-1", req); err != nil || !reflect.DeepEqual(g, grant) {
+	if g, err := bl.Claim(ctx, req); err != nil || !reflect.DeepEqual(g, grant) {
 		t.Errorf("claim: %+v %v, want %+v", g, err, grant)
 	}
 	for _, o := range []bmc.Outcome{{Status: bmc.StatusOK}, {Status: bmc.StatusFailed, Kind: "timeout", Code: "0xc3", Message: "no answer"}} {
-		if err := link.ReportClaim(ctx, "agent-1", req, o); err != nil {
+		if err := bl.Report(ctx, req, o); err != nil {
 			t.Errorf("report: %v", err)
 		}
 	}
-	if c, err := link.Credential(ctx, "agent-1", "bmc-1"); err != nil || c != (bmc.Credential{Username: "admin", Password: "pw"}) {
+	if c, err := bl.Credential(ctx, "bmc-1"); err != nil || c != (bmc.Credential{Username: "admin", Password: "pw"}) {
 		t.Errorf("credential: %v", err)
 	}
 	// 409 is "not ready" to the agent, as sitelink says.
 	rec.answers[sitelink.PathToken] = http.StatusConflict
-	if _, err := link.Token(ctx, "agent-1", "wf-1", "tok-1"); !errors.Is(err, sitelink.ErrNotReady) {
+	if _, err := link.Token(ctx, sitelink.TokenRequest{Node: "agent-1", Workflow: "wf-1", Ref: "tok-1"}); !errors.Is(err, sitelink.ErrNotReady) {
 		t.Errorf("token on 409: %v, want sitelink.ErrNotReady", err)
 	}
 

@@ -166,13 +166,13 @@ func (s *Chain) spell(a ipxe.Answer, q ipxe.Query) (status int, body []byte, err
 	again := s.ConfigURL(q)
 	switch a.Kind {
 	case ipxe.AnswerBoot:
-		kernel, err := TFTPCacheURL(a.Kernel, s.cfg.Server, s.cfg.CacheURLs...)
+		kernel, err := TFTPCacheURL(a.Kernel, s.cacheBase(), s.cfg.CacheURLs...)
 		if err != nil {
 			return 0, nil, err
 		}
 		initrds := make([]string, len(a.Initrds))
 		for i, u := range a.Initrds {
-			if initrds[i], err = TFTPCacheURL(u, s.cfg.Server, s.cfg.CacheURLs...); err != nil {
+			if initrds[i], err = TFTPCacheURL(u, s.cacheBase(), s.cfg.CacheURLs...); err != nil {
 				return 0, nil, err
 			}
 		}
@@ -206,13 +206,15 @@ func (s *Chain) spell(a ipxe.Answer, q ipxe.Query) (status int, body []byte, err
 }
 
 // TFTPCacheURL turns the URL of an image cache image under a grant, BASE/t/GRANT/SHA256 for
-// one of the cache's HTTP base URLs (as the Decider's boot answer names the kernel and
-// initrds, see ipxe.CacheImage), into the same image over server's TFTP:
-// tftp://SERVER/cache/t/GRANT/SHA256, which [Chain.FS] serves from Config.Cache under the
-// same grant (Debian's signed GRUB fetches over TFTP only). Any other URL, and a path under
-// t/ that is not one GRANT/SHA256 pair of [A-Za-z0-9_-] words, is an error wrapping
-// ErrNotCache: an image elsewhere is never fetched by GRUB.
-func TFTPCacheURL(u string, server netip.Addr, bases ...string) (string, error) {
+// one of the cache's HTTP base URLs bases (as the Decider's boot answer names the kernel
+// and initrds, see ipxe.CacheImage), into the same image over TFTP, TFTPBASE/t/GRANT/SHA256:
+// tftpBase is the TFTP URL of the directory the cache's grants are served under
+// ("tftp://192.0.2.1/cache" for [Chain.FS] with the default TFTPCacheDir,
+// "tftp://192.0.2.1" for bootserver.FS), where the same grant opens the same image
+// (Debian's signed GRUB fetches over TFTP only). Any other URL, and a path under t/ that is
+// not one GRANT/SHA256 pair of [A-Za-z0-9_-] words, is an error wrapping ErrNotCache: an
+// image elsewhere is never fetched by GRUB.
+func TFTPCacheURL(u, tftpBase string, bases ...string) (string, error) {
 	for _, base := range bases {
 		rest, ok := strings.CutPrefix(u, strings.TrimSuffix(base, "/")+"/t/")
 		if !ok || base == "" {
@@ -222,7 +224,7 @@ func TFTPCacheURL(u string, server netip.Addr, bases ...string) (string, error) 
 		if !ok || !validWord(grant) || !validWord(sha) {
 			return "", fmt.Errorf("%w: not GRANT/SHA256 under %s/t/", ErrNotCache, strings.TrimSuffix(base, "/"))
 		}
-		return "tftp://" + server.Unmap().String() + "/" + TFTPCachePrefix + "t/" + grant + "/" + sha, nil
+		return strings.TrimSuffix(tftpBase, "/") + "/t/" + grant + "/" + sha, nil
 	}
 	return "", ErrNotCache
 }

@@ -28,6 +28,13 @@
 //     binds its answers to iPXE with; Config.Keys, when nil, is the Chain's own.
 //   - Stop it with [Chain.Shutdown] (or [Chain.Close]) after the TFTP and HTTP servers.
 //
+// Beside bootserver: the chain's Nonces are the Server's (bootserver.Server.Nonces, or
+// the store given as its Config.Nonces); its Decider is the Server's boot handler
+// (bootserver.Server.Boot, through a DeciderFunc when the chain is built first); its TFTP
+// names are bootserver.Config.Mounts ([Chain.Mounts]) with TFTPCacheDir "." (bootserver
+// serves the cache's grants at t/); bootserver.Config.Loaders binds LoaderName with the
+// chain's Keys; and bootserver.Config.Handlers serves PathSB and PathConfig with the Chain.
+//
 // # Threat model
 //
 // The boot key stands in, for GRUB, for the boot nonce iPXE presents (bootbind's S1

@@ -71,7 +71,7 @@ func Example() {
 	fmt.Println(chain.AnswerDHCP(req).BootFile)
 
 	// The boot handler's cache URLs become TFTP names, the one protocol the signed GRUB has.
-	fmt.Println(secureboot.TFTPCacheURL("http://192.0.2.1:8080/cache/t/GRANT/SHA256", netip.MustParseAddr("192.0.2.1"),
+	fmt.Println(secureboot.TFTPCacheURL("http://192.0.2.1:8080/cache/t/GRANT/SHA256", "tftp://192.0.2.1/cache",
 		"http://192.0.2.1:8080/cache"))
 	// Output:
 	// sb/shimx64.efi

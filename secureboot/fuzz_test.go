@@ -87,7 +87,7 @@ func FuzzParseName(f *testing.F) {
 		case secureboot.NameConfig:
 			again = "boot/grub.cfg?" + n.Query
 		case secureboot.NameCache:
-			again = secureboot.TFTPCachePrefix + n.File
+			again = secureboot.DefaultTFTPCacheDir + "/" + n.File
 		case secureboot.NameRoot:
 			again = n.File
 		}
@@ -135,9 +135,8 @@ func FuzzTFTPCacheURL(f *testing.F) {
 	f.Add("http://192.0.2.1/cache/t/a/b/c")
 	f.Add("http://192.0.2.1/cache/t/../x")
 	f.Add("http://192.0.2.1/cache/t/a/b?c")
-	srv := netip.MustParseAddr("192.0.2.1")
 	f.Fuzz(func(t *testing.T, u string) {
-		got, err := secureboot.TFTPCacheURL(u, srv, "http://192.0.2.1/cache")
+		got, err := secureboot.TFTPCacheURL(u, "tftp://192.0.2.1/cache", "http://192.0.2.1/cache")
 		if err != nil {
 			if !errors.Is(err, secureboot.ErrNotCache) {
 				t.Fatalf("%q: %v", u, err)

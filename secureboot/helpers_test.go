@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
@@ -148,9 +149,12 @@ func newHarness(t testing.TB, shim, grub []byte, tweak ...func(*secureboot.Confi
 
 // serveTFTP serves the chain's FS over tftpd on 127.0.0.1, its transfers reported to the
 // chain.
-func (h *harness) serveTFTP(t *testing.T) {
+func (h *harness) serveTFTP(t *testing.T) { h.serveFS(t, h.chain.FS()) }
+
+// serveFS serves fsys over tftpd on 127.0.0.1, its transfers reported to the chain.
+func (h *harness) serveFS(t *testing.T, fsys fs.FS) {
 	t.Helper()
-	srv, err := tftpdtest.NewServer(nil, &tftpd.Server{FS: h.chain.FS(), OnTransfer: h.chain.OnTransfer})
+	srv, err := tftpdtest.NewServer(nil, &tftpd.Server{FS: fsys, OnTransfer: h.chain.OnTransfer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,9 +42,9 @@ const (
 	PathSB = "/sb/"
 	// ImageName is the RAM disk's file name under a nonce.
 	ImageName = "boot.img"
-	// TFTPCachePrefix is the TFTP directory the image cache is served under when
-	// [Config.Cache] is set: cache/t/GRANT/SHA256.
-	TFTPCachePrefix = "cache/"
+	// DefaultTFTPCacheDir is the default of [Config.TFTPCacheDir]: the image cache's
+	// granted names over TFTP are cache/t/GRANT/SHA256.
+	DefaultTFTPCacheDir = "cache"
 	// LoaderName is set as [ipxe.Query.Loader] on every question to the [Decider], so a
 	// host's entry rule can tell a GRUB configuration from an iPXE script.
 	LoaderName = "grub"
@@ -113,8 +113,15 @@ type Config struct {
 	// (BASE/t/GRANT/SHA256); each becomes its TFTP name ([TFTPCacheURL]). Empty: a boot
 	// answer whose images are elsewhere cannot be spelled, and the machine waits.
 	CacheURLs []string
+	// TFTPCacheDir is the TFTP directory the image cache's granted names t/GRANT/SHA256
+	// are under: the kernel and initrds of a machine's configuration are named
+	// tftp://SERVER/DIR/t/GRANT/SHA256, and [Chain.FS] serves Cache there. "." names them
+	// at the root (t/GRANT/SHA256), where bootserver.FS serves an image cache's grants.
+	// Default DefaultTFTPCacheDir.
+	TFTPCacheDir string
 	// Cache serves the image cache's granted names "t/GRANT/SHA256" ((*imagecache.Cache).
-	// GrantFS), over TFTP as cache/t/GRANT/SHA256. Nil: not served.
+	// GrantFS) under TFTPCacheDir. Nil: not served by [Chain.FS] (a host whose own TFTP
+	// file system serves them, as bootserver.FS does, leaves it nil).
 	Cache fs.FS
 	// Root serves every other TFTP name (the iPXE builds of machines that do not boot
 	// through the chain); use (*os.Root).FS. Nil: none.
@@ -169,6 +176,8 @@ func (c Config) Validate() error {
 		return bad("negative RenderWait, RetryDelay or DecideTimeout")
 	case c.RetryDelay%time.Second != 0:
 		return bad("RetryDelay is not whole seconds")
+	case c.TFTPCacheDir != "" && c.TFTPCacheDir != "." && (!fs.ValidPath(c.TFTPCacheDir) || strings.ContainsAny(c.TFTPCacheDir, "?")):
+		return bad("TFTPCacheDir %q is not a path of the TFTP root", c.TFTPCacheDir)
 	}
 	for _, f := range []struct{ field, path string }{{"Shim", c.Shim}, {"GRUB", c.GRUB}} {
 		if f.path != "" && !filepath.IsAbs(f.path) {
@@ -213,7 +222,9 @@ type Chain struct {
 	shimName  string // shimx64.efi
 	grubName  string // grubx64.efi
 	chainBody []byte // grub/grub.cfg
-	n         counters
+	// cachePrefix is TFTPCacheDir as a name prefix: "cache/", or "" for the root.
+	cachePrefix string
+	n           counters
 
 	filesMu sync.Mutex
 	built   *files // nil until the first machine asks, or Load
@@ -260,6 +271,14 @@ func New(c Config) (*Chain, error) {
 	if s.cfg.DecideTimeout == 0 {
 		s.cfg.DecideTimeout = DefaultDecideTimeout
 	}
+	switch s.cfg.TFTPCacheDir {
+	case "":
+		s.cachePrefix = DefaultTFTPCacheDir + "/"
+	case ".":
+		s.cachePrefix = ""
+	default:
+		s.cachePrefix = s.cfg.TFTPCacheDir + "/"
+	}
 	var ok bool
 	if s.shimName, s.grubName, ok = hwid.ArchX86_64EFI.ShimFile(); !ok {
 		return nil, fmt.Errorf("%w: no file names for x86-64 UEFI", ErrInvalid)
@@ -274,6 +293,9 @@ func New(c Config) (*Chain, error) {
 
 // tftpURL is the URL of path (with its leading slash) on this host's TFTP server.
 func (s *Chain) tftpURL(path string) string { return "tftp://" + s.cfg.Server.String() + path }
+
+// cacheBase is the TFTP URL the image cache's t/ directory is under.
+func (s *Chain) cacheBase() string { return strings.TrimSuffix(s.tftpURL("/"+s.cachePrefix), "/") }
 
 // Load reads shim and GRUB and builds the RAM disk now, rather than when the first machine
 // asks: a site that boots through the chain fails at start, not at a machine's boot. What

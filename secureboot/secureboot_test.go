@@ -388,7 +388,6 @@ func TestFilesOnFirstUse(t *testing.T) {
 }
 
 func TestTFTPCacheURL(t *testing.T) {
-	srv := netip.MustParseAddr("192.0.2.1")
 	bases := []string{"http://192.0.2.1/cache", "http://192.0.2.1:8080/mirror/"}
 	for _, c := range []struct {
 		in, want string
@@ -404,13 +403,16 @@ func TestTFTPCacheURL(t *testing.T) {
 		{"http://198.51.100.1/vmlinuz", ""},
 		{"", ""},
 	} {
-		got, err := secureboot.TFTPCacheURL(c.in, srv, bases...)
+		got, err := secureboot.TFTPCacheURL(c.in, "tftp://192.0.2.1/cache/", bases...)
 		if got != c.want || (c.want == "") != errors.Is(err, secureboot.ErrNotCache) {
 			t.Errorf("TFTPCacheURL(%q) = %q, %v; want %q", c.in, got, err, c.want)
 		}
 	}
-	if _, err := secureboot.TFTPCacheURL("http://192.0.2.1/cache/t/"+grant+"/"+kernel, srv); !errors.Is(err, secureboot.ErrNotCache) {
+	if _, err := secureboot.TFTPCacheURL("http://192.0.2.1/cache/t/"+grant+"/"+kernel, "tftp://192.0.2.1/cache"); !errors.Is(err, secureboot.ErrNotCache) {
 		t.Errorf("without a base: %v", err)
+	}
+	if got, _ := secureboot.TFTPCacheURL("http://192.0.2.1/cache/t/"+grant+"/"+kernel, "tftp://192.0.2.1", bases...); got != "tftp://192.0.2.1/t/"+grant+"/"+kernel {
+		t.Errorf("to the TFTP root: %q", got)
 	}
 }
 
@@ -431,6 +433,8 @@ func TestValidate(t *testing.T) {
 		"fraction delay": func(c *secureboot.Config) { c.RetryDelay = 1500 * time.Millisecond },
 		"cache slash":    func(c *secureboot.Config) { c.CacheURLs = []string{"http://192.0.2.1/cache/"} },
 		"cache scheme":   func(c *secureboot.Config) { c.CacheURLs = []string{"tftp://192.0.2.1/cache"} },
+		"cache dir":      func(c *secureboot.Config) { c.TFTPCacheDir = "/cache" },
+		"cache dir dots": func(c *secureboot.Config) { c.TFTPCacheDir = "cache/../x" },
 	} {
 		c := ok
 		f(&c)

@@ -37,7 +37,7 @@ type Name struct {
 	// Nonce is the nonce of sb/NONCE/FILE; "" for shim and GRUB outside a nonce.
 	Nonce string
 	// File is shim's or GRUB's file name (NameLoader), or the path under Config.Cache or
-	// Config.Root (NameCache without cache/, NameRoot).
+	// Config.Root (NameCache without DefaultTFTPCacheDir, NameRoot).
 	File string
 	// MAC is the key file's MAC (NameKey).
 	MAC hwid.MAC
@@ -56,7 +56,7 @@ const (
 	NameLoader                 // sb/FILE, sb/NONCE/FILE: shim or GRUB
 	NameKey                    // sb/key?mac=MAC: the key file
 	NameConfig                 // boot/grub.cfg?QUERY: the machine's configuration
-	NameCache                  // cache/t/GRANT/SHA256: the image cache
+	NameCache                  // cache/t/GRANT/SHA256: the image cache (under DefaultTFTPCacheDir)
 )
 
 // MaxNameLen bounds a name ParseName reads: tftpd's own bound (DefaultMaxNameLen) is
@@ -97,8 +97,8 @@ func ParseName(name string) (Name, error) {
 		return n, nil
 	case strings.HasPrefix(name, strings.TrimPrefix(PathConfig, "/")+"?"):
 		return Name{Kind: NameConfig, Query: strings.TrimPrefix(name, strings.TrimPrefix(PathConfig, "/")+"?")}, nil
-	case strings.HasPrefix(name, TFTPCachePrefix+"t/"):
-		return Name{Kind: NameCache, File: strings.TrimPrefix(name, TFTPCachePrefix)}, nil
+	case strings.HasPrefix(name, DefaultTFTPCacheDir+"/t/"):
+		return Name{Kind: NameCache, File: strings.TrimPrefix(name, DefaultTFTPCacheDir+"/")}, nil
 	}
 	return Name{Kind: NameRoot, File: name}, nil
 }
@@ -144,6 +144,19 @@ func (s *Chain) openFrom(name string, from netip.Addr) (fs.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n.Kind == NameCache || n.Kind == NameRoot {
+		// The cache's names are wherever TFTPCacheDir puts them; the rest is Root's.
+		if rest, ok := strings.CutPrefix(name, s.cachePrefix); ok && strings.HasPrefix(rest, "t/") {
+			if s.cfg.Cache == nil {
+				return nil, ErrNotServed
+			}
+			return s.cfg.Cache.Open(rest)
+		}
+		if s.cfg.Root == nil {
+			return nil, ErrNotServed
+		}
+		return s.cfg.Root.Open(name)
+	}
 	switch n.Kind {
 	case NameChain:
 		return memFile(name, s.chainBody), nil
@@ -151,18 +164,40 @@ func (s *Chain) openFrom(name string, from netip.Addr) (fs.File, error) {
 		return s.openLoader(name, n)
 	case NameKey:
 		return s.openKey(name, n.MAC)
-	case NameConfig:
-		return s.openConfig(name, n.Query, from)
-	case NameCache:
-		if s.cfg.Cache == nil {
-			return nil, ErrNotServed
-		}
-		return s.cfg.Cache.Open(n.File)
 	}
-	if s.cfg.Root == nil {
-		return nil, ErrNotServed
+	return s.openConfig(name, n.Query, from) // NameConfig
+}
+
+// Mounts returns the chain's TFTP names by their top directory, for a host whose TFTP file
+// system mounts other loaders' files under directories of their own (bootserver.FS.Mounts,
+// which hands a mount the name without its directory): "sb" (shim, GRUB, the key files),
+// "grub" (the Chain GRUB reads first) and "boot" (the machines' configurations). Each is a
+// tftpd.PeerFS that puts its directory back and opens as [Chain.FS] does; tftpd's reports
+// name the whole file, so OnTransfer reads them as they are. With bootserver.FS serving an
+// image cache's grants at t/, set TFTPCacheDir to ".".
+func (s *Chain) Mounts() map[string]fs.FS {
+	return map[string]fs.FS{
+		strings.Trim(PathSB, "/"):                     mount{s, strings.Trim(PathSB, "/")},
+		path.Dir(strings.TrimPrefix(PathChain, "/")):  mount{s, path.Dir(strings.TrimPrefix(PathChain, "/"))},
+		path.Dir(strings.TrimPrefix(PathConfig, "/")): mount{s, path.Dir(strings.TrimPrefix(PathConfig, "/"))},
 	}
-	return s.cfg.Root.Open(name)
+}
+
+// mount is the chain's names under one top directory, opened without it.
+type mount struct {
+	s   *Chain
+	dir string
+}
+
+var _ tftpd.PeerFS = mount{}
+
+func (m mount) Open(name string) (fs.File, error) { return m.OpenFrom(name, netip.AddrPort{}) }
+
+func (m mount) OpenFrom(name string, peer netip.AddrPort) (fs.File, error) {
+	if !fs.ValidPath(name) || name == "." {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	return m.s.OpenFrom(m.dir+"/"+name, peer)
 }
 
 // openLoader answers shim and GRUB: under sb/ (the name of a PXE answer on 67, and where

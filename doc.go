@@ -93,8 +93,9 @@
 // function and meant for logs and metric labels; so is what it returns for an error it
 // does not recognise ("" in most packages; imagecache names any other pull failure
 // "network"). Typed reasons, where a package has them, are untyped constants or convert
-// to the same strings. bootbind is the exception: it names its refusals with its typed
-// Reason (Reason.String, carried by RefusedError), not with ReasonOf.
+// to the same strings: bootbind's ReasonOf names a refusal by its typed Reason
+// (Reason.String, carried by RefusedError). The BMC drivers (bmc/redfish, bmc/ipmi)
+// classify through bmc.KindOf, whose kinds bmc.ReasonOf names.
 //
 // Fence. A package that must act only while this agent is the site's active boot server
 // declares, in its own words, the one-method interface

@@ -10,6 +10,9 @@
 //   - ipxe: an injection-proof iPXE script renderer and the /boot/ HTTP handler.
 //   - grubcfg: an injection-proof GRUB configuration renderer for machines that boot with
 //     Secure Boot through shim and a signed GRUB.
+//   - secureboot: the Secure Boot chain itself (shim and GRUB over TFTP, per-machine boot
+//     keys, the RAM disk of UEFI HTTP boot, each machine's GRUB configuration from the boot
+//     decision), given only to the address a machine's key went to.
 //   - imagecache: a sha256-addressed image cache with verified pulls, LRU eviction under a
 //     byte budget, and serving only under unguessable grants.
 //   - bmc: BMC drivers (bmc/redfish, bmc/ipmi) behind one small interface, and bmc/bmctest,
@@ -90,8 +93,9 @@
 // function and meant for logs and metric labels; so is what it returns for an error it
 // does not recognise ("" in most packages; imagecache names any other pull failure
 // "network"). Typed reasons, where a package has them, are untyped constants or convert
-// to the same strings. bootbind is the exception: it names its refusals with its typed
-// Reason (Reason.String, carried by RefusedError), not with ReasonOf.
+// to the same strings: bootbind's ReasonOf names a refusal by its typed Reason
+// (Reason.String, carried by RefusedError). The BMC drivers (bmc/redfish, bmc/ipmi)
+// classify through bmc.KindOf, whose kinds bmc.ReasonOf names.
 //
 // Fence. A package that must act only while this agent is the site's active boot server
 // declares, in its own words, the one-method interface

@@ -3,6 +3,8 @@ package bootbind
 import (
 	"errors"
 	"strconv"
+
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // Reason says why a request is not bound to its machine's DHCP answer, or Bound when it is.
@@ -64,4 +66,22 @@ func (r Reason) Err() error {
 		return nil
 	}
 	return &RefusedError{Reason: r}
+}
+
+// ReasonOf names the first of the package's errors in err's chain in a word a host can
+// count: a refusal's reason ("no-nonce", "nonce-other-address", ...), "unbound",
+// "key-in-flight", "damaged", "too-large"; "" for nil or an error of another package.
+func ReasonOf(err error) string {
+	var re *RefusedError
+	if errors.As(err, &re) && re.Reason != Bound {
+		return re.Reason.String()
+	}
+	return errReasons.Of(err)
+}
+
+var errReasons = errname.Table{
+	{Err: ErrUnbound, Name: "unbound"},
+	{Err: ErrKeyInFlight, Name: "key-in-flight"},
+	{Err: ErrDamaged, Name: "damaged"},
+	{Err: ErrTooLarge, Name: "too-large"},
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/bettercompute/siteboot/internal/errname"
 )
 
 // The errors of the HTTP binding, one per status code a control plane answers besides 200.
@@ -81,3 +83,21 @@ func (e *StatusError) Error() string {
 
 // Unwrap returns Err.
 func (e *StatusError) Unwrap() error { return e.Err }
+
+// ReasonOf names the first of the package's errors in err's chain in a word a host can
+// count: the binding's codes ("bad-request", "forbidden", "not-found", "not-ready",
+// "unavailable"), "plain-http", "client-config", "bad-command", "bad-entry"; "" for nil or
+// an error of another package.
+func ReasonOf(err error) string { return reasons.Of(err) }
+
+var reasons = errname.Table{
+	{Err: ErrBadRequest, Name: "bad-request"},
+	{Err: ErrForbidden, Name: "forbidden"},
+	{Err: ErrNotFound, Name: "not-found"},
+	{Err: ErrNotReady, Name: "not-ready"},
+	{Err: ErrUnavailable, Name: "unavailable"},
+	{Err: ErrPlainHTTP, Name: "plain-http"},
+	{Err: ErrClientConfig, Name: "client-config"},
+	{Err: ErrBadCommand, Name: "bad-command"},
+	{Err: ErrBadEntry, Name: "bad-entry"},
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"syscall"
 )
 
@@ -42,4 +43,19 @@ func ListenPacket(ctx context.Context, network, addr, iface string) (net.PacketC
 		return nil, fmt.Errorf("udpbind: %s: %w", addr, err)
 	}
 	return c, nil
+}
+
+// ReasonOf names the package's errors in err's chain in a word a host can count: "network"
+// (ErrNetwork), "unsupported" (an interface named where the system cannot bind to one); ""
+// for nil or any other error, a system call's included.
+func ReasonOf(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrNetwork):
+		return "network"
+	case errors.Is(err, errors.ErrUnsupported) && strings.HasPrefix(err.Error(), "udpbind: "):
+		return "unsupported"
+	}
+	return ""
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/lease"
 	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/bettercompute/siteboot/secureboot"
 	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/tftpd"
@@ -129,9 +130,8 @@ type Agent struct {
 
 	v6 ipv6Part // IPv6 boot (ipv6.go)
 
-	sb            *secureBoot // the signed chain (secureboot.go); nil when not served
-	sbN           sbCounters
-	sbUnavailable atomic.Uint64 // Secure Boot machines answered with silence for want of the chain
+	sb            *secureboot.Chain // the signed chain (secureboot.go); nil when not served
+	sbUnavailable atomic.Uint64     // Secure Boot machines answered with silence for want of the chain
 }
 
 // New builds an agent from its config and binds its sockets, so that a host learns at once
@@ -217,9 +217,6 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if err := a.limitListeners(); err != nil {
 		return nil, err
 	}
-	if err := a.setupSecureBoot(); err != nil {
-		return nil, err
-	}
 	if c.Boot.ProxyDHCP {
 		a.nonces = bootbind.NewNonces(a.bindingConfig())
 		a.noncesIssued = make(chan struct{}, 1)
@@ -243,6 +240,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		if err := a.dhcp.Validate(); err != nil {
 			return nil, err
 		}
+	}
+	if err := a.setupSecureBoot(); err != nil {
+		return nil, err
 	}
 	if c.Boot.TFTP {
 		a.tftp = &tftpd.Server{
@@ -328,7 +328,9 @@ func (a *Agent) release() {
 	if a.bmc != nil {
 		a.bmc.journal.Close()
 	}
-	a.sb.close()
+	if a.sb != nil {
+		a.sb.Close()
+	}
 	a.closeRoot()
 }
 
@@ -455,8 +457,10 @@ func (a *Agent) stop() {
 		wg.Go(func() { s.Shutdown(ctx) })
 	}
 	wg.Wait()
+	if a.sb != nil {
+		a.sb.Shutdown(ctx)
+	}
 	a.saveNonces()
-	a.sb.close()
 	a.closeRoot()
 	a.found.Close()
 	a.bmc.close()

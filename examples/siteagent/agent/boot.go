@@ -16,6 +16,7 @@ import (
 	"github.com/bettercompute/siteboot/discovery"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/ipxe"
+	"github.com/bettercompute/siteboot/secureboot"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
@@ -76,11 +77,11 @@ func (a *Agent) bootServer() error {
 		c.TFTP, c.Builds = a.tftp, builds
 	}
 	if a.sb != nil {
-		// The signed chain's GRUB asks the IPv4 handler only (its network is IPv4).
-		c.Boot.Loaders = []ipxe.Loader{a.sb.loader()}
-		c.Loaders = map[string]bootserver.Claimer{loaderGRUB: sbKeys{a}}
-		c.Mounts = a.sb.mounts()
-		c.Handlers = map[string]http.Handler{"/" + sbDir + "/": a.sb}
+		// The chain claims a GRUB's key itself before it asks the boot handler, whose
+		// binding claims it again.
+		c.Loaders = map[string]bootserver.Claimer{secureboot.LoaderName: a.sb.Keys()}
+		c.Mounts = a.sbMounts()
+		c.Handlers = map[string]http.Handler{secureboot.PathSB: a.sb, secureboot.PathConfig: a.sb}
 	}
 	srv, err := bootserver.New(c)
 	if err != nil {

@@ -1,7 +1,6 @@
 package bootserver_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -25,6 +23,7 @@ import (
 	"github.com/bettercompute/siteboot/clock/clocktest"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/internal/testlog"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/tftpd"
@@ -341,8 +340,8 @@ func TestServerHooks(t *testing.T) {
 	}
 	var heard []issued
 	cfg.OnNonce = func(mac hwid.MAC, to netip.Addr) { heard = append(heard, issued{mac, to}) }
-	var logged bytes.Buffer
-	cfg.ErrorLog = log.New(&syncWriter{w: &logged}, "", 0)
+	var logged testlog.Buffer
+	cfg.ErrorLog = log.New(&logged, "", 0)
 	cfg.Handlers = map[string]http.Handler{"GET /panic": http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("a bad handler") })}
 	srv, err := bootserver.New(cfg)
 	if err != nil {
@@ -372,18 +371,6 @@ func TestServerHooks(t *testing.T) {
 		t.Errorf("ErrorLog got %q, want the handler's panic", s)
 	}
 	goleak.VerifyNone(t)
-}
-
-// syncWriter serialises writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // TestServerPXE6: the DHCPv6 boot server port is served with proxy DHCP and closed when

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"errors"
-	"net/netip"
 	"path/filepath"
 	"time"
 
@@ -94,8 +93,8 @@ func (a *Agent) saveNonces() {
 }
 
 // answerDHCP is proxy DHCP's answer to a machine it decided to boot. iPXE gets the chain
-// URL with a fresh boot nonce (S1) from proxy DHCP itself (proxydhcp.Server.Binder is
-// a.nonces), in unicast answers only. Other clients (the firmware's PXE or HTTP boot) get
+// URL with a fresh boot nonce (S1) from proxy DHCP itself (bootserver makes a.nonces its
+// Binder), in unicast answers only. Other clients (the firmware's PXE or HTTP boot) get
 // proxy DHCP's table.
 //
 // A machine whose entry boots with Secure Boot (secureBootFor) gets the signed chain instead
@@ -107,15 +106,6 @@ func (a *Agent) answerDHCP(req *proxydhcp.Request, r record) proxydhcp.Decision 
 		return a.answerSecureBoot(req)
 	}
 	return proxydhcp.Answer()
-}
-
-// toAddr is the address an answer to req goes to when it goes to the requester itself (a
-// 4011 answer), else invalid.
-func toAddr(req *proxydhcp.Request) netip.Addr {
-	if req.Port == proxydhcp.PortBoot && !req.IPv6 {
-		return req.Source.Addr()
-	}
-	return netip.Addr{}
 }
 
 // nonceStats adds the boot nonce counters to m (Agent.Stats).

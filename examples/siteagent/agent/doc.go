@@ -5,11 +5,13 @@
 //
 // The agent holds composition only: configuration, metrics, the link, and the wiring of the
 // packages that decide (proxydhcp, tftpd, ipxe, secureboot, bootbind, imagecache,
-// discovery, assertion, lease, bmc, sitelink). Each rule it enforces is the rule of one of
-// those packages and is documented there; examples/siteagent/README.md describes what the
-// agent does as a whole, for an operator: the walk of one MAC from its DHCP request to the
-// assertion, the boot secrets, Secure Boot, start-up and -check, the control plane and the
-// link's security, BMC access, IPv6, and the metrics.
+// discovery, assertion, lease, bmc, sitelink); proxy DHCP, TFTP and the boot HTTP server
+// are one bootserver.Server, served on the sockets the agent bound. Each rule it enforces
+// is the rule of one of those packages and is documented there;
+// examples/siteagent/README.md describes what the agent does as a whole, for an operator:
+// the walk of one MAC from its DHCP request to the assertion, the boot secrets, Secure
+// Boot, start-up and -check, the control plane and the link's security, BMC access, IPv6,
+// and the metrics.
 //
 // [New] binds the sockets its Config names (or takes those in Options) and builds the
 // parts; [Agent.Run] serves them in one errgroup until its context ends, then drains them.

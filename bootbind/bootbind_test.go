@@ -3,6 +3,7 @@ package bootbind_test
 import (
 	"bytes"
 	"errors"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -303,5 +304,38 @@ func TestNeighborGuardsBroadcastNonce(t *testing.T) {
 	off, _ := s.Issue(mac, bootbind.KindImage, netip.Addr{})
 	if _, r := s.Fetched(off, bootbind.KindImage, netip.MustParseAddr("198.51.100.150")); r != bootbind.Bound {
 		t.Errorf("an address off the link: %s, want bound (first presenter)", r)
+	}
+}
+
+// TestOnLink: link-local addresses, the configured segments and the interface's own IPv6
+// prefixes are on a provisioning segment; other addresses, and every address of an
+// interface that does not exist but those two, are not.
+func TestOnLink(t *testing.T) {
+	segments := []netip.Prefix{netip.MustParsePrefix("2001:db8:1::/64")}
+	loopback := netip.IPv6Loopback()
+	hasLoopback6 := false
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(net.IPv6loopback) {
+				hasLoopback6 = true
+			}
+		}
+	}
+	for _, tc := range []struct {
+		iface string
+		addr  netip.Addr
+		want  bool
+	}{
+		{"", netip.MustParseAddr("fe80::5054:ff:fe00:1"), true},
+		{"", netip.MustParseAddr("2001:db8:1::10"), true},
+		{"", netip.MustParseAddr("2001:db8:2::10"), false},
+		{"", loopback, hasLoopback6},
+		{"no-such-interface", netip.MustParseAddr("fe80::1"), true},
+		{"no-such-interface", netip.MustParseAddr("2001:db8:1::10"), true},
+		{"no-such-interface", loopback, false},
+	} {
+		if got := bootbind.OnLink(tc.iface, segments)(tc.addr); got != tc.want {
+			t.Errorf("OnLink(%q)(%v) = %v, want %v", tc.iface, tc.addr, got, tc.want)
+		}
 	}
 }

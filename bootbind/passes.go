@@ -26,7 +26,7 @@ const MaxPassAddrs = 4
 type Passes struct {
 	cfg Config
 	// Segment reports whether an address is on a provisioning segment (an on-link prefix of
-	// the boot interface). Nil: every IPv6 address is.
+	// the boot interface: OnLink). Nil: every IPv6 address is.
 	Segment func(netip.Addr) bool
 	// Neighbor resolves an on-link address to the link-layer address it answers from (the
 	// host's neighbour cache, NeighborMAC on Linux). Nil: no lookup.

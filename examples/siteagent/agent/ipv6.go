@@ -217,41 +217,9 @@ func (a *Agent) collect6(ch chan<- prometheus.Metric) {
 // newPasses is the IPv6 boot passes' store, tied to the boot interface's on-link prefixes.
 func (a *Agent) newPasses() *bootbind.Passes {
 	p := bootbind.NewPasses(a.bindingConfig())
-	p.Segment = a.onSegment6
+	p.Segment = bootbind.OnLink(a.cfg.Boot.Interface, a.cfg.Boot.Segments)
 	p.Neighbor = bootbind.NeighborMAC
 	return p
-}
-
-// onSegment6 reports whether an IPv6 address is on an on-link prefix of the boot interface
-// (Boot.Interface, or any interface when unset) or on Boot.Segments.
-func (a *Agent) onSegment6(addr netip.Addr) bool {
-	if addr.IsLinkLocalUnicast() {
-		return true
-	}
-	for _, p := range a.cfg.Boot.Segments {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	var addrs []net.Addr
-	var err error
-	if name := a.cfg.Boot.Interface; name != "" {
-		var ifi *net.Interface
-		if ifi, err = net.InterfaceByName(name); err == nil {
-			addrs, err = ifi.Addrs()
-		}
-	} else {
-		addrs, err = net.InterfaceAddrs()
-	}
-	if err != nil {
-		return false
-	}
-	for _, x := range addrs {
-		if n, ok := x.(*net.IPNet); ok && n.IP.To4() == nil && n.Contains(addr.AsSlice()) {
-			return true
-		}
-	}
-	return false
 }
 
 // answered6 notes proxy DHCP's answer to a machine's firmware, over DHCPv6 or DHCPv4

@@ -324,18 +324,20 @@ func (p *peerFS) OpenFrom(name string, peer netip.AddrPort) (fs.File, error) {
 	return p.Open(name)
 }
 
-// TestFS: builds at the root, grants under t/, mounts under their directory, a PeerFS
-// mount asked with the peer.
+// TestFS: builds at the root with their subdirectories, grants under t/, mounts under their
+// directory (shadowing a builds directory of that name), a PeerFS mount asked with the peer.
 func TestFS(t *testing.T) {
 	grub := &peerFS{MapFS: fstest.MapFS{"grub.cfg": {Data: []byte("grub")}}}
 	f := bootserver.FS{
-		Builds: fstest.MapFS{"ipxe.efi": {Data: []byte("ipxe")}},
+		Builds: fstest.MapFS{"ipxe.efi": {Data: []byte("ipxe")}, "efi64/snp.efi": {Data: []byte("snp")},
+			"grub/shadowed.cfg": {Data: []byte("shadowed")}},
 		Grants: fstest.MapFS{"t/abc/def": {Data: []byte("granted")}},
 		Mounts: map[string]fs.FS{"grub": grub, "shim": fstest.MapFS{"shimx64.efi": {Data: []byte("shim")}}},
 	}
 	peer := netip.MustParseAddrPort("192.0.2.11:1024")
 	for name, want := range map[string]string{
-		"ipxe.efi": "ipxe", "t/abc/def": "granted", "grub/grub.cfg": "grub", "shim/shimx64.efi": "shim",
+		"ipxe.efi": "ipxe", "efi64/snp.efi": "snp", "t/abc/def": "granted", "grub/grub.cfg": "grub", "shim/shimx64.efi": "shim",
+		"grub/shadowed.cfg": "",
 		"grub.cfg": "", "t/abc/other": "", "other/ipxe.efi": "", "../ipxe.efi": "", "/ipxe.efi": "",
 	} {
 		for _, open := range []func(string) (fs.File, error){f.Open, func(n string) (fs.File, error) { return f.OpenFrom(n, peer) }} {

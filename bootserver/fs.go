@@ -17,7 +17,8 @@ const GrantDir = "t"
 // of their own. It is a tftpd.PeerFS: a mount that is one (a file served only to the
 // address it was handed to) is asked with the requester's address.
 type FS struct {
-	// Builds are the iPXE builds (undionly.kpxe, ipxe.efi, ...), one level, at the root.
+	// Builds are the iPXE builds (undionly.kpxe, ipxe.efi, ...) at the root, with their
+	// subdirectories but for one named GrantDir or a mount's name, which those shadow.
 	// Nil: none.
 	Builds fs.FS
 	// Grants serves t/GRANT/SHA256: an image cache's GrantFS. Nil: none.
@@ -42,7 +43,7 @@ func (f FS) route(name string) (fs.FS, string) {
 	if m := f.Mounts[dir]; m != nil {
 		return m, rest
 	}
-	return nil, name
+	return f.Builds, name // a directory of the builds (efi64/ipxe.efi, say)
 }
 
 // Open opens name from the file system that serves it.

@@ -338,7 +338,7 @@ func TestFS(t *testing.T) {
 	for name, want := range map[string]string{
 		"ipxe.efi": "ipxe", "efi64/snp.efi": "snp", "t/abc/def": "granted", "grub/grub.cfg": "grub", "shim/shimx64.efi": "shim",
 		"grub/shadowed.cfg": "",
-		"grub.cfg": "", "t/abc/other": "", "other/ipxe.efi": "", "../ipxe.efi": "", "/ipxe.efi": "",
+		"grub.cfg":          "", "t/abc/other": "", "other/ipxe.efi": "", "../ipxe.efi": "", "/ipxe.efi": "",
 	} {
 		for _, open := range []func(string) (fs.File, error){f.Open, func(n string) (fs.File, error) { return f.OpenFrom(n, peer) }} {
 			file, err := open(name)

@@ -308,12 +308,8 @@ func (a *Agent) listen() error {
 	if tcp, ok := a.httpLn.Addr().(*net.TCPAddr); ok {
 		port = uint16(tcp.Port)
 	}
-	a.httpBase = a.cfg.httpBase(port)
-	if u, err := url.Parse(a.httpBase); err == nil && u.Port() == "0" {
-		u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(int(port)))
-		a.httpBase = u.String()
-	}
-	return a.listen6()
+	a.httpBase = baseURL(b.HTTPBase, b.ServerIP, port)
+	return a.listen6(port)
 }
 
 // release undoes a New that failed half-way: sockets closed, the cache unlocked.

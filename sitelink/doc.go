@@ -20,7 +20,8 @@
 // SiteSpec that comes back (the boot lease word, DESIGN.md L3, and the images to pre-warm)
 // and the Commands (boot.prepareRamdisk, boot.cleanUp and the bmc.* kinds, DESIGN.md G2);
 // it acknowledges a command in a later report, and until then the control plane sends it
-// again.
+// again. [Heartbeat] paces those reports (every interval, sooner when woken) and counts and
+// logs a broken link, so a host writes only the report and what it does with the answer.
 //
 // # Who is calling
 //

@@ -107,16 +107,13 @@ type Agent struct {
 	dhcpConn, pxeConn, tftpConn net.PacketConn
 	httpLn, metricsLn           net.Listener
 
-	mismatches  mismatches
-	wake        chan struct{} // a status report is wanted before the next heartbeat
-	mu          sync.Mutex
-	sentDigest  discovery.Digest // the discovered list's digest the control plane acknowledged
-	acks        []string         // ids of applied commands not yet reported
-	lastSync    time.Time
-	syncErrors  uint64
-	syncFailing uint64 // heartbeats failed in a row
-	transfers   transferCounters
-	nonces      *bootbind.Nonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
+	mismatches mismatches
+	beat       sitelink.Heartbeat // syncOnce every Control.Heartbeat, or sooner when woken
+	mu         sync.Mutex
+	sentDigest discovery.Digest // the discovered list's digest the control plane acknowledged
+	acks       []string         // ids of applied commands not yet reported
+	transfers  transferCounters
+	nonces     *bootbind.Nonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
 	// noncesIssued wakes the saver of the nonces (bootnonce.go) after each one issued.
 	noncesIssued chan struct{}
 	linkTLS      *sitetls.Monitor    // the link's credentials, checked each heartbeat
@@ -151,7 +148,8 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if clock == nil {
 		clock = siteclock.Real
 	}
-	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock, wake: make(chan struct{}, 1)}
+	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock}
+	ag.beat = sitelink.Heartbeat{Every: cfg.Control.Heartbeat, Beat: ag.syncOnce, Clock: clock, Logger: log}
 	ag.applyq.wake = make(chan struct{}, 1)
 	defer func() {
 		if err != nil {
@@ -187,7 +185,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}
 	a.fence = &lease.Fence{TTL: c.Lease.TTL, Clock: clock, Logger: log.With("component", "lease")}
 	if a.found, err = discovery.NewList(discovery.Config{
-		ReportWanted: a.reportSoon,
+		ReportWanted: a.beat.Wake,
 		DHCPFirst:    c.Boot.ProxyDHCP,
 		Clock:        clock,
 		Logger:       log.With("component", "discovery"),
@@ -413,7 +411,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		})
 	}
-	g.Go(func() error { return a.syncLoop(gctx) })
+	g.Go(func() error { return a.beat.Run(gctx) })
 	g.Go(func() error { return a.applyLoop(gctx) })
 	if a.nonces != nil {
 		g.Go(func() error {
@@ -492,12 +490,4 @@ func (a *Agent) discoveredDHCP(ctx context.Context, req *proxydhcp.Request) {
 		s.UUID = req.UUID
 	}
 	a.found.Seen(s)
-}
-
-// reportSoon asks the sync loop for a status report before the next heartbeat.
-func (a *Agent) reportSoon() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
 }

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"sync"
 
@@ -13,32 +12,12 @@ import (
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
-// syncLoop sends a heartbeat every Control.Heartbeat (sooner when discovery wants a report)
-// and applies the desired state that comes back. While the control plane cannot be reached
-// the agent keeps serving from its last desired state; the fence, measured from the last
-// heartbeat the lease's renewal answered, ends the serving on its own.
-func (a *Agent) syncLoop(ctx context.Context) error {
-	tick := make(chan struct{}, 1)
-	for {
-		a.syncOnce(ctx)
-		t := a.clock.AfterFunc(a.cfg.Control.Heartbeat, func() {
-			select {
-			case tick <- struct{}{}:
-			default:
-			}
-		})
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-tick:
-		case <-a.wake:
-			t.Stop()
-		}
-	}
-}
-
-func (a *Agent) syncOnce(ctx context.Context) {
+// syncOnce sends a status report and applies the desired state that comes back; a.beat
+// calls it every Control.Heartbeat, and sooner when discovery or a BMC operation wants a
+// report. While the control plane cannot be reached the agent keeps serving from its last
+// desired state; the fence, measured from the last heartbeat the lease's renewal answered,
+// ends the serving on its own.
+func (a *Agent) syncOnce(ctx context.Context) error {
 	// The site certificate is re-read here when its files changed, so that a renewal (or a
 	// bad new file) is seen on the heartbeat, not only at the next handshake; the last good
 	// pair stays in use meanwhile, so the fence never lapses for it.
@@ -79,30 +58,10 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	r.Beat = a.fence.Heartbeat()
 	d, err := a.link.Sync(cctx, r)
 	if err != nil {
-		a.mu.Lock()
-		a.syncErrors++
-		a.syncFailing++
-		first := a.syncFailing == 1
-		a.mu.Unlock()
-		// Once at warning level when the link breaks; the rest are counted in metrics.
-		if ctx.Err() == nil {
-			level := slog.LevelDebug
-			if first {
-				level = slog.LevelWarn
-			}
-			a.log.Log(ctx, level, "control plane unreachable; serving from the last desired state until the fence ends", "err", err)
-		}
-		return
+		return err
 	}
-	a.mu.Lock()
-	if a.syncFailing > 0 {
-		a.log.Info("control plane reachable again", "failed_heartbeats", a.syncFailing)
-		a.syncFailing = 0
-	}
-	a.mu.Unlock()
 	a.fence.Observe(lease.Word{Holds: d.Lease.Holds, Epoch: d.Lease.Epoch, TTL: d.Lease.TTL(), Beat: d.Lease.Beat})
 	a.mu.Lock()
-	a.lastSync = a.clock.Now()
 	if sendList {
 		a.sentDigest = snap.Digest
 	}
@@ -124,6 +83,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	if err := a.cache.SetPinned(a.wantedImages(d.CacheImages)); err != nil {
 		a.log.Error("cache images", "err", err)
 	}
+	return nil
 }
 
 // applyQueue holds the boot commands the heartbeat handed to the applier.

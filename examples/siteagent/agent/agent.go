@@ -111,17 +111,16 @@ type Agent struct {
 	beat       sitelink.Heartbeat // syncOnce every Control.Heartbeat, or sooner when woken
 	mu         sync.Mutex
 	sentDigest discovery.Digest // the discovered list's digest the control plane acknowledged
-	acks       []string         // ids of applied commands not yet reported
 	transfers  transferCounters
 	nonces     *bootbind.Nonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
 	// noncesIssued wakes the saver of the nonces (bootnonce.go) after each one issued.
 	noncesIssued chan struct{}
-	linkTLS      *sitetls.Monitor    // the link's credentials, checked each heartbeat
-	httpLimit    *connlimit.Listener // the caps on httpLn
-	prefer       *connlimit.Recent   // the sources httpLimit keeps room for
-	silent       *discovery.Silent   // machines answered that asked for nothing
-	applyq       applyQueue          // boot commands handed from the heartbeat to the applier (sync.go)
-	metricLimit  *connlimit.Listener // the caps on metricsLn
+	linkTLS      *sitetls.Monitor      // the link's credentials, checked each heartbeat
+	httpLimit    *connlimit.Listener   // the caps on httpLn
+	prefer       *connlimit.Recent     // the sources httpLimit keeps room for
+	silent       *discovery.Silent     // machines answered that asked for nothing
+	applier      sitelink.EntryApplier // the boot commands, applied off the heartbeat (sync.go)
+	metricLimit  *connlimit.Listener   // the caps on metricsLn
 
 	bmc *bmcPart // bmc.* commands (bmc.go)
 
@@ -150,7 +149,6 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}
 	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock}
 	ag.beat = sitelink.Heartbeat{Every: cfg.Control.Heartbeat, Beat: ag.syncOnce, Clock: clock, Logger: log}
-	ag.applyq.wake = make(chan struct{}, 1)
 	defer func() {
 		if err != nil {
 			ag.release()
@@ -166,6 +164,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if a.entries, err = sitelink.OpenEntryStore(filepath.Join(c.DataDir, EntriesFileName), clock); err != nil {
 		return nil, err
 	}
+	a.applier = sitelink.EntryApplier{Store: a.entries, OnApplied: a.applied, Logger: log}
 	if d, ok := a.entries.Damage(); ok {
 		a.log.Error("boot entries file damaged: set aside, serving the valid entries", "set_aside", d.SetAside,
 			"reason", d.Reason, "kept", d.Kept, "dropped", d.Dropped)
@@ -412,7 +411,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 	}
 	g.Go(func() error { return a.beat.Run(gctx) })
-	g.Go(func() error { return a.applyLoop(gctx) })
+	g.Go(func() error { return a.applier.Run(gctx) })
 	if a.nonces != nil {
 		g.Go(func() error {
 			t := time.NewTicker(noncesSaveEvery)

@@ -82,7 +82,7 @@ func (a *Agent) Stats() map[string]uint64 {
 	}
 	m["boot_answered_silent"] = a.silent.Stats().Silent
 	m["boot_entries_writes"] = a.entries.Writes()
-	m["commands_queued"] = uint64(a.queued())
+	m["commands_queued"] = uint64(a.applier.Queued())
 	if a.linkTLS.Untrusted() {
 		m["control_cert_untrusted"] = 1
 	}

@@ -25,8 +25,7 @@ type EntryApplier struct {
 	// Logger receives the commands refused and the writes that failed; nil discards.
 	Logger *slog.Logger
 
-	wakeOnce sync.Once
-	wake     chan struct{}
+	wake wakeup
 
 	mu      sync.Mutex
 	pending []Command
@@ -34,19 +33,9 @@ type EntryApplier struct {
 	acks    []string        // applied, not yet delivered in a report
 }
 
-func (p *EntryApplier) wakeCh() chan struct{} {
-	p.wakeOnce.Do(func() { p.wake = make(chan struct{}, 1) })
-	return p.wake
-}
-
 // Kick asks Run to prune the lapsed entries (a write, when any lapsed) and to apply what
 // is queued.
-func (p *EntryApplier) Kick() {
-	select {
-	case p.wakeCh() <- struct{}{}:
-	default:
-	}
-}
+func (p *EntryApplier) Kick() { p.wake.signal() }
 
 // Enqueue hands commands to Run, but those queued, being applied or applied and not yet
 // acknowledged.
@@ -94,7 +83,7 @@ func (p *EntryApplier) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-p.wakeCh():
+		case <-p.wake.c():
 		}
 		p.applyPending()
 	}

@@ -28,13 +28,31 @@ type Heartbeat struct {
 	// Logger receives the link's breaks and returns; nil discards.
 	Logger *slog.Logger
 
-	wakeOnce sync.Once
-	wake     chan struct{}
+	wake wakeup
 
 	mu      sync.Mutex
 	last    time.Time
 	errors  uint64
 	failing uint64
+}
+
+// wakeup is a pending request to a loop; requests while one is pending are one. The zero
+// value is ready.
+type wakeup struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (w *wakeup) c() chan struct{} {
+	w.once.Do(func() { w.ch = make(chan struct{}, 1) })
+	return w.ch
+}
+
+func (w *wakeup) signal() {
+	select {
+	case w.c() <- struct{}{}:
+	default:
+	}
 }
 
 // HeartbeatStats are a [Heartbeat]'s counters.
@@ -44,18 +62,8 @@ type HeartbeatStats struct {
 	Failing uint64    // calls of Beat that failed since the last success
 }
 
-func (h *Heartbeat) wakeCh() chan struct{} {
-	h.wakeOnce.Do(func() { h.wake = make(chan struct{}, 1) })
-	return h.wake
-}
-
 // Wake asks for a heartbeat before the next one is due; calls while one is pending are one.
-func (h *Heartbeat) Wake() {
-	select {
-	case h.wakeCh() <- struct{}{}:
-	default:
-	}
-}
+func (h *Heartbeat) Wake() { h.wake.signal() }
 
 // Stats returns the counters.
 func (h *Heartbeat) Stats() HeartbeatStats {
@@ -81,7 +89,7 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 			t.Stop()
 			return nil
 		case <-tick:
-		case <-h.wakeCh():
+		case <-h.wake.c():
 			t.Stop()
 		}
 	}

@@ -26,6 +26,32 @@ type Stats struct {
 	Errors          uint64 // 500: a host interface failed or a value was refused
 }
 
+// Add returns the field-by-field sum of s and t: the totals of two handlers that serve one
+// site, such as bootserver's IPv4 and IPv6 boot handlers.
+func (s Stats) Add(t Stats) Stats {
+	s.Requests += t.Requests
+	s.Chains += t.Chains
+	s.Scripts += t.Scripts
+	s.Sanboots += t.Sanboots
+	s.Unknown += t.Unknown
+	s.Mismatched += t.Mismatched
+	s.Unbound += t.Unbound
+	s.UUIDRefused += t.UUIDRefused
+	s.IPRefused += t.IPRefused
+	s.Discovered += t.Discovered
+	s.Fenced += t.Fenced
+	s.TokenWaits += t.TokenWaits
+	s.SanbootWaits += t.SanbootWaits
+	s.TokenFetches += t.TokenFetches
+	s.BadRequests += t.BadRequests
+	s.HeadersTooLarge += t.HeadersTooLarge
+	s.MethodsRefused += t.MethodsRefused
+	s.NotFound += t.NotFound
+	s.Files += t.Files
+	s.Errors += t.Errors
+	return s
+}
+
 type counters struct {
 	requests, chains, scripts, sanboots, unknown, discovered, fenced, tokenWaits,
 	sanbootWaits, tokenFetches, mismatched, unbound, uuidRefused, ipRefused, badRequests, headersTooLarge, methodsRefused, notFound,

@@ -20,7 +20,8 @@
 // SiteSpec that comes back (the boot lease word, DESIGN.md L3, and the images to pre-warm)
 // and the Commands (boot.prepareRamdisk, boot.cleanUp and the bmc.* kinds, DESIGN.md G2);
 // it acknowledges a command in a later report, and until then the control plane sends it
-// again.
+// again. [Heartbeat] paces those reports (every interval, sooner when woken) and counts and
+// logs a broken link, so a host writes only the report and what it does with the answer.
 //
 // # Who is calling
 //
@@ -41,7 +42,9 @@
 // once it is on disk, a lapsed entry is never answered, and a damaged file is set aside,
 // never deleted, keeping what could be read ([EntryStore.Damage]). [ParsedEntry.Match] is
 // the one rule of whether the machine asking (its option 93 arch and option 97 UUID) is
-// the one its entry names; a host counts refusals by [Mismatch].String.
+// the one its entry names; a host counts refusals by [Mismatch].String. [EntryApplier]
+// applies a heartbeat's boot commands to the store off the heartbeat, one write per batch,
+// and keeps their acknowledgements until a report has carried them.
 //
 // # BMC commands
 //

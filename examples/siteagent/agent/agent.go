@@ -107,24 +107,20 @@ type Agent struct {
 	dhcpConn, pxeConn, tftpConn net.PacketConn
 	httpLn, metricsLn           net.Listener
 
-	mismatches  mismatches
-	wake        chan struct{} // a status report is wanted before the next heartbeat
-	mu          sync.Mutex
-	sentDigest  discovery.Digest // the discovered list's digest the control plane acknowledged
-	acks        []string         // ids of applied commands not yet reported
-	lastSync    time.Time
-	syncErrors  uint64
-	syncFailing uint64 // heartbeats failed in a row
-	transfers   transferCounters
-	nonces      *bootbind.Nonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
+	mismatches mismatches
+	beat       sitelink.Heartbeat // syncOnce every Control.Heartbeat, or sooner when woken
+	mu         sync.Mutex
+	sentDigest discovery.Digest // the discovered list's digest the control plane acknowledged
+	transfers  transferCounters
+	nonces     *bootbind.Nonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
 	// noncesIssued wakes the saver of the nonces (bootnonce.go) after each one issued.
 	noncesIssued chan struct{}
-	linkTLS      *sitetls.Monitor    // the link's credentials, checked each heartbeat
-	httpLimit    *connlimit.Listener // the caps on httpLn
-	prefer       *connlimit.Recent   // the sources httpLimit keeps room for
-	silent       *discovery.Silent   // machines answered that asked for nothing
-	applyq       applyQueue          // boot commands handed from the heartbeat to the applier (sync.go)
-	metricLimit  *connlimit.Listener // the caps on metricsLn
+	linkTLS      *sitetls.Monitor      // the link's credentials, checked each heartbeat
+	httpLimit    *connlimit.Listener   // the caps on httpLn
+	prefer       *connlimit.Recent     // the sources httpLimit keeps room for
+	silent       *discovery.Silent     // machines answered that asked for nothing
+	applier      sitelink.EntryApplier // the boot commands, applied off the heartbeat (sync.go)
+	metricLimit  *connlimit.Listener   // the caps on metricsLn
 
 	bmc *bmcPart // bmc.* commands (bmc.go)
 
@@ -151,8 +147,8 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if clock == nil {
 		clock = siteclock.Real
 	}
-	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock, wake: make(chan struct{}, 1)}
-	ag.applyq.wake = make(chan struct{}, 1)
+	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock}
+	ag.beat = sitelink.Heartbeat{Every: cfg.Control.Heartbeat, Beat: ag.syncOnce, Clock: clock, Logger: log}
 	defer func() {
 		if err != nil {
 			ag.release()
@@ -168,6 +164,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if a.entries, err = sitelink.OpenEntryStore(filepath.Join(c.DataDir, EntriesFileName), clock); err != nil {
 		return nil, err
 	}
+	a.applier = sitelink.EntryApplier{Store: a.entries, OnApplied: a.applied, Logger: log}
 	if d, ok := a.entries.Damage(); ok {
 		a.log.Error("boot entries file damaged: set aside, serving the valid entries", "set_aside", d.SetAside,
 			"reason", d.Reason, "kept", d.Kept, "dropped", d.Dropped)
@@ -187,7 +184,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}
 	a.fence = &lease.Fence{TTL: c.Lease.TTL, Clock: clock, Logger: log.With("component", "lease")}
 	if a.found, err = discovery.NewList(discovery.Config{
-		ReportWanted: a.reportSoon,
+		ReportWanted: a.beat.Wake,
 		DHCPFirst:    c.Boot.ProxyDHCP,
 		Clock:        clock,
 		Logger:       log.With("component", "discovery"),
@@ -308,12 +305,8 @@ func (a *Agent) listen() error {
 	if tcp, ok := a.httpLn.Addr().(*net.TCPAddr); ok {
 		port = uint16(tcp.Port)
 	}
-	a.httpBase = a.cfg.httpBase(port)
-	if u, err := url.Parse(a.httpBase); err == nil && u.Port() == "0" {
-		u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(int(port)))
-		a.httpBase = u.String()
-	}
-	return a.listen6()
+	a.httpBase = baseURL(b.HTTPBase, b.ServerIP, port)
+	return a.listen6(port)
 }
 
 // release undoes a New that failed half-way: sockets closed, the cache unlocked.
@@ -417,8 +410,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		})
 	}
-	g.Go(func() error { return a.syncLoop(gctx) })
-	g.Go(func() error { return a.applyLoop(gctx) })
+	g.Go(func() error { return a.beat.Run(gctx) })
+	g.Go(func() error { return a.applier.Run(gctx) })
 	if a.nonces != nil {
 		g.Go(func() error {
 			t := time.NewTicker(noncesSaveEvery)
@@ -496,12 +489,4 @@ func (a *Agent) discoveredDHCP(ctx context.Context, req *proxydhcp.Request) {
 		s.UUID = req.UUID
 	}
 	a.found.Seen(s)
-}
-
-// reportSoon asks the sync loop for a status report before the next heartbeat.
-func (a *Agent) reportSoon() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
 }

@@ -47,7 +47,7 @@ func (a *Agent) setupBMC() error {
 	}
 	b := &bmcPart{journal: j, dispatch: &bmc.Dispatcher[sitelink.BMCResult]{
 		// The result goes back in the next report: ask for one now.
-		OnDone: func(string) { a.reportSoon() },
+		OnDone: func(string) { a.beat.Wake() },
 	}}
 	b.exec = &bmc.Executor{
 		Opener:        opener,

@@ -161,21 +161,8 @@ func (a *Agent) cacheBase() string {
 // bootStats sums the counters of the boot handlers (IPv4 and IPv6).
 func (a *Agent) bootStats() ipxe.Stats {
 	s := a.boot.Stats()
-	h6 := a.srv.Boot6()
-	if h6 == nil {
-		return s
-	}
-	t := h6.Stats()
-	for _, f := range []struct{ to, from *uint64 }{
-		{&s.Requests, &t.Requests}, {&s.Chains, &t.Chains}, {&s.Scripts, &t.Scripts}, {&s.Sanboots, &t.Sanboots},
-		{&s.Unknown, &t.Unknown}, {&s.Mismatched, &t.Mismatched}, {&s.Unbound, &t.Unbound},
-		{&s.UUIDRefused, &t.UUIDRefused}, {&s.IPRefused, &t.IPRefused}, {&s.Discovered, &t.Discovered},
-		{&s.Fenced, &t.Fenced}, {&s.TokenWaits, &t.TokenWaits}, {&s.SanbootWaits, &t.SanbootWaits},
-		{&s.TokenFetches, &t.TokenFetches}, {&s.BadRequests, &t.BadRequests},
-		{&s.HeadersTooLarge, &t.HeadersTooLarge}, {&s.MethodsRefused, &t.MethodsRefused},
-		{&s.NotFound, &t.NotFound}, {&s.Files, &t.Files}, {&s.Errors, &t.Errors},
-	} {
-		*f.to += *f.from
+	if h6 := a.srv.Boot6(); h6 != nil {
+		s = s.Add(h6.Stats())
 	}
 	return s
 }

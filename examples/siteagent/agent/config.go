@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -427,15 +428,22 @@ func (c *Config) keyFile() string {
 	return filepath.Join(c.DataDir, DefaultKeyFileName)
 }
 
-// httpBase is HTTPBase, or the URL derived from ServerIP and port (the port the HTTP
-// listener got).
-func (c *Config) httpBase(port uint16) string {
-	b := c.Boot
-	if b.HTTPBase != "" || !b.ServerIP.IsValid() {
-		return b.HTTPBase
+// baseURL is a base URL machines use for /boot/ and /cache/: set (Boot.HTTPBase or
+// Boot.HTTPBase6) with a port of 0 replaced by port, the port the HTTP listener got; or,
+// when set is "", the URL derived from ip and port; "" when ip is unset too.
+func baseURL(set string, ip netip.Addr, port uint16) string {
+	if set != "" {
+		if u, err := url.Parse(set); err == nil && u.Port() == "0" {
+			u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(int(port)))
+			return u.String()
+		}
+		return set
 	}
-	host := b.ServerIP.String()
-	if b.ServerIP.Is6() {
+	if !ip.IsValid() {
+		return ""
+	}
+	host := ip.String()
+	if ip.Is6() {
 		host = "[" + host + "]"
 	}
 	if port != 80 {

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/bettercompute/siteboot/bootbind"
@@ -93,26 +92,12 @@ func (c *Config) listenNetwork(proto string, ap netip.AddrPort) (string, string)
 
 // listen6 binds the DHCPv6 sockets the host did not hand in, and sets the IPv6 base URL
 // (after listen, which knows the HTTP port).
-func (a *Agent) listen6() error {
+func (a *Agent) listen6(port uint16) error {
 	b := a.cfg.Boot
 	if !b.ServerIP6.IsValid() {
 		return nil
 	}
-	port := a.httpPort()
-	if tcp, ok := a.httpLn.Addr().(*net.TCPAddr); ok {
-		port = tcp.Port
-	}
-	a.v6.httpBase = b.HTTPBase6
-	if a.v6.httpBase == "" {
-		a.v6.httpBase = "http://" + net.JoinHostPort(b.ServerIP6.String(), strconv.Itoa(port))
-		if port == 80 {
-			a.v6.httpBase = "http://[" + b.ServerIP6.String() + "]"
-		}
-	} else if u, err := url.Parse(a.v6.httpBase); err == nil && u.Port() == "0" {
-		u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
-		a.v6.httpBase = u.String()
-	}
-	a.v6.httpBase = strings.TrimSuffix(a.v6.httpBase, "/")
+	a.v6.httpBase = strings.TrimSuffix(baseURL(b.HTTPBase6, b.ServerIP6, port), "/")
 	if !b.DHCPv6 {
 		return nil
 	}

@@ -82,7 +82,7 @@ func (a *Agent) Stats() map[string]uint64 {
 	}
 	m["boot_answered_silent"] = a.silent.Stats().Silent
 	m["boot_entries_writes"] = a.entries.Writes()
-	m["commands_queued"] = uint64(a.queued())
+	m["commands_queued"] = uint64(a.applier.Queued())
 	if a.linkTLS.Untrusted() {
 		m["control_cert_untrusted"] = 1
 	}
@@ -108,9 +108,7 @@ func (a *Agent) metricsHandler() http.Handler {
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		a.mu.Lock()
-		last := a.lastSync
-		a.mu.Unlock()
+		last := a.beat.Stats().Last
 		note := a.linkTLS.Health()
 		if note != "" {
 			note += "\n"
@@ -242,10 +240,7 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descEpoch, float64(fs.Epoch))
 	gauge(descDiscovered, float64(a.found.Len()))
 	gauge(descEntries, float64(len(a.entries.All())))
-	a.mu.Lock()
-	syncErrors := a.syncErrors
-	a.mu.Unlock()
-	counter(descSyncErrors, float64(syncErrors))
+	counter(descSyncErrors, float64(a.beat.Stats().Errors))
 	insecure := 0.0
 	if a.linkTLS.Insecure {
 		insecure = 1

@@ -2,9 +2,6 @@ package agent
 
 import (
 	"context"
-	"log/slog"
-	"slices"
-	"sync"
 
 	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/hwid"
@@ -13,39 +10,19 @@ import (
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
-// syncLoop sends a heartbeat every Control.Heartbeat (sooner when discovery wants a report)
-// and applies the desired state that comes back. While the control plane cannot be reached
-// the agent keeps serving from its last desired state; the fence, measured from the last
-// heartbeat the lease's renewal answered, ends the serving on its own.
-func (a *Agent) syncLoop(ctx context.Context) error {
-	tick := make(chan struct{}, 1)
-	for {
-		a.syncOnce(ctx)
-		t := a.clock.AfterFunc(a.cfg.Control.Heartbeat, func() {
-			select {
-			case tick <- struct{}{}:
-			default:
-			}
-		})
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-tick:
-		case <-a.wake:
-			t.Stop()
-		}
-	}
-}
-
-func (a *Agent) syncOnce(ctx context.Context) {
+// syncOnce sends a status report and applies the desired state that comes back; a.beat
+// calls it every Control.Heartbeat, and sooner when discovery or a BMC operation wants a
+// report. While the control plane cannot be reached the agent keeps serving from its last
+// desired state; the fence, measured from the last heartbeat the lease's renewal answered,
+// ends the serving on its own.
+func (a *Agent) syncOnce(ctx context.Context) error {
 	// The site certificate is re-read here when its files changed, so that a renewal (or a
 	// bad new file) is seen on the heartbeat, not only at the next handshake; the last good
 	// pair stays in use meanwhile, so the fence never lapses for it.
 	a.linkTLS.Check()
 	a.sweepSilent()
 	// Lapsed entries are pruned (a write) by the applier, off this loop.
-	a.kickApplier()
+	a.applier.Kick()
 	snap := a.found.Snapshot()
 	r := sitelink.StatusReport{
 		Site:             a.cfg.SiteID,
@@ -54,9 +31,7 @@ func (a *Agent) syncOnce(ctx context.Context) {
 		Images:           a.imageReports(),
 		Counters:         a.Stats(),
 	}
-	a.mu.Lock()
-	r.Acked = slices.Clone(a.acks)
-	a.mu.Unlock()
+	r.Acked = a.applier.Acked()
 	r.BMC = a.bmc.dispatch.Pending()
 	a.mu.Lock()
 	sendList := snap.Digest != a.sentDigest
@@ -79,36 +54,16 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	r.Beat = a.fence.Heartbeat()
 	d, err := a.link.Sync(cctx, r)
 	if err != nil {
-		a.mu.Lock()
-		a.syncErrors++
-		a.syncFailing++
-		first := a.syncFailing == 1
-		a.mu.Unlock()
-		// Once at warning level when the link breaks; the rest are counted in metrics.
-		if ctx.Err() == nil {
-			level := slog.LevelDebug
-			if first {
-				level = slog.LevelWarn
-			}
-			a.log.Log(ctx, level, "control plane unreachable; serving from the last desired state until the fence ends", "err", err)
-		}
-		return
+		return err
 	}
-	a.mu.Lock()
-	if a.syncFailing > 0 {
-		a.log.Info("control plane reachable again", "failed_heartbeats", a.syncFailing)
-		a.syncFailing = 0
-	}
-	a.mu.Unlock()
 	a.fence.Observe(lease.Word{Holds: d.Lease.Holds, Epoch: d.Lease.Epoch, TTL: d.Lease.TTL(), Beat: d.Lease.Beat})
 	a.mu.Lock()
-	a.lastSync = a.clock.Now()
 	if sendList {
 		a.sentDigest = snap.Digest
 	}
-	// The control plane has these acknowledgements now; it stops resending those commands.
-	a.acks = slices.DeleteFunc(a.acks, func(id string) bool { return slices.Contains(r.Acked, id) })
 	a.mu.Unlock()
+	// The control plane has these acknowledgements now; it stops resending those commands.
+	a.applier.Delivered(r.Acked)
 	a.bmc.dispatch.Delivered(r.BMC)
 
 	var boot []sitelink.Command
@@ -120,129 +75,23 @@ func (a *Agent) syncOnce(ctx context.Context) {
 	}
 	// The boot commands are applied and persisted by the applier: the heartbeat never waits
 	// on the disk.
-	a.enqueue(boot)
+	a.applier.Enqueue(boot...)
 	if err := a.cache.SetPinned(a.wantedImages(d.CacheImages)); err != nil {
 		a.log.Error("cache images", "err", err)
 	}
+	return nil
 }
 
-// applyQueue holds the boot commands the heartbeat handed to the applier.
-type applyQueue struct {
-	mu      sync.Mutex
-	pending []sitelink.Command
-	ids     map[string]bool // queued or being applied
-	wake    chan struct{}
-}
-
-// enqueue hands commands to the applier, but those queued, being applied or applied and
-// not yet acknowledged (the control plane resends a command until its acknowledgement).
-func (a *Agent) enqueue(cmds []sitelink.Command) {
-	a.mu.Lock()
-	acked := slices.Clone(a.acks)
-	a.mu.Unlock()
-	q := &a.applyq
-	q.mu.Lock()
-	if q.ids == nil {
-		q.ids = map[string]bool{}
+// applied ends what the entries the clean-ups dropped granted, and forgets the discovered
+// machines that got an entry: they are no longer unknown (D1).
+func (a *Agent) applied(dropped []sitelink.ProxyDhcpEntry) {
+	for _, e := range dropped {
+		a.cache.RevokeKey(bootserver.GrantKey(e.MAC, e.Workflow))
 	}
-	for _, c := range cmds {
-		if q.ids[c.ID] || slices.Contains(acked, c.ID) {
-			continue
-		}
-		q.ids[c.ID] = true
-		q.pending = append(q.pending, c)
-	}
-	q.mu.Unlock()
-	a.kickApplier()
-}
-
-func (a *Agent) kickApplier() {
-	select {
-	case a.applyq.wake <- struct{}{}:
-	default:
-	}
-}
-
-// queued is the number of boot commands received and not yet applied.
-func (a *Agent) queued() int {
-	a.applyq.mu.Lock()
-	defer a.applyq.mu.Unlock()
-	return len(a.applyq.ids)
-}
-
-// applyLoop applies what the heartbeats hand over: it prunes lapsed entries and applies the
-// queued commands, all of them in one write of the entries file.
-func (a *Agent) applyLoop(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-a.applyq.wake:
-		}
-		a.applyPending()
-	}
-}
-
-func (a *Agent) applyPending() {
-	if err := a.entries.Prune(); err != nil {
-		a.log.Error("prune boot entries", "err", err)
-	}
-	q := &a.applyq
-	q.mu.Lock()
-	cmds := q.pending
-	q.pending = nil
-	q.mu.Unlock()
-	if len(cmds) == 0 {
-		return
-	}
-	var batch []sitelink.Command
-	for _, c := range cmds {
-		if err := sitelink.CheckEntryCommand(c); err != nil {
-			a.log.Error("command refused", "id", c.ID, "kind", c.Kind, "err", err)
-			continue
-		}
-		batch = append(batch, c)
-	}
-	// The whole batch costs one write of the entries file, not one per command.
-	if err := a.apply(batch); err != nil {
-		a.log.Error("commands not applied; the control plane sends them again", "commands", len(batch), "err", err)
-		batch = nil
-	}
-	a.mu.Lock()
-	for _, c := range batch {
-		if !slices.Contains(a.acks, c.ID) {
-			a.acks = append(a.acks, c.ID)
-		}
-	}
-	a.mu.Unlock()
-	// Acknowledged (or refused, and sent again): no longer queued.
-	q.mu.Lock()
-	for _, c := range cmds {
-		delete(q.ids, c.ID)
-	}
-	q.mu.Unlock()
-	// A machine that got an entry is no longer unknown (D1).
 	a.found.ForgetFunc(func(mac hwid.MAC) bool {
 		_, ok := a.entries.Lookup(mac)
 		return ok
 	})
-}
-
-// apply carries out checked commands, in order, in one write of the entries file; it
-// returns only once the result is on disk.
-func (a *Agent) apply(cmds []sitelink.Command) error {
-	if len(cmds) == 0 {
-		return nil
-	}
-	gone, err := a.entries.Apply(cmds...)
-	if err != nil {
-		return err
-	}
-	// The cleaned-up boots are over: their cache grants end with them.
-	for _, e := range gone {
-		a.cache.RevokeKey(bootserver.GrantKey(e.MAC, e.Workflow))
-	}
-	return nil
 }
 
 // wantedImages is the pinned set: the site's ramdisk kernel and initrd, and the control

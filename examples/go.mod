@@ -10,7 +10,6 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
-	golang.org/x/sys v0.50.0
 )
 
 require (
@@ -39,6 +38,7 @@ require (
 	github.com/stmcginnis/gofish v0.26.0 // indirect
 	github.com/u-root/uio v0.0.0-20230220225925-ffce2a382923 // indirect
 	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/term v0.47.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

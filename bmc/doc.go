@@ -143,7 +143,7 @@
 // It is generic over the host's result message (a Report), so this package does not
 // import the link; with sitelink an agent's whole BMC path is
 //
-//	d := &bmc.Dispatcher[sitelink.BMCResult]{OnDone: func(string) { reportSoon() }}
+//	d := &bmc.Dispatcher[sitelink.BMCResult]{OnDone: func(string) { beat.Wake() }} // beat: a *sitelink.Heartbeat
 //	exec.OnClaim = d.OnClaim
 //	d.Start(ctx, c.ID, func(ctx context.Context) sitelink.BMCResult {
 //		tg, op, err := sitelink.BMCOp(c, images)

@@ -19,6 +19,9 @@ type StatusReport struct {
 	DiscoveredDigest string              `json:"discovered_digest"`
 	// Images is the cache inventory and the state of each pinned image.
 	Images []ImageReport `json:"images,omitempty"`
+	// Section is the state of the agent's site section ([SiteSection]); nil from an agent
+	// that does not report it.
+	Section *SectionStatus `json:"section,omitempty"`
 	// Counters are the agent's counters by name, for the control plane's view.
 	Counters map[string]uint64 `json:"counters,omitempty"`
 	// Acked are the ids of commands the agent applied and persisted since its last report.

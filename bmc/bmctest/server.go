@@ -152,7 +152,27 @@ type Options struct {
 	// NoSessionService serves a service root without SessionService or Links.Sessions,
 	// as sushy-emulator does: only basic auth logs in.
 	NoSessionService bool
+
+	// BootSettingsObject, when set, is the path of a settings object (DSP0266
+	// @Redfish.Settings) that holds the system's pending boot override: the system carries
+	// "@Redfish.Settings" pointing there, its own Boot is read-only (a Boot PATCH of the
+	// system is 400 PropertyNotWritable, as on iDRAC10: bmclib #461), and the override
+	// written there applies at the next boot of the host. IDRAC10Settings and AMIFutureState
+	// are the two paths vendors use.
+	BootSettingsObject string
+	// ForgetBootAfterReads makes the system forget an accepted boot override (back to
+	// Disabled) after this many reads of the system that follow the PATCH, as a
+	// Supermicro AMI BMC did a few seconds after answering 200 (bmclib #459).
+	ForgetBootAfterReads int
 }
+
+// Settings-object paths for Options.BootSettingsObject (relative to the system for
+// IDRAC10Settings; absolute for AMIFutureState, which some AMI/ASRock BMCs serve as
+// /redfish/v1/Systems/Self/SD: Redfish-Tacklebox #144).
+const (
+	IDRAC10Settings = "Settings"
+	AMIFutureState  = "/redfish/v1/Systems/Self/SD"
+)
 
 // Request is one request the fake received.
 type Request struct {
@@ -213,7 +233,11 @@ type Server struct {
 	boots     []Boot
 	updates   []string
 	offPolls  int // reads of the system left before PoweringOff becomes Off
-	sysPath   string
+	// forget counts the reads of the system left before a boot override is forgotten
+	// (ForgetBootAfterReads); negative means none is pending.
+	forget   int
+	settings string // the settings object's path (BootSettingsObject)
+	sysPath  string
 }
 
 // SystemPath returns the path of the ComputerSystem the fake serves (the first one).
@@ -251,6 +275,7 @@ func NewServer(opts Options) *Server {
 		sessions:  make(map[string]session),
 		tasks:     make(map[string]*task),
 		nextID:    1000,
+		forget:    -1,
 	}
 	if err := s.load(); err != nil {
 		panic("bmctest: embedded mockup: " + err.Error())
@@ -431,6 +456,25 @@ func (s *Server) load() error {
 			delete(boot, "BootSourceOverrideMode")
 			delete(boot, "BootSourceOverrideMode@Redfish.AllowableValues")
 		}
+	}
+	if so := s.opts.BootSettingsObject; so != "" {
+		if !strings.HasPrefix(so, "/") {
+			so = s.sysPath + "/" + so
+		}
+		s.settings = clean(so)
+		sys := s.res[s.sysPath]
+		sys["@Redfish.Settings"] = map[string]any{
+			"@odata.type":    "#Settings.v1_3_5.Settings",
+			"SettingsObject": map[string]any{"@odata.id": s.settings},
+		}
+		boot := map[string]any{}
+		for k, v := range sys["Boot"].(map[string]any) {
+			if !strings.Contains(k, "@") {
+				boot[k] = v
+			}
+		}
+		s.res[s.settings] = map[string]any{"@odata.id": s.settings, "@odata.type": sys["@odata.type"],
+			"Id": path.Base(s.settings), "Name": "Pending settings", "Boot": boot}
 	}
 	if s.opts.Mockup != PublicRackmount1 {
 		return nil
@@ -618,6 +662,11 @@ func (s *Server) get(w http.ResponseWriter, p string) {
 		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no resource at "+p)
 		return
 	}
+	if p == s.sysPath && s.forget >= 0 {
+		if s.forget--; s.forget < 0 {
+			res["Boot"].(map[string]any)["BootSourceOverrideEnabled"] = "Disabled"
+		}
+	}
 	if p == s.sysPath && res["PowerState"] == "PoweringOff" {
 		if s.offPolls--; s.offPolls < 0 {
 			res["PowerState"] = "Off"
@@ -674,6 +723,14 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, p string, body []
 			return
 		}
 		if b, ok := in["Boot"].(map[string]any); ok {
+			if s.settings != "" {
+				writeError(w, http.StatusBadRequest, "Base.1.8.PropertyNotWritable",
+					"The property Boot is a read only property and cannot be assigned a value.", "Boot")
+				return
+			}
+			if s.opts.ForgetBootAfterReads > 0 {
+				s.forget = s.opts.ForgetBootAfterReads
+			}
 			if s.opts.Patch200ErrorBody {
 				writeJSON(w, http.StatusOK, map[string]any{"error": map[string]any{
 					"code": "Base.1.8.GeneralError", "message": "A general error has occurred.",
@@ -951,6 +1008,12 @@ func (s *Server) reset(w http.ResponseWriter, sys map[string]any, in map[string]
 func (s *Server) boot(sys map[string]any) {
 	sys["PowerState"] = "On"
 	b := sys["Boot"].(map[string]any)
+	if s.settings != "" { // pending settings apply at boot
+		if pb, ok := s.res[s.settings]["Boot"].(map[string]any); ok {
+			merge(b, pb)
+			s.res[s.settings]["Boot"] = map[string]any{}
+		}
+	}
 	rec := Boot{Target: "None"}
 	if b["BootSourceOverrideEnabled"] != "Disabled" {
 		rec.Target, _ = b["BootSourceOverrideTarget"].(string)

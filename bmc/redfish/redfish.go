@@ -33,6 +33,7 @@ const (
 	DefaultPollInterval = 5 * time.Second  // between task-monitor polls
 	DefaultTaskTimeout  = time.Hour        // a firmware update task, from start to end
 	DefaultPowerTimeout = 2 * time.Minute  // a power action, until the state reads back
+	DefaultSettleTime   = 3 * time.Second  // a boot override, until it is read back again
 )
 
 // Config is the driver's configuration, shared by every target it opens. It implements
@@ -60,6 +61,11 @@ type Config struct {
 	// PowerTimeout bounds the wait, after a power action the BMC accepted, for the machine
 	// to report the state asked for; zero means DefaultPowerTimeout.
 	PowerTimeout time.Duration
+	// SettleTime is how long after a boot override read back as asked the driver reads it
+	// once more: a BMC that took the write and dropped it since (a Supermicro AMI BMC:
+	// bmclib #459) is then an ErrDiffers error saying it reverted. Zero means
+	// DefaultSettleTime; negative skips the second read.
+	SettleTime time.Duration
 	// Logger receives the vendor workarounds applied and session events; nil discards.
 	Logger *slog.Logger
 	// OnOp, when set, is called after each operation (and each task-monitor poll) with

@@ -164,6 +164,24 @@ type Options struct {
 	// Disabled) after this many reads of the system that follow the PATCH, as a
 	// Supermicro AMI BMC did a few seconds after answering 200 (bmclib #459).
 	ForgetBootAfterReads int
+
+	// Virtual media variants (sushy's release notes name the vendors).
+
+	// MediaActions405 advertises InsertMedia and EjectMedia on the drives but answers
+	// them 405 Method Not Allowed; only a PATCH of the drive works.
+	MediaActions405 bool
+	// EjectNeedsBody answers an EjectMedia POST without a body 400 MalformedJSON: iLO wants
+	// an empty JSON object, {}.
+	EjectNeedsBody bool
+	// RequireTransferProtocolType answers an insert (action or PATCH) without
+	// TransferProtocolType 400 ActionParameterMissing, as Nokia's BMC does.
+	RequireTransferProtocolType bool
+	// DVDOnlyMedia makes CD1's MediaTypes ["DVD"] and CD2's ["USBStick"], as Cisco UCS
+	// lists its slots.
+	DVDOnlyMedia bool
+	// UsbCdTarget lists UsbCd instead of Cd among the allowed boot targets, and boots a
+	// virtual CD only from UsbCd, as Supermicro does.
+	UsbCdTarget bool
 }
 
 // Settings-object paths for Options.BootSettingsObject (relative to the system for
@@ -500,6 +518,21 @@ func (s *Server) load() error {
 			}
 		}
 	}
+	if s.opts.DVDOnlyMedia {
+		s.res[CD1Path]["MediaTypes"] = []any{"DVD"}
+		s.res[CD2Path]["MediaTypes"] = []any{"USBStick"}
+	}
+	if s.opts.UsbCdTarget {
+		boot := sys["Boot"].(map[string]any)
+		var out []any
+		for _, t := range boot["BootSourceOverrideTarget@Redfish.AllowableValues"].([]any) {
+			if t == "Cd" {
+				t = "UsbCd"
+			}
+			out = append(out, t)
+		}
+		boot["BootSourceOverrideTarget@Redfish.AllowableValues"] = out
+	}
 	if s.opts.NoSystemEthernetInterfaces {
 		setMembers(s.res[SystemPath+"/EthernetInterfaces"], nil)
 	}
@@ -761,6 +794,11 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, p string, body []
 			in["ImageName"] = nil
 			in["ConnectedVia"] = "NotConnected"
 		} else if img, ok := in["Image"].(string); ok && img != "" {
+			if s.opts.RequireTransferProtocolType && in["TransferProtocolType"] == nil {
+				writeError(w, http.StatusBadRequest, "Base.1.8.PropertyMissing", "TransferProtocolType is required",
+					"TransferProtocolType")
+				return
+			}
 			in["ConnectedVia"] = "URI"
 			in["ImageName"] = path.Base(img)
 		}
@@ -864,6 +902,19 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p string, body []b
 	}
 	if s.opts.IfMatch412 && r.Header.Get("If-Match") != "" {
 		writeError(w, http.StatusPreconditionFailed, "Base.1.8.PreconditionFailed", "If-Match is not supported on actions")
+		return
+	}
+	if s.opts.MediaActions405 && strings.HasPrefix(action, "VirtualMedia.") {
+		writeError(w, http.StatusMethodNotAllowed, "Base.1.8.OperationNotAllowed", "POST not allowed at "+p)
+		return
+	}
+	if s.opts.RequireTransferProtocolType && action == "VirtualMedia.InsertMedia" && in["TransferProtocolType"] == nil {
+		writeError(w, http.StatusBadRequest, "Base.1.8.ActionParameterMissing", "TransferProtocolType is required",
+			"TransferProtocolType")
+		return
+	}
+	if s.opts.EjectNeedsBody && action == "VirtualMedia.EjectMedia" && len(body) == 0 {
+		writeError(w, http.StatusBadRequest, "Base.1.8.MalformedJSON", "The request body submitted was malformed JSON.")
 		return
 	}
 	switch action {

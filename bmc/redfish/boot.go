@@ -105,6 +105,11 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 				return err
 			}
 		}
+		if target == "Cd" && len(sys.Boot.AllowedTargets) > 0 && !slices.Contains(sys.Boot.AllowedTargets, "Cd") &&
+			slices.Contains(sys.Boot.AllowedTargets, "UsbCd") {
+			// Supermicro boots its virtual CD as UsbCd and does not list Cd (sushy's notes).
+			target = "UsbCd"
+		}
 		prior := sys.Boot.Mode
 		q := d.knows()
 		listed := func(al []string, v string) bool { return len(al) == 0 || slices.Contains(al, v) }

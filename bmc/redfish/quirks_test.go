@@ -162,3 +162,106 @@ func TestQuirkSessionPoolOneSessionPerBMCReused(t *testing.T) {
 		t.Errorf("basic auth opened %d sessions", n)
 	}
 }
+
+// mediaRoundTrip inserts an image into the drive at want, boots from the virtual CD once
+// and ejects; it returns the requests that changed something.
+func mediaRoundTrip(t *testing.T, opts bmctest.Options, want string) (*bmctest.Server, []string) {
+	t.Helper()
+	srv, d := start(t, opts, redfish.Config{})
+	const img = "http://192.0.2.1/boot.iso"
+	if err := d.InsertMedia(ctx(t), img); err != nil {
+		t.Fatalf("InsertMedia: %v", err)
+	}
+	if r := srv.Resource(want); r["Image"] != img || r["Inserted"] != true {
+		t.Errorf("%s after insert: Image %v Inserted %v", want, r["Image"], r["Inserted"])
+	}
+	if err := d.EjectMedia(ctx(t)); err != nil {
+		t.Fatalf("EjectMedia: %v", err)
+	}
+	if r := srv.Resource(want); r["Inserted"] != false {
+		t.Errorf("%s after eject: Inserted %v", want, r["Inserted"])
+	}
+	return srv, sent(srv.Requests())
+}
+
+// TestQuirkVirtualMediaPatchOnly: Lenovo XCC's VirtualMedia has no InsertMedia or
+// EjectMedia action; the drive is PATCHed (sushy's release notes). Profile: NoMediaActions.
+func TestQuirkVirtualMediaPatchOnly(t *testing.T) {
+	_, reqs := mediaRoundTrip(t, bmctest.Options{NoMediaActions: true}, bmctest.CD1Path)
+	if diff := cmp.Diff([]string{"PATCH " + bmctest.CD1Path, "PATCH " + bmctest.CD1Path}, reqs[len(reqs)-2:]); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+}
+
+// TestQuirkVirtualMediaActions405: a drive that lists InsertMedia/EjectMedia and answers
+// them 405 (sushy's release notes: "slots without InsertMedia"); the driver PATCHes the
+// drive instead and remembers that. Profile: MediaActions405.
+func TestQuirkVirtualMediaActions405(t *testing.T) {
+	_, reqs := mediaRoundTrip(t, bmctest.Options{MediaActions405: true}, bmctest.CD1Path)
+	var patched int
+	for _, r := range reqs {
+		if r == "PATCH "+bmctest.CD1Path {
+			patched++
+		}
+	}
+	if patched < 2 {
+		t.Errorf("writes %q: want the insert and the eject PATCHed", reqs)
+	}
+	if last := reqs[len(reqs)-1]; last != "PATCH "+bmctest.CD1Path {
+		t.Errorf("the eject, after the insert's 405 was learned, went %q; want a PATCH only", last)
+	}
+}
+
+// TestQuirkVirtualMediaEjectNeedsEmptyObject: iLO refuses an EjectMedia POST without a
+// body; it wants {} (sushy's release notes). Profile: EjectNeedsBody.
+func TestQuirkVirtualMediaEjectNeedsEmptyObject(t *testing.T) {
+	srv, _ := mediaRoundTrip(t, bmctest.Options{EjectNeedsBody: true}, bmctest.CD1Path)
+	ej := posts(srv.Requests(), "/VirtualMedia.EjectMedia")
+	if len(ej) == 0 || strings.TrimSpace(ej[len(ej)-1].Body) != "{}" {
+		t.Errorf("EjectMedia posts %+v, want a body of {}", ej)
+	}
+}
+
+// TestQuirkVirtualMediaTransferProtocolTypeRequired: Nokia's BMC refuses an insert without
+// TransferProtocolType (sushy's release notes). Profile: RequireTransferProtocolType, with
+// the action and with the PATCH.
+func TestQuirkVirtualMediaTransferProtocolTypeRequired(t *testing.T) {
+	srv, _ := mediaRoundTrip(t, bmctest.Options{RequireTransferProtocolType: true}, bmctest.CD1Path)
+	ins := posts(srv.Requests(), "/VirtualMedia.InsertMedia")
+	if len(ins) != 1 || ins[0].JSON()["TransferProtocolType"] != "HTTP" {
+		t.Errorf("InsertMedia posts %+v, want TransferProtocolType HTTP", ins)
+	}
+	mediaRoundTrip(t, bmctest.Options{RequireTransferProtocolType: true, NoMediaActions: true}, bmctest.CD1Path)
+}
+
+// TestQuirkVirtualMediaDVDOnlySlot: Cisco UCS lists its virtual drive as DVD only (and a
+// USB stick beside it); the DVD slot is the one used (sushy's release notes). Profile:
+// DVDOnlyMedia.
+func TestQuirkVirtualMediaDVDOnlySlot(t *testing.T) {
+	_, reqs := mediaRoundTrip(t, bmctest.Options{DVDOnlyMedia: true}, bmctest.CD1Path)
+	for _, r := range reqs {
+		if strings.Contains(r, bmctest.CD2Path) {
+			t.Errorf("the USB stick slot was written: %s", r)
+		}
+	}
+}
+
+// TestQuirkVirtualMediaUsbCdBootTarget: Supermicro boots its virtual CD as UsbCd and does
+// not list Cd among the boot targets (sushy's release notes). Profile: UsbCdTarget.
+func TestQuirkVirtualMediaUsbCdBootTarget(t *testing.T) {
+	srv, d := start(t, bmctest.Options{UsbCdTarget: true}, redfish.Config{})
+	if err := d.SetBootDevice(ctx(t), bmc.BootDevice{Target: bmc.BootCD}); err != nil {
+		t.Fatalf("SetBootDevice(CD): %v", err)
+	}
+	if got := bootOf(srv)["BootSourceOverrideTarget"]; got != "UsbCd" {
+		t.Errorf("boot target %v, want UsbCd", got)
+	}
+	// Where Cd is listed, Cd it stays.
+	srv2, d2 := start(t, bmctest.Options{}, redfish.Config{})
+	if err := d2.SetBootDevice(ctx(t), bmc.BootDevice{Target: bmc.BootCD}); err != nil {
+		t.Fatal(err)
+	}
+	if got := bootOf(srv2)["BootSourceOverrideTarget"]; got != "Cd" {
+		t.Errorf("boot target %v, want Cd", got)
+	}
+}

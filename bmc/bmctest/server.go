@@ -182,6 +182,14 @@ type Options struct {
 	// UsbCdTarget lists UsbCd instead of Cd among the allowed boot targets, and boots a
 	// virtual CD only from UsbCd, as Supermicro does.
 	UsbCdTarget bool
+
+	// RefuseWrites answers the next this many PATCHes and action POSTs (not logins) with
+	// RefuseStatus and a Redfish error whose MessageId is RefuseID, acting on none of them:
+	// a BMC that refuses for a while (iDRAC SYS518 while reloading, iLO's
+	// InvalidOperationForSystemState right after a power change).
+	RefuseWrites int
+	RefuseID     string
+	RefuseStatus int
 }
 
 // Settings-object paths for Options.BootSettingsObject (relative to the system for
@@ -670,10 +678,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p string, body []
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		s.get(w, p)
-	case http.MethodPatch:
-		s.patch(w, r, p, body)
-	case http.MethodPost:
-		s.post(w, r, p, body, user)
+	case http.MethodPatch, http.MethodPost:
+		if s.opts.RefuseWrites > 0 && p != "/redfish/v1/SessionService/Sessions" {
+			s.opts.RefuseWrites--
+			writeError(w, s.opts.RefuseStatus, s.opts.RefuseID, "The request was refused for now ("+s.opts.RefuseID+").")
+			return
+		}
+		if r.Method == http.MethodPatch {
+			s.patch(w, r, p, body)
+		} else {
+			s.post(w, r, p, body, user)
+		}
 	case http.MethodDelete:
 		s.delete(w, p)
 	default:

@@ -2,7 +2,9 @@ package redfish_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,5 +265,92 @@ func TestQuirkVirtualMediaUsbCdBootTarget(t *testing.T) {
 	}
 	if got := bootOf(srv2)["BootSourceOverrideTarget"]; got != "Cd" {
 		t.Errorf("boot target %v, want Cd", got)
+	}
+}
+
+// TestQuirkTransientErrorsRetriedByMessageID: iDRAC answers SYS518 while its services
+// reload, iLO answers 400 InvalidOperationForSystemState right after a power change (both
+// from Ironic's and sushy's handling of them). Requests refused so are sent again, at most
+// Config.Retries more times; other refusals are not. Profile: RefuseWrites.
+func TestQuirkTransientErrorsRetriedByMessageID(t *testing.T) {
+	cfg := redfish.Config{RetryWait: time.Millisecond, Retries: 2}
+	t.Run("iDRAC SYS518 on a boot override", func(t *testing.T) {
+		srv, d := start(t, bmctest.Options{RefuseWrites: 2, RefuseID: "IDRAC.2.8.SYS518", RefuseStatus: 503}, cfg)
+		if err := d.SetBootDevice(ctx(t), bmc.BootDevice{Target: bmc.BootPXE}); err != nil {
+			t.Fatalf("SetBootDevice: %v", err)
+		}
+		if diff := cmp.Diff([]string{"Pxe Once UEFI Service Unavailable", "Pxe Once UEFI Service Unavailable",
+			"Pxe Once UEFI OK"}, patches(srv.Requests())); diff != "" {
+			t.Errorf("PATCHes (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("iLO invalid for state on a reset", func(t *testing.T) {
+		srv, d := start(t, bmctest.Options{RefuseWrites: 1, RefuseID: "iLO.2.15.InvalidOperationForSystemState", RefuseStatus: 400}, cfg)
+		if err := d.SetPower(ctx(t), bmc.PowerActionForceOff); err != nil {
+			t.Fatalf("SetPower: %v", err)
+		}
+		if n := len(posts(srv.Requests(), "/ComputerSystem.Reset")); n != 2 {
+			t.Errorf("%d resets posted, want 2 (one refused)", n)
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		srv, d := start(t, bmctest.Options{RefuseWrites: 100, RefuseID: "IDRAC.2.8.SYS518", RefuseStatus: 503}, cfg)
+		err := d.SetBootDevice(ctx(t), bmc.BootDevice{Target: bmc.BootPXE})
+		if err == nil || !strings.Contains(err.Error(), "SYS518") {
+			t.Errorf("error %v, want the BMC's SYS518", err)
+		}
+		if n := len(patches(srv.Requests())); n != 1+cfg.Retries {
+			t.Errorf("%d PATCHes, want %d", n, 1+cfg.Retries)
+		}
+	})
+	t.Run("other refusals are not retried", func(t *testing.T) {
+		srv, d := start(t, bmctest.Options{RefuseWrites: 100, RefuseID: "Base.1.8.GeneralError", RefuseStatus: 400}, cfg)
+		if err := d.SetBootDevice(ctx(t), bmc.BootDevice{Target: bmc.BootPXE}); err == nil {
+			t.Fatal("no error")
+		}
+		if n := len(patches(srv.Requests())); n != 1 {
+			t.Errorf("%d PATCHes, want 1", n)
+		}
+	})
+}
+
+// TestQuirkDestructiveOperationWithUnknownOutcomeIsNotRetried: a reset the BMC carried out
+// whose answer was lost (the connection dropped after the request went out) is never sent
+// again, whatever Retries says: the host may already be restarting. The fake acts on the
+// reset and then drops the connection (a stand-in for an iDRAC gap or a lost link).
+func TestQuirkDestructiveOperationWithUnknownOutcomeIsNotRetried(t *testing.T) {
+	srv := bmctest.NewServer(bmctest.Options{})
+	t.Cleanup(srv.Close)
+	var resets int
+	var mu sync.Mutex
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/ComputerSystem.Reset") {
+			srv.ServeHTTP(httptest.NewRecorder(), r) // carried out; the answer is lost
+			mu.Lock()
+			resets++
+			mu.Unlock()
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	tg := target(srv)
+	tg.Address = front.URL
+	d, err := redfish.Dial(ctx(t), redfish.Config{Retries: 5, RetryWait: time.Millisecond, SettleTime: time.Millisecond}, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if err := d.SetPower(ctx(t), bmc.PowerActionReset); err == nil {
+		t.Fatal("a reset whose answer was lost reported success")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if resets != 1 {
+		t.Errorf("%d resets sent, want 1", resets)
 	}
 }

@@ -34,6 +34,8 @@ const (
 	DefaultTaskTimeout  = time.Hour        // a firmware update task, from start to end
 	DefaultPowerTimeout = 2 * time.Minute  // a power action, until the state reads back
 	DefaultSettleTime   = 3 * time.Second  // a boot override, until it is read back again
+	DefaultRetries      = 3                // further tries of a request the BMC refused for now
+	DefaultRetryWait    = 5 * time.Second  // between them
 )
 
 // Config is the driver's configuration, shared by every target it opens. It implements
@@ -66,6 +68,14 @@ type Config struct {
 	// bmclib #459) is then an ErrDiffers error saying it reverted. Zero means
 	// DefaultSettleTime; negative skips the second read.
 	SettleTime time.Duration
+	// Retries is how many more times a request is sent after the BMC refused it with a
+	// passing error (iDRAC SYS518 while reloading, iLO's InvalidOperationForSystemState
+	// right after a power change, 503 ServiceTemporarilyUnavailable) or refused the
+	// connection; zero means DefaultRetries, negative none. A request whose outcome is
+	// unknown (a timeout, a connection lost after sending) is never sent again.
+	Retries int
+	// RetryWait is the wait between those tries; zero means DefaultRetryWait.
+	RetryWait time.Duration
 	// Logger receives the vendor workarounds applied and session events; nil discards.
 	Logger *slog.Logger
 	// OnOp, when set, is called after each operation (and each task-monitor poll) with
@@ -97,6 +107,7 @@ type Driver struct {
 	sysPath  string
 	closed   bool
 	learned  learned
+	ctxs     sync.Map // *gofish.APIClient -> the context of the operation using it
 }
 
 // learned is what the driver found out about this BMC: kept for the life of the Open so
@@ -424,7 +435,7 @@ func (d *Driver) do(ctx context.Context, op string, fn func(*gofish.APIClient) e
 	if closed {
 		return d.opErr(op, bmc.ErrClosed, "", nil)
 	}
-	err = fn(d.client(ctx))
+	err = d.run(ctx, fn)
 	if err == nil {
 		return nil
 	}
@@ -435,10 +446,18 @@ func (d *Driver) do(ctx context.Context, op string, fn func(*gofish.APIClient) e
 	if lerr := d.login(ctx); lerr != nil {
 		return lerr
 	}
-	if err := fn(d.client(ctx)); err != nil {
+	if err := d.run(ctx, fn); err != nil {
 		return d.classify(op, err)
 	}
 	return nil
+}
+
+// run calls fn with a client bound to ctx, known to retrying as ctx's.
+func (d *Driver) run(ctx context.Context, fn func(*gofish.APIClient) error) error {
+	c := d.client(ctx)
+	d.ctxs.Store(c, ctx)
+	defer d.ctxs.Delete(c)
+	return fn(c)
 }
 
 // Name implements bmc.Driver.
@@ -583,11 +602,16 @@ func (d *Driver) patch(c *gofish.APIClient, p, etag string, payload any) (answer
 		if tag != "" {
 			h["If-Match"] = tag
 		}
-		resp, err := c.PatchWithHeaders(p, payload, h)
-		if err != nil {
-			return answer{}, err
-		}
-		return readAnswer(resp)
+		var a answer
+		err := d.retrying(c, "PATCH "+p, func() error {
+			resp, err := c.PatchWithHeaders(p, payload, h)
+			if err != nil {
+				return err
+			}
+			a, err = readAnswer(resp)
+			return err
+		})
+		return a, err
 	}
 	a, err := send(etag)
 	fresh := func() string {
@@ -630,15 +654,23 @@ func (d *Driver) action(c *gofish.APIClient, target, etag string, body any) (ans
 	if etag != "" {
 		h["If-Match"] = etag
 	}
-	resp, err := c.PostWithHeaders(target, body, h)
+	var a answer
+	post := func(h map[string]string) error {
+		return d.retrying(c, "POST "+target, func() error {
+			resp, err := c.PostWithHeaders(target, body, h)
+			if err != nil {
+				return err
+			}
+			a, err = readAnswer(resp)
+			return err
+		})
+	}
+	err := post(h)
 	if etag != "" && isStatus(err, http.StatusPreconditionFailed) {
 		d.learn("action If-Match refused: posting without it", func(l *learned) { l.noActionIfMatch = true })
-		resp, err = c.PostWithHeaders(target, body, nil)
+		err = post(nil)
 	}
-	if err != nil {
-		return answer{}, err
-	}
-	return readAnswer(resp)
+	return a, err
 }
 
 func isStatus(err error, code int) bool {

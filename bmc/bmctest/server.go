@@ -190,6 +190,21 @@ type Options struct {
 	RefuseWrites int
 	RefuseID     string
 	RefuseStatus int
+
+	// Firmware tasks that vanish or lie.
+
+	// UpdateVersion is the Version a completed firmware update gives the inventory's BMC
+	// entry (UpdateService/FirmwareInventory/BMC on public-rackmount1).
+	UpdateVersion string
+	// TaskVanishes deletes a firmware task and its monitor as it completes, as iDRAC
+	// below 5.00 does a minute after a task ends: the next poll is 404.
+	TaskVanishes bool
+	// TaskStaysRunning applies the update when the task would complete but leaves the task
+	// reading Running, as iDRAC has shown a finished update still processing.
+	TaskStaysRunning bool
+	// NoTaskMonitor answers SimpleUpdate 202 with neither a Location nor a body, as iLO
+	// does; the update applies at once.
+	NoTaskMonitor bool
 }
 
 // Settings-object paths for Options.BootSettingsObject (relative to the system for
@@ -1122,6 +1137,12 @@ func (s *Server) simpleUpdate(w http.ResponseWriter, in map[string]any) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if s.opts.NoTaskMonitor {
+		s.tasks[id].polls = s.opts.TaskPolls
+		s.finishTask(id)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
 	w.Header().Set("Location", "/redfish/v1/TaskService/TaskMonitors/"+id)
 	writeJSON(w, http.StatusAccepted, s.res[tp], "")
 }
@@ -1144,6 +1165,20 @@ func (s *Server) pollTask(w http.ResponseWriter, id string) {
 		return
 	}
 	s.finishTask(id)
+	if s.opts.TaskVanishes {
+		delete(s.tasks, id)
+		delete(s.res, "/redfish/v1/TaskService/Tasks/"+id)
+		if tc := s.res["/redfish/v1/TaskService/Tasks"]; tc != nil {
+			removeMember(tc, "/redfish/v1/TaskService/Tasks/"+id)
+		}
+		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no task monitor "+id)
+		return
+	}
+	if s.opts.TaskStaysRunning {
+		res["TaskState"], res["PercentComplete"] = "Running", float64(99)
+		writeJSON(w, http.StatusAccepted, res, "")
+		return
+	}
 	if s.opts.TaskMonitorGone {
 		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no task monitor "+id)
 		return
@@ -1166,6 +1201,9 @@ func (s *Server) finishTask(id string) {
 			res["Messages"] = []any{map[string]any{"MessageId": "Update.1.0.UpdateSuccessful",
 				"Message": "The update of " + t.image + " completed.", "Severity": "OK"}}
 			s.updates = append(s.updates, t.image)
+			if inv := s.res["/redfish/v1/UpdateService/FirmwareInventory/BMC"]; inv != nil && s.opts.UpdateVersion != "" {
+				inv["Version"] = s.opts.UpdateVersion
+			}
 		}
 	}
 }

@@ -354,3 +354,46 @@ func TestQuirkDestructiveOperationWithUnknownOutcomeIsNotRetried(t *testing.T) {
 		t.Errorf("%d resets sent, want 1", resets)
 	}
 }
+
+// TestQuirkTasksThatVanishOrLie: iDRAC below 5.00 deletes a finished task after a minute,
+// iDRAC has shown a finished update as still processing, iLO answers 202 with no task
+// monitor (Ironic's and sushy's notes on each). Where the task cannot say, the update is
+// confirmed by finding its version in the firmware inventory; without a version to look
+// for, the outcome is unknown, never "Completed". Profiles: TaskVanishes,
+// TaskStaysRunning, NoTaskMonitor.
+func TestQuirkTasksThatVanishOrLie(t *testing.T) {
+	const version = "2.0.0-test"
+	for _, tc := range []struct {
+		name string
+		opts bmctest.Options
+	}{
+		{"task vanishes", bmctest.Options{TaskVanishes: true}},
+		{"task stays running", bmctest.Options{TaskStaysRunning: true}},
+		{"no task monitor", bmctest.Options{NoTaskMonitor: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.opts
+			opts.UpdateVersion = version
+			_, d := start(t, opts, redfish.Config{TaskTimeout: 5 * time.Second})
+			res, err := d.UpdateFirmware(ctx(t), bmc.FirmwareUpdate{URL: "https://192.0.2.1/fw.bin", Version: version})
+			if err != nil {
+				t.Fatalf("UpdateFirmware: %v", err)
+			}
+			if res.State != "Completed" || !strings.Contains(strings.Join(res.Messages, "; "), "firmware inventory") {
+				t.Errorf("result %+v, want Completed as confirmed in the inventory", res)
+			}
+			// The same BMC, an update whose version never shows: not Completed.
+			opts.UpdateVersion = "1.0-other"
+			_, d2 := start(t, opts, redfish.Config{TaskTimeout: 300 * time.Millisecond})
+			res, err = d2.UpdateFirmware(ctx(t), bmc.FirmwareUpdate{URL: "https://192.0.2.1/fw.bin", Version: version})
+			if err == nil {
+				t.Errorf("an update whose version never showed: %+v, no error", res)
+			}
+			if tc.name != "task stays running" { // that one runs to the deadline instead
+				_, d3 := start(t, opts, redfish.Config{})
+				_, err = d3.UpdateFirmware(ctx(t), bmc.FirmwareUpdate{URL: "https://192.0.2.1/fw.bin"})
+				kindIs(t, err, bmc.ErrOutcomeUnknown)
+			}
+		})
+	}
+}

@@ -113,6 +113,8 @@
 //	no retry when the outcome is unknown     DSP0266 (a POST is not idempotent)  TestQuirkDestructiveOperationWithUnknownOutcomeIsNotRetried
 //	tasks that vanish or lie                 iDRAC < 5.00, iDRAC "processing",   TestQuirkTasksThatVanishOrLie (TaskVanishes,
 //	                                         iLO without TaskMonitor             TaskStaysRunning, NoTaskMonitor)
+//	IPMI user set-up order, "(Empty User)",  Dell R420, Supermicro, HPE,         TestQuirkIPMIUserSetupOrder (bmc/ipmi, ipmi_sim)
+//	user 1 anonymous, password policies      Huawei (no repeated characters)     TestNewPasswordMeetsEveryPolicy (bmc)
 //
 // Not handled yet: the virtual media slot iDRAC10 needs, and Dell's 404 while creating a
 // job (its MessageId is not known here, so it is not retried).

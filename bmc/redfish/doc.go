@@ -110,6 +110,8 @@
 //	                                         smart-proxy #895/#896               (LenovoXCC with MaxSessions 2)
 //	transient refusals retried by id         iDRAC SYS518, iLO                   TestQuirkTransientErrorsRetriedByMessageID
 //	                                         InvalidOperationForSystemState      (RefuseWrites)
+//	refused connections while open          iDRAC 5.x gaps of about 20 s        TestQuirkIDRACGapRefusedConnectionsAreRetried
+//	                                                                             (the fake's port closed, then opened)
 //	no retry when the outcome is unknown     DSP0266 (a POST is not idempotent)  TestQuirkDestructiveOperationWithUnknownOutcomeIsNotRetried
 //	tasks that vanish or lie                 iDRAC < 5.00, iDRAC "processing",   TestQuirkTasksThatVanishOrLie (TaskVanishes,
 //	                                         iLO without TaskMonitor             TaskStaysRunning, NoTaskMonitor)
@@ -124,8 +126,9 @@
 // reverted. Where the system carries @Redfish.Settings, the override is written to and
 // read back from the settings object wherever it points (the system's own Boot shows the
 // override in force until the next boot). A request the BMC refuses with one of the
-// passing MessageIds (transient in retry.go), or whose connection it refuses, is sent again
-// up to Config.Retries times, Config.RetryWait apart; one whose answer was lost is not.
+// passing MessageIds (transient in retry.go), or whose connection it refuses once the
+// driver is open, is sent again up to Config.Retries times, Config.RetryWait apart; one
+// whose answer was lost is not.
 // A firmware task that vanished, still reads running, or was never given is settled by
 // finding FirmwareUpdate.Version in the firmware inventory; without a Version it is
 // ErrOutcomeUnknown.

@@ -1,6 +1,9 @@
 package redfish_test
 
 import (
+	"context"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -395,5 +398,71 @@ func TestQuirkTasksThatVanishOrLie(t *testing.T) {
 				kindIs(t, err, bmc.ErrOutcomeUnknown)
 			}
 		})
+	}
+}
+
+// logHook is a slog handler that calls f with each message.
+type logHook struct{ f func(string) }
+
+func (h logHook) Enabled(context.Context, slog.Level) bool { return true }
+func (h logHook) Handle(_ context.Context, r slog.Record) error {
+	h.f(r.Message)
+	return nil
+}
+func (h logHook) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logHook) WithGroup(string) slog.Handler      { return h }
+
+// TestQuirkIDRACGapRefusedConnectionsAreRetried: iDRAC 5.x stops taking connections for
+// about 20 s at times (Ironic's notes on iDRAC). A connection the BMC refuses carried no
+// request, so the write is sent again after RetryWait. Here the fake's port is closed
+// after Dial and opened again once the driver has met the refusal (no emulator closes
+// its port so).
+func TestQuirkIDRACGapRefusedConnectionsAreRetried(t *testing.T) {
+	srv := bmctest.NewServer(bmctest.Options{})
+	t.Cleanup(srv.Close)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close") // every request on a new connection
+		srv.ServeHTTP(w, r)
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	go func() { _ = http.Serve(l, handler) }()
+	var once sync.Once
+	reopened := make(chan error, 1)
+	hook := logHook{f: func(msg string) {
+		if strings.Contains(msg, "refused the connection") {
+			once.Do(func() {
+				l2, err := net.Listen("tcp", addr)
+				reopened <- err
+				if err == nil {
+					t.Cleanup(func() { l2.Close() })
+					go func() { _ = http.Serve(l2, handler) }()
+				}
+			})
+		}
+	}}
+	tg := target(srv)
+	tg.Address = "http://" + addr
+	d, err := redfish.Dial(ctx(t), redfish.Config{Retries: 3, RetryWait: 10 * time.Millisecond,
+		SettleTime: time.Millisecond, Logger: slog.New(hook)}, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	l.Close() // the gap: nothing listens until the driver has met a refusal
+	err = d.SetPower(ctx(t), bmc.PowerActionOn)
+	select {
+	case rerr := <-reopened:
+		if rerr != nil {
+			t.Skipf("could not listen on %s again: %v", addr, rerr)
+		}
+	default:
+		t.Fatalf("no refusal was retried: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("SetPower after the gap: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -107,7 +108,8 @@ type Driver struct {
 	sysPath  string
 	closed   bool
 	learned  learned
-	ctxs     sync.Map // *gofish.APIClient -> the context of the operation using it
+	ctxs     sync.Map    // *gofish.APIClient -> the context of the operation using it
+	opened   atomic.Bool // Dial succeeded: a refused connection is then a gap, retried
 }
 
 // learned is what the driver found out about this BMC: kept for the life of the Open so
@@ -218,7 +220,7 @@ func Dial(ctx context.Context, cfg Config, t bmc.Target) (d *Driver, err error) 
 		return nil, d.opErr("open", bmc.ErrInvalid, "CertSHA256 must be 32 bytes", nil)
 	}
 	d.endpoint = ep
-	d.hc = &http.Client{Transport: d.transport(), Timeout: cfg.Timeout}
+	d.hc = &http.Client{Transport: gapRetry{d: d, rt: d.transport()}, Timeout: cfg.Timeout}
 	if err := d.login(ctx); err != nil {
 		d.hc.CloseIdleConnections()
 		return nil, err
@@ -238,6 +240,7 @@ func Dial(ctx context.Context, cfg Config, t bmc.Target) (d *Driver, err error) 
 		return nil, d.classify("open", err)
 	}
 	d.sysPath = systems[0]
+	d.opened.Store(true)
 	return d, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"strings"
 	"syscall"
 	"time"
@@ -26,11 +27,10 @@ var transientIDs = []string{
 }
 
 // transient says whether err is a refusal the BMC reports as passing (its MessageId is
-// one of transientIDs), or a connection the BMC refused before any request reached it
-// (iDRAC 5.x stops answering for about 20 s at times). Either way the request was not
-// acted on, so sending it again is safe for any request, destructive ones too. A
-// timeout, or a connection lost after the request went out, is not transient: the BMC may
-// have acted, and the request is never sent again.
+// one of transientIDs): the request was not acted on, so sending it again is safe for
+// any request, destructive ones too. A timeout, or a connection lost after the request
+// went out, is not transient: the BMC may have acted, and the request is never sent
+// again. (Refused connections are retried below, in gapRetry.)
 func transient(err error) (string, bool) {
 	var re *schemas.Error
 	if errors.As(err, &re) && re.HTTPReturnedStatusCode != 0 {
@@ -47,17 +47,54 @@ func transient(err error) (string, bool) {
 		}
 		return "", false
 	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" && errors.Is(err, syscall.ECONNREFUSED) {
-		return "connection refused", true
-	}
 	return "", false
 }
 
-// retrying sends a request through send until it succeeds, fails for good, or
-// Config.Retries further tries were spent on transient refusals, RetryWait apart (a
-// Retry-After the BMC gives, if longer, instead). ctx is the operation's.
-func (d *Driver) retrying(c *gofish.APIClient, what string, send func() error) error {
+// refused says whether err is a connection the BMC refused: no request reached it.
+func refused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// gapRetry sends a request again, up to Config.Retries times RetryWait apart, when the
+// BMC refused the connection: iDRAC 5.x stops taking connections for about 20 s at
+// times, and a refused connection carried nothing, so this is safe for any request. A
+// request whose body cannot be had again is not resent, and nothing is retried while
+// Dial runs: an address where nothing listens is ErrUnreachable at once.
+type gapRetry struct {
+	d  *Driver
+	rt http.RoundTripper
+}
+
+func (g gapRetry) RoundTrip(r *http.Request) (*http.Response, error) {
+	tries, wait := g.d.retryPolicy()
+	for i := 0; ; i++ {
+		resp, err := g.rt.RoundTrip(r)
+		if err == nil || !refused(err) || !g.d.opened.Load() || i >= tries || (r.Body != nil && r.GetBody == nil) {
+			return resp, err
+		}
+		g.d.log.Info("redfish: the BMC refused the connection, sending again", "addr", g.d.endpoint,
+			"request", r.Method+" "+r.URL.Path, "try", i+2)
+		t := time.NewTimer(wait)
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+			return resp, err
+		case <-t.C:
+		}
+		if r.GetBody != nil {
+			body, berr := r.GetBody()
+			if berr != nil {
+				return resp, err
+			}
+			r = r.Clone(r.Context())
+			r.Body = body
+		}
+	}
+}
+
+// retryPolicy is Config.Retries and RetryWait with their defaults.
+func (d *Driver) retryPolicy() (int, time.Duration) {
 	tries := d.cfg.Retries
 	if tries == 0 {
 		tries = DefaultRetries
@@ -66,6 +103,14 @@ func (d *Driver) retrying(c *gofish.APIClient, what string, send func() error) e
 	if wait <= 0 {
 		wait = DefaultRetryWait
 	}
+	return tries, wait
+}
+
+// retrying sends a request through send until it succeeds, fails for good, or
+// Config.Retries further tries were spent on transient refusals, RetryWait apart (a
+// Retry-After the BMC gives, if longer, instead). ctx is the operation's.
+func (d *Driver) retrying(c *gofish.APIClient, what string, send func() error) error {
+	tries, wait := d.retryPolicy()
 	ctx := d.opContext(c)
 	for i := 0; ; i++ {
 		err := send()

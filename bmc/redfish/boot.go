@@ -22,9 +22,10 @@ var bootTargets = map[bmc.BootTarget]string{
 
 // systemBoot is the part of a ComputerSystem a boot override reads.
 type systemBoot struct {
-	// Settings is DSP0266's @Redfish.Settings: where present, writes go to its settings
-	// object (iDRAC10's Settings, an AMI BMC's FutureState /SD) and the system's own Boot
-	// shows the override in force, not the pending one.
+	// Settings is DSP0266's @Redfish.Settings: where the system refuses its Boot as
+	// read-only, the override goes to this settings object (iDRAC10's Settings, an AMI
+	// BMC's FutureState /SD), and the system's own Boot shows the override in force, not
+	// the pending one.
 	Settings struct {
 		Object struct {
 			ID string `json:"@odata.id"`
@@ -90,18 +91,23 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 		if b.Target == bmc.BootHTTP {
 			want = "UEFI"
 		}
-		// wp is where the override is written and read back: the system, or the settings
-		// object its @Redfish.Settings names (iDRAC10, whose Boot is read-only: bmclib #461;
-		// AMI's FutureState: Redfish-Tacklebox #144).
+		// wp is where the override is written and read back: the system, or, once the
+		// system refused its Boot as read-only, the settings object its @Redfish.Settings
+		// names (iDRAC10: bmclib #461; AMI's FutureState: Redfish-Tacklebox #144).
 		wp := d.sysPath
-		if so := sys.Settings.Object.ID; so != "" && so != d.sysPath {
-			if !validPath(so) {
-				return errBadLink
-			}
+		so := sys.Settings.Object.ID
+		if so == d.sysPath || !validPath(so) {
+			so = ""
+		}
+		toSettings := func() error {
 			wp = so
 			d.log.Info("redfish: writing the boot override to the settings object", "addr", d.endpoint, "path", so)
 			var pending systemBoot
-			if etag, err = getRaw(c, wp, &pending); err != nil {
+			etag, err = getRaw(c, wp, &pending)
+			return err
+		}
+		if so != "" && d.knows().bootSettings {
+			if err := toSettings(); err != nil {
 				return err
 			}
 		}
@@ -198,6 +204,13 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 			return map[string]any{"Boot": boot}
 		}
 		ans, err := d.patch(c, wp, etag, body(mode))
+		if so != "" && wp != so && readOnly(err) && !mentions(err, "BootSourceOverrideMode") {
+			d.learn("Boot read-only: writing the settings object", func(l *learned) { l.bootSettings = true })
+			if err := toSettings(); err != nil {
+				return restore(err)
+			}
+			ans, err = d.patch(c, wp, etag, body(mode))
+		}
 		switch {
 		case err == nil:
 		case isStatus(err, 400) && enabled == "Continuous" && mentions(err, "Continuous"):
@@ -258,6 +271,12 @@ func (d *Driver) settled(ctx context.Context, c *gofish.APIClient, wp, target, e
 	return d.opErr("set-boot", bmc.ErrDiffers, "the BMC accepted the boot override and reverted it within "+
 		wait.String()+": it now has BootSourceOverrideEnabled "+orNone(after.Boot.Enabled)+", BootSourceOverrideTarget "+
 		orNone(after.Boot.Target)+" (asked "+enabled+" "+target+")", nil)
+}
+
+// readOnly says whether err refuses a PATCH as writing a read-only property (iDRAC10's
+// Boot) or the resource as not writable at all.
+func readOnly(err error) bool {
+	return isStatus(err, 405) || (isStatus(err, 400) && mentions(err, "PropertyNotWritable", "read only", "read-only", "ReadOnly"))
 }
 
 // noModeMessage says why an explicit mode cannot be had from a BMC that refuses

@@ -123,9 +123,10 @@
 //
 // A boot override is read back twice: at once, and again after Config.SettleTime. One
 // that reads back as asked and is gone at the second read is ErrDiffers, saying it was
-// reverted. Where the system carries @Redfish.Settings, the override is written to and
-// read back from the settings object wherever it points (the system's own Boot shows the
-// override in force until the next boot). A request the BMC refuses with one of the
+// reverted. Where the system refuses its Boot as read-only (400 PropertyNotWritable, or
+// 405) and carries @Redfish.Settings, the override is written to and read back from the
+// settings object wherever it points, and that is learned (boot-settings-object); the
+// system's own Boot shows the override in force until the next boot. A request the BMC refuses with one of the
 // passing MessageIds (transient in retry.go), or whose connection it refuses once the
 // driver is open, is sent again up to Config.Retries times, Config.RetryWait apart; one
 // whose answer was lost is not.

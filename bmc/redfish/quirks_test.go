@@ -58,14 +58,29 @@ func settingsCase(t *testing.T, object, want string) {
 	if err := d.SetBootDevice(ctx(t), bmc.BootDevice{Target: bmc.BootPXE, Mode: bmc.BootModeUEFI}); err != nil {
 		t.Fatalf("SetBootDevice: %v", err)
 	}
-	var paths []string
-	for _, r := range srv.Requests() {
-		if r.Method == http.MethodPatch {
-			paths = append(paths, r.Path)
+	patched := func() []string {
+		var paths []string
+		for _, r := range srv.Requests() {
+			if r.Method == http.MethodPatch {
+				paths = append(paths, r.Path+" "+http.StatusText(r.Status))
+			}
 		}
+		srv.ResetRequests()
+		return paths
 	}
-	if diff := cmp.Diff([]string{want}, paths); diff != "" {
+	// The system refuses its Boot as read-only; the settings object takes the override.
+	if diff := cmp.Diff([]string{bmctest.SystemPath + " Bad Request", want + " OK"}, patched()); diff != "" {
 		t.Errorf("PATCHes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"boot-settings-object"}, d.Learned()); diff != "" {
+		t.Errorf("learned (-want +got):\n%s", diff)
+	}
+	// Learned: the next override goes to the settings object alone.
+	if err := d.SetBootDevice(ctx(t), bmc.BootDevice{Target: bmc.BootPXE, Mode: bmc.BootModeUEFI}); err != nil {
+		t.Fatalf("second SetBootDevice: %v", err)
+	}
+	if diff := cmp.Diff([]string{want + " OK"}, patched()); diff != "" {
+		t.Errorf("second PATCHes (-want +got):\n%s", diff)
 	}
 	if got := bootOf(srv)["BootSourceOverrideEnabled"]; got != before {
 		t.Errorf("the system's own Boot changed to %v before a boot", got)

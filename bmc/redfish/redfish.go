@@ -122,6 +122,7 @@ type learned struct {
 	noPatchIfMatch  bool // PATCH with If-Match is refused whatever the ETag
 	noActionIfMatch bool // action POSTs with If-Match are refused
 	mediaByPatch    bool // VirtualMedia has no Insert/Eject actions: PATCH it
+	bootSettings    bool // the system's Boot is read-only: the settings object takes it
 	suspectImages   map[string]bool
 }
 
@@ -166,6 +167,7 @@ func (d *Driver) Learned() []string {
 		{l.basicAuth, "basic-auth"}, {l.noBootMode, "no-boot-mode"}, {l.needsBootMode, "needs-boot-mode"},
 		{l.noContinuous, "no-continuous-boot"}, {l.noPatchIfMatch, "no-patch-if-match"},
 		{l.noActionIfMatch, "no-action-if-match"}, {l.mediaByPatch, "media-by-patch"},
+		{l.bootSettings, "boot-settings-object"},
 	} {
 		if f.on {
 			out = append(out, f.name)

@@ -203,6 +203,11 @@ type FirmwareUpdate struct {
 	URL string
 	// Targets are the BMC's ids for the components to update; empty lets the BMC decide.
 	Targets []string
+	// Version is the version the image installs, if known. Where the BMC's task cannot say
+	// how the update ended (it vanished, it still reads running, there was none), a driver
+	// that can read the firmware inventory confirms the update by finding this version
+	// there; without it such an outcome is ErrOutcomeUnknown.
+	Version string
 }
 
 // FirmwareResult is how an update ended.

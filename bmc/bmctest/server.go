@@ -152,7 +152,68 @@ type Options struct {
 	// NoSessionService serves a service root without SessionService or Links.Sessions,
 	// as sushy-emulator does: only basic auth logs in.
 	NoSessionService bool
+
+	// BootSettingsObject, when set, is the path of a settings object (DSP0266
+	// @Redfish.Settings) that holds the system's pending boot override: the system carries
+	// "@Redfish.Settings" pointing there, its own Boot is read-only (a Boot PATCH of the
+	// system is 400 PropertyNotWritable, as on iDRAC10: bmclib #461), and the override
+	// written there applies at the next boot of the host. IDRAC10Settings and AMIFutureState
+	// are the two paths vendors use.
+	BootSettingsObject string
+	// ForgetBootAfterReads makes the system forget an accepted boot override (back to
+	// Disabled) after this many reads of the system that follow the PATCH, as a
+	// Supermicro AMI BMC did a few seconds after answering 200 (bmclib #459).
+	ForgetBootAfterReads int
+
+	// Virtual media variants (sushy's release notes name the vendors).
+
+	// MediaActions405 advertises InsertMedia and EjectMedia on the drives but answers
+	// them 405 Method Not Allowed; only a PATCH of the drive works.
+	MediaActions405 bool
+	// EjectNeedsBody answers an EjectMedia POST without a body 400 MalformedJSON: iLO wants
+	// an empty JSON object, {}.
+	EjectNeedsBody bool
+	// RequireTransferProtocolType answers an insert (action or PATCH) without
+	// TransferProtocolType 400 ActionParameterMissing, as Nokia's BMC does.
+	RequireTransferProtocolType bool
+	// DVDOnlyMedia makes CD1's MediaTypes ["DVD"] and CD2's ["USBStick"], as Cisco UCS
+	// lists its slots.
+	DVDOnlyMedia bool
+	// UsbCdTarget lists UsbCd instead of Cd among the allowed boot targets, and boots a
+	// virtual CD only from UsbCd, as Supermicro does.
+	UsbCdTarget bool
+
+	// RefuseWrites answers the next this many PATCHes and action POSTs (not logins) with
+	// RefuseStatus and a Redfish error whose MessageId is RefuseID, acting on none of them:
+	// a BMC that refuses for a while (iDRAC SYS518 while reloading, iLO's
+	// InvalidOperationForSystemState right after a power change).
+	RefuseWrites int
+	RefuseID     string
+	RefuseStatus int
+
+	// Firmware tasks that vanish or lie.
+
+	// UpdateVersion is the Version a completed firmware update gives the inventory's BMC
+	// entry (UpdateService/FirmwareInventory/BMC on public-rackmount1).
+	UpdateVersion string
+	// TaskVanishes deletes a firmware task and its monitor as it completes, as iDRAC
+	// below 5.00 does a minute after a task ends: the next poll is 404.
+	TaskVanishes bool
+	// TaskStaysRunning applies the update when the task would complete but leaves the task
+	// reading Running, as iDRAC has shown a finished update still processing.
+	TaskStaysRunning bool
+	// NoTaskMonitor answers SimpleUpdate 202 with neither a Location nor a body, as iLO
+	// does; the update applies at once.
+	NoTaskMonitor bool
 }
+
+// Settings-object paths for Options.BootSettingsObject (relative to the system for
+// IDRAC10Settings; absolute for AMIFutureState, which some AMI/ASRock BMCs serve as
+// /redfish/v1/Systems/Self/SD: Redfish-Tacklebox #144).
+const (
+	IDRAC10Settings = "Settings"
+	AMIFutureState  = "/redfish/v1/Systems/Self/SD"
+)
 
 // Request is one request the fake received.
 type Request struct {
@@ -213,7 +274,11 @@ type Server struct {
 	boots     []Boot
 	updates   []string
 	offPolls  int // reads of the system left before PoweringOff becomes Off
-	sysPath   string
+	// forget counts the reads of the system left before a boot override is forgotten
+	// (ForgetBootAfterReads); negative means none is pending.
+	forget   int
+	settings string // the settings object's path (BootSettingsObject)
+	sysPath  string
 }
 
 // SystemPath returns the path of the ComputerSystem the fake serves (the first one).
@@ -251,6 +316,7 @@ func NewServer(opts Options) *Server {
 		sessions:  make(map[string]session),
 		tasks:     make(map[string]*task),
 		nextID:    1000,
+		forget:    -1,
 	}
 	if err := s.load(); err != nil {
 		panic("bmctest: embedded mockup: " + err.Error())
@@ -432,6 +498,25 @@ func (s *Server) load() error {
 			delete(boot, "BootSourceOverrideMode@Redfish.AllowableValues")
 		}
 	}
+	if so := s.opts.BootSettingsObject; so != "" {
+		if !strings.HasPrefix(so, "/") {
+			so = s.sysPath + "/" + so
+		}
+		s.settings = clean(so)
+		sys := s.res[s.sysPath]
+		sys["@Redfish.Settings"] = map[string]any{
+			"@odata.type":    "#Settings.v1_3_5.Settings",
+			"SettingsObject": map[string]any{"@odata.id": s.settings},
+		}
+		boot := map[string]any{}
+		for k, v := range sys["Boot"].(map[string]any) {
+			if !strings.Contains(k, "@") {
+				boot[k] = v
+			}
+		}
+		s.res[s.settings] = map[string]any{"@odata.id": s.settings, "@odata.type": sys["@odata.type"],
+			"Id": path.Base(s.settings), "Name": "Pending settings", "Boot": boot}
+	}
 	if s.opts.Mockup != PublicRackmount1 {
 		return nil
 	}
@@ -455,6 +540,21 @@ func (s *Server) load() error {
 				"#VirtualMedia.EjectMedia":  map[string]any{"target": p + "/Actions/VirtualMedia.EjectMedia"},
 			}
 		}
+	}
+	if s.opts.DVDOnlyMedia {
+		s.res[CD1Path]["MediaTypes"] = []any{"DVD"}
+		s.res[CD2Path]["MediaTypes"] = []any{"USBStick"}
+	}
+	if s.opts.UsbCdTarget {
+		boot := sys["Boot"].(map[string]any)
+		var out []any
+		for _, t := range boot["BootSourceOverrideTarget@Redfish.AllowableValues"].([]any) {
+			if t == "Cd" {
+				t = "UsbCd"
+			}
+			out = append(out, t)
+		}
+		boot["BootSourceOverrideTarget@Redfish.AllowableValues"] = out
 	}
 	if s.opts.NoSystemEthernetInterfaces {
 		setMembers(s.res[SystemPath+"/EthernetInterfaces"], nil)
@@ -593,10 +693,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p string, body []
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		s.get(w, p)
-	case http.MethodPatch:
-		s.patch(w, r, p, body)
-	case http.MethodPost:
-		s.post(w, r, p, body, user)
+	case http.MethodPatch, http.MethodPost:
+		if s.opts.RefuseWrites > 0 && p != "/redfish/v1/SessionService/Sessions" {
+			s.opts.RefuseWrites--
+			writeError(w, s.opts.RefuseStatus, s.opts.RefuseID, "The request was refused for now ("+s.opts.RefuseID+").")
+			return
+		}
+		if r.Method == http.MethodPatch {
+			s.patch(w, r, p, body)
+		} else {
+			s.post(w, r, p, body, user)
+		}
 	case http.MethodDelete:
 		s.delete(w, p)
 	default:
@@ -617,6 +724,11 @@ func (s *Server) get(w http.ResponseWriter, p string) {
 	if res == nil {
 		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no resource at "+p)
 		return
+	}
+	if p == s.sysPath && s.forget >= 0 {
+		if s.forget--; s.forget < 0 {
+			res["Boot"].(map[string]any)["BootSourceOverrideEnabled"] = "Disabled"
+		}
 	}
 	if p == s.sysPath && res["PowerState"] == "PoweringOff" {
 		if s.offPolls--; s.offPolls < 0 {
@@ -674,6 +786,14 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, p string, body []
 			return
 		}
 		if b, ok := in["Boot"].(map[string]any); ok {
+			if s.settings != "" {
+				writeError(w, http.StatusBadRequest, "Base.1.8.PropertyNotWritable",
+					"The property Boot is a read only property and cannot be assigned a value.", "Boot")
+				return
+			}
+			if s.opts.ForgetBootAfterReads > 0 {
+				s.forget = s.opts.ForgetBootAfterReads
+			}
 			if s.opts.Patch200ErrorBody {
 				writeJSON(w, http.StatusOK, map[string]any{"error": map[string]any{
 					"code": "Base.1.8.GeneralError", "message": "A general error has occurred.",
@@ -704,6 +824,11 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, p string, body []
 			in["ImageName"] = nil
 			in["ConnectedVia"] = "NotConnected"
 		} else if img, ok := in["Image"].(string); ok && img != "" {
+			if s.opts.RequireTransferProtocolType && in["TransferProtocolType"] == nil {
+				writeError(w, http.StatusBadRequest, "Base.1.8.PropertyMissing", "TransferProtocolType is required",
+					"TransferProtocolType")
+				return
+			}
 			in["ConnectedVia"] = "URI"
 			in["ImageName"] = path.Base(img)
 		}
@@ -807,6 +932,19 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p string, body []b
 	}
 	if s.opts.IfMatch412 && r.Header.Get("If-Match") != "" {
 		writeError(w, http.StatusPreconditionFailed, "Base.1.8.PreconditionFailed", "If-Match is not supported on actions")
+		return
+	}
+	if s.opts.MediaActions405 && strings.HasPrefix(action, "VirtualMedia.") {
+		writeError(w, http.StatusMethodNotAllowed, "Base.1.8.OperationNotAllowed", "POST not allowed at "+p)
+		return
+	}
+	if s.opts.RequireTransferProtocolType && action == "VirtualMedia.InsertMedia" && in["TransferProtocolType"] == nil {
+		writeError(w, http.StatusBadRequest, "Base.1.8.ActionParameterMissing", "TransferProtocolType is required",
+			"TransferProtocolType")
+		return
+	}
+	if s.opts.EjectNeedsBody && action == "VirtualMedia.EjectMedia" && len(body) == 0 {
+		writeError(w, http.StatusBadRequest, "Base.1.8.MalformedJSON", "The request body submitted was malformed JSON.")
 		return
 	}
 	switch action {
@@ -951,6 +1089,12 @@ func (s *Server) reset(w http.ResponseWriter, sys map[string]any, in map[string]
 func (s *Server) boot(sys map[string]any) {
 	sys["PowerState"] = "On"
 	b := sys["Boot"].(map[string]any)
+	if s.settings != "" { // pending settings apply at boot
+		if pb, ok := s.res[s.settings]["Boot"].(map[string]any); ok {
+			merge(b, pb)
+			s.res[s.settings]["Boot"] = map[string]any{}
+		}
+	}
 	rec := Boot{Target: "None"}
 	if b["BootSourceOverrideEnabled"] != "Disabled" {
 		rec.Target, _ = b["BootSourceOverrideTarget"].(string)
@@ -993,6 +1137,12 @@ func (s *Server) simpleUpdate(w http.ResponseWriter, in map[string]any) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if s.opts.NoTaskMonitor {
+		s.tasks[id].polls = s.opts.TaskPolls
+		s.finishTask(id)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
 	w.Header().Set("Location", "/redfish/v1/TaskService/TaskMonitors/"+id)
 	writeJSON(w, http.StatusAccepted, s.res[tp], "")
 }
@@ -1015,6 +1165,20 @@ func (s *Server) pollTask(w http.ResponseWriter, id string) {
 		return
 	}
 	s.finishTask(id)
+	if s.opts.TaskVanishes {
+		delete(s.tasks, id)
+		delete(s.res, "/redfish/v1/TaskService/Tasks/"+id)
+		if tc := s.res["/redfish/v1/TaskService/Tasks"]; tc != nil {
+			removeMember(tc, "/redfish/v1/TaskService/Tasks/"+id)
+		}
+		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no task monitor "+id)
+		return
+	}
+	if s.opts.TaskStaysRunning {
+		res["TaskState"], res["PercentComplete"] = "Running", float64(99)
+		writeJSON(w, http.StatusAccepted, res, "")
+		return
+	}
 	if s.opts.TaskMonitorGone {
 		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no task monitor "+id)
 		return
@@ -1037,6 +1201,9 @@ func (s *Server) finishTask(id string) {
 			res["Messages"] = []any{map[string]any{"MessageId": "Update.1.0.UpdateSuccessful",
 				"Message": "The update of " + t.image + " completed.", "Severity": "OK"}}
 			s.updates = append(s.updates, t.image)
+			if inv := s.res["/redfish/v1/UpdateService/FirmwareInventory/BMC"]; inv != nil && s.opts.UpdateVersion != "" {
+				inv["Version"] = s.opts.UpdateVersion
+			}
 		}
 	}
 }

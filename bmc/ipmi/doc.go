@@ -51,6 +51,16 @@
 // cannot list its suites: OpenIPMI's ipmi_sim answers only suite 3 and never answers Get
 // Channel Cipher Suites.
 //
+// # Accounts
+//
+// AddUser sets an account up in the order every BMC in the sources accepts: a free slot
+// (never user 1, the anonymous user; "(Empty User)" is HPE's name for a free one), Set
+// User Name and Set User Password before the user is enabled (Dell R420), the privilege
+// before LAN messaging (Supermicro), Enable User, and Test Password last. RotatePassword
+// reads the new password back with Test Password. bmc.NewPassword makes passwords every
+// listed vendor policy accepts (Huawei refuses repeated characters); the test is
+// TestQuirkIPMIUserSetupOrder, against ipmi_sim.
+//
 // # Errors
 //
 // Wrong user or password is bmc.ErrAuth; an address where nothing answers while the

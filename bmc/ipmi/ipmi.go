@@ -95,6 +95,8 @@ type Driver struct {
 	mu     sync.Mutex // serialises requests and guards the fields below
 	c      *client.Client
 	closed bool
+
+	userStep func(step string) // tests: each step of AddUser, in order
 }
 
 var (
@@ -659,11 +661,12 @@ func (d *Driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 }
 
 // RotatePassword implements bmc.CredentialRotator with Set User Password, finding the
-// user id by name. Passwords longer than 16 bytes are stored in the 20-byte form; longer
+// user id by name (never user 1, the anonymous user, nor a slot named "(Empty User)"),
+// and reads it back with Test Password (a mismatch is ErrDiffers). Passwords longer than 16 bytes are stored in the 20-byte form; longer
 // than MaxPasswordLen is ErrInvalid. The open session stays valid; the driver keeps the new
 // password when it is its own account.
 func (d *Driver) RotatePassword(ctx context.Context, username, newPassword string) error {
-	if username == "" || newPassword == "" || len(newPassword) > MaxPasswordLen {
+	if username == "" || freeSlot(username) || newPassword == "" || len(newPassword) > MaxPasswordLen {
 		return d.opErr("rotate-password", bmc.ErrInvalid, "a user name and a password of 1 to 20 bytes are required", nil)
 	}
 	err := d.call(ctx, "rotate-password", func(c *client.Client) error {
@@ -675,7 +678,7 @@ func (d *Driver) RotatePassword(ctx context.Context, username, newPassword strin
 		if maxID == 0 || maxID > 63 {
 			maxID = 63
 		}
-		for id := 1; id <= maxID; id++ {
+		for id := 2; id <= maxID; id++ { // user 1 is the anonymous user
 			u, err := c.GetUsername(ctx, uint8(id))
 			if err != nil {
 				continue // unused ids answer an error on some BMCs
@@ -683,8 +686,21 @@ func (d *Driver) RotatePassword(ctx context.Context, username, newPassword strin
 			if u.Username != username {
 				continue
 			}
-			_, err = c.SetUserPassword(ctx, uint8(id), newPassword, len(newPassword) > 16)
-			return err
+			long := len(newPassword) > 16
+			if _, err = c.SetUserPassword(ctx, uint8(id), newPassword, long); err != nil {
+				return err
+			}
+			// Read back: a BMC that took the password and stored something else fails here.
+			if _, err = c.TestUserPassword(ctx, uint8(id), newPassword, long); err != nil {
+				e := d.classify("rotate-password", err, false)
+				var oe *bmc.OpError
+				if errors.As(e, &oe) {
+					oe.Kind = bmc.ErrDiffers
+					oe.Message = "the BMC accepted the new password but does not test it as set: " + oe.Message
+				}
+				return e
+			}
+			return nil
 		}
 		return d.opErr("rotate-password", bmc.ErrInvalid, "the BMC has no user named "+username, nil)
 	})

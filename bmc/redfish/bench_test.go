@@ -15,7 +15,7 @@ import (
 func benchDriver(b *testing.B) (*bmctest.Server, *redfish.Driver) {
 	srv := bmctest.NewServer(bmctest.Options{})
 	b.Cleanup(srv.Close)
-	d, err := redfish.Dial(context.Background(), redfish.Config{}, target(srv))
+	d, err := redfish.Dial(context.Background(), redfish.Config{SettleTime: -1}, target(srv))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func BenchmarkDialClose(b *testing.B) {
 	srv := bmctest.NewServer(bmctest.Options{})
 	b.Cleanup(srv.Close)
 	for b.Loop() {
-		d, err := redfish.Dial(context.Background(), redfish.Config{}, target(srv))
+		d, err := redfish.Dial(context.Background(), redfish.Config{SettleTime: -1}, target(srv))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/stmcginnis/gofish"
@@ -21,6 +22,15 @@ var bootTargets = map[bmc.BootTarget]string{
 
 // systemBoot is the part of a ComputerSystem a boot override reads.
 type systemBoot struct {
+	// Settings is DSP0266's @Redfish.Settings: where the system refuses its Boot as
+	// read-only, the override goes to this settings object (iDRAC10's Settings, an AMI
+	// BMC's FutureState /SD), and the system's own Boot shows the override in force, not
+	// the pending one.
+	Settings struct {
+		Object struct {
+			ID string `json:"@odata.id"`
+		} `json:"SettingsObject"`
+	} `json:"@Redfish.Settings"`
 	Boot struct {
 		Target         string   `json:"BootSourceOverrideTarget"`
 		Enabled        string   `json:"BootSourceOverrideEnabled"`
@@ -81,6 +91,31 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 		if b.Target == bmc.BootHTTP {
 			want = "UEFI"
 		}
+		// wp is where the override is written and read back: the system, or, once the
+		// system refused its Boot as read-only, the settings object its @Redfish.Settings
+		// names (iDRAC10: bmclib #461; AMI's FutureState: Redfish-Tacklebox #144).
+		wp := d.sysPath
+		so := sys.Settings.Object.ID
+		if so == d.sysPath || !validPath(so) {
+			so = ""
+		}
+		toSettings := func() error {
+			wp = so
+			d.log.Info("redfish: writing the boot override to the settings object", "addr", d.endpoint, "path", so)
+			var pending systemBoot
+			etag, err = getRaw(c, wp, &pending)
+			return err
+		}
+		if so != "" && d.knows().bootSettings {
+			if err := toSettings(); err != nil {
+				return err
+			}
+		}
+		if target == "Cd" && len(sys.Boot.AllowedTargets) > 0 && !slices.Contains(sys.Boot.AllowedTargets, "Cd") &&
+			slices.Contains(sys.Boot.AllowedTargets, "UsbCd") {
+			// Supermicro boots its virtual CD as UsbCd and does not list Cd (sushy's notes).
+			target = "UsbCd"
+		}
 		prior := sys.Boot.Mode
 		q := d.knows()
 		listed := func(al []string, v string) bool { return len(al) == 0 || slices.Contains(al, v) }
@@ -107,9 +142,9 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 			}
 			d.log.Info("redfish: putting the boot mode back", "addr", d.endpoint, "mode", prior)
 			var now systemBoot
-			tag, gerr := getRaw(c, d.sysPath, &now)
+			tag, gerr := getRaw(c, wp, &now)
 			if gerr == nil && now.Boot.Mode != prior {
-				_, gerr = d.patch(c, d.sysPath, tag, map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": prior}})
+				_, gerr = d.patch(c, wp, tag, map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": prior}})
 			}
 			var oe *bmc.OpError
 			if errors.As(err, &oe) {
@@ -124,7 +159,7 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 		if switchMode {
 			d.log.Info("redfish: switching the boot mode before choosing a target it lists",
 				"addr", d.endpoint, "mode", want, "target", target)
-			_, err := d.patch(c, d.sysPath, etag, map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": want}})
+			_, err := d.patch(c, wp, etag, map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": want}})
 			if isStatus(err, 400) && mentions(err, "BootSourceOverrideMode") {
 				d.learn("BootSourceOverrideMode refused", func(l *learned) { l.noBootMode = true })
 				e := d.classify("set-boot", err).(*bmc.OpError)
@@ -135,7 +170,7 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 			if err != nil {
 				return err
 			}
-			if etag, err = getRaw(c, d.sysPath, &sys); err != nil {
+			if etag, err = getRaw(c, wp, &sys); err != nil {
 				return err
 			}
 			if sys.Boot.Mode != want {
@@ -168,7 +203,14 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 			}
 			return map[string]any{"Boot": boot}
 		}
-		ans, err := d.patch(c, d.sysPath, etag, body(mode))
+		ans, err := d.patch(c, wp, etag, body(mode))
+		if so != "" && wp != so && readOnly(err) && !mentions(err, "BootSourceOverrideMode") {
+			d.learn("Boot read-only: writing the settings object", func(l *learned) { l.bootSettings = true })
+			if err := toSettings(); err != nil {
+				return restore(err)
+			}
+			ans, err = d.patch(c, wp, etag, body(mode))
+		}
 		switch {
 		case err == nil:
 		case isStatus(err, 400) && enabled == "Continuous" && mentions(err, "Continuous"):
@@ -186,16 +228,55 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 				e.Message = noModeMessage(sys.Boot.Mode, want) + ": " + e.Message
 				return restore(e)
 			}
-			ans, err = d.patch(c, d.sysPath, etag, body(""))
+			ans, err = d.patch(c, wp, etag, body(""))
 		case isStatus(err, 400) && mode == "" && mentions(err, "BootSourceOverrideMode"):
 			d.learn("BootSourceOverrideMode required", func(l *learned) { l.needsBootMode = true })
-			ans, err = d.patch(c, d.sysPath, etag, body("UEFI"))
+			ans, err = d.patch(c, wp, etag, body("UEFI"))
 		}
 		if err != nil {
 			return restore(d.classify("set-boot", err))
 		}
-		return d.checkBoot(c, target, enabled, want, ans)
+		if err := d.checkBoot(c, wp, target, enabled, want, ans); err != nil {
+			return err
+		}
+		return d.settled(ctx, c, wp, target, enabled)
 	})
+}
+
+// settled reads the override again after Config.SettleTime: a BMC that took the write
+// and dropped it since (a Supermicro AMI BMC answered 200 and forgot the override a few
+// seconds later: bmclib #459) is an ErrDiffers error that says it reverted.
+func (d *Driver) settled(ctx context.Context, c *gofish.APIClient, wp, target, enabled string) error {
+	wait := d.cfg.SettleTime
+	if wait == 0 {
+		wait = DefaultSettleTime
+	}
+	if wait < 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	var after systemBoot
+	if _, err := getRaw(c, wp, &after); err != nil {
+		return err
+	}
+	if after.Boot.Enabled == enabled && (enabled == "Disabled" || after.Boot.Target == target) {
+		return nil
+	}
+	return d.opErr("set-boot", bmc.ErrDiffers, "the BMC accepted the boot override and reverted it within "+
+		wait.String()+": it now has BootSourceOverrideEnabled "+orNone(after.Boot.Enabled)+", BootSourceOverrideTarget "+
+		orNone(after.Boot.Target)+" (asked "+enabled+" "+target+")", nil)
+}
+
+// readOnly says whether err refuses a PATCH as writing a read-only property (iDRAC10's
+// Boot) or the resource as not writable at all.
+func readOnly(err error) bool {
+	return isStatus(err, 405) || (isStatus(err, 400) && mentions(err, "PropertyNotWritable", "read only", "read-only", "ReadOnly"))
 }
 
 // noModeMessage says why an explicit mode cannot be had from a BMC that refuses
@@ -210,9 +291,9 @@ func noModeMessage(cur, want string) string {
 // checkBoot reads the override back and names what the BMC kept that was not asked for:
 // an ErrDiffers error (the BMC took the write and keeps something else; sending it again
 // changes nothing).
-func (d *Driver) checkBoot(c *gofish.APIClient, target, enabled, mode string, ans answer) error {
+func (d *Driver) checkBoot(c *gofish.APIClient, wp, target, enabled, mode string, ans answer) error {
 	var after systemBoot
-	if _, err := getRaw(c, d.sysPath, &after); err != nil {
+	if _, err := getRaw(c, wp, &after); err != nil {
 		return err
 	}
 	var kept []string

@@ -85,6 +85,55 @@
 //     error is a *bmc.PartialError naming each failed part. A system without an
 //     EthernetInterfaces collection (OpenBMC) has NICsKnown false.
 //
+// # Quirks of issue 40, their sources and tests
+//
+// Each quirk has one test named after it (quirks_test.go, or bmc/ipmi for IPMI); where no
+// emulator shows it, the test runs a bmctest profile of the vendor's behaviour as its
+// source describes it, and says so.
+//
+//	quirk                                    source                              test (profile)
+//	write accepted, then silently reverted   Supermicro AMI, bmclib #459         TestQuirkWriteAcceptedThenSilentlyReverted
+//	                                                                             (ForgetBootAfterReads)
+//	Boot read-only, override via             iDRAC10: bmclib #461, sushy's       TestQuirkIDRAC10BootIsReadOnlyOverrideThroughSettings
+//	@Redfish.Settings                        iDRAC10 release note                (BootSettingsObject IDRAC10Settings)
+//	override in a FutureState resource       AMI/ASRock /Systems/Self/SD,        TestQuirkFutureStateFollowsRedfishSettings
+//	                                         Redfish-Tacklebox #144              (BootSettingsObject AMIFutureState)
+//	persistent boot not supported            Lenovo XCC; Ironic's workaround     TestQuirkPersistentBootNotSupported (LenovoXCC)
+//	virtual media by PATCH only              Lenovo (sushy's release notes)      TestQuirkVirtualMediaPatchOnly (NoMediaActions)
+//	boot target UsbCd, not Cd                Supermicro (sushy)                  TestQuirkVirtualMediaUsbCdBootTarget (UsbCdTarget)
+//	DVD-only slots                           Cisco UCS (sushy)                   TestQuirkVirtualMediaDVDOnlySlot (DVDOnlyMedia)
+//	InsertMedia listed but 405               sushy's release notes               TestQuirkVirtualMediaActions405 (MediaActions405)
+//	eject needs an empty {} body             iLO (sushy)                         TestQuirkVirtualMediaEjectNeedsEmptyObject (EjectNeedsBody)
+//	TransferProtocolType required            Nokia (sushy)                       TestQuirkVirtualMediaTransferProtocolTypeRequired
+//	                                                                             (RequireTransferProtocolType)
+//	session pools run out                    iDRAC RAC0218; Foreman              TestQuirkSessionPoolOneSessionPerBMCReused
+//	                                         smart-proxy #895/#896               (LenovoXCC with MaxSessions 2)
+//	transient refusals retried by id         iDRAC SYS518, iLO                   TestQuirkTransientErrorsRetriedByMessageID
+//	                                         InvalidOperationForSystemState      (RefuseWrites)
+//	refused connections while open          iDRAC 5.x gaps of about 20 s        TestQuirkIDRACGapRefusedConnectionsAreRetried
+//	                                                                             (the fake's port closed, then opened)
+//	no retry when the outcome is unknown     DSP0266 (a POST is not idempotent)  TestQuirkDestructiveOperationWithUnknownOutcomeIsNotRetried
+//	tasks that vanish or lie                 iDRAC < 5.00, iDRAC "processing",   TestQuirkTasksThatVanishOrLie (TaskVanishes,
+//	                                         iLO without TaskMonitor             TaskStaysRunning, NoTaskMonitor)
+//	IPMI user set-up order, "(Empty User)",  Dell R420, Supermicro, HPE,         TestQuirkIPMIUserSetupOrder (bmc/ipmi, ipmi_sim)
+//	user 1 anonymous, password policies      Huawei (no repeated characters)     TestNewPasswordMeetsEveryPolicy (bmc)
+//
+// Not handled yet: the virtual media slot iDRAC10 needs, and Dell's 404 while creating a
+// job (its MessageId is not known here, so it is not retried).
+//
+// A boot override is read back twice: at once, and again after Config.SettleTime. One
+// that reads back as asked and is gone at the second read is ErrDiffers, saying it was
+// reverted. Where the system refuses its Boot as read-only (400 PropertyNotWritable, or
+// 405) and carries @Redfish.Settings, the override is written to and read back from the
+// settings object wherever it points, and that is learned (boot-settings-object); the
+// system's own Boot shows the override in force until the next boot. A request the BMC refuses with one of the
+// passing MessageIds (transient in retry.go), or whose connection it refuses once the
+// driver is open, is sent again up to Config.Retries times, Config.RetryWait apart; one
+// whose answer was lost is not.
+// A firmware task that vanished, still reads running, or was never given is settled by
+// finding FirmwareUpdate.Version in the firmware inventory; without a Version it is
+// ErrOutcomeUnknown.
+//
 // # Services tested, by capability
 //
 // From the tests (TestSushyEmulator, TestDMTFMockupServer, TestCaptureCapabilities and

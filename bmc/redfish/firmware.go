@@ -104,6 +104,7 @@ func (d *Driver) UpdateFirmware(ctx context.Context, up bmc.FirmwareUpdate) (bmc
 func (d *Driver) updateFirmware(ctx context.Context, up bmc.FirmwareUpdate, u *url.URL) (bmc.FirmwareResult, error) {
 	var res bmc.FirmwareResult
 	var monitor *schemas.TaskMonitorInfo
+	accepted := false // a 202 with nothing to follow
 	err := d.do(ctx, "firmware-update", func(c *gofish.APIClient) error {
 		var root struct{ UpdateService odataID }
 		if _, err := getRaw(c, "/redfish/v1/", &root); err != nil {
@@ -143,6 +144,8 @@ func (d *Driver) updateFirmware(ctx context.Context, up bmc.FirmwareUpdate, u *u
 			monitor = &schemas.TaskMonitorInfo{TaskMonitor: ans.location}
 		case task.ODataID != "" && task.TaskState != "":
 			monitor = &schemas.TaskMonitorInfo{TaskMonitor: task.ODataID}
+		case ans.status == http.StatusAccepted:
+			accepted = true // iLO: 202 and no TaskMonitor
 		}
 		if monitor != nil && task.ODataID != "" {
 			monitor.Task = &schemas.Task{}
@@ -153,15 +156,88 @@ func (d *Driver) updateFirmware(ctx context.Context, up bmc.FirmwareUpdate, u *u
 	if err != nil {
 		return res, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.TaskTimeout)
+	defer cancel()
+	if accepted {
+		return d.confirm(ctx, up, res, "the BMC accepted the update and gave no task to follow", true)
+	}
 	if monitor == nil {
 		return bmc.FirmwareResult{State: "Completed"}, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.TaskTimeout)
-	defer cancel()
-	return d.followTask(ctx, monitor)
+	return d.followTask(ctx, up, monitor)
 }
 
-func (d *Driver) followTask(ctx context.Context, m *schemas.TaskMonitorInfo) (bmc.FirmwareResult, error) {
+// confirm settles an update whose task cannot say how it ended (why): by finding
+// up.Version in the firmware inventory, polled every PollInterval until ctx ends when
+// wait is set. Without a Version it is ErrOutcomeUnknown.
+func (d *Driver) confirm(ctx context.Context, up bmc.FirmwareUpdate, res bmc.FirmwareResult, why string, wait bool) (bmc.FirmwareResult, error) {
+	if up.Version == "" {
+		return res, d.opErr("firmware-update", bmc.ErrOutcomeUnknown, why+"; no version was given to look for in the firmware inventory", nil)
+	}
+	for {
+		var found bool
+		err := d.do(ctx, "firmware-inventory", func(c *gofish.APIClient) error {
+			var e error
+			found, e = d.inventoryHas(c, up)
+			return e
+		})
+		if err != nil {
+			return res, err
+		}
+		if found {
+			res.State = "Completed"
+			res.Messages = append(res.Messages, why+"; version "+up.Version+" is in the firmware inventory")
+			return res, nil
+		}
+		if !wait {
+			return res, d.opErr("firmware-update", bmc.ErrOutcomeUnknown, why+"; version "+up.Version+
+				" is not in the firmware inventory", nil)
+		}
+		t := time.NewTimer(d.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, d.opErr("firmware-update", bmc.ErrTimeout, why+"; version "+up.Version+
+				" was not in the firmware inventory by the deadline", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// inventoryHas says whether the firmware inventory lists up.Version: on one of
+// up.Targets (inventory paths) when given, else on any member.
+func (d *Driver) inventoryHas(c *gofish.APIClient, up bmc.FirmwareUpdate) (bool, error) {
+	b := newBudget()
+	var us struct{ FirmwareInventory odataID }
+	if _, err := b.get(c, "/redfish/v1/UpdateService", &us); err != nil {
+		return false, err
+	}
+	if us.FirmwareInventory.ID == "" {
+		return false, d.opErr("firmware-update", bmc.ErrOutcomeUnknown, "the BMC has no firmware inventory to confirm the update in", nil)
+	}
+	ids, err := b.members(c, us.FirmwareInventory.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, id := range ids {
+		if len(up.Targets) > 0 && !slices.Contains(up.Targets, id) {
+			continue
+		}
+		var inv struct{ Version string }
+		if _, err := b.get(c, id, &inv); err != nil {
+			if isStatus(err, http.StatusNotFound) {
+				continue
+			}
+			return false, err
+		}
+		if strings.TrimSpace(inv.Version) == up.Version {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (d *Driver) followTask(ctx context.Context, up bmc.FirmwareUpdate, m *schemas.TaskMonitorInfo) (bmc.FirmwareResult, error) {
 	var res bmc.FirmwareResult
 	poll := m.TaskMonitor
 	taskPath := ""
@@ -211,6 +287,10 @@ func (d *Driver) followTask(ctx context.Context, m *schemas.TaskMonitorInfo) (bm
 			poll = taskPath
 			continue
 		}
+		if isStatus(err, http.StatusNotFound) && n > 0 {
+			// iDRAC below 5.00 deletes a finished task (and its monitor) after a minute.
+			return d.confirm(ctx, up, res, "the task vanished before it was seen to end", false)
+		}
 		if err != nil {
 			return res, err
 		}
@@ -237,6 +317,12 @@ func (d *Driver) followTask(ctx context.Context, m *schemas.TaskMonitorInfo) (bm
 					"task "+res.Task+" ended "+res.State+": "+strings.Join(res.Messages, "; "), nil)
 			}
 			return res, nil
+		}
+		if up.Version != "" && n > 0 {
+			// iDRAC can show a finished task as still running: the inventory may know better.
+			if r, err := d.confirm(ctx, up, res, "task "+res.Task+" still reads "+orNone(res.State), false); err == nil {
+				return r, nil
+			}
 		}
 		wait := d.cfg.PollInterval
 		if retryAfter > 0 && retryAfter < wait {

@@ -45,6 +45,12 @@ func FuzzBMCAnswers(f *testing.F) {
 	f.Add([]byte(`{"Actions":{"#UpdateService.SimpleUpdate":{"target":"/redfish/v1/x"},"#ComputerSystem.Reset":{"@Redfish.ActionInfo":"/redfish/v1/x"}},"Parameters":[{"Name":"ResetType","AllowableValues":["On"]}]}`), uint16(200))
 	f.Add([]byte(`{"MediaTypes":["CD"],"Inserted":true,"Image":"http://192.0.2.1/a.iso","VirtualMedia":{"@odata.id":"/redfish/v1/x"},"Members":[{"@odata.id":"/redfish/v1/x"}]}`), uint16(200))
 
+	f.Add([]byte(`{"@Redfish.Settings":{"SettingsObject":{"@odata.id":"/redfish/v1/Systems/Self/SD"}},"Boot":{"BootSourceOverrideTarget":"Pxe","BootSourceOverrideEnabled":"Once"}}`), uint16(200))
+	f.Add([]byte(`{"@Redfish.Settings":{"SettingsObject":{"@odata.id":"//evil.example/x"}}}`), uint16(200))
+	f.Add([]byte(`{"error":{"code":"IDRAC.2.8.SYS518","@Message.ExtendedInfo":[{"MessageId":"IDRAC.2.8.SYS518"}]}}`), uint16(503))
+	f.Add([]byte(`{"error":{"code":"Base.1.8.GeneralError","@Message.ExtendedInfo":[{"MessageId":"iLO.2.15.InvalidOperationForSystemState"}]}}`), uint16(400))
+	f.Add([]byte(`{"FirmwareInventory":{"@odata.id":"/redfish/v1/x"},"Members":[{"@odata.id":"/redfish/v1/x"}],"Version":"9.9"}`), uint16(200))
+
 	f.Fuzz(func(t *testing.T, body []byte, status uint16) {
 		code := int(status%500) + 100
 		if code < 200 {
@@ -68,7 +74,8 @@ func FuzzBMCAnswers(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		d, err := redfish.Dial(ctx, redfish.Config{BasicAuth: true, Timeout: 2 * time.Second,
-			PollInterval: time.Millisecond, PowerTimeout: 50 * time.Millisecond},
+			PollInterval: time.Millisecond, PowerTimeout: 50 * time.Millisecond, SettleTime: time.Millisecond,
+			RetryWait: time.Millisecond},
 			bmc.Target{Address: srv.URL, Username: "u", Password: "p"})
 		if err != nil {
 			t.Fatalf("Dial: %v", err)
@@ -119,7 +126,7 @@ func FuzzBMCAnswers(f *testing.F) {
 		check(d.InsertMedia(ctx, "http://192.0.2.1/boot.iso"))
 		check(d.EjectMedia(ctx))
 		fctx, fcancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err = d.UpdateFirmware(fctx, bmc.FirmwareUpdate{URL: "http://192.0.2.1/fw.bin"})
+		_, err = d.UpdateFirmware(fctx, bmc.FirmwareUpdate{URL: "http://192.0.2.1/fw.bin", Version: "9.9"})
 		fcancel()
 		check(err)
 		if n := requests.Load(); n > 6*512+64 {

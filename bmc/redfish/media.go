@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"context"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -95,6 +96,11 @@ func (d *Driver) insert(c *gofish.APIClient, vm rfMedia, etag, image, proto stri
 	}
 	_, err := d.action(c, vm.Actions.Insert.Target, etag, map[string]any{"Image": image, "Inserted": true,
 		"WriteProtected": true, "TransferProtocolType": proto})
+	if isStatus(err, http.StatusMethodNotAllowed) {
+		// A drive that lists InsertMedia and answers it 405: PATCHed instead (sushy's notes).
+		d.learn("no VirtualMedia actions: patching the resource", func(l *learned) { l.mediaByPatch = true })
+		return d.insert(c, vm, etag, image, proto)
+	}
 	return err
 }
 
@@ -106,7 +112,12 @@ func (d *Driver) eject(c *gofish.APIClient, vm rfMedia, etag string) error {
 		_, err := d.patch(c, vm.ODataID, etag, map[string]any{"Image": nil, "Inserted": false})
 		return err
 	}
+	// An empty object, not an empty body: iLO refuses the latter.
 	_, err := d.action(c, vm.Actions.Eject.Target, etag, map[string]any{})
+	if isStatus(err, http.StatusMethodNotAllowed) {
+		d.learn("no VirtualMedia actions: patching the resource", func(l *learned) { l.mediaByPatch = true })
+		return d.eject(c, vm, etag)
+	}
 	return err
 }
 

@@ -39,7 +39,7 @@ func BenchmarkPeers(b *testing.B) {
 		{name: "ilo5-capture", tg: target(ilo), media: "http://192.0.2.1/boot.iso", storage: true},
 		{name: "openbmc-capture", tg: target(obmc), storage: true},
 	}
-	cfg := redfish.Config{PollInterval: 50 * time.Millisecond}
+	cfg := redfish.Config{PollInterval: 50 * time.Millisecond, SettleTime: -1}
 	ctx := context.Background()
 	for _, p := range peers {
 		p.tg.Driver = redfish.Name

@@ -35,7 +35,7 @@ func peerCtx(t *testing.T, d time.Duration) context.Context {
 
 // sushyConfig polls quickly: sushy's fake driver lands power changes 1-11 s after the call.
 func sushyConfig() redfish.Config {
-	return redfish.Config{PollInterval: 200 * time.Millisecond, PowerTimeout: 40 * time.Second, Timeout: 20 * time.Second}
+	return redfish.Config{PollInterval: 200 * time.Millisecond, PowerTimeout: 40 * time.Second, Timeout: 20 * time.Second, SettleTime: 200 * time.Millisecond}
 }
 
 func dialSushy(t *testing.T, s *testpeer.Sushy, cfg redfish.Config) *redfish.Driver {
@@ -279,7 +279,7 @@ func mockupBoot(t *testing.T, url string) map[string]any {
 func TestDMTFMockupServer(t *testing.T) {
 	m := testpeer.RedfishMockupServer(t, mockupDir("public-rackmount1"))
 	tg := bmc.Target{Driver: redfish.Name, Address: m.URL, Username: "Administrator", Password: "any"}
-	cfg := redfish.Config{PollInterval: 50 * time.Millisecond, PowerTimeout: 500 * time.Millisecond, Timeout: 10 * time.Second}
+	cfg := redfish.Config{PollInterval: 50 * time.Millisecond, PowerTimeout: 500 * time.Millisecond, Timeout: 10 * time.Second, SettleTime: 50 * time.Millisecond}
 
 	t.Run("session login and logout", func(t *testing.T) {
 		before := sessionCount(t, m.URL)

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,9 @@ const (
 	DefaultPollInterval = 5 * time.Second  // between task-monitor polls
 	DefaultTaskTimeout  = time.Hour        // a firmware update task, from start to end
 	DefaultPowerTimeout = 2 * time.Minute  // a power action, until the state reads back
+	DefaultSettleTime   = 3 * time.Second  // a boot override, until it is read back again
+	DefaultRetries      = 3                // further tries of a request the BMC refused for now
+	DefaultRetryWait    = 5 * time.Second  // between them
 )
 
 // Config is the driver's configuration, shared by every target it opens. It implements
@@ -60,6 +64,19 @@ type Config struct {
 	// PowerTimeout bounds the wait, after a power action the BMC accepted, for the machine
 	// to report the state asked for; zero means DefaultPowerTimeout.
 	PowerTimeout time.Duration
+	// SettleTime is how long after a boot override read back as asked the driver reads it
+	// once more: a BMC that took the write and dropped it since (a Supermicro AMI BMC:
+	// bmclib #459) is then an ErrDiffers error saying it reverted. Zero means
+	// DefaultSettleTime; negative skips the second read.
+	SettleTime time.Duration
+	// Retries is how many more times a request is sent after the BMC refused it with a
+	// passing error (iDRAC SYS518 while reloading, iLO's InvalidOperationForSystemState
+	// right after a power change, 503 ServiceTemporarilyUnavailable) or refused the
+	// connection; zero means DefaultRetries, negative none. A request whose outcome is
+	// unknown (a timeout, a connection lost after sending) is never sent again.
+	Retries int
+	// RetryWait is the wait between those tries; zero means DefaultRetryWait.
+	RetryWait time.Duration
 	// Logger receives the vendor workarounds applied and session events; nil discards.
 	Logger *slog.Logger
 	// OnOp, when set, is called after each operation (and each task-monitor poll) with
@@ -91,6 +108,8 @@ type Driver struct {
 	sysPath  string
 	closed   bool
 	learned  learned
+	ctxs     sync.Map    // *gofish.APIClient -> the context of the operation using it
+	opened   atomic.Bool // Dial succeeded: a refused connection is then a gap, retried
 }
 
 // learned is what the driver found out about this BMC: kept for the life of the Open so
@@ -103,6 +122,7 @@ type learned struct {
 	noPatchIfMatch  bool // PATCH with If-Match is refused whatever the ETag
 	noActionIfMatch bool // action POSTs with If-Match are refused
 	mediaByPatch    bool // VirtualMedia has no Insert/Eject actions: PATCH it
+	bootSettings    bool // the system's Boot is read-only: the settings object takes it
 	suspectImages   map[string]bool
 }
 
@@ -147,6 +167,7 @@ func (d *Driver) Learned() []string {
 		{l.basicAuth, "basic-auth"}, {l.noBootMode, "no-boot-mode"}, {l.needsBootMode, "needs-boot-mode"},
 		{l.noContinuous, "no-continuous-boot"}, {l.noPatchIfMatch, "no-patch-if-match"},
 		{l.noActionIfMatch, "no-action-if-match"}, {l.mediaByPatch, "media-by-patch"},
+		{l.bootSettings, "boot-settings-object"},
 	} {
 		if f.on {
 			out = append(out, f.name)
@@ -201,7 +222,7 @@ func Dial(ctx context.Context, cfg Config, t bmc.Target) (d *Driver, err error) 
 		return nil, d.opErr("open", bmc.ErrInvalid, "CertSHA256 must be 32 bytes", nil)
 	}
 	d.endpoint = ep
-	d.hc = &http.Client{Transport: d.transport(), Timeout: cfg.Timeout}
+	d.hc = &http.Client{Transport: gapRetry{d: d, rt: d.transport()}, Timeout: cfg.Timeout}
 	if err := d.login(ctx); err != nil {
 		d.hc.CloseIdleConnections()
 		return nil, err
@@ -221,6 +242,7 @@ func Dial(ctx context.Context, cfg Config, t bmc.Target) (d *Driver, err error) 
 		return nil, d.classify("open", err)
 	}
 	d.sysPath = systems[0]
+	d.opened.Store(true)
 	return d, nil
 }
 
@@ -418,7 +440,7 @@ func (d *Driver) do(ctx context.Context, op string, fn func(*gofish.APIClient) e
 	if closed {
 		return d.opErr(op, bmc.ErrClosed, "", nil)
 	}
-	err = fn(d.client(ctx))
+	err = d.run(ctx, fn)
 	if err == nil {
 		return nil
 	}
@@ -429,10 +451,18 @@ func (d *Driver) do(ctx context.Context, op string, fn func(*gofish.APIClient) e
 	if lerr := d.login(ctx); lerr != nil {
 		return lerr
 	}
-	if err := fn(d.client(ctx)); err != nil {
+	if err := d.run(ctx, fn); err != nil {
 		return d.classify(op, err)
 	}
 	return nil
+}
+
+// run calls fn with a client bound to ctx, known to retrying as ctx's.
+func (d *Driver) run(ctx context.Context, fn func(*gofish.APIClient) error) error {
+	c := d.client(ctx)
+	d.ctxs.Store(c, ctx)
+	defer d.ctxs.Delete(c)
+	return fn(c)
 }
 
 // Name implements bmc.Driver.
@@ -577,11 +607,16 @@ func (d *Driver) patch(c *gofish.APIClient, p, etag string, payload any) (answer
 		if tag != "" {
 			h["If-Match"] = tag
 		}
-		resp, err := c.PatchWithHeaders(p, payload, h)
-		if err != nil {
-			return answer{}, err
-		}
-		return readAnswer(resp)
+		var a answer
+		err := d.retrying(c, "PATCH "+p, func() error {
+			resp, err := c.PatchWithHeaders(p, payload, h)
+			if err != nil {
+				return err
+			}
+			a, err = readAnswer(resp)
+			return err
+		})
+		return a, err
 	}
 	a, err := send(etag)
 	fresh := func() string {
@@ -624,15 +659,23 @@ func (d *Driver) action(c *gofish.APIClient, target, etag string, body any) (ans
 	if etag != "" {
 		h["If-Match"] = etag
 	}
-	resp, err := c.PostWithHeaders(target, body, h)
+	var a answer
+	post := func(h map[string]string) error {
+		return d.retrying(c, "POST "+target, func() error {
+			resp, err := c.PostWithHeaders(target, body, h)
+			if err != nil {
+				return err
+			}
+			a, err = readAnswer(resp)
+			return err
+		})
+	}
+	err := post(h)
 	if etag != "" && isStatus(err, http.StatusPreconditionFailed) {
 		d.learn("action If-Match refused: posting without it", func(l *learned) { l.noActionIfMatch = true })
-		resp, err = c.PostWithHeaders(target, body, nil)
+		err = post(nil)
 	}
-	if err != nil {
-		return answer{}, err
-	}
-	return readAnswer(resp)
+	return a, err
 }
 
 func isStatus(err error, code int) bool {

@@ -38,6 +38,9 @@ func start(t *testing.T, opts bmctest.Options, cfg redfish.Config) (*bmctest.Ser
 	srv := bmctest.NewServer(opts)
 	t.Cleanup(srv.Close)
 	cfg.PollInterval = time.Millisecond
+	if cfg.SettleTime == 0 {
+		cfg.SettleTime = time.Millisecond
+	}
 	d, err := redfish.Dial(context.Background(), cfg, target(srv))
 	if err != nil {
 		t.Fatalf("Dial: %v", err)

@@ -243,17 +243,10 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}
 	if c.Boot.TFTP {
 		a.tftp = &tftpd.Server{
-			MaxTransfers: c.Boot.TFTPMaxTransfers,
-			MaxPerSource: c.Boot.TFTPMaxPerSource,
-			MaxWindow:    c.Boot.TFTPMaxWindow,
-			FirstRetries: c.Boot.TFTPFirstRetries,
-			FirstWait:    c.Boot.TFTPFirstWait,
-			EvictAfter:   c.Boot.TFTPEvictAfter,
-			MaxQueued:    c.Boot.TFTPMaxQueued,
-			QueueWait:    c.Boot.TFTPQueueWait,
-			Logger:       log.With("component", "tftpd"),
-			OnTransfer:   a.onTransfer,
+			Logger:     log.With("component", "tftpd"),
+			OnTransfer: a.onTransfer,
 		}
+		c.Boot.TFTPLimits.Apply(a.tftp)
 	}
 	if err := a.bootServer(); err != nil {
 		return nil, err

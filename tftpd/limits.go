@@ -9,10 +9,10 @@ import (
 // tighter than what [Server.Validate] accepts, so that a typo in a configuration file
 // (a window of 70000, a wait of an hour) is refused at start rather than served.
 const (
-	MaxLimitTransfers    = 4096             // MaxTransfers and MaxPerSource
-	MaxLimitFirstRetries = 16               // FirstRetries
-	MinLimitFirstWait    = time.Second      // FirstWait, when set
-	MaxLimitFirstWait    = time.Minute      // FirstWait
+	MaxLimitTransfers    = 4096        // MaxTransfers and MaxPerSource
+	MaxLimitFirstRetries = 16          // FirstRetries
+	MinLimitFirstWait    = time.Second // FirstWait, when set
+	MaxLimitFirstWait    = time.Minute // FirstWait
 	MinLimitEvictAfter   = 10 * time.Millisecond
 	MaxLimitEvictAfter   = 5 * time.Second
 	MaxLimitQueued       = 65536 // MaxQueued

@@ -3,6 +3,7 @@ package tftpd_test
 import (
 	"errors"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/bettercompute/siteboot/tftpd"
@@ -69,5 +70,38 @@ func TestLimitsApply(t *testing.T) {
 	}
 	if err := s.Validate(); err == nil {
 		t.Error("a Server with neither Dir nor FS validated")
+	}
+}
+
+// TestStatsOutcomes: Stats.Outcomes counts the reports by outcome, one per request
+// reported to OnTransfer, and Of reads them by Outcome.
+func TestStatsOutcomes(t *testing.T) {
+	rec := newRecorder()
+	srv := &tftpd.Server{FS: fstest.MapFS{"f": {Data: payload(1500, 3)}}, Timeout: 30 * time.Second, OnTransfer: rec.hook}
+	addr := serve(t, srv, "127.0.0.1")
+	c := newRawClient(t, "127.0.0.1")
+	c.send(addr, rrq("f", "octet"))
+	first, tid := c.recvFrom(5*time.Second, 0)
+	if got := c.download(first, tid, 512); len(got) != 1500 {
+		t.Fatalf("got %d bytes, want 1500", len(got))
+	}
+	c.send(addr, rrq("missing", "octet"))
+	c.send(addr, rrq("f", "netascii"))
+	reports := rec.waitN(t, 3)
+	want := map[tftpd.Outcome]uint64{}
+	for _, r := range reports {
+		want[r.Outcome]++
+	}
+	got := srv.Stats().Outcomes
+	for _, o := range tftpd.Outcomes() {
+		if got.Of(o) != want[o] {
+			t.Errorf("Outcomes.Of(%q) = %d, want %d (reports %v)", o, got.Of(o), want[o], want)
+		}
+	}
+	if got.OK != 1 || got.NotFound != 1 || got.Refused != 1 {
+		t.Errorf("Outcomes = %+v, want one ok, one not-found, one refused", got)
+	}
+	if got.Of("no-such-outcome") != 0 {
+		t.Error("Of of an unknown outcome is not 0")
 	}
 }

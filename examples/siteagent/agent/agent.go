@@ -111,7 +111,6 @@ type Agent struct {
 	beat       sitelink.Heartbeat // syncOnce every Control.Heartbeat, or sooner when woken
 	mu         sync.Mutex
 	sentDigest discovery.Digest // the discovered list's digest the control plane acknowledged
-	transfers  transferCounters
 	nonces     *bootbind.Nonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
 	// noncesIssued wakes the saver of the nonces (bootnonce.go) after each one issued.
 	noncesIssued chan struct{}

@@ -140,10 +140,9 @@ func (a *Agent) answerSecureBoot(req *proxydhcp.Request) proxydhcp.Decision {
 	return a.sb.AnswerDHCP(req)
 }
 
-// onTransfer is tftpd's report of each transfer: the agent's counters, and the signed
-// chain's bindings.
+// onTransfer is tftpd's report of each transfer, for the signed chain's bindings (tftpd
+// counts the transfers by outcome itself).
 func (a *Agent) onTransfer(t tftpd.Transfer) {
-	a.transfers.record(t)
 	if a.sb != nil {
 		a.sb.OnTransfer(t)
 	}

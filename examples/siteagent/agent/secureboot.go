@@ -2,10 +2,9 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,39 +27,25 @@ const (
 // validateSecureBoot checks the Secure Boot keys: the file paths are absolute; with
 // SecureBoot on, proxy DHCP and TFTP are on (everything of the chain is bound to the DHCP
 // answer and fetched over TFTP) and both files are regular files (the command's -check).
+// The files are checked by secureboot, whose FileError names the one at fault.
 func (c *Config) validateSecureBoot() error {
 	b := &c.Boot
-	bad := func(field, format string, args ...any) error {
-		return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
-	}
-	for _, f := range []struct{ field, path string }{{"Boot.Shim", b.Shim}, {"Boot.GRUB", b.GRUB}} {
-		if f.path != "" && !filepath.IsAbs(f.path) {
-			return bad(f.field, "want an absolute path, got %q", f.path)
-		}
+	sc := secureboot.Config{Shim: b.Shim, GRUB: b.GRUB}
+	var fe *secureboot.FileError
+	if errors.As(sc.CheckPaths(), &fe) {
+		return &FieldError{Field: "Boot." + fe.Field, Err: fe}
 	}
 	if !b.SecureBoot {
 		return nil
 	}
 	if !b.ProxyDHCP {
-		return bad("Boot.SecureBoot", "needs Boot.ProxyDHCP: the chain's files and its boot key are bound to this agent's DHCP answer")
+		return &FieldError{Field: "Boot.SecureBoot", Err: errors.New("needs Boot.ProxyDHCP: the chain's files and its boot key are bound to this agent's DHCP answer")}
 	}
 	if !b.TFTP {
-		return bad("Boot.SecureBoot", "needs Boot.TFTP: Debian's signed network GRUB fetches over TFTP only")
+		return &FieldError{Field: "Boot.SecureBoot", Err: errors.New("needs Boot.TFTP: Debian's signed network GRUB fetches over TFTP only")}
 	}
-	for _, f := range []struct{ field, path, pkg string }{
-		{"Boot.Shim", b.Shim, "shim-signed"}, {"Boot.GRUB", b.GRUB, "grub-efi-amd64-signed"},
-	} {
-		path := f.path
-		if path == "" {
-			path = map[string]string{"Boot.Shim": DefaultShim, "Boot.GRUB": DefaultGRUB}[f.field]
-		}
-		st, err := os.Stat(path)
-		if err != nil {
-			return bad(f.field, "%v (Debian's package %s has it)", err, f.pkg)
-		}
-		if !st.Mode().IsRegular() {
-			return bad(f.field, "%s is not a regular file", path)
-		}
+	if errors.As(sc.CheckFiles(), &fe) {
+		return &FieldError{Field: "Boot." + fe.Field, Err: fe}
 	}
 	return nil
 }

@@ -67,8 +67,9 @@ const (
 
 // Config is what [New] composes. Fence, BaseURL and Boot.Entries are required; the parts
 // (DHCP, TFTP, Cache) are optional, each nil meaning the server runs without it. New sets
-// fields of the parts it is given (their Fence, proxy DHCP's Binder and HTTPPort, TFTP's
-// FS): a part must not be used by another server.
+// fields of the parts it is given (their Fence, proxy DHCP's Binder and HTTPPort, its
+// Handler wrapped to issue Passes, TFTP's FS; Serve sets proxy DHCP's TFTPPort to the TFTP
+// socket's port when it is zero): a part must not be used by another server.
 type Config struct {
 	// Fence is the one fence every part takes: proxy DHCP, TFTP and the boot handler get
 	// it from New (their own Fence must be nil). The image cache takes it at Open: open
@@ -104,7 +105,11 @@ type Config struct {
 	// without DHCP.
 	Nonces *bootbind.Nonces
 	// Passes, Loaders and OnBound are [Bind]'s: IPv6 boot passes, the claimers of other
-	// loaders' requests, and a hook for each bound request. Nil: none.
+	// loaders' requests, and a hook for each bound request. Nil: none. With DHCP, each
+	// answer proxy DHCP gives a machine's firmware (not iPXE: its Handler decided to
+	// answer, over DHCPv4 or DHCPv6) issues the MAC's pass, for the address a DHCPv6
+	// answer sent straight to the machine goes to: iPXE over DHCPv6 takes its chain URL
+	// from the site's DHCPv6 server, which cannot carry a nonce (bootbind.Passes).
 	Passes  *bootbind.Passes
 	Loaders map[string]Claimer
 	OnBound func(ipxe.Query)
@@ -278,6 +283,20 @@ func New(c Config) (*Server, error) {
 				return n, err
 			})
 		}
+		if p := c.Passes; p != nil {
+			h := d.Handler
+			d.Handler = proxydhcp.HandlerFunc(func(ctx context.Context, req *proxydhcp.Request) proxydhcp.Decision {
+				dec := h.ServeDHCP(ctx, req)
+				if dec.Answer && !req.IPXE {
+					var to netip.Addr
+					if req.IPv6 && !req.Relay.IsValid() {
+						to = req.Source.Addr()
+					}
+					p.Issue(req.MAC, to)
+				}
+				return dec
+			})
+		}
 		if u, err := url.Parse(c.BaseURL); err == nil && d.HTTPPort == 0 && u.Port() != "" {
 			d.HTTPPort, _ = strconv.Atoi(u.Port())
 		}
@@ -427,6 +446,10 @@ func (s *Server) parts(l Listeners) ([]part, error) {
 	if l.TFTP != nil {
 		if c.TFTP == nil {
 			return nil, errInvalid("Listeners.TFTP without Config.TFTP")
+		}
+		// The tftp:// URLs of DHCPv6 answers name the port TFTP is served on.
+		if u, ok := l.TFTP.LocalAddr().(*net.UDPAddr); ok && c.DHCP != nil && c.DHCP.TFTPPort == 0 && u.Port != 69 {
+			c.DHCP.TFTPPort = u.Port
 		}
 		parts = append(parts, part{"tftp", func() error { return c.TFTP.Serve(l.TFTP) }, tftpd.ErrServerClosed})
 	}

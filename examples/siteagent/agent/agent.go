@@ -230,7 +230,8 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			Logger:     log.With("component", "proxydhcp"),
 		}
 		if c.Boot.DHCPv6 {
-			a.dhcp.ServerIP6, a.dhcp.TFTPPort = c.Boot.ServerIP6, a.tftpPort()
+			// bootserver names the TFTP socket's port in the tftp:// URLs of DHCPv6 answers.
+			a.dhcp.ServerIP6 = c.Boot.ServerIP6
 			a.v6.passes = a.newPasses()
 		}
 		if err := a.dhcp.Validate(); err != nil {
@@ -469,7 +470,6 @@ func (a *Agent) serveDHCP(ctx context.Context, req *proxydhcp.Request) proxydhcp
 			"reason", m.String(), "arch", req.Arch.String(), "entry_arch", r.Arch)
 		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
 	}
-	a.answered6(req)
 	return a.answerDHCP(req, r)
 }
 

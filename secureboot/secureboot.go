@@ -388,6 +388,15 @@ func (s *Chain) buildFiles(shim, grub []byte) (*files, error) {
 	}, nil
 }
 
+// TFTPCacheDir returns the TFTP directory the chain names the image cache's grants under:
+// Config.TFTPCacheDir, DefaultTFTPCacheDir when it was empty, "." for the root.
+func (s *Chain) TFTPCacheDir() string {
+	if s.cachePrefix == "" {
+		return "."
+	}
+	return strings.TrimSuffix(s.cachePrefix, "/")
+}
+
 // Keys returns the chain's boot key store (Config.Keys, or its own).
 func (s *Chain) Keys() *bootbind.Keys { return s.keys }
 

@@ -243,8 +243,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}
 	if c.Boot.TFTP {
 		a.tftp = &tftpd.Server{
-			Logger:     log.With("component", "tftpd"),
-			OnTransfer: a.onTransfer,
+			Logger: log.With("component", "tftpd"),
 		}
 		c.Boot.TFTPLimits.Apply(a.tftp)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +13,6 @@ import (
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/secureboot"
 	"github.com/bettercompute/siteboot/sitelink"
-	"github.com/bettercompute/siteboot/tftpd"
 )
 
 // The signed chain's files, as Debian's packages ship them (dpkg -L shim-signed
@@ -104,15 +102,6 @@ func (a *Agent) setupSecureBoot() error {
 	return nil
 }
 
-// sbMounts are the chain's TFTP directories beside the iPXE builds (bootserver.FS): sb/,
-// grub/ and boot/, and the image cache's grants under cache/, where the chain names the
-// kernel and initrd.
-func (a *Agent) sbMounts() map[string]fs.FS {
-	m := a.sb.Mounts()
-	m[secureboot.DefaultTFTPCacheDir] = a.cache.GrantFS()
-	return m
-}
-
 // answerSecureBoot is proxy DHCP's answer to the firmware of a Secure Boot machine: the
 // chain's, or silence, counted, when the agent cannot serve the chain.
 func (a *Agent) answerSecureBoot(req *proxydhcp.Request) proxydhcp.Decision {
@@ -123,14 +112,6 @@ func (a *Agent) answerSecureBoot(req *proxydhcp.Request) proxydhcp.Decision {
 		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
 	}
 	return a.sb.AnswerDHCP(req)
-}
-
-// onTransfer is tftpd's report of each transfer, for the signed chain's bindings (tftpd
-// counts the transfers by outcome itself).
-func (a *Agent) onTransfer(t tftpd.Transfer) {
-	if a.sb != nil {
-		a.sb.OnTransfer(t)
-	}
 }
 
 // sbStats adds the signed chain's counters to m (Agent.Stats).

@@ -33,7 +33,9 @@
 // HTTP mux of /boot/ and /cache/ (plus the host's own handlers) behind ipxe.NewServer's
 // limits. With Config.BaseURL6 a second boot handler answers the requests that came over
 // IPv6 with IPv6 URLs ([ByFamily]); Config.Passes and Config.Loaders bind the requests
-// that carry no chain nonce (an IPv6 boot pass, a signed GRUB's key). [Server.Serve] serves on the sockets the embedder bound ([Listeners]) until
+// that carry no chain nonce (an IPv6 boot pass, a signed GRUB's key); each answer proxy
+// DHCP gives a machine's firmware issues the MAC's pass. [Server.Serve] serves on the
+// sockets the embedder bound ([Listeners]) until
 // [Server.Shutdown] or [Server.Close], then returns [ErrServerClosed], like net/http. No
 // goroutine of the Server outlives Shutdown or Close. [Server.Stats] gathers each part's
 // counters.

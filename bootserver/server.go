@@ -21,6 +21,7 @@ import (
 	"github.com/bettercompute/siteboot/internal/errname"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/bettercompute/siteboot/secureboot"
 	"github.com/bettercompute/siteboot/tftpd"
 )
 
@@ -67,8 +68,9 @@ const (
 
 // Config is what [New] composes. Fence, BaseURL and Boot.Entries are required; the parts
 // (DHCP, TFTP, Cache) are optional, each nil meaning the server runs without it. New sets
-// fields of the parts it is given (their Fence, proxy DHCP's Binder and HTTPPort, TFTP's
-// FS): a part must not be used by another server.
+// fields of the parts it is given (their Fence, proxy DHCP's Binder and HTTPPort, its
+// Handler wrapped to issue Passes, TFTP's FS; Serve sets proxy DHCP's TFTPPort to the TFTP
+// socket's port when it is zero): a part must not be used by another server.
 type Config struct {
 	// Fence is the one fence every part takes: proxy DHCP, TFTP and the boot handler get
 	// it from New (their own Fence must be nil). The image cache takes it at Open: open
@@ -104,7 +106,11 @@ type Config struct {
 	// without DHCP.
 	Nonces *bootbind.Nonces
 	// Passes, Loaders and OnBound are [Bind]'s: IPv6 boot passes, the claimers of other
-	// loaders' requests, and a hook for each bound request. Nil: none.
+	// loaders' requests, and a hook for each bound request. Nil: none. With DHCP, each
+	// answer proxy DHCP gives a machine's firmware (not iPXE: its Handler decided to
+	// answer, over DHCPv4 or DHCPv6) issues the MAC's pass, for the address a DHCPv6
+	// answer sent straight to the machine goes to: iPXE over DHCPv6 takes its chain URL
+	// from the site's DHCPv6 server, which cannot carry a nonce (bootbind.Passes).
 	Passes  *bootbind.Passes
 	Loaders map[string]Claimer
 	OnBound func(ipxe.Query)
@@ -130,6 +136,17 @@ type Config struct {
 	Builds fs.FS
 	// Mounts are other file systems served over TFTP, each under its directory (FS.Mounts).
 	Mounts map[string]fs.FS
+
+	// SecureBoot is the Secure Boot chain (package secureboot) served beside iPXE; it
+	// needs DHCP and TFTP, and its Nonces must be the Server's. New mounts its TFTP
+	// directories (secureboot.Chain.Mounts) and, with a Cache, the cache's grants under
+	// the chain's TFTPCacheDir (unless "."), serves its HTTP paths (secureboot.PathSB and
+	// PathConfig), binds secureboot.LoaderName requests with its Keys (the chain claims a
+	// GRUB's key before it asks the boot handler, whose binding claims it again), and has
+	// TFTP's OnTransfer report each transfer to it after the host's own hook. The host
+	// still answers proxy DHCP for the chain's machines (Chain.AnswerDHCP) and stops the
+	// chain after the Server. Nil: none.
+	SecureBoot *secureboot.Chain
 
 	// Handlers are the host's own HTTP handlers by ServeMux pattern ("GET /metrics"),
 	// served beside /boot/ and /cache/ under the same limits. Nil: none.
@@ -176,6 +193,9 @@ func (c Config) Validate() error {
 			return errInvalid("TFTP.FS or TFTP.Dir is set: serve files through Builds and Mounts")
 		}
 	}
+	if c.SecureBoot != nil && (c.DHCP == nil || c.TFTP == nil) {
+		return errInvalid("SecureBoot without DHCP and TFTP: the chain is bound to proxy DHCP's answers and fetched over TFTP")
+	}
 	if err := (FS{Mounts: c.Mounts}).validate(); err != nil {
 		return err
 	}
@@ -212,6 +232,10 @@ type Server struct {
 // does no I/O: the sockets come to Serve.
 func New(c Config) (*Server, error) {
 	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := withChain(c)
+	if err != nil {
 		return nil, err
 	}
 	s := &Server{cfg: c}
@@ -278,6 +302,20 @@ func New(c Config) (*Server, error) {
 				return n, err
 			})
 		}
+		if p := c.Passes; p != nil {
+			h := d.Handler
+			d.Handler = proxydhcp.HandlerFunc(func(ctx context.Context, req *proxydhcp.Request) proxydhcp.Decision {
+				dec := h.ServeDHCP(ctx, req)
+				if dec.Answer && !req.IPXE {
+					var to netip.Addr
+					if req.IPv6 && !req.Relay.IsValid() {
+						to = req.Source.Addr()
+					}
+					p.Issue(req.MAC, to)
+				}
+				return dec
+			})
+		}
 		if u, err := url.Parse(c.BaseURL); err == nil && d.HTTPPort == 0 && u.Port() != "" {
 			d.HTTPPort, _ = strconv.Atoi(u.Port())
 		}
@@ -288,9 +326,53 @@ func New(c Config) (*Server, error) {
 			fsys.Grants = c.Cache.GrantFS()
 		}
 		t.Fence, t.FS = c.Fence, fsys
+		if ch := c.SecureBoot; ch != nil {
+			hook := t.OnTransfer
+			t.OnTransfer = func(tr tftpd.Transfer) {
+				if hook != nil {
+					hook(tr)
+				}
+				ch.OnTransfer(tr)
+			}
+		}
 	}
 	s.cfg = c
 	return s, nil
+}
+
+// withChain adds the Secure Boot chain's mounts, handlers and loader to copies of c's
+// maps, refusing one that collides with the host's.
+func withChain(c Config) (Config, error) {
+	ch := c.SecureBoot
+	if ch == nil {
+		return c, nil
+	}
+	loaders := map[string]Claimer{secureboot.LoaderName: ch.Keys()}
+	for k, v := range c.Loaders {
+		if k == secureboot.LoaderName {
+			return c, errInvalid("Loaders[%q] is SecureBoot's", k)
+		}
+		loaders[k] = v
+	}
+	mounts := ch.Mounts()
+	if dir := ch.TFTPCacheDir(); c.Cache != nil && dir != "." {
+		mounts[dir] = c.Cache.GrantFS()
+	}
+	for k, v := range c.Mounts {
+		if _, ok := mounts[k]; ok {
+			return c, errInvalid("Mounts[%q] is SecureBoot's", k)
+		}
+		mounts[k] = v
+	}
+	handlers := map[string]http.Handler{secureboot.PathSB: ch, secureboot.PathConfig: ch}
+	for k, v := range c.Handlers {
+		if _, ok := handlers[k]; ok {
+			return c, errInvalid("Handlers[%q] is SecureBoot's", k)
+		}
+		handlers[k] = v
+	}
+	c.Loaders, c.Mounts, c.Handlers = loaders, mounts, handlers
+	return c, (FS{Mounts: mounts}).validate()
 }
 
 // handle mounts the host's handlers, turning the mux's panic on a bad or conflicting
@@ -427,6 +509,10 @@ func (s *Server) parts(l Listeners) ([]part, error) {
 	if l.TFTP != nil {
 		if c.TFTP == nil {
 			return nil, errInvalid("Listeners.TFTP without Config.TFTP")
+		}
+		// The tftp:// URLs of DHCPv6 answers name the port TFTP is served on.
+		if u, ok := l.TFTP.LocalAddr().(*net.UDPAddr); ok && c.DHCP != nil && c.DHCP.TFTPPort == 0 && u.Port != 69 {
+			c.DHCP.TFTPPort = u.Port
 		}
 		parts = append(parts, part{"tftp", func() error { return c.TFTP.Serve(l.TFTP) }, tftpd.ErrServerClosed})
 	}

@@ -464,3 +464,54 @@ func TestServerNoBaseURL(t *testing.T) {
 	l.PXE.Close()
 	goleak.VerifyNone(t, before)
 }
+
+// TestServerPasses: with Passes, an answer proxy DHCP's Handler gives a machine's
+// firmware issues the MAC's IPv6 boot pass; an answer to iPXE and a silence do not; Serve
+// names the TFTP socket's port in proxy DHCP's TFTPPort.
+func TestServerPasses(t *testing.T) {
+	l := listen(t)
+	cfg := config(t, l, nil)
+	answer := true
+	cfg.DHCP.Handler = proxydhcp.HandlerFunc(func(context.Context, *proxydhcp.Request) proxydhcp.Decision {
+		if answer {
+			return proxydhcp.Answer()
+		}
+		return proxydhcp.Silence(proxydhcp.ReasonUnknown)
+	})
+	cfg.Passes = bootbind.NewPasses(bootbind.Config{})
+	srv, err := bootserver.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := netip.MustParseAddrPort("[2001:db8::5]:546")
+	for _, tc := range []struct {
+		name   string
+		req    proxydhcp.Request
+		answer bool
+		issued uint64
+	}{
+		{"ipxe", proxydhcp.Request{MAC: mac1, IPXE: true, IPv6: true, Source: src}, true, 0},
+		{"silence", proxydhcp.Request{MAC: mac1, IPv6: true, Source: src}, false, 0},
+		{"firmware over dhcpv6", proxydhcp.Request{MAC: mac1, IPv6: true, Source: src}, true, 1},
+		{"firmware over dhcpv4", proxydhcp.Request{MAC: mac1}, true, 2},
+	} {
+		answer = tc.answer
+		req := tc.req
+		if d := cfg.DHCP.Handler.ServeDHCP(t.Context(), &req); d.Answer != tc.answer {
+			t.Errorf("%s: decision %+v, want the host's", tc.name, d)
+		}
+		if got := cfg.Passes.Stats().Issued; got != tc.issued {
+			t.Errorf("%s: passes issued %d, want %d", tc.name, got, tc.issued)
+		}
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	if err := srv.Shutdown(t.Context()); err != nil {
+		t.Error(err)
+	}
+	<-served
+	if want := l.TFTP.LocalAddr().(*net.UDPAddr).Port; cfg.DHCP.TFTPPort != want {
+		t.Errorf("DHCP.TFTPPort = %d, want the TFTP socket's %d", cfg.DHCP.TFTPPort, want)
+	}
+	goleak.VerifyNone(t)
+}

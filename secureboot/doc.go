@@ -30,10 +30,11 @@
 //
 // Beside bootserver: the chain's Nonces are the Server's (bootserver.Server.Nonces, or
 // the store given as its Config.Nonces); its Decider is the Server's boot handler
-// (bootserver.Server.Boot, through a DeciderFunc when the chain is built first); its TFTP
-// names are bootserver.Config.Mounts ([Chain.Mounts]) with TFTPCacheDir "." (bootserver
-// serves the cache's grants at t/); bootserver.Config.Loaders binds LoaderName with the
-// chain's Keys; and bootserver.Config.Handlers serves PathSB and PathConfig with the Chain.
+// (bootserver.Server.Boot, through a DeciderFunc when the chain is built first); and
+// bootserver.Config.SecureBoot does the rest: it mounts the chain's TFTP names
+// ([Chain.Mounts]) and the cache's grants under [Chain.TFTPCacheDir], binds LoaderName
+// with the chain's Keys, serves PathSB and PathConfig with the Chain, and reports TFTP's
+// transfers to [Chain.OnTransfer].
 //
 // # Threat model
 //

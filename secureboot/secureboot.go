@@ -179,10 +179,8 @@ func (c Config) Validate() error {
 	case c.TFTPCacheDir != "" && c.TFTPCacheDir != "." && (!fs.ValidPath(c.TFTPCacheDir) || strings.ContainsAny(c.TFTPCacheDir, "?")):
 		return bad("TFTPCacheDir %q is not a path of the TFTP root", c.TFTPCacheDir)
 	}
-	for _, f := range []struct{ field, path string }{{"Shim", c.Shim}, {"GRUB", c.GRUB}} {
-		if f.path != "" && !filepath.IsAbs(f.path) {
-			return bad("%s: want an absolute path, got %q", f.field, f.path)
-		}
+	if err := c.CheckPaths(); err != nil {
+		return err
 	}
 	for i, u := range c.CacheURLs {
 		if !(strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://")) || strings.HasSuffix(u, "/") ||
@@ -193,16 +191,48 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// CheckFiles reports, without reading them, whether shim and GRUB are regular files: an
-// error wrapping ErrUnavailable names the Debian package that has the one missing.
+// FileError is a problem with one of the chain's files, Shim or GRUB: a relative path
+// (wrapping ErrInvalid, from [Config.CheckPaths]) or a file that is not there or not a
+// regular file (wrapping ErrUnavailable, from [Config.CheckFiles]). A host maps Field to
+// its own name of the setting.
+type FileError struct {
+	Field string // "Shim" or "GRUB"
+	Path  string // the path checked (the default when the field is empty)
+	Err   error
+}
+
+var _ error = &FileError{}
+
+func (e *FileError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *FileError) Unwrap() error { return e.Err }
+
+// CheckPaths reports a Shim or GRUB path that is set and not absolute, as a *FileError
+// wrapping ErrInvalid. Validate calls it; a host checks its own settings with it before
+// it has the rest of a Config.
+func (c Config) CheckPaths() error {
+	for _, f := range []struct{ field, path string }{{"Shim", c.Shim}, {"GRUB", c.GRUB}} {
+		if f.path != "" && !filepath.IsAbs(f.path) {
+			return &FileError{Field: f.field, Path: f.path, Err: fmt.Errorf("%w: want an absolute path, got %q", ErrInvalid, f.path)}
+		}
+	}
+	return nil
+}
+
+// CheckFiles reports, without reading them, whether shim and GRUB are regular files: a
+// *FileError wrapping ErrUnavailable names the file at fault and, when it is missing, the
+// Debian package that has it.
 func (c Config) CheckFiles() error {
-	for _, f := range []struct{ path, pkg string }{{c.shim(), "shim-signed"}, {c.grub(), "grub-efi-amd64-signed"}} {
+	for _, f := range []struct{ field, path, pkg string }{
+		{"Shim", c.shim(), "shim-signed"}, {"GRUB", c.grub(), "grub-efi-amd64-signed"},
+	} {
 		st, err := os.Stat(f.path)
 		if err != nil {
-			return fmt.Errorf("%w: %w (Debian's package %s has it)", ErrUnavailable, err, f.pkg)
+			return &FileError{Field: f.field, Path: f.path, Err: fmt.Errorf("%w: %w (Debian's package %s has it)", ErrUnavailable, err, f.pkg)}
 		}
 		if !st.Mode().IsRegular() {
-			return fmt.Errorf("%w: %s is not a regular file", ErrUnavailable, f.path)
+			return &FileError{Field: f.field, Path: f.path, Err: fmt.Errorf("%w: %s is not a regular file", ErrUnavailable, f.path)}
 		}
 	}
 	return nil
@@ -356,6 +386,15 @@ func (s *Chain) buildFiles(shim, grub []byte) (*files, error) {
 		image:     img,
 		cfgOffset: img.offsets[imageConfigPath],
 	}, nil
+}
+
+// TFTPCacheDir returns the TFTP directory the chain names the image cache's grants under:
+// Config.TFTPCacheDir, DefaultTFTPCacheDir when it was empty, "." for the root.
+func (s *Chain) TFTPCacheDir() string {
+	if s.cachePrefix == "" {
+		return "."
+	}
+	return strings.TrimSuffix(s.cachePrefix, "/")
 }
 
 // Keys returns the chain's boot key store (Config.Keys, or its own).

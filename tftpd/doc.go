@@ -87,6 +87,9 @@
 //
 // # Limits
 //
+// A host whose configuration file sets them carries them as a [Limits], whose Validate
+// holds them to the bounds a site may set and whose Apply puts them on the Server.
+//
 // At most MaxTransfers transfers run at once, and at most MaxPerSource from one source
 // address. A read request beyond MaxPerSource is read from the listening socket and dropped
 // without an answer: no socket is opened and no file is touched for it, and it is counted in

@@ -168,6 +168,16 @@ type counters struct {
 	droppedBusy, droppedSource, droppedMalformed  atomic.Uint64
 	evicted, windowed, queued, fenced             atomic.Uint64
 	waiting                                       atomic.Int64 // held in the queues now
+
+	outcomesMu sync.Mutex
+	outcomes   OutcomeCounts // the reports, by outcome
+}
+
+// outcomeCounts is a copy of the counts by outcome.
+func (c *counters) outcomeCounts() OutcomeCounts {
+	c.outcomesMu.Lock()
+	defer c.outcomesMu.Unlock()
+	return c.outcomes
 }
 
 // Stats is a snapshot of what a Server did since it was made, for a host to export.
@@ -190,6 +200,9 @@ type Stats struct {
 	Fenced           uint64 // read requests refused while the Fence was inactive (also counted in Denied)
 	Active           uint64 // transfers running now
 	Waiting          uint64 // requests in the queue now
+	// Outcomes are the requests reported (each admitted request when its transfer ends,
+	// each refused one), by Outcome; Transfer.Bytes summed over them is Bytes.
+	Outcomes OutcomeCounts
 }
 
 // Fence tells whether this agent is the site's active boot server.
@@ -228,6 +241,7 @@ func (s *Server) Stats() Stats {
 		Fenced:           s.c.fenced.Load(),
 		Active:           uint64(max(active, 0)),
 		Waiting:          uint64(max(s.c.waiting.Load(), 0)),
+		Outcomes:         s.c.outcomeCounts(),
 	}
 }
 
@@ -673,6 +687,11 @@ func (s *Server) reclaim(t *transfer, err error) {
 }
 
 func (s *Server) report(t Transfer) {
+	s.c.outcomesMu.Lock()
+	if p := s.c.outcomes.field(t.Outcome); p != nil {
+		*p++
+	}
+	s.c.outcomesMu.Unlock()
 	if s.OnTransfer != nil {
 		s.OnTransfer(t)
 	}

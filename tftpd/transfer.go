@@ -30,6 +30,52 @@ const (
 	OutcomeEvicted  Outcome = "evicted"   // gave its slot to a new request before its first acknowledgement
 )
 
+// Outcomes are every Outcome, in a stable order, for a host that exports
+// [Stats].Outcomes by name.
+func Outcomes() []Outcome {
+	return []Outcome{OutcomeOK, OutcomeNotFound, OutcomeDenied, OutcomeRefused, OutcomeAborted,
+		OutcomeTimeout, OutcomeFailed, OutcomeShutdown, OutcomeEvicted}
+}
+
+// OutcomeCounts are the requests reported to OnTransfer (with or without a hook), by
+// Outcome: one field per outcome.
+type OutcomeCounts struct {
+	OK, NotFound, Denied, Refused, Aborted, Timeout, Failed, Shutdown, Evicted uint64
+}
+
+// Of returns the count of outcome o; 0 for an outcome the package does not report.
+func (c OutcomeCounts) Of(o Outcome) uint64 {
+	if p := c.field(o); p != nil {
+		return *p
+	}
+	return 0
+}
+
+// field is c's field of outcome o; nil for an unknown outcome.
+func (c *OutcomeCounts) field(o Outcome) *uint64 {
+	switch o {
+	case OutcomeOK:
+		return &c.OK
+	case OutcomeNotFound:
+		return &c.NotFound
+	case OutcomeDenied:
+		return &c.Denied
+	case OutcomeRefused:
+		return &c.Refused
+	case OutcomeAborted:
+		return &c.Aborted
+	case OutcomeTimeout:
+		return &c.Timeout
+	case OutcomeFailed:
+		return &c.Failed
+	case OutcomeShutdown:
+		return &c.Shutdown
+	case OutcomeEvicted:
+		return &c.Evicted
+	}
+	return nil
+}
+
 // Transfer describes one request and what came of it, for the host's OnTransfer hook.
 type Transfer struct {
 	Requested string         // the filename as the client sent it (any bytes but NUL)

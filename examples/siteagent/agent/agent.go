@@ -111,7 +111,6 @@ type Agent struct {
 	beat       sitelink.Heartbeat // syncOnce every Control.Heartbeat, or sooner when woken
 	mu         sync.Mutex
 	sentDigest discovery.Digest // the discovered list's digest the control plane acknowledged
-	transfers  transferCounters
 	nonces     *bootbind.Nonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
 	// noncesIssued wakes the saver of the nonces (bootnonce.go) after each one issued.
 	noncesIssued chan struct{}
@@ -231,7 +230,8 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			Logger:     log.With("component", "proxydhcp"),
 		}
 		if c.Boot.DHCPv6 {
-			a.dhcp.ServerIP6, a.dhcp.TFTPPort = c.Boot.ServerIP6, a.tftpPort()
+			// bootserver names the TFTP socket's port in the tftp:// URLs of DHCPv6 answers.
+			a.dhcp.ServerIP6 = c.Boot.ServerIP6
 			a.v6.passes = a.newPasses()
 		}
 		if err := a.dhcp.Validate(); err != nil {
@@ -243,17 +243,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}
 	if c.Boot.TFTP {
 		a.tftp = &tftpd.Server{
-			MaxTransfers: c.Boot.TFTPMaxTransfers,
-			MaxPerSource: c.Boot.TFTPMaxPerSource,
-			MaxWindow:    c.Boot.TFTPMaxWindow,
-			FirstRetries: c.Boot.TFTPFirstRetries,
-			FirstWait:    c.Boot.TFTPFirstWait,
-			EvictAfter:   c.Boot.TFTPEvictAfter,
-			MaxQueued:    c.Boot.TFTPMaxQueued,
-			QueueWait:    c.Boot.TFTPQueueWait,
-			Logger:       log.With("component", "tftpd"),
-			OnTransfer:   a.onTransfer,
+			Logger: log.With("component", "tftpd"),
 		}
+		c.Boot.TFTPLimits.Apply(a.tftp)
 	}
 	if err := a.bootServer(); err != nil {
 		return nil, err
@@ -477,7 +469,6 @@ func (a *Agent) serveDHCP(ctx context.Context, req *proxydhcp.Request) proxydhcp
 			"reason", m.String(), "arch", req.Arch.String(), "entry_arch", r.Arch)
 		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
 	}
-	a.answered6(req)
 	return a.answerDHCP(req, r)
 }
 

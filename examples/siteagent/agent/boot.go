@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net/http"
 	"net/netip"
 	"os"
 	"sort"
@@ -16,7 +15,6 @@ import (
 	"github.com/bettercompute/siteboot/discovery"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/ipxe"
-	"github.com/bettercompute/siteboot/secureboot"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
@@ -77,11 +75,9 @@ func (a *Agent) bootServer() error {
 		c.TFTP, c.Builds = a.tftp, builds
 	}
 	if a.sb != nil {
-		// The chain claims a GRUB's key itself before it asks the boot handler, whose
-		// binding claims it again.
-		c.Loaders = map[string]bootserver.Claimer{secureboot.LoaderName: a.sb.Keys()}
-		c.Mounts = a.sbMounts()
-		c.Handlers = map[string]http.Handler{secureboot.PathSB: a.sb, secureboot.PathConfig: a.sb}
+		// bootserver mounts the chain's TFTP files (and the cache's grants under its
+		// directory), serves its HTTP paths, binds its GRUB's key and reports transfers to it.
+		c.SecureBoot = a.sb
 	}
 	srv, err := bootserver.New(c)
 	if err != nil {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/tftpd"
 )
 
 // Config is the agent's configuration, typed: a Go host builds one from [DefaultConfig]
@@ -39,37 +41,12 @@ type BootConfig struct {
 	TFTP       bool           // serve the iPXE builds over TFTP
 	TFTPListen netip.AddrPort // DefaultConfig: 0.0.0.0:69
 	TFTPRoot   string         // directory of iPXE builds (undionly.kpxe, ipxe.efi, ...); required with TFTP
-	// TFTPMaxTransfers and TFTPMaxPerSource bound the transfers at once, in all and per
-	// machine. A request beyond TFTPMaxTransfers waits in a queue (TFTPMaxQueued); one
-	// beyond TFTPMaxPerSource is dropped unanswered and the firmware retries. Zero: tftpd's
-	// defaults (64 and 4).
-	TFTPMaxTransfers int
-	TFTPMaxPerSource int
-	// TFTPMaxWindow is the largest RFC 7440 windowsize granted (OVMF asks 4): 1 to 65535,
-	// 1 turns windows off. Zero: tftpd's default (64).
-	TFTPMaxWindow int
-	// TFTPFirstRetries is how often the first datagram of a transfer is sent again to an
-	// address that never acknowledged one (a spoofed request gets at most this many more),
-	// 0 to 16. Zero: tftpd's default (0: it goes out once, and a client that lost it asks
-	// again).
-	TFTPFirstRetries int
-	// TFTPFirstWait is how long a transfer waits for the first acknowledgement of an
-	// address that never acknowledged one, 0 or 1 s to 1 min (at least the retries' time-outs
-	// in any case). Zero: tftpd's default (3 s).
-	TFTPFirstWait time.Duration
-	// TFTPEvictAfter is how long a transfer's first datagram must go unacknowledged before
-	// a new request may take its slot when every slot is taken, 10 ms to 5 s. Zero: tftpd's
-	// default (50 ms).
-	TFTPEvictAfter time.Duration
-	// TFTPMaxQueued bounds the requests that wait for a slot while every one is taken, so
-	// that firmware is served as soon as one frees up rather than after its retransmission
-	// time-out (4 s for EDK2), 0 to 65536; -1 holds none (each is dropped). Zero: tftpd's
-	// default (1024).
-	TFTPMaxQueued int
-	// TFTPQueueWait is how long a held request waits after the firmware last sent it,
-	// 100 ms to 1 min. Zero: tftpd's default (5 s).
-	TFTPQueueWait time.Duration
-	HTTPListen    netip.AddrPort // DefaultConfig: 0.0.0.0:80
+	// TFTPLimits bound the TFTP server's transfers (tftpd.Limits, checked by its
+	// Validate): at once in all and per machine, the window granted, the first datagram's
+	// retries and wait, eviction and the queue of requests waiting for a slot. Zero fields:
+	// tftpd's defaults.
+	TFTPLimits tftpd.Limits
+	HTTPListen netip.AddrPort // DefaultConfig: 0.0.0.0:80
 	// HTTPBase is the base URL machines use for /boot/ and /cache/: http(s)://HOST[:PORT].
 	// "" means http://ServerIP[:port], the port the HTTP listener got (HTTPListen's, or
 	// that of the listener the host handed in). A port of 0 is replaced by that port.
@@ -281,29 +258,8 @@ func (c *Config) Validate() error {
 	if b.TFTP && b.TFTPRoot == "" {
 		return bad("Boot.TFTPRoot", "required with TFTP")
 	}
-	if b.TFTPMaxTransfers < 0 || b.TFTPMaxTransfers > 4096 {
-		return bad("Boot.TFTPMaxTransfers", "want 0 (default) to 4096, got %d", b.TFTPMaxTransfers)
-	}
-	if b.TFTPMaxPerSource < 0 || b.TFTPMaxPerSource > 4096 {
-		return bad("Boot.TFTPMaxPerSource", "want 0 (default) to 4096, got %d", b.TFTPMaxPerSource)
-	}
-	if b.TFTPMaxWindow < 0 || b.TFTPMaxWindow > 65535 {
-		return bad("Boot.TFTPMaxWindow", "want 0 (default) to 65535, got %d", b.TFTPMaxWindow)
-	}
-	if b.TFTPFirstRetries < 0 || b.TFTPFirstRetries > 16 {
-		return bad("Boot.TFTPFirstRetries", "want 0 (default) to 16, got %d", b.TFTPFirstRetries)
-	}
-	if b.TFTPFirstWait != 0 && (b.TFTPFirstWait < time.Second || b.TFTPFirstWait > time.Minute) {
-		return bad("Boot.TFTPFirstWait", "want 0 (default) or 1s to 1m, got %v", b.TFTPFirstWait)
-	}
-	if b.TFTPEvictAfter != 0 && (b.TFTPEvictAfter < 10*time.Millisecond || b.TFTPEvictAfter > 5*time.Second) {
-		return bad("Boot.TFTPEvictAfter", "want 0 (default) or 10ms to 5s, got %v", b.TFTPEvictAfter)
-	}
-	if b.TFTPMaxQueued < -1 || b.TFTPMaxQueued > 65536 {
-		return bad("Boot.TFTPMaxQueued", "want -1 (none), 0 (default) or up to 65536, got %d", b.TFTPMaxQueued)
-	}
-	if b.TFTPQueueWait != 0 && (b.TFTPQueueWait < 100*time.Millisecond || b.TFTPQueueWait > time.Minute) {
-		return bad("Boot.TFTPQueueWait", "want 0 (default) or 100ms to 1m, got %v", b.TFTPQueueWait)
+	if le := (*tftpd.LimitError)(nil); errors.As(b.TFTPLimits.Validate(), &le) {
+		return bad("Boot.TFTPLimits."+le.Field, "want %s, got %s", le.Want, le.Got)
 	}
 	if b.HTTPBase != "" {
 		u, err := url.Parse(b.HTTPBase)

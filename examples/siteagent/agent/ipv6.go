@@ -135,18 +135,6 @@ func (a *Agent) addrs6(m map[string]string) {
 	}
 }
 
-// tftpPort is the TFTP port for the tftp:// URLs of DHCPv6 answers: the agent's TFTP
-// socket's, or 0 (proxy DHCP's default, 69) when the agent runs no TFTP.
-func (a *Agent) tftpPort() int {
-	if a.tftpConn == nil {
-		return 0
-	}
-	if u, ok := a.tftpConn.LocalAddr().(*net.UDPAddr); ok && u.Port != 69 {
-		return u.Port
-	}
-	return 0
-}
-
 // HTTPBase6 is the base URL machines that come over IPv6 use for /boot/ and /cache/; "" when
 // Boot.ServerIP6 is unset.
 func (a *Agent) HTTPBase6() string { return a.v6.httpBase }
@@ -199,24 +187,11 @@ func (a *Agent) collect6(ch chan<- prometheus.Metric) {
 // segment that spoofs the MAC (or the machine's address) can still take it (bootbind's
 // package doc); anyone else is refused.
 
-// newPasses is the IPv6 boot passes' store, tied to the boot interface's on-link prefixes.
+// newPasses is the IPv6 boot passes' store, tied to the boot interface's on-link prefixes;
+// bootserver issues a MAC's pass with each answer proxy DHCP gives its firmware.
 func (a *Agent) newPasses() *bootbind.Passes {
 	p := bootbind.NewPasses(a.bindingConfig())
 	p.Segment = bootbind.OnLink(a.cfg.Boot.Interface, a.cfg.Boot.Segments)
 	p.Neighbor = bootbind.NeighborMAC
 	return p
-}
-
-// answered6 notes proxy DHCP's answer to a machine's firmware, over DHCPv6 or DHCPv4
-// (serveDHCP), while DHCPv6 is on: it issues the MAC's IPv6 boot pass, for the address the
-// DHCPv6 answer goes to.
-func (a *Agent) answered6(req *proxydhcp.Request) {
-	if req.IPXE || a.v6.passes == nil {
-		return
-	}
-	var to netip.Addr
-	if req.IPv6 && !req.Relay.IsValid() {
-		to = req.Source.Addr()
-	}
-	a.v6.passes.Issue(req.MAC, to)
 }

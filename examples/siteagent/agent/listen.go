@@ -28,7 +28,7 @@ func (a *Agent) limitListeners() error {
 	}
 	reserved := connlimit.DefaultReserved
 	// DefaultReserved counts tftpd's default 64 transfers, a socket and a file each.
-	if n := a.cfg.Boot.TFTPMaxTransfers; a.cfg.Boot.TFTP && n > tftpd.DefaultMaxTransfers {
+	if n := a.cfg.Boot.TFTPLimits.MaxTransfers; a.cfg.Boot.TFTP && n > tftpd.DefaultMaxTransfers {
 		reserved += 2 * (n - tftpd.DefaultMaxTransfers)
 	}
 	if a.metricsLn != nil {

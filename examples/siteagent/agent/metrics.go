@@ -2,7 +2,6 @@ package agent
 
 import (
 	"net/http"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -13,35 +12,6 @@ import (
 	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/tftpd"
 )
-
-// transferCounters sums the TFTP server's per-transfer stats by outcome.
-type transferCounters struct {
-	mu        sync.Mutex
-	byOutcome map[tftpd.Outcome]uint64
-	bytes     uint64
-	seconds   float64
-}
-
-func (c *transferCounters) record(t tftpd.Transfer) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byOutcome == nil {
-		c.byOutcome = map[tftpd.Outcome]uint64{}
-	}
-	c.byOutcome[t.Outcome]++
-	c.bytes += uint64(max(t.Bytes, 0))
-	c.seconds += t.Duration.Seconds()
-}
-
-func (c *transferCounters) snapshot() (map[tftpd.Outcome]uint64, uint64, float64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := make(map[tftpd.Outcome]uint64, len(c.byOutcome))
-	for k, v := range c.byOutcome {
-		m[k] = v
-	}
-	return m, c.bytes, c.seconds
-}
 
 // Stats are the components' counters by name, as the status report carries them.
 func (a *Agent) Stats() map[string]uint64 {
@@ -194,12 +164,15 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if a.tftp != nil {
-		byOutcome, bytes, _ := a.transfers.snapshot()
-		for o, n := range byOutcome {
-			counter(descTFTP, float64(n), string(o))
-		}
-		counter(descTFTPBytes, float64(bytes))
 		tc := a.tftp.Stats()
+		for _, o := range tftpd.Outcomes() {
+			// An outcome that never happened has no series, as before the counts moved
+			// into tftpd.
+			if n := tc.Outcomes.Of(o); n > 0 {
+				counter(descTFTP, float64(n), string(o))
+			}
+		}
+		counter(descTFTPBytes, float64(tc.Bytes))
 		counter(descTFTPDropped, float64(tc.DroppedBusy), "busy")
 		counter(descTFTPDropped, float64(tc.DroppedSource), "per-source")
 		counter(descTFTPEvicted, float64(tc.Evicted))

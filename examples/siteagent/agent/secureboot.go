@@ -2,10 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +13,6 @@ import (
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/secureboot"
 	"github.com/bettercompute/siteboot/sitelink"
-	"github.com/bettercompute/siteboot/tftpd"
 )
 
 // The signed chain's files, as Debian's packages ship them (dpkg -L shim-signed
@@ -28,39 +25,25 @@ const (
 // validateSecureBoot checks the Secure Boot keys: the file paths are absolute; with
 // SecureBoot on, proxy DHCP and TFTP are on (everything of the chain is bound to the DHCP
 // answer and fetched over TFTP) and both files are regular files (the command's -check).
+// The files are checked by secureboot, whose FileError names the one at fault.
 func (c *Config) validateSecureBoot() error {
 	b := &c.Boot
-	bad := func(field, format string, args ...any) error {
-		return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
-	}
-	for _, f := range []struct{ field, path string }{{"Boot.Shim", b.Shim}, {"Boot.GRUB", b.GRUB}} {
-		if f.path != "" && !filepath.IsAbs(f.path) {
-			return bad(f.field, "want an absolute path, got %q", f.path)
-		}
+	sc := secureboot.Config{Shim: b.Shim, GRUB: b.GRUB}
+	var fe *secureboot.FileError
+	if errors.As(sc.CheckPaths(), &fe) {
+		return &FieldError{Field: "Boot." + fe.Field, Err: fe}
 	}
 	if !b.SecureBoot {
 		return nil
 	}
 	if !b.ProxyDHCP {
-		return bad("Boot.SecureBoot", "needs Boot.ProxyDHCP: the chain's files and its boot key are bound to this agent's DHCP answer")
+		return &FieldError{Field: "Boot.SecureBoot", Err: errors.New("needs Boot.ProxyDHCP: the chain's files and its boot key are bound to this agent's DHCP answer")}
 	}
 	if !b.TFTP {
-		return bad("Boot.SecureBoot", "needs Boot.TFTP: Debian's signed network GRUB fetches over TFTP only")
+		return &FieldError{Field: "Boot.SecureBoot", Err: errors.New("needs Boot.TFTP: Debian's signed network GRUB fetches over TFTP only")}
 	}
-	for _, f := range []struct{ field, path, pkg string }{
-		{"Boot.Shim", b.Shim, "shim-signed"}, {"Boot.GRUB", b.GRUB, "grub-efi-amd64-signed"},
-	} {
-		path := f.path
-		if path == "" {
-			path = map[string]string{"Boot.Shim": DefaultShim, "Boot.GRUB": DefaultGRUB}[f.field]
-		}
-		st, err := os.Stat(path)
-		if err != nil {
-			return bad(f.field, "%v (Debian's package %s has it)", err, f.pkg)
-		}
-		if !st.Mode().IsRegular() {
-			return bad(f.field, "%s is not a regular file", path)
-		}
+	if errors.As(sc.CheckFiles(), &fe) {
+		return &FieldError{Field: "Boot." + fe.Field, Err: fe}
 	}
 	return nil
 }
@@ -119,15 +102,6 @@ func (a *Agent) setupSecureBoot() error {
 	return nil
 }
 
-// sbMounts are the chain's TFTP directories beside the iPXE builds (bootserver.FS): sb/,
-// grub/ and boot/, and the image cache's grants under cache/, where the chain names the
-// kernel and initrd.
-func (a *Agent) sbMounts() map[string]fs.FS {
-	m := a.sb.Mounts()
-	m[secureboot.DefaultTFTPCacheDir] = a.cache.GrantFS()
-	return m
-}
-
 // answerSecureBoot is proxy DHCP's answer to the firmware of a Secure Boot machine: the
 // chain's, or silence, counted, when the agent cannot serve the chain.
 func (a *Agent) answerSecureBoot(req *proxydhcp.Request) proxydhcp.Decision {
@@ -138,15 +112,6 @@ func (a *Agent) answerSecureBoot(req *proxydhcp.Request) proxydhcp.Decision {
 		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
 	}
 	return a.sb.AnswerDHCP(req)
-}
-
-// onTransfer is tftpd's report of each transfer: the agent's counters, and the signed
-// chain's bindings.
-func (a *Agent) onTransfer(t tftpd.Transfer) {
-	a.transfers.record(t)
-	if a.sb != nil {
-		a.sb.OnTransfer(t)
-	}
 }
 
 // sbStats adds the signed chain's counters to m (Agent.Stats).

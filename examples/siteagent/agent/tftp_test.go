@@ -20,9 +20,9 @@ func TestTFTPSettings(t *testing.T) {
 	}{{0, "8"}, {2, "2"}} {
 		h := newHarness(t)
 		cfg := h.config(t.TempDir())
-		cfg.Boot.TFTPMaxWindow = tc.max
-		cfg.Boot.TFTPFirstRetries = 1
-		cfg.Boot.TFTPEvictAfter = 20 * time.Millisecond
+		cfg.Boot.TFTPLimits.MaxWindow = tc.max
+		cfg.Boot.TFTPLimits.FirstRetries = 1
+		cfg.Boot.TFTPLimits.EvictAfter = 20 * time.Millisecond
 		a, stop := h.start(t, cfg, h.plane.Link())
 		if got := oackWindow(t, netip.MustParseAddrPort(a.Addrs()["tftp"]), "ipxe.efi", "8"); got != tc.want {
 			t.Errorf("tftp_max_window %d: a request for windowsize 8 was granted %q, want %q", tc.max, got, tc.want)
@@ -75,9 +75,9 @@ func TestTFTPQueueSettings(t *testing.T) {
 	}{{0, true}, {-1, false}} {
 		h := newHarness(t)
 		cfg := h.config(t.TempDir())
-		cfg.Boot.TFTPMaxTransfers, cfg.Boot.TFTPMaxPerSource = 1, 1
-		cfg.Boot.TFTPMaxQueued = tc.maxQueued
-		cfg.Boot.TFTPQueueWait = 10 * time.Second
+		cfg.Boot.TFTPLimits.MaxTransfers, cfg.Boot.TFTPLimits.MaxPerSource = 1, 1
+		cfg.Boot.TFTPLimits.MaxQueued = tc.maxQueued
+		cfg.Boot.TFTPLimits.QueueWait = 10 * time.Second
 		a, stop := h.start(t, cfg, h.plane.Link())
 		server := netip.MustParseAddrPort(a.Addrs()["tftp"])
 		rrq := []byte("\x00\x01ipxe.efi\x00octet\x00")

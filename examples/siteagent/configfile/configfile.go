@@ -154,10 +154,10 @@ var keys = map[string]string{
 	"Boot.DHCPListen": "boot.dhcp_listen", "Boot.PXEListen": "boot.pxe_listen",
 	"Boot.TFTPListen": "boot.tftp_listen", "Boot.HTTPListen": "boot.http_listen",
 	"Boot.ServerIP": "boot.server_ip", "Boot.TFTPRoot": "boot.tftp_root",
-	"Boot.TFTPMaxTransfers": "boot.tftp_max_transfers", "Boot.TFTPMaxPerSource": "boot.tftp_max_per_source",
-	"Boot.TFTPMaxWindow": "boot.tftp_max_window", "Boot.TFTPFirstRetries": "boot.tftp_first_retries",
-	"Boot.TFTPEvictAfter": "boot.tftp_evict_after", "Boot.TFTPFirstWait": "boot.tftp_first_wait", "Boot.HTTPBase": "boot.http_base",
-	"Boot.TFTPMaxQueued": "boot.tftp_max_queued", "Boot.TFTPQueueWait": "boot.tftp_queue_wait",
+	"Boot.TFTPLimits.MaxTransfers": "boot.tftp_max_transfers", "Boot.TFTPLimits.MaxPerSource": "boot.tftp_max_per_source",
+	"Boot.TFTPLimits.MaxWindow": "boot.tftp_max_window", "Boot.TFTPLimits.FirstRetries": "boot.tftp_first_retries",
+	"Boot.TFTPLimits.EvictAfter": "boot.tftp_evict_after", "Boot.TFTPLimits.FirstWait": "boot.tftp_first_wait", "Boot.HTTPBase": "boot.http_base",
+	"Boot.TFTPLimits.MaxQueued": "boot.tftp_max_queued", "Boot.TFTPLimits.QueueWait": "boot.tftp_queue_wait",
 	"Boot.Kernel": "boot.kernel", "Boot.Initrd": "boot.initrd",
 	"Boot.Cmdline": "boot.cmdline", "Boot.CacheURL": "boot.cache_url", "Boot.CacheMaxBytes": "boot.cache_max_bytes",
 	"Lease.TTL": "lease.ttl", "Control.URL": "control.url", "Control.Heartbeat": "control.heartbeat",
@@ -248,8 +248,8 @@ func (f *file) toConfig() (*File, error) {
 
 	b, fb := &c.Boot, &f.Boot
 	b.ProxyDHCP, b.Interface, b.TFTP, b.TFTPRoot = fb.ProxyDHCP, fb.Interface, fb.TFTP, fb.TFTPRoot
-	b.TFTPMaxTransfers, b.TFTPMaxPerSource = fb.TFTPMaxTransfers, fb.TFTPMaxPerSource
-	b.TFTPMaxWindow, b.TFTPFirstRetries, b.TFTPMaxQueued = fb.TFTPMaxWindow, fb.TFTPFirstRetries, fb.TFTPMaxQueued
+	b.TFTPLimits.MaxTransfers, b.TFTPLimits.MaxPerSource = fb.TFTPMaxTransfers, fb.TFTPMaxPerSource
+	b.TFTPLimits.MaxWindow, b.TFTPLimits.FirstRetries, b.TFTPLimits.MaxQueued = fb.TFTPMaxWindow, fb.TFTPFirstRetries, fb.TFTPMaxQueued
 	b.HTTPBase, b.Cmdline, b.CacheURL, b.CacheMaxBytes, b.Params = fb.HTTPBase, fb.Cmdline, fb.CacheURL, fb.CacheMaxBytes, fb.Params
 	b.Kernel = agent.Image{URL: fb.Kernel.URL, SHA256: fb.Kernel.SHA256, Format: fb.Kernel.Format}
 	b.Initrd = agent.Image{URL: fb.Initrd.URL, SHA256: fb.Initrd.SHA256, Format: fb.Initrd.Format}
@@ -318,9 +318,9 @@ func (f *file) toConfig() (*File, error) {
 		{"lease.ttl", f.Lease.TTL, &c.Lease.TTL}, {"control.heartbeat", f.Control.Heartbeat, &c.Control.Heartbeat},
 		{"control.timeout", f.Control.Timeout, &c.Control.Timeout},
 		{"boot.nonce_window", fb.NonceWindow, &b.NonceWindow},
-		{"boot.tftp_evict_after", fb.TFTPEvictAfter, &b.TFTPEvictAfter},
-		{"boot.tftp_first_wait", fb.TFTPFirstWait, &b.TFTPFirstWait},
-		{"boot.tftp_queue_wait", fb.TFTPQueueWait, &b.TFTPQueueWait},
+		{"boot.tftp_evict_after", fb.TFTPEvictAfter, &b.TFTPLimits.EvictAfter},
+		{"boot.tftp_first_wait", fb.TFTPFirstWait, &b.TFTPLimits.FirstWait},
+		{"boot.tftp_queue_wait", fb.TFTPQueueWait, &b.TFTPLimits.QueueWait},
 	} {
 		if d.in == "" {
 			continue

@@ -221,13 +221,13 @@ func TestTFTPKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := f.Agent.Boot
-	if b.TFTPMaxWindow != 4 || b.TFTPFirstRetries != 3 || b.TFTPEvictAfter != 120*time.Millisecond {
-		t.Errorf("tftp_max_window, tftp_first_retries, tftp_evict_after = %d, %d, %v; want 4, 3, 120ms", b.TFTPMaxWindow, b.TFTPFirstRetries, b.TFTPEvictAfter)
+	if b.TFTPLimits.MaxWindow != 4 || b.TFTPLimits.FirstRetries != 3 || b.TFTPLimits.EvictAfter != 120*time.Millisecond {
+		t.Errorf("tftp_max_window, tftp_first_retries, tftp_evict_after = %d, %d, %v; want 4, 3, 120ms", b.TFTPLimits.MaxWindow, b.TFTPLimits.FirstRetries, b.TFTPLimits.EvictAfter)
 	}
-	if b.TFTPFirstWait != 7*time.Second {
-		t.Errorf("tftp_first_wait = %v, want 7s", b.TFTPFirstWait)
+	if b.TFTPLimits.FirstWait != 7*time.Second {
+		t.Errorf("tftp_first_wait = %v, want 7s", b.TFTPLimits.FirstWait)
 	}
-	if b.TFTPMaxQueued != -1 || b.TFTPQueueWait != 2*time.Second {
-		t.Errorf("tftp_max_queued, tftp_queue_wait = %d, %v; want -1, 2s", b.TFTPMaxQueued, b.TFTPQueueWait)
+	if b.TFTPLimits.MaxQueued != -1 || b.TFTPLimits.QueueWait != 2*time.Second {
+		t.Errorf("tftp_max_queued, tftp_queue_wait = %d, %v; want -1, 2s", b.TFTPLimits.MaxQueued, b.TFTPLimits.QueueWait)
 	}
 }

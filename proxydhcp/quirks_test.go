@@ -127,7 +127,7 @@ func TestQuirk_ReplyDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv = &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll), ServerIP: netip.MustParseAddr(serverIP), Workers: 1,
-		Segments: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Segments:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		ReplyDelay: map[hwid.Arch]time.Duration{hwid.ArchX86_64EFI: d}}
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeBoot(conn) }()

@@ -68,7 +68,8 @@ func (k AnswerKind) String() string {
 // to spell.
 type Answer struct {
 	Kind AnswerKind
-	// Status is what /boot/ipxe answers iPXE with for the same decision.
+	// Status is the decision's HTTP status, what a Loader answers with: /boot/ipxe answers
+	// iPXE with it too, except 200 for AnswerExit (iPXE runs only a 2xx body).
 	Status int
 	// Reason says why the machine does not boot now, one of the Reason* words; "" for
 	// AnswerBoot and AnswerSanboot.

@@ -324,6 +324,8 @@ func (h *Handler) spell(w http.ResponseWriter, ld *Loader, a Answer) {
 		s = Boot{Kernel: a.Kernel, Initrds: a.Initrds, Params: a.Params, Cmdline: a.Cmdline, Retry: h.cfg.Retry, Again: again}
 	case AnswerSanboot:
 		s = Sanboot{URL: a.URL, Retry: h.cfg.Retry, Again: again}
+	case AnswerLocal:
+		s = LocalBoot{}
 	case AnswerFenced:
 		s = Fenced{Delay: a.Delay}
 	case AnswerWait:

@@ -56,3 +56,37 @@ func TestQuirk_ExitMustFallThrough(t *testing.T) {
 		})
 	}
 }
+
+// Local boot on purpose: a site keeps the network first in the boot order so that it keeps
+// control (MAAS LP#1642298, Foreman #10207, Sidero Metal's boot-from-disk answer), and an
+// entry may say "boot from the local disk", answered at once instead of making the firmware
+// wait out DHCP timeouts: iPXE on BIOS boots drive 0x80 (sanboot --no-describe), on UEFI it
+// exits with failure so the firmware boots its next Boot#### entry. No secret goes out.
+func TestQuirk_LocalBootOnPurpose(t *testing.T) {
+	host := newFakeHost()
+	e := host.entries[mac1]
+	e.LocalBoot = true
+	host.entries[mac1] = e
+	h, srv := serve(t, host.config())
+	a := get(t, srv, http.MethodGet, bootPath(mac1, uuid1, "")+"&platform=pcbios&buildarch=i386")
+	if a.status != http.StatusOK {
+		t.Fatalf("status %d, want 200\n%s", a.status, a.body)
+	}
+	want := "iseq ${platform} pcbios && sanboot --no-describe --drive 0x80 || exit 1\nexit 1\n"
+	if !strings.HasSuffix(string(a.body), want) {
+		t.Errorf("script\n%s\nwant it to end\n%s", a.body, want)
+	}
+	if _, err := parseIPXE(a.body); err != nil {
+		t.Errorf("not a clean script: %v", err)
+	}
+	if strings.Contains(string(a.body), ipxe.ParamToken) || host.tokenCalls != 0 || len(host.claims) != 0 {
+		t.Errorf("a local boot got a secret: token calls %d, claims %v", host.tokenCalls, host.claims)
+	}
+	if st := h.Stats(); st.LocalBoots != 1 || st.Scripts != 0 {
+		t.Errorf("stats %+v, want LocalBoots 1", st)
+	}
+	// The machine's own checks still hold: another machine's UUID gets the exit script.
+	if a := get(t, srv, http.MethodGet, bootPath(mac1, uuid2, "")); strings.Contains(string(a.body), "sanboot") {
+		t.Errorf("a refused request got the local boot script\n%s", a.body)
+	}
+}

@@ -2,10 +2,12 @@ package secureboot_test
 
 import (
 	"io"
+	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/secureboot"
 )
 
@@ -51,5 +53,25 @@ func TestQuirk_GRUBConfigNameByVersion(t *testing.T) {
 		if n, err := secureboot.ParseName(name); err != nil || n.Kind != secureboot.NameRoot {
 			t.Errorf("ParseName(%q) = %+v, %v; want a Root name", name, n, err)
 		}
+	}
+}
+
+// Local boot on purpose under Secure Boot (MAAS LP#1642298, Foreman #10207, Sidero Metal):
+// GRUB is told to leave with a failure status at once, so the firmware boots its next boot
+// option, the disk's own loader with the ESP's own configuration; a plain `exit` would make
+// UEFI open its Boot Manager (tinkerbell/tinkerbell #984).
+func TestQuirk_LocalBootOnPurposeGRUB(t *testing.T) {
+	h := newHarness(t, fakeSh, fakeGr)
+	status, body, err := h.chain.Spell(ipxe.Answer{Kind: ipxe.AnswerLocal, Status: http.StatusOK}, ipxe.Query{MAC: mac, Nonce: "k"})
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("Spell: %d, %v", status, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	if last := lines[len(lines)-1]; last != "exit 1" || strings.Contains(string(body), "linux") {
+		t.Errorf("configuration ends %q, want \"exit 1\" and no kernel\n%s", last, body)
+	}
+	_, body, err = h.chain.Spell(ipxe.Answer{Kind: ipxe.AnswerExit, Status: http.StatusNotFound}, ipxe.Query{MAC: mac, Nonce: "k"})
+	if err != nil || !strings.HasSuffix(string(body), "\nexit 1\n") {
+		t.Errorf("the exit configuration (%v):\n%s\nwant it to end \"exit 1\"", err, body)
 	}
 }

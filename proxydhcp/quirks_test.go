@@ -120,6 +120,15 @@ func TestQuirk_ReplyDelay(t *testing.T) {
 		t.Errorf("BIOS: reply %v delay %v, want none (not listed)", resp.Reply != nil, resp.Delay)
 	}
 
+	bad := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll), ReplyDelay: map[hwid.Arch]time.Duration{hwid.ArchBIOS: -time.Second}}
+	if err := bad.Validate(); err == nil {
+		t.Errorf("Validate accepted a negative ReplyDelay")
+	}
+	bad.ReplyDelay[hwid.ArchBIOS] = proxydhcp.MaxReplyDelay + time.Second
+	if err := bad.Validate(); err == nil {
+		t.Errorf("Validate accepted a ReplyDelay over MaxReplyDelay")
+	}
+
 	// Over a real loopback socket the reply leaves no earlier than the delay, and the worker
 	// is not held meanwhile: a second client's undelayed request is answered first.
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})

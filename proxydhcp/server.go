@@ -131,7 +131,7 @@ type Server struct {
 	// --dhcp-reply-delay does: some firmware ignores an answer that arrives at once, and a
 	// site whose own DHCP server must answer first can make the proxy answer late. The worker
 	// is not held: the reply waits in a timer (at most maxDelayed at once; beyond that it is
-	// sent at once). Default none.
+	// sent at once). Each is 0 to MaxReplyDelay (Validate). Default none.
 	ReplyDelay map[hwid.Arch]time.Duration
 
 	// HandlerTimeout, if set, is a deadline on the context of each Handler call. When zero,
@@ -187,6 +187,11 @@ func (s *Server) Validate() error {
 	for _, p := range s.Segments {
 		if !p.IsValid() || p.Bits() == 0 {
 			return fmt.Errorf("proxydhcp: segment %v is not a subnet", p)
+		}
+	}
+	for arch, d := range s.ReplyDelay {
+		if d < 0 || d > MaxReplyDelay {
+			return fmt.Errorf("proxydhcp: ReplyDelay for %s is %v, want 0 to %v", arch, d, MaxReplyDelay)
 		}
 	}
 	if s.RelayPrefixLen < 0 || s.RelayPrefixLen > 128 {
@@ -524,6 +529,9 @@ func (s *Server) handle(sc *serveConn, data, out []byte, src netip.AddrPort, ifI
 		s.resendLater(sc, resp.Reply, resp.Dest, ifIdx, from)
 	}
 }
+
+// MaxReplyDelay bounds a Server.ReplyDelay: firmware gives up on DHCP after a few seconds.
+const MaxReplyDelay = 10 * time.Second
 
 // maxDelayed bounds the replies waiting out a ReplyDelay.
 const maxDelayed = 256

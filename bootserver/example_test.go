@@ -98,7 +98,7 @@ func Example() {
 	fmt.Println(<-served)
 	// Output:
 	// /boot/chain.ipxe: 200, a secret: false
-	// /boot/ipxe: 404, a secret: false
+	// /boot/ipxe: 200, a secret: false
 	// unbound: 1 no-nonce: 1
 	// bootserver: server closed
 }

@@ -113,7 +113,7 @@ func TestServer(t *testing.T) {
 		t.Errorf("chain script: %d\n%s", st, body)
 	}
 	// A MAC-only request for a known machine: not bound, no secret.
-	if st, body := get(t, base+ipxe.PathBoot+"?mac="+mac1.String()); st != http.StatusNotFound || strings.Contains(body, "token") {
+	if st, body := get(t, base+ipxe.PathBoot+"?mac="+mac1.String()); st != http.StatusOK || !strings.Contains(body, "exit 1") || strings.Contains(body, "token") {
 		t.Errorf("unbound script: %d\n%s", st, body)
 	}
 	if st, _ := get(t, base+"/cache/"+strings.Repeat("0", 64)); st != http.StatusNotFound {

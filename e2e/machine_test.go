@@ -115,6 +115,9 @@ type bootOpts struct {
 	// smbiosUUID gives the machine its UUID as an SMBIOS type 1 field (-smbios
 	// type=1,uuid=), instead of QEMU's -uuid (uuid_test.go).
 	smbiosUUID bool
+	// localDisk (SeaBIOS) gives the machine a disk after its NICs in the boot order, whose
+	// boot sector prints localDiskLine on the serial port and halts (localboot_test.go).
+	localDisk bool
 }
 
 // powerOn starts m on a new tap of the lab's bridge, once a machine slot is free.
@@ -163,6 +166,14 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 	}
 	if !o.retry {
 		args = append(args, "-no-reboot")
+	}
+	if o.localDisk {
+		disk := filepath.Join(l.dir, m.name+".disk.img")
+		if err := os.WriteFile(disk, localDiskImage(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-drive", "if=none,id=localdisk,format=raw,file="+disk,
+			"-device", fmt.Sprintf("virtio-blk-pci,drive=localdisk,bootindex=%d", len(m.nics)+1))
 	}
 	switch m.fw {
 	case fwBIOS:

@@ -284,14 +284,27 @@ func (k KeyFile) Render() ([]byte, error) {
 	return []byte("# siteboot: boot key\nset " + keyVar + "=" + quote(k.Key) + "\n"), nil
 }
 
-// Exit is the configuration for a machine without a boot entry: leave GRUB so the firmware
-// falls through to its next boot option.
+// Exit is the configuration for a machine without a boot entry: leave GRUB with a failure
+// status ("exit 1": GRUB 2.06 and later return EFI_LOAD_ERROR for it) so the firmware falls
+// through to its next boot option; a successful exit makes UEFI open its Boot Manager.
 type Exit struct{}
 
 // Render returns the configuration; it never fails.
 func (Exit) Render() ([]byte, error) {
 	c := newConfig("no boot entry for this machine; falling through to the next boot option")
-	c.line(0, "exit")
+	c.line(0, "exit", "1")
+	return c.bytes(), nil
+}
+
+// LocalBoot is the configuration for an entry that says "boot from the local disk": leave
+// GRUB with a failure status, so the firmware boots its next boot option (the disk's own
+// loader and the ESP's own configuration), at once.
+type LocalBoot struct{}
+
+// Render returns the configuration; it never fails.
+func (LocalBoot) Render() ([]byte, error) {
+	c := newConfig("boot from the local disk: the firmware's next boot option")
+	c.line(0, "exit", "1")
 	return c.bytes(), nil
 }
 

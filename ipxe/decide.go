@@ -96,6 +96,11 @@ func (h *Handler) Decide(ctx context.Context, q Query) Answer {
 		log.Warn("ipxe: query UUID is no spelling of the entry's; no script", "uuid", q.UUID.String())
 		return exit(ReasonUUIDRefused)
 	}
+	if e.LocalBoot {
+		h.n.localBoots.Add(1)
+		log.Info("ipxe: local boot", "workflow", e.Workflow)
+		return Answer{Kind: AnswerLocal, Status: http.StatusOK, Query: q}
+	}
 	if e.SanbootSHA256 != "" {
 		if q.Loader != "" {
 			return h.fail(log, "sanboot", invalidErr("sanboot_sha256", "a sanboot entry is served to iPXE only"), q)

@@ -51,21 +51,28 @@
 //   - 200 with a sanboot script for an entry with a sanboot digest whose ISO is pinned and
 //     cached; otherwise 503 with a wait script (sleep 30 s, chain again), never the ramdisk;
 //   - 503 with a wait script while the discovery token is not available;
-//   - 404 with the exit script for a MAC without a live entry, reported to OnDiscovered
+//   - 200 with the exit script (exit 1) for a MAC without a live entry, reported to OnDiscovered
 //     (the host keeps its own rule of what counts, e.g. only MACs proxy DHCP saw);
-//   - 404 with the exit script, and no secret, when the host says the machine does not
+//   - 200 with the exit script, and no secret, when the host says the machine does not
 //     match its entry ([ErrMismatch]), counted as Mismatched;
-//   - 404 with the exit script, and no secret, when the host says the requester is not
+//   - 200 with the exit script, and no secret, when the host says the requester is not
 //     bound to its DHCP answer to the machine ([ErrUnbound]; see Boot nonces), counted as
 //     Unbound, the host's reason logged;
-//   - 404 with the exit script, and no secret, when the query's ip is not the connection's
+//   - 200 with the exit script, and no secret, when the query's ip is not the connection's
 //     address (IPRefused) or its uuid is another machine's than the entry's UUID, in
 //     whichever spellings the two are ([hwid.DifferentMachines]; UUIDRefused), whatever the
 //     host checked;
 //   - 503 with the fenced script while this agent is not the active boot server;
-//   - 400 for a query that does not parse, 405 for methods other than GET and HEAD and for
+//   - 200 with the exit script for a query that does not parse (of /boot/ipxe or of the
+//     chain script), 405 for methods other than GET and HEAD and for
 //     HEAD /boot/ipxe, 431 for a header over 8 KiB, 500 with a wait script when a host
 //     interface fails.
+//
+// Every answer that gives up on the machine is a 200 whose script ends in "exit 1": iPXE
+// runs no body of a 4xx answer (its chain command fails instead, and the chain script
+// retries and reboots into the same network boot), and a plain "exit" returns success, on
+// which UEFI opens its Boot Manager instead of booting its next Boot#### entry. A
+// [Loader] answers with [Answer.Status] (404 and 400 for these).
 //
 // HEAD of the chain script and of the files is answered as GET without the body (UEFI HTTP
 // boot sends HEAD before GET). HEAD /boot/ipxe is 405 with "Allow: GET": the headers of a

@@ -107,8 +107,8 @@ func ExampleNewHandler() {
 	// Output:
 	// /boot/chain.ipxe: 200 chain --replace --autofree /boot/ipxe?mac=${netX/mac:hexhyp}&uuid=${uuid}&ip=${netX/ip}&platform=${platform}&buildarch=${buildarch}
 	// /boot/ipxe?mac=52:54:00:12:34:56: 200 imgfree
-	// /boot/ipxe?mac=52:54:00:12:34:57: 404 exit 1
-	// {Requests:3 Chains:1 Scripts:1 Sanboots:0 Unknown:1 Mismatched:0 Unbound:0 UUIDRefused:0 IPRefused:0 Discovered:0 Fenced:0 TokenWaits:0 SanbootWaits:0 TokenFetches:1 BadRequests:0 HeadersTooLarge:0 MethodsRefused:0 NotFound:0 Files:0 Errors:0}
+	// /boot/ipxe?mac=52:54:00:12:34:57: 200 exit 1
+	// {Requests:3 Chains:1 Scripts:1 Sanboots:0 LocalBoots:0 Unknown:1 Mismatched:0 Unbound:0 UUIDRefused:0 IPRefused:0 Discovered:0 Fenced:0 TokenWaits:0 SanbootWaits:0 TokenFetches:1 BadRequests:0 HeadersTooLarge:0 MethodsRefused:0 NotFound:0 Files:0 Errors:0}
 }
 
 // Decide answers a machine outside HTTP: here a host that serves GRUB over TFTP asks for

@@ -276,7 +276,7 @@ func (h *Handler) serveChain(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.n.badRequests.Add(1)
 		h.log.Debug("ipxe: chain query refused", "err", err, "remote", r.RemoteAddr)
-		h.script(w, http.StatusBadRequest, Exit{}, 0)
+		h.script(w, http.StatusOK, Exit{}, 0) // iPXE runs only a 2xx body: see scriptStatus
 		return
 	}
 	h.n.chains.Add(1)
@@ -324,6 +324,8 @@ func (h *Handler) spell(w http.ResponseWriter, ld *Loader, a Answer) {
 		s = Boot{Kernel: a.Kernel, Initrds: a.Initrds, Params: a.Params, Cmdline: a.Cmdline, Retry: h.cfg.Retry, Again: again}
 	case AnswerSanboot:
 		s = Sanboot{URL: a.URL, Retry: h.cfg.Retry, Again: again}
+	case AnswerLocal:
+		s = LocalBoot{}
 	case AnswerFenced:
 		s = Fenced{Delay: a.Delay}
 	case AnswerWait:
@@ -331,7 +333,20 @@ func (h *Handler) spell(w http.ResponseWriter, ld *Loader, a Answer) {
 	default:
 		s = Exit{}
 	}
-	h.script(w, a.Status, s, retryAfter)
+	h.script(w, scriptStatus(a), s, retryAfter)
+}
+
+// scriptStatus is the HTTP status an answer in iPXE's language goes with: a.Status, except
+// that the exit script goes with 200. iPXE runs only the body of a 2xx answer; after a 4xx
+// its chain command fails, and the chain script retries and reboots into the same network
+// boot, so the firmware never reaches its next boot entry. The exit script run says
+// "exit 1": a plain exit returns success, and UEFI then opens its Boot Manager instead of
+// booting the next Boot#### entry (tinkerbell/tinkerbell #984).
+func scriptStatus(a Answer) int {
+	if a.Kind == AnswerExit {
+		return http.StatusOK
+	}
+	return a.Status
 }
 
 func loaderName(ld *Loader) string {

@@ -17,6 +17,10 @@ type Entry struct {
 	// SanbootSHA256 is the lower-case hex sha256 of an ISO to sanboot instead of the
 	// ramdisk; empty for a ramdisk boot.
 	SanbootSHA256 string
+
+	// LocalBoot, when set, answers the machine "boot from the local disk" (AnswerLocal)
+	// instead of the ramdisk or the ISO: no token is fetched and nothing is signed.
+	LocalBoot bool
 	// Ref is the host's own handle on the entry (its record, a token reference), handed
 	// back untouched to [Tokens] and [Cache], so they need no second lookup. The handler
 	// never reads it.

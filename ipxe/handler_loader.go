@@ -36,7 +36,8 @@ const (
 	// AnswerBoot: boot the ramdisk, with Kernel, Initrds, Params and Cmdline (status 200).
 	AnswerBoot AnswerKind = iota + 1
 	// AnswerExit: nothing for this machine (status 404, or 400 for a query that does not
-	// parse); what /boot/ipxe answers with the exit script.
+	// parse); what /boot/ipxe answers with the exit script, as a 200 (iPXE runs only a 2xx
+	// body).
 	AnswerExit
 	// AnswerFenced: this agent is not the active boot server; wait Delay and reboot, so the
 	// firmware reaches the active one (status 503).
@@ -46,6 +47,11 @@ const (
 	AnswerWait
 	// AnswerSanboot: boot the ISO at URL (a cache grant URL), iPXE only (status 200).
 	AnswerSanboot
+	// AnswerLocal: the entry says boot from the local disk, now (status 200): iPXE on BIOS
+	// boots drive 0x80, iPXE on UEFI exits with failure and GRUB leaves, so that the
+	// firmware boots its next boot entry. A site that keeps the network first in the boot
+	// order keeps control without making the firmware wait out DHCP timeouts.
+	AnswerLocal
 )
 
 func (k AnswerKind) String() string {
@@ -60,6 +66,8 @@ func (k AnswerKind) String() string {
 		return "wait"
 	case AnswerSanboot:
 		return "sanboot"
+	case AnswerLocal:
+		return "local"
 	}
 	return fmt.Sprintf("answer(%d)", uint8(k))
 }
@@ -68,7 +76,8 @@ func (k AnswerKind) String() string {
 // to spell.
 type Answer struct {
 	Kind AnswerKind
-	// Status is what /boot/ipxe answers iPXE with for the same decision.
+	// Status is the decision's HTTP status, what a Loader answers with: /boot/ipxe answers
+	// iPXE with it too, except 200 for AnswerExit (iPXE runs only a 2xx body).
 	Status int
 	// Reason says why the machine does not boot now, one of the Reason* words; "" for
 	// AnswerBoot and AnswerSanboot.
@@ -138,6 +147,7 @@ func (h *Handler) validateLoaders() error {
 		for _, a := range []Answer{
 			boot,
 			{Kind: AnswerExit, Status: http.StatusNotFound, Query: q},
+			{Kind: AnswerLocal, Status: http.StatusOK, Query: q},
 			{Kind: AnswerFenced, Status: http.StatusServiceUnavailable, Query: q, Delay: h.cfg.FencedDelay},
 			{Kind: AnswerWait, Status: http.StatusServiceUnavailable, Query: q, Delay: h.cfg.TokenWait},
 		} {

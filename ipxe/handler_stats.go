@@ -8,6 +8,7 @@ type Stats struct {
 	Chains          uint64 // chain.ipxe answered
 	Scripts         uint64 // ramdisk boot scripts answered (200)
 	Sanboots        uint64 // sanboot scripts answered (200)
+	LocalBoots      uint64 // local boot scripts answered (200)
 	Unknown         uint64 // 404: no live entry
 	Mismatched      uint64 // 404: the machine does not match its entry (arch or UUID), said the host
 	Unbound         uint64 // 404: the host said the requester is not bound to the machine's DHCP answer
@@ -33,6 +34,7 @@ func (s Stats) Add(t Stats) Stats {
 	s.Chains += t.Chains
 	s.Scripts += t.Scripts
 	s.Sanboots += t.Sanboots
+	s.LocalBoots += t.LocalBoots
 	s.Unknown += t.Unknown
 	s.Mismatched += t.Mismatched
 	s.Unbound += t.Unbound
@@ -53,7 +55,7 @@ func (s Stats) Add(t Stats) Stats {
 }
 
 type counters struct {
-	requests, chains, scripts, sanboots, unknown, discovered, fenced, tokenWaits,
+	requests, chains, scripts, sanboots, localBoots, unknown, discovered, fenced, tokenWaits,
 	sanbootWaits, tokenFetches, mismatched, unbound, uuidRefused, ipRefused, badRequests, headersTooLarge, methodsRefused, notFound,
 	files, errors atomic.Uint64
 }
@@ -63,7 +65,7 @@ func (h *Handler) Stats() Stats {
 	c := &h.n
 	return Stats{
 		Requests: c.requests.Load(), Chains: c.chains.Load(), Scripts: c.scripts.Load(),
-		Sanboots: c.sanboots.Load(), Unknown: c.unknown.Load(), Mismatched: c.mismatched.Load(),
+		Sanboots: c.sanboots.Load(), LocalBoots: c.localBoots.Load(), Unknown: c.unknown.Load(), Mismatched: c.mismatched.Load(),
 		Unbound: c.unbound.Load(), UUIDRefused: c.uuidRefused.Load(), IPRefused: c.ipRefused.Load(), Discovered: c.discovered.Load(),
 		Fenced: c.fenced.Load(), TokenWaits: c.tokenWaits.Load(), SanbootWaits: c.sanbootWaits.Load(),
 		TokenFetches: c.tokenFetches.Load(), BadRequests: c.badRequests.Load(),

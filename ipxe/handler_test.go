@@ -352,7 +352,7 @@ func TestUnknownMachine(t *testing.T) {
 			cfg := host.config()
 			h, srv := serve(t, cfg)
 			a := get(t, srv, tc.method, bootPath(tc.mac, uuid2, "192.0.2.77"))
-			if a.status != http.StatusNotFound {
+			if a.status != http.StatusOK {
 				t.Fatalf("status %d", a.status)
 			}
 			checkScriptHeaders(t, a)
@@ -385,8 +385,8 @@ func TestMismatchGetsNoSecret(t *testing.T) {
 	host.entryErr = fmt.Errorf("%w: arch bios, entry x86_64-efi", ipxe.ErrMismatch)
 	h, srv := serve(t, host.config())
 	a := get(t, srv, http.MethodGet, bootPath(mac1, uuid1, "")+"&platform=pcbios&buildarch=i386")
-	if a.status != http.StatusNotFound {
-		t.Fatalf("status %d, want 404\n%s", a.status, a.body)
+	if a.status != http.StatusOK {
+		t.Fatalf("status %d, want 200 with the exit script\n%s", a.status, a.body)
 	}
 	if diff := cmp.Diff(string(mustRender(t, ipxe.Exit{})), string(a.body)); diff != "" {
 		t.Errorf("body (-want +got):\n%s", diff)
@@ -407,8 +407,8 @@ func TestLapsedEntryIsUnknown(t *testing.T) {
 	host := newFakeHost()
 	host.clock.Set(t0.Add(3 * time.Hour)) // the entry ends at t0+2h
 	_, srv := serve(t, host.config())
-	if a := get(t, srv, http.MethodGet, bootPath(mac1, hwid.UUID{}, "")); a.status != http.StatusNotFound {
-		t.Fatalf("status %d, want 404", a.status)
+	if a := get(t, srv, http.MethodGet, bootPath(mac1, hwid.UUID{}, "")); a.status != http.StatusOK || !strings.Contains(string(a.body), "exit 1") {
+		t.Fatalf("status %d, want 200 with the exit script", a.status)
 	}
 	if host.tokenCalls != 0 || len(host.claims) != 0 {
 		t.Errorf("a lapsed entry asked for a token (%d) or signed (%d)", host.tokenCalls, len(host.claims))
@@ -654,7 +654,7 @@ func TestBadQueries(t *testing.T) {
 		"?mac=52%3A54%3A00%3A12%3A34%3A56%0A", "?mac=52:54:00:12:34:56&x=" + strings.Repeat("a", 600),
 	} {
 		a := get(t, srv, http.MethodGet, ipxe.PathBoot+q)
-		if a.status != http.StatusBadRequest {
+		if a.status != http.StatusOK || !strings.Contains(string(a.body), "exit 1") {
 			t.Errorf("%q: status %d", q, a.status)
 		}
 	}

@@ -17,6 +17,20 @@ func (Exit) Render() ([]byte, error) {
 	return s.bytes(), nil
 }
 
+// LocalBoot is the script for an entry that says "boot from the local disk": on BIOS, boot
+// the first hard disk (sanboot --no-describe --drive 0x80), and where that fails or on UEFI,
+// exit iPXE with a failure status so the firmware boots its next boot entry. A plain exit
+// returns success, on which UEFI opens its Boot Manager instead.
+type LocalBoot struct{}
+
+// Render returns the script; it never fails.
+func (LocalBoot) Render() ([]byte, error) {
+	s := newScript("boot from the local disk", 0)
+	s.line("iseq", "${platform}", "pcbios", "&&", "sanboot", "--no-describe", "--drive", "0x80", "||", "exit", "1")
+	s.line("exit", "1")
+	return s.bytes(), nil
+}
+
 // Fenced is the script a fenced boot server answers: wait, then reboot, so the firmware asks
 // proxy DHCP again and reaches whichever agent is active by then.
 type Fenced struct {

@@ -178,6 +178,32 @@
 //     flag: INFORMATION-REQUEST) iPXE takes the first REPLY, which this server answers with
 //     the chain URL.
 //
+// # Firmware quirks
+//
+// Real firmware's quirks that broke other network-boot projects, and the test that holds
+// each here (tests in this package unless another is named):
+//
+//	quirk                                        source                                  test
+//	-------------------------------------------  --------------------------------------  -------------------------------------------------------
+//	exit must fall through: give-ups are a 200   tinkerbell #984; Sidero Metal notes     ipxe TestQuirk_ExitMustFallThrough,
+//	  with "exit 1" (iPXE runs no 4xx body)                                                secureboot TestQuirk_LocalBootOnPurposeGRUB (GRUB's exit)
+//	local boot on purpose (entry local_boot)     MAAS LP#1642298; Foreman #10207; Sidero  ipxe TestQuirk_LocalBootOnPurpose,
+//	                                                                                       secureboot TestQuirk_LocalBootOnPurposeGRUB,
+//	                                                                                       sitelink TestQuirk_LocalBootEntry
+//	a chained iPXE sends option 60 PXEClient     ipxe #1527                              TestQuirk_ChainedIPXESendsOption60PXEClient
+//	option 93 x86-64 UEFI is 7 or 9              RFC 4578 errata; netboot #101, #30;     TestQuirk_Option93X86_64UEFIIs7Or9
+//	                                               xCAT #7645
+//	no option 97 (no client GUID)                pixiecore #21                           TestQuirk_NoOption97
+//	reply delay per arch, default none           dnsmasq --dhcp-reply-delay              TestQuirk_ReplyDelay
+//	no DNS in UEFI HTTP boot: IP-literal URLs    ipxe #1316                              TestQuirk_NoDNSInUEFIHTTPBoot
+//	arm64 UEFI HTTP boot (19) and PXE (11)       AAVMF; IANA processor architectures     TestQuirk_ARM64UEFIHTTPBoot
+//	DHCPv6 DUID-LLT, -LL, -UUID, option 79       RFC 8415, 6355, 6939; EDK2 Dhcp6Dxe     TestQuirk_DHCPv6Identities
+//	GRUB config name by version                  Ironic release note (GRUB config name)  secureboot TestQuirk_GRUBConfigNameByVersion
+//	  (grub.cfg-01-MAC, MAC.conf)
+//
+// [Server.ReplyDelay] holds back the replies to the architectures it lists: for firmware
+// that ignores an instant answer, and for a site whose own DHCP server must answer first.
+//
 // # Wiring
 //
 // Give [Server.Serve] a socket for port 67 and [Server.ServeBoot] one for port 4011, or call

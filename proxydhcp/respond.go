@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // Well-known ports.
@@ -37,6 +38,7 @@ type Response struct {
 	Reason  Reason         // ReasonNone when answered
 	Request *Request       // the parsed request; nil when the packet did not parse
 	Err     error          // the parse error or recovered panic behind ReasonMalformed, ReasonNotPXE, ReasonError
+	Delay   time.Duration  // how long the socket holds Reply back (Server.ReplyDelay for the client's arch)
 }
 
 var broadcast4 = netip.AddrFrom4([4]byte{255, 255, 255, 255})
@@ -149,6 +151,7 @@ func (s *Server) respond(ctx context.Context, p Packet, buf []byte) (resp Respon
 
 	resp.Reply = appendReply(buf[:0], req, file, ack)
 	resp.Dest = s.dest(req)
+	resp.Delay = s.ReplyDelay[req.Arch]
 	return resp
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/clock"
+	"github.com/bettercompute/siteboot/hwid"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 )
@@ -125,6 +126,14 @@ type Server struct {
 	// ReadBuffer, if set, is the receive buffer size (SO_RCVBUF) set on each socket.
 	ReadBuffer int
 
+	// ReplyDelay, if set, holds back every DHCPv4 reply to a client of an architecture it
+	// lists (by option 93, or option 60's ":Arch:") for that long, as dnsmasq's
+	// --dhcp-reply-delay does: some firmware ignores an answer that arrives at once, and a
+	// site whose own DHCP server must answer first can make the proxy answer late. The worker
+	// is not held: the reply waits in a timer (at most maxDelayed at once; beyond that it is
+	// sent at once). Each is 0 to MaxReplyDelay (Validate). Default none.
+	ReplyDelay map[hwid.Arch]time.Duration
+
 	// HandlerTimeout, if set, is a deadline on the context of each Handler call. When zero,
 	// the context is only canceled by Close: a deadline costs a timer per request, and a
 	// Handler that looks a MAC up in memory needs none.
@@ -151,6 +160,7 @@ type Server struct {
 	conns   map[*serveConn]struct{}
 	serving sync.WaitGroup // one per running serve call and per pending resend
 	resends int            // pending resends
+	delayed int            // replies waiting out a ReplyDelay
 }
 
 // Validate reports settings that cannot work.
@@ -177,6 +187,11 @@ func (s *Server) Validate() error {
 	for _, p := range s.Segments {
 		if !p.IsValid() || p.Bits() == 0 {
 			return fmt.Errorf("proxydhcp: segment %v is not a subnet", p)
+		}
+	}
+	for arch, d := range s.ReplyDelay {
+		if d < 0 || d > MaxReplyDelay {
+			return fmt.Errorf("proxydhcp: ReplyDelay for %s is %v, want 0 to %v", arch, d, MaxReplyDelay)
 		}
 	}
 	if s.RelayPrefixLen < 0 || s.RelayPrefixLen > 128 {
@@ -505,11 +520,50 @@ func (s *Server) handle(sc *serveConn, data, out []byte, src netip.AddrPort, ifI
 		return
 	}
 	from := s.sendFrom(direct)
+	if resp.Delay > 0 && s.sendLater(sc, resp, ifIdx, from) {
+		return
+	}
 	err := sc.write(resp.Reply, resp.Dest, ifIdx, from)
 	s.sent(sc, &resp, err)
 	if err == nil && sc.v6 && sc.port == PortBoot {
 		s.resendLater(sc, resp.Reply, resp.Dest, ifIdx, from)
 	}
+}
+
+// MaxReplyDelay bounds a Server.ReplyDelay: firmware gives up on DHCP after a few seconds.
+const MaxReplyDelay = 10 * time.Second
+
+// maxDelayed bounds the replies waiting out a ReplyDelay.
+const maxDelayed = 256
+
+// sendLater sends resp's reply after resp.Delay, unless the server closes first; false when
+// too many replies wait already (the caller sends it at once).
+func (s *Server) sendLater(sc *serveConn, resp Response, ifIdx int, from netip.Addr) bool {
+	s.mu.Lock()
+	if s.closed || s.delayed >= maxDelayed {
+		s.mu.Unlock()
+		return false
+	}
+	s.delayed++
+	s.serving.Add(1) // Shutdown and Close wait for it
+	s.mu.Unlock()
+	resp.Reply = bytes.Clone(resp.Reply)
+	go func() {
+		defer func() {
+			s.mu.Lock()
+			s.delayed--
+			s.mu.Unlock()
+			s.serving.Done()
+		}()
+		t := time.NewTimer(resp.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			s.sent(sc, &resp, sc.write(resp.Reply, resp.Dest, ifIdx, from))
+		case <-s.ctx.Done():
+		}
+	}()
+	return true
 }
 
 // Resend6Delay is when the REPLY to EDK2's DHCPv6 boot-server REQUEST (port 4011) is sent a

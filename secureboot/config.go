@@ -199,6 +199,9 @@ func (s *Chain) spell(a ipxe.Answer, q ipxe.Query) (status int, body []byte, err
 			status = http.StatusNotFound
 		}
 		return status, b, err
+	case ipxe.AnswerLocal:
+		b, err := grubcfg.LocalBoot{}.Render()
+		return http.StatusOK, b, err
 	case ipxe.AnswerSanboot:
 		return 0, nil, fmt.Errorf("%w: a sanboot answer (iPXE boots ISOs, GRUB does not)", ErrUnsupported)
 	}

@@ -39,7 +39,8 @@ type Name struct {
 	// File is shim's or GRUB's file name (NameLoader), or the path under Config.Cache or
 	// Config.Root (NameCache without DefaultTFTPCacheDir, NameRoot).
 	File string
-	// MAC is the key file's MAC (NameKey).
+	// MAC is the key file's MAC (NameKey), or the MAC a per-MAC name of the Chain spells
+	// (NameChain: grub.cfg-01-MAC, MAC.conf).
 	MAC hwid.MAC
 	// Query is the raw query of the machine's configuration (NameConfig), which
 	// ipxe.ParseQuery reads.
@@ -52,7 +53,7 @@ type NameKind uint8
 // Kinds of name.
 const (
 	NameRoot   NameKind = iota // anything else: Config.Root
-	NameChain                  // grub/grub.cfg, grub/x86_64-efi/grub.cfg: the Chain
+	NameChain                  // grub/grub.cfg, grub/x86_64-efi/grub.cfg, grub/grub.cfg-01-MAC, grub/MAC.conf: the Chain
 	NameLoader                 // sb/FILE, sb/NONCE/FILE: shim or GRUB
 	NameKey                    // sb/key?mac=MAC: the key file
 	NameConfig                 // boot/grub.cfg?QUERY: the machine's configuration
@@ -75,6 +76,10 @@ func ParseName(name string) (Name, error) {
 	switch {
 	case name == strings.TrimPrefix(PathChain, "/") || name == "grub/x86_64-efi/grub.cfg":
 		return Name{Kind: NameChain}, nil
+	case strings.HasPrefix(name, "grub/"):
+		if mac, ok := perMACConfig(strings.TrimPrefix(name, "grub/")); ok {
+			return Name{Kind: NameChain, MAC: mac}, nil
+		}
 	case strings.HasPrefix(name, sb):
 		rest := strings.TrimPrefix(name, sb)
 		if q, ok := strings.CutPrefix(rest, "key?"); ok {
@@ -101,6 +106,28 @@ func ParseName(name string) (Name, error) {
 		return Name{Kind: NameCache, File: strings.TrimPrefix(name, DefaultTFTPCacheDir+"/")}, nil
 	}
 	return Name{Kind: NameRoot, File: name}, nil
+}
+
+// perMACConfig reads the per-MAC configuration names GRUB versions and their installers ask
+// for under the prefix (optionally in its platform directory): grub.cfg-01-MAC (GRUB 2.04 and
+// later search it before grub.cfg: net.c grub_net_search_config_file, MAC in lower-case hex
+// separated by '-') and MAC.conf (the name a network GRUB configuration sources from
+// $net_default_mac, as Ironic's does, MAC separated by ':').
+func perMACConfig(rest string) (hwid.MAC, bool) {
+	rest = strings.TrimPrefix(rest, "x86_64-efi/")
+	var m string
+	if v, ok := strings.CutPrefix(rest, "grub.cfg-01-"); ok {
+		m = v
+	} else if v, ok := strings.CutSuffix(rest, ".conf"); ok {
+		m = v
+	} else {
+		return hwid.MAC{}, false
+	}
+	if len(m) != 17 {
+		return hwid.MAC{}, false
+	}
+	mac, err := hwid.ParseMAC(m)
+	return mac, err == nil
 }
 
 // validNonce reports whether s may be a nonce: 1 to 64 of [A-Za-z0-9_-].

@@ -17,7 +17,7 @@ var refRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 // Validate checks an entry as it arrives from the control plane: a MAC, a canonical UUID
 // when there is one, a known arch, a workflow and token reference of 1 to 128 of
 // [A-Za-z0-9_.:-] (starting with a letter or digit), a deadline, a sanboot digest of 64
-// lower-case hex digits, and Secure Boot only for an X86_64_EFI entry that boots no ISO.
+// lower-case hex digits (not with local_boot), and Secure Boot only for an X86_64_EFI entry that boots no ISO.
 func (e ProxyDhcpEntry) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %s: %s", ErrBadEntry, e.MAC, fmt.Sprintf(format, args...))
@@ -47,6 +47,9 @@ func (e ProxyDhcpEntry) Validate() error {
 	}
 	if e.SanbootSHA256 != "" && !isSHA256Hex(e.SanbootSHA256) {
 		return bad("sanboot_sha256 %q", e.SanbootSHA256)
+	}
+	if e.LocalBoot && e.SanbootSHA256 != "" {
+		return bad("local_boot with sanboot_sha256: the machine boots one or the other")
 	}
 	if e.SecureBoot != nil && *e.SecureBoot {
 		if e.Arch != ArchX86UEFI {

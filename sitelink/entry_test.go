@@ -1,6 +1,7 @@
 package sitelink_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -39,5 +40,29 @@ func TestEntryValidate(t *testing.T) {
 		if err := e.Validate(); !errors.Is(err, sitelink.ErrBadEntry) {
 			t.Errorf("%s: %v, want ErrBadEntry", name, err)
 		}
+	}
+}
+
+// Local boot on purpose (MAAS LP#1642298, Foreman #10207, Sidero Metal): an entry may say
+// "boot from the local disk" (local_boot), which goes over the wire under that name, is
+// valid with Secure Boot, and is refused beside an ISO to sanboot.
+func TestQuirk_LocalBootEntry(t *testing.T) {
+	yes := true
+	e := sitelink.ProxyDhcpEntry{MAC: hwid.MustParseMAC("52:54:00:00:00:01"), Arch: sitelink.ArchX86UEFI,
+		Workflow: "wf-1", NotAfter: time.Now(), LocalBoot: true, SecureBoot: &yes}
+	if err := e.Validate(); err != nil {
+		t.Fatalf("local boot entry: %v", err)
+	}
+	b, err := json.Marshal(e)
+	if err != nil || !strings.Contains(string(b), `"local_boot":true`) {
+		t.Fatalf("JSON %s, %v: want local_boot", b, err)
+	}
+	var back sitelink.ProxyDhcpEntry
+	if err := json.Unmarshal(b, &back); err != nil || !back.LocalBoot {
+		t.Errorf("round trip: %+v, %v", back, err)
+	}
+	e.SecureBoot, e.SanbootSHA256 = nil, strings.Repeat("a", 64)
+	if err := e.Validate(); !errors.Is(err, sitelink.ErrBadEntry) {
+		t.Errorf("local_boot with sanboot_sha256: %v, want ErrBadEntry", err)
 	}
 }

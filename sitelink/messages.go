@@ -173,6 +173,10 @@ type ProxyDhcpEntry struct {
 	TokenRef string `json:"token_ref,omitempty"`
 	// SanbootSHA256, when set, boots this cached ISO instead of the ramdisk.
 	SanbootSHA256 string `json:"sanboot_sha256,omitempty"`
+	// LocalBoot, when set, answers the machine "boot from the local disk" at once instead of
+	// the ramdisk: a site that keeps the network first in the boot order keeps control
+	// without making the firmware wait out DHCP timeouts (ipxe.AnswerLocal).
+	LocalBoot bool `json:"local_boot,omitempty"`
 	// SecureBoot: boot through shim and the signed GRUB (true) or through iPXE (false); nil
 	// leaves it to the agent's configuration.
 	SecureBoot *bool `json:"secure_boot,omitempty"`

@@ -256,8 +256,8 @@ func TestRestartKeepsAnswering(t *testing.T) {
 	// Clean-up reaches the agent, ends the answers and the entry's grant.
 	h.plane.CleanUp("agent-t", e.Workflow)
 	h.beat(t, b)
-	if st := status(t, scriptURL(b, e)); st != http.StatusNotFound {
-		t.Errorf("script after clean-up: %d, want 404", st)
+	if st := status(t, scriptURL(b, e)); st != http.StatusOK {
+		t.Errorf("script after clean-up: %d, want 200 (the exit script)", st)
 	}
 	if st := status(t, kernel); st != http.StatusNotFound {
 		t.Errorf("the cleaned-up entry's grant: %d, want 404 (revoked)", st)
@@ -488,8 +488,8 @@ func TestDamagedEntriesFile(t *testing.T) {
 				t.Errorf("the agent holds the valid entry: %v, want %v", ok, tc.served)
 			}
 			if !tc.served {
-				if st := status(t, scriptURL(a, good)); st != http.StatusNotFound {
-					t.Errorf("script of an entry in a file that did not parse: %d, want 404", st)
+				if st := status(t, scriptURL(a, good)); st != http.StatusOK {
+					t.Errorf("script of an entry in a file that did not parse: %d, want 200 (the exit script)", st)
 				}
 			}
 			st := a.Stats()

@@ -33,7 +33,7 @@ func TestNonceSurvivesRestart(t *testing.T) {
 	b, _ := h.start(t, h.config(dir), h.plane.Link())
 	h.beat(t, b)
 	u := b.HTTPBase() + "/boot/ipxe?mac=" + e.MAC.String() + n
-	if st, body := getFrom(t, "127.0.0.2", u, http.MethodGet); st != http.StatusNotFound || hasSecret(body) {
+	if st, body := getFrom(t, "127.0.0.2", u, http.MethodGet); st != http.StatusOK || hasSecret(body) {
 		t.Errorf("another address with the machine's nonce after the restart: status %d, secret %v", st, hasSecret(body))
 	}
 	if st, body := getFrom(t, "127.0.0.1", u, http.MethodGet); st != http.StatusOK || !hasSecret(body) {

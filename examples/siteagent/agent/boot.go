@@ -128,7 +128,7 @@ func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, 
 	}
 	return ipxe.Entry{
 		MAC: r.MAC, UUID: r.MachineUUID(), Workflow: r.Workflow, NotAfter: r.NotAfter,
-		SanbootSHA256: r.SanbootSHA256, Ref: r,
+		SanbootSHA256: r.SanbootSHA256, LocalBoot: r.LocalBoot, Ref: r,
 	}, true, nil
 }
 

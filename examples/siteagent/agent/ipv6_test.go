@@ -182,8 +182,8 @@ func TestIPv6Boot(t *testing.T) {
 	}
 
 	// The machine never answered over DHCPv6 gets nothing over IPv6 without a nonce.
-	if st, body := getFrom(t, "::1", base6+"/boot/ipxe?mac="+never.MAC.String(), http.MethodGet); st != http.StatusNotFound || hasSecret(body) {
-		t.Errorf("a MAC whose firmware was not answered: status %d, secret %v; want 404 and none", st, hasSecret(body))
+	if st, body := getFrom(t, "::1", base6+"/boot/ipxe?mac="+never.MAC.String(), http.MethodGet); st != http.StatusOK || hasSecret(body) {
+		t.Errorf("a MAC whose firmware was not answered: status %d, secret %v; want 200 (the exit script) and none", st, hasSecret(body))
 	}
 	// The machine whose firmware was answered gets its script over IPv6.
 	st, body := getFrom(t, "::1", base6+"/boot/ipxe?mac="+e.MAC.String()+"&ip=::1&platform=efi&buildarch=x86_64", http.MethodGet)

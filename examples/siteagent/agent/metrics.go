@@ -194,7 +194,7 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	bc := a.bootStats()
 	for answer, n := range map[string]uint64{
-		"chain": bc.Chains, "script": bc.Scripts, "sanboot": bc.Sanboots, "file": bc.Files,
+		"chain": bc.Chains, "script": bc.Scripts, "sanboot": bc.Sanboots, "local": bc.LocalBoots, "file": bc.Files,
 		"unknown": bc.Unknown, "mismatch": bc.Mismatched, "unbound": bc.Unbound, "uuid-refused": bc.UUIDRefused, "ip-refused": bc.IPRefused, "fenced": bc.Fenced, "token-wait": bc.TokenWaits, "sanboot-wait": bc.SanbootWaits,
 		"bad-request": bc.BadRequests, "headers-too-large": bc.HeadersTooLarge, "method-refused": bc.MethodsRefused,
 		"not-found": bc.NotFound, "error": bc.Errors,

@@ -223,7 +223,7 @@ func TestSecureBootPXE(t *testing.T) {
 		t.Errorf("the key over HTTP from the machine's address: status %d\n%s", st, body)
 	}
 	// The iPXE path is as before: no nonce of this answer opens /boot/ipxe.
-	if st, _ := getFrom(t, "127.0.0.1", a.HTTPBase()+"/boot/ipxe?mac="+mac+"&n="+nonce, http.MethodGet); st != http.StatusNotFound {
+	if st, _ := getFrom(t, "127.0.0.1", a.HTTPBase()+"/boot/ipxe?mac="+mac+"&n="+nonce, http.MethodGet); st != http.StatusOK {
 		t.Errorf("/boot/ipxe with the shim's nonce: status %d", st)
 	}
 }

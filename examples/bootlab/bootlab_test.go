@@ -38,7 +38,7 @@ func TestBootlab(t *testing.T) {
 		"agent-b counted: 7 proxy DHCP answers, 3 TFTP transfers, 3 scripts, 3 assertions signed, 9 cache answers, 1 fenced",
 		// The boot binding's refusals (issue 38): the off-segment requester, the bystander.
 		"ok    a requester whose answer would go to another network (198.51.100.77) is refused (off-segment)",
-		"ok    a bystander presenting the machine's nonce first, from its own address, is refused (404, nonce-other-address)",
+		"ok    a bystander presenting the machine's nonce first, from its own address, is refused (exit script, nonce-other-address)",
 		"refused (replay)", "All 6 machines booted",
 		"ok    a stranger's sync in agent-b's name is refused (403): answered 403: forbidden",
 		"ok    an enrolled agent asking for a BMC credential no live command routed to it names is refused (403): answered 403: forbidden",

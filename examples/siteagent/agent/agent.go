@@ -110,8 +110,9 @@ type Agent struct {
 	mismatches mismatches
 	beat       sitelink.Heartbeat // syncOnce every Control.Heartbeat, or sooner when woken
 	mu         sync.Mutex
-	sentDigest discovery.Digest // the discovered list's digest the control plane acknowledged
-	nonces     *bootbind.Nonces // proxy DHCP's boot nonces (S1); nil without proxy DHCP
+	sentDigest discovery.Digest      // the discovered list's digest the control plane acknowledged
+	pinned     []sitelink.CacheImage // the last SiteSpec's cache images, for the section's state
+	nonces     *bootbind.Nonces      // proxy DHCP's boot nonces (S1); nil without proxy DHCP
 	// noncesIssued wakes the saver of the nonces (bootnonce.go) after each one issued.
 	noncesIssued chan struct{}
 	linkTLS      *sitetls.Monitor      // the link's credentials, checked each heartbeat

@@ -31,6 +31,11 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 		Images:           a.imageReports(),
 		Counters:         a.Stats(),
 	}
+	a.mu.Lock()
+	pinned := a.pinned
+	a.mu.Unlock()
+	section := sitelink.SiteSection(r.Images, pinned, a.entries.All())
+	r.Section = &section
 	r.Acked = a.applier.Acked()
 	r.BMC = a.bmc.dispatch.Pending()
 	a.mu.Lock()
@@ -76,6 +81,9 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 	// The boot commands are applied and persisted by the applier: the heartbeat never waits
 	// on the disk.
 	a.applier.Enqueue(boot...)
+	a.mu.Lock()
+	a.pinned = d.CacheImages
+	a.mu.Unlock()
 	if err := a.cache.SetPinned(a.wantedImages(d.CacheImages)); err != nil {
 		a.log.Error("cache images", "err", err)
 	}

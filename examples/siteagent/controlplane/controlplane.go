@@ -125,6 +125,7 @@ type agentState struct {
 	discovered []sitelink.DiscoveredMachine
 	digest     string
 	reports    []sitelink.ImageReport
+	section    *sitelink.SectionStatus
 }
 
 // New returns a control plane with its defaults applied.
@@ -246,6 +247,17 @@ func (p *Plane) Images(node string) []sitelink.ImageReport {
 	return nil
 }
 
+// Section returns the site section's state from an agent's last report, and false before
+// any report carried one.
+func (p *Plane) Section(node string) (sitelink.SectionStatus, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.agents[node]; a != nil && a.section != nil {
+		return *a.section, true
+	}
+	return sitelink.SectionStatus{}, false
+}
+
 // LeaseRecord returns the site's lease record.
 func (p *Plane) LeaseRecord(ctx context.Context, site string) (lease.Record, error) {
 	rec, _, err := p.Lease.Get(ctx, site)
@@ -296,6 +308,7 @@ func (p *Plane) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.Syn
 		a.discovered, a.digest = r.Discovered, r.DiscoveredDigest
 	}
 	a.reports = r.Images
+	a.section = r.Section
 	a.pending = slices.DeleteFunc(a.pending, func(c sitelink.Command) bool { return slices.Contains(r.Acked, c.ID) })
 	d := sitelink.SyncResponse{SiteSpec: sitelink.SiteSpec{CacheImages: slices.Clone(p.images[a.site])}, Commands: slices.Clone(a.pending)}
 	p.mu.Unlock()

@@ -56,8 +56,8 @@ func TestParse(t *testing.T) {
 func TestCleanText(t *testing.T) {
 	for in, want := range map[string]string{
 		"\x1b[0m\x1b[31mfailed\x1b[0m: 0x3e\x00": "failed: 0x3e",
-		"tab\there\r\n":                           "tab here",
-		"\x1bcreset":                              "reset",
+		"tab\there\r\n":                          "tab here",
+		"\x1bcreset":                             "reset",
 	} {
 		if got := syslogd.CleanText(in, 80); got != want {
 			t.Errorf("CleanText(%q) = %q, want %q", in, got, want)

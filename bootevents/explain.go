@@ -102,7 +102,11 @@ func diagnose(b Boot, f Facts) Diagnosis {
 		e := &b.Events[i]
 		switch e.Outcome {
 		case OutcomeRefused, OutcomeFailed:
-			last = e
+			// a component's generic word after the host's own reason for the same request
+			// ("declined" after "arch-mismatch") does not hide it
+			if last == nil || e.Reason != "declined" || last.Stage != e.Stage {
+				last = e
+			}
 		case OutcomeOK:
 			if last != nil && e.Stage >= last.Stage {
 				last = nil

@@ -29,6 +29,11 @@ func TestExplain(t *testing.T) {
 		{"arch", []ev{{Stage: bootevents.StageDHCPv4, Outcome: refused, Reason: "arch-mismatch", Arch: hwid.ArchX86_64EFI, HasArch: true}},
 			bootevents.Facts{Entry: true, EntryArch: hwid.ArchBIOS, HasEntryArch: true},
 			bootevents.DiagArchMismatch, "entry's arch BIOS, machine asked as x86-64 UEFI"},
+		{"host's reason before the server's declined", []ev{
+			{Stage: bootevents.StageDHCPv4, Outcome: refused, Reason: "arch-mismatch", Arch: hwid.ArchX86_64EFI, HasArch: true},
+			{Stage: bootevents.StageDHCPv4, Outcome: refused, Reason: "declined"},
+		}, bootevents.Facts{Entry: true, EntryArch: hwid.ArchBIOS, HasEntryArch: true},
+			bootevents.DiagArchMismatch, "entry's arch BIOS, machine asked as x86-64 UEFI"},
 		{"uuid", []ev{{Stage: bootevents.StageDHCPv4, Outcome: refused, Reason: "uuid-mismatch", UUID: uuid, HasUUID: true}},
 			bootevents.Facts{Entry: true, EntryUUID: entryUUID, HasEntryUUID: true},
 			bootevents.DiagUUIDMismatch, "machine's SMBIOS UUID " + uuid.String() + " is not its entry's " + entryUUID.String()},

@@ -4,8 +4,9 @@
 //
 // It is a module of its own, so that importing siteboot links no OpenTelemetry: a host
 // that wants traces imports this package, builds a TracerProvider with the exporter it
-// chooses (OTLP, go.opentelemetry.io/otel/exporters/otlp/otlptrace), and adds
-// [New]'s Sink to the components' events (bootevents.Tee beside a Timeline).
+// chooses ([NewOTLP] sends to an OTLP/HTTP collector), and adds [New]'s Sink to the
+// components' events (bootevents.Tee beside a Timeline). Traces stay off unless a host
+// does so.
 //
 // # Traces and ids
 //

@@ -3,7 +3,6 @@ package bootserver
 import (
 	"context"
 	"fmt"
-	"github.com/bettercompute/siteboot/bootevents"
 	"net"
 	"net/http"
 	"net/netip"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/ipxe"

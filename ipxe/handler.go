@@ -2,7 +2,6 @@ package ipxe
 
 import (
 	"fmt"
-	"github.com/bettercompute/siteboot/bootevents"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/hwid"
 )

@@ -40,6 +40,12 @@
 //     TFTP and the /boot/ and /cache/ HTTP mux on sockets the host bound, under one
 //     fence, each script request bound to its DHCP answer, each script's assertion
 //     signed; and the adapters that wire ipxe to imagecache, assertion and bootbind.
+//   - bootevents: the typed events every component emits about a machine (an Events field,
+//     nil meaning off), the bounded per-machine boot timeline, and Explain, the one-line
+//     answer to "why didn't it boot?"; bootevents/oteltrace, a module apart, turns the
+//     events into OpenTelemetry spans.
+//   - syslogd: a syslog receiver that puts iPXE's console lines into the machine's
+//     timeline.
 //   - clock: the clock interface the packages take, and clock/clocktest, a fake that
 //     moves and fires timers only when a test says so.
 //

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/ipxe"
@@ -153,6 +154,10 @@ type Bind struct {
 	// OnBound, if set, is called with each bound request, before the entry is returned
 	// (a host preferring the machine's address for the transfers that follow).
 	OnBound func(ipxe.Query)
+	// Events, if set, receives a bootevents.StageBind event per claim: "bound", or
+	// refused for bootbind's reason ("nonce-other-address", ...), with the boot id of the
+	// request's nonce and the address it came from. Nil builds none.
+	Events bootevents.Sink
 }
 
 var _ ipxe.Entries = Bind{}
@@ -166,7 +171,11 @@ func (b Bind) Entry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error)
 	if err != nil || !ok {
 		return ipxe.Entry{}, false, err
 	}
-	if err := b.bind(q); err != nil {
+	err = b.bind(q)
+	if b.Events != nil {
+		b.Events.Emit(bindEvent(q, err))
+	}
+	if err != nil {
 		return ipxe.Entry{}, false, err
 	}
 	if b.OnBound != nil {
@@ -189,6 +198,19 @@ func (b Bind) bind(q ipxe.Query) error {
 		return fmt.Errorf("%w: %w", ipxe.ErrUnbound, r.Err())
 	}
 	return nil
+}
+
+// bindEvent is the boot event of claiming q's token: err is bind's.
+func bindEvent(q ipxe.Query, err error) bootevents.Event {
+	e := bootevents.Event{MAC: q.MAC, BootID: bootevents.BootIDOf(q.Nonce), Stage: bootevents.StageBind,
+		Outcome: bootevents.OutcomeOK, Reason: bootbind.Bound.String(), Peer: netip.AddrPortFrom(q.Remote, 0), Detail: q.Loader}
+	if err != nil {
+		e.Outcome, e.Reason = bootevents.OutcomeRefused, bootbind.ReasonOf(err)
+		if e.Reason == "" {
+			e.Reason = ipxe.ReasonOf(err)
+		}
+	}
+	return e
 }
 
 // ViaIPv6 reports whether the HTTP request of ctx came to an IPv6 address of this host

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/internal/errname"
@@ -152,6 +153,12 @@ type Config struct {
 	// served beside /boot/ and /cache/ under the same limits. Nil: none.
 	Handlers map[string]http.Handler
 
+	// Events, if set, receives every part's boot events: New gives it to proxy DHCP, TFTP,
+	// the boot handler (Boot.Events) and [Bind] where their own is nil, so one
+	// bootevents.Timeline sees a machine's boot from DHCP to the assertion. Nil: the parts
+	// keep their own (none by default).
+	Events bootevents.Sink
+
 	// ErrorLog receives the HTTP server's errors (a failed accept, a handler's panic), as
 	// net/http.Server's ErrorLog. Nil: the log package's standard logger.
 	ErrorLog *log.Logger
@@ -264,7 +271,10 @@ func New(c Config) (*Server, error) {
 		if s.nonces = c.Nonces; s.nonces == nil {
 			s.nonces = bootbind.NewNonces(bootbind.Config{})
 		}
-		boot.Entries = Bind{Entries: c.Boot.Entries, Nonces: s.nonces, Passes: c.Passes, Loaders: c.Loaders, OnBound: c.OnBound}
+		boot.Entries = Bind{Entries: c.Boot.Entries, Nonces: s.nonces, Passes: c.Passes, Loaders: c.Loaders, OnBound: c.OnBound, Events: c.Events}
+	}
+	if boot.Events == nil {
+		boot.Events = c.Events
 	}
 	h, err := ipxe.NewHandler(boot)
 	if err != nil {
@@ -293,6 +303,9 @@ func New(c Config) (*Server, error) {
 	// Every check passed: the parts are the Server's from here.
 	if d := c.DHCP; d != nil {
 		d.Fence, d.Binder = c.Fence, s.nonces
+		if d.Events == nil {
+			d.Events = c.Events
+		}
 		if c.OnNonce != nil {
 			d.Binder = proxydhcp.BinderFunc(func(ctx context.Context, mac hwid.MAC, to netip.Addr) (string, error) {
 				n, err := s.nonces.Bind(ctx, mac, to)
@@ -334,6 +347,9 @@ func New(c Config) (*Server, error) {
 				}
 				ch.OnTransfer(tr)
 			}
+		}
+		if t.Events == nil {
+			t.Events = c.Events
 		}
 	}
 	s.cfg = c

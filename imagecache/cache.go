@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/internal/filelock"
 )
 
@@ -141,6 +142,13 @@ type Config struct {
 
 	// Logger receives pull, eviction and refusal events. Nil: discard.
 	Logger *slog.Logger
+
+	// Events, if set, receives a bootevents.StageCache event per request ServeHTTP
+	// answers under a grant: served (bytes, duration, the image's digest) or refused for
+	// ReasonOf's word ("unknown-grant", "expired", "fenced", ...), from the requester's
+	// address, by which a bootevents.Timeline finds the machine. Never the grant's token.
+	// Nil builds none.
+	Events bootevents.Sink
 }
 
 // Validate reports a configuration that cannot work.

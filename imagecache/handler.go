@@ -4,9 +4,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/bettercompute/siteboot/bootevents"
 )
 
 // mount is where ServeHTTP is mounted; below it are the names GrantFS opens.
@@ -51,7 +55,11 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.refuse(w, &c.stats.refusedPath)
 		return
 	}
+	start := time.Now()
 	f, err := c.openGranted(&tok, d)
+	if c.cfg.Events != nil && err != nil {
+		c.cfg.Events.Emit(cacheEvent(r, d, bootevents.OutcomeRefused, ReasonOf(err), 0, 0))
+	}
 	if errors.Is(err, ErrFenced) {
 		w.Header().Set("Retry-After", "10")
 		http.Error(w, "503 boot server inactive", http.StatusServiceUnavailable)
@@ -77,7 +85,30 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Cache-Control", "private")
 	cw := &countingWriter{ResponseWriter: w, n: &c.stats.servedBytes}
-	http.ServeContent(cw, r, "", time.Time{}, f.f) // the *os.File itself, for sendfile
+	if c.cfg.Events == nil {
+		http.ServeContent(cw, r, "", time.Time{}, f.f) // the *os.File itself, for sendfile
+		return
+	}
+	var sent atomic.Int64
+	cw.n = bothCounters{&c.stats.servedBytes, &sent}
+	http.ServeContent(cw, r, "", time.Time{}, f.f)
+	c.cfg.Events.Emit(cacheEvent(r, d, bootevents.OutcomeOK, "served", uint64(sent.Load()), time.Since(start)))
+}
+
+// bothCounters adds to two counters.
+type bothCounters [2]interface{ Add(int64) int64 }
+
+func (b bothCounters) Add(n int64) int64 { b[1].Add(n); return b[0].Add(n) }
+
+// cacheEvent is the boot event of a request for image d: the requester's address, the
+// digest's first 12 digits (the token never).
+func cacheEvent(r *http.Request, d Digest, o bootevents.Outcome, reason string, bytes uint64, took time.Duration) bootevents.Event {
+	peer, _ := netip.ParseAddrPort(r.RemoteAddr)
+	e := bootevents.Event{Stage: bootevents.StageCache, Outcome: o, Reason: reason, Peer: peer, Bytes: bytes, Duration: took}
+	if s := d.String(); len(s) >= 12 {
+		e.Detail = "sha256:" + s[:12]
+	}
+	return e
 }
 
 func (c *Cache) refuse(w http.ResponseWriter, counter interface{ Add(int64) int64 }) {

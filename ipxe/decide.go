@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/hwid"
 )
@@ -37,6 +39,31 @@ const (
 // only. Decide never fails: a host interface's error is logged and answered as a wait
 // with status 500 and [ReasonError].
 func (h *Handler) Decide(ctx context.Context, q Query) Answer {
+	a := h.decide(ctx, q)
+	if ev := h.cfg.Events; ev != nil {
+		ev.Emit(eventOf(&a, q))
+	}
+	return a
+}
+
+// eventOf is the boot event of answer a to q: the script's (a loader's answer is the
+// GRUB stage), answered or refused for a.Reason, with the boot id of q's nonce.
+func eventOf(a *Answer, q Query) bootevents.Event {
+	e := bootevents.Event{
+		MAC: q.MAC, BootID: bootevents.BootIDOf(q.Nonce), Stage: bootevents.StageScript, Outcome: bootevents.OutcomeRefused,
+		Reason: a.Reason, Peer: netip.AddrPortFrom(q.Remote, 0), Addr: q.Remote, Arch: q.Arch, HasArch: q.HasArch,
+		UUID: q.UUID, HasUUID: q.UUID != hwid.UUID{}, IPXE: q.Loader == "",
+	}
+	if q.Loader != "" {
+		e.Stage, e.Detail = bootevents.StageGRUB, q.Loader
+	}
+	if a.Kind == AnswerBoot || a.Kind == AnswerSanboot {
+		e.Outcome = bootevents.OutcomeOK
+	}
+	return e
+}
+
+func (h *Handler) decide(ctx context.Context, q Query) Answer {
 	if q.MAC == (hwid.MAC{}) {
 		h.n.badRequests.Add(1)
 		return Answer{Kind: AnswerExit, Status: http.StatusBadRequest, Reason: ReasonBadQuery, Query: q}
@@ -135,6 +162,10 @@ func (h *Handler) Decide(ctx context.Context, q Query) Answer {
 	assertion, err := h.cfg.Signer.Sign(ctx, claims)
 	if err != nil {
 		return h.fail(log, "assertion", err, q)
+	}
+	if ev := h.cfg.Events; ev != nil {
+		ev.Emit(bootevents.Event{MAC: q.MAC, BootID: bootevents.BootIDOf(q.Nonce), Stage: bootevents.StageAssertion,
+			Outcome: bootevents.OutcomeOK, Peer: netip.AddrPortFrom(q.Remote, 0), Bytes: uint64(len(assertion))})
 	}
 	a, err := h.bootAnswer(q, token, assertion, cache)
 	if err != nil {

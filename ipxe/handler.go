@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/hwid"
 )
@@ -88,6 +89,11 @@ type Config struct {
 
 	Clock  clock.Clock  // the clock entries' ends are compared with; nil means [clock.Real]
 	Logger *slog.Logger // nil discards
+
+	// Events, if set, receives a boot event per decision (Decide: the script, or the GRUB
+	// stage for a Loader's path, answered or refused for the Answer's Reason) and one per
+	// assertion signed, with the boot id of the request's nonce. Nil builds none.
+	Events bootevents.Sink
 }
 
 // Validate checks the configuration: the host interfaces are set and the site's ramdisk

@@ -39,6 +39,8 @@ type Response struct {
 	Request *Request       // the parsed request; nil when the packet did not parse
 	Err     error          // the parse error or recovered panic behind ReasonMalformed, ReasonNotPXE, ReasonError
 	Delay   time.Duration  // how long the socket holds Reply back (Server.ReplyDelay for the client's arch)
+
+	token string // the Binder's token named in Reply, for the boot id of an event
 }
 
 var broadcast4 = netip.AddrFrom4([4]byte{255, 255, 255, 255})
@@ -142,7 +144,7 @@ func (s *Server) respond(ctx context.Context, p Packet, buf []byte) (resp Respon
 			return resp
 		}
 		if req.IPXE && s.Binder != nil {
-			if file, err = s.bind(ctx, req, file, to, unicast); err != nil {
+			if file, resp.token, err = s.bind(ctx, req, file, to, unicast); err != nil {
 				resp.Reason, resp.Err = ReasonError, err
 				return resp
 			}
@@ -157,18 +159,18 @@ func (s *Server) respond(ctx context.Context, p Packet, buf []byte) (resp Respon
 
 // bind is the chain URL of an answer to iPXE with a Binder: with the Binder's token when
 // the answer goes unicast to the requester at to, and no file at all when it does not.
-func (s *Server) bind(ctx context.Context, req *Request, file string, to netip.Addr, unicast bool) (string, error) {
+func (s *Server) bind(ctx context.Context, req *Request, file string, to netip.Addr, unicast bool) (string, string, error) {
 	if !unicast {
-		return "", nil
+		return "", "", nil
 	}
 	if to.Is6() && to.IsLinkLocalUnicast() {
 		to = netip.Addr{}
 	}
 	tok, err := s.Binder.Bind(ctx, req.MAC, to)
 	if err != nil {
-		return "", fmt.Errorf("proxydhcp: binder: %w", err)
+		return "", "", fmt.Errorf("proxydhcp: binder: %w", err)
 	}
-	return file + "?" + BindParam + "=" + url.QueryEscape(tok), nil
+	return file + "?" + BindParam + "=" + url.QueryEscape(tok), tok, nil
 }
 
 func (s *Server) decide(ctx context.Context, req *Request) Decision {

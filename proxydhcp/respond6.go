@@ -118,7 +118,7 @@ func (s *Server) respond6(ctx context.Context, p Packet, port Port, buf []byte) 
 		if !unicast {
 			to = netip.Addr{}
 		}
-		if url, err = s.bind(ctx, req, url, to, true); err != nil {
+		if url, resp.token, err = s.bind(ctx, req, url, to, true); err != nil {
 			resp.Reason, resp.Err = ReasonError, err
 			return resp
 		}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/hwid"
 	"golang.org/x/net/ipv4"
@@ -141,6 +142,11 @@ type Server struct {
 
 	// Logger receives one debug record per request and errors of the sockets. Nil discards.
 	Logger *slog.Logger
+
+	// Events, if set, receives one event per parsed request: answered, or silent for its
+	// Reason (named as Reason.String), with the boot id of the nonce an answer names. Nil
+	// builds none.
+	Events bootevents.Sink
 
 	counters counters
 	files    atomic.Pointer[BootFiles]
@@ -621,6 +627,7 @@ func (s *Server) answer(sc *serveConn, data, out []byte, src netip.AddrPort, loc
 		return Response{}
 	}
 	resp = s.respond(s.ctx, Packet{Data: data, Port: sc.port, Source: src, Local: local, Link: link}, out)
+	s.emit(sc.port, &resp)
 	if resp.Reply == nil && log.Enabled(s.ctx, slog.LevelDebug) {
 		attrs := []any{"port", sc.port.String(), "src", src.String(), "reason", resp.Reason.String()}
 		if resp.Request != nil {
@@ -859,4 +866,37 @@ func (sc *serveConn) write(b []byte, dst netip.AddrPort, ifIdx int, src netip.Ad
 	}
 	_, err := sc.conn.WriteTo(b, net.UDPAddrFromAddrPort(dst))
 	return err
+}
+
+// emit hands the event of resp to Events; with no Events it builds nothing.
+func (s *Server) emit(port Port, resp *Response) {
+	if s.Events != nil && resp.Request != nil {
+		s.Events.Emit(eventOf(port, resp))
+	}
+}
+
+// eventOf is the event of a parsed request's response.
+func eventOf(port Port, resp *Response) bootevents.Event {
+	req := resp.Request
+	e := bootevents.Event{
+		MAC: req.MAC, Stage: bootevents.StageDHCPv4, Outcome: bootevents.OutcomeRefused, Reason: resp.Reason.String(),
+		Peer: req.Source, Arch: req.Arch, HasArch: req.HasArch, UUID: req.UUID, HasUUID: req.HasUUID, IPXE: req.IPXE,
+	}
+	switch {
+	case port == PortBoot:
+		e.Stage = bootevents.StageBoot4011
+	case req.IPv6:
+		e.Stage = bootevents.StageDHCPv6
+	}
+	if req.ClientIP.IsValid() {
+		e.Addr = req.ClientIP
+	}
+	if resp.Reply != nil {
+		e.Outcome, e.Bytes = bootevents.OutcomeOK, uint64(len(resp.Reply))
+		if to, ok := unicastTo(req, req.Relay.IsValid()); ok {
+			e.Addr = to
+		}
+		e.BootID = bootevents.BootIDOf(resp.token)
+	}
+	return e
 }

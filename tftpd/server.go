@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/clock"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"path"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,6 +127,11 @@ type Server struct {
 	// ends, and once for every refused request (write, mode, name, missing file). It runs
 	// on the transfer's goroutine, or on the listening loop for refusals: it must not block.
 	OnTransfer func(Transfer)
+	// Events, if set, receives the same as OnTransfer as boot events (stage TFTP, the
+	// Outcome's word as the reason, the peer, the bytes and duration, the file's base name:
+	// never a directory, which may be a nonce). TFTP knows no MAC: a bootevents.Timeline
+	// finds the machine by the peer's address. Nil builds none.
+	Events bootevents.Sink
 	// Clock is the clock for Transfer.Start and Duration. Nil means [clock.Real].
 	Clock clock.Clock
 
@@ -695,6 +703,30 @@ func (s *Server) report(t Transfer) {
 	if s.OnTransfer != nil {
 		s.OnTransfer(t)
 	}
+	if s.Events != nil {
+		s.Events.Emit(eventOf(&t))
+	}
+}
+
+// eventOf is the boot event of a finished or refused transfer.
+func eventOf(t *Transfer) bootevents.Event {
+	e := bootevents.Event{
+		Time: t.Start, Stage: bootevents.StageTFTP, Outcome: bootevents.OutcomeFailed, Reason: string(t.Outcome),
+		Peer: t.Peer, Duration: t.Duration, Detail: path.Base(strings.ReplaceAll(t.Requested, "\\", "/")),
+	}
+	if t.Bytes > 0 {
+		e.Bytes = uint64(t.Bytes)
+	}
+	switch t.Outcome {
+	case OutcomeOK:
+		e.Outcome = bootevents.OutcomeOK
+	case OutcomeNotFound, OutcomeDenied, OutcomeRefused:
+		e.Outcome = bootevents.OutcomeRefused
+		if errors.Is(t.Err, ErrFenced) {
+			e.Reason = "fenced"
+		}
+	}
+	return e
 }
 
 // listener is one listening socket: it reads datagrams, admits read requests within the

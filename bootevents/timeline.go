@@ -1,0 +1,538 @@
+package bootevents
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/bettercompute/siteboot/clock"
+	"github.com/bettercompute/siteboot/hwid"
+)
+
+// Defaults used when the corresponding Config field is zero, and fixed bounds.
+const (
+	// DefaultMaxMachines bounds the machines a Timeline holds.
+	DefaultMaxMachines = 4096
+	// DefaultBootsPerMachine is how many of a machine's boots are kept, the newest.
+	DefaultBootsPerMachine = 3
+	// DefaultEventsPerBoot bounds a boot's events (console lines apart). When a boot has
+	// more, its first quarter is kept and the rest is the latest.
+	DefaultEventsPerBoot = 16
+	// DefaultLinesPerBoot bounds a boot's console lines; the latest are kept.
+	DefaultLinesPerBoot = 8
+	// DefaultBootGap is the silence after which a machine's next event begins a new boot.
+	DefaultBootGap = 3 * time.Minute
+	// MaxDetail is the longest Detail kept, in bytes; MaxLine the longest console line.
+	MaxDetail = 96
+	MaxLine   = 160
+	// MaxReason is the longest Reason kept; MaxReasons how many distinct reasons a
+	// Timeline keeps a copy of (each component has a few dozen at most); a reason beyond
+	// is kept as "other".
+	MaxReason  = 40
+	MaxReasons = 256
+	// IDsPerBoot is how many boot ids (nonces of one boot's DHCP answers) a boot is found
+	// by; AddrsPerMachine how many of a machine's addresses lead to it.
+	IDsPerBoot      = 4
+	AddrsPerMachine = 2
+)
+
+// Config is what a Timeline is built with.
+type Config struct {
+	// MaxMachines bounds the machines held. When a new machine needs room, the machine
+	// least recently heard of among those never answered gives way first (a flood of
+	// spoofed MACs pushes out only its own kind), then the least recently heard of.
+	// Default DefaultMaxMachines.
+	MaxMachines int
+	// BootsPerMachine is how many boots of each machine are kept. Default
+	// DefaultBootsPerMachine.
+	BootsPerMachine int
+	// EventsPerBoot bounds each boot's events. Default DefaultEventsPerBoot; at least 4.
+	EventsPerBoot int
+	// LinesPerBoot bounds each boot's console lines. Default DefaultLinesPerBoot.
+	LinesPerBoot int
+	// BootGap is the silence after which a machine's next event begins a new boot.
+	// Default DefaultBootGap.
+	BootGap time.Duration
+	// Clock stamps events that come without a Time. Default clock.Real.
+	Clock clock.Clock
+	// Resolve, if set, names the machine behind an address no event taught the Timeline
+	// (a host's neighbour table); consulted for events that carry no MAC.
+	Resolve func(netip.Addr) (hwid.MAC, bool)
+}
+
+// Validate reports settings that cannot work.
+func (c Config) Validate() error {
+	if c.MaxMachines < 0 || c.BootsPerMachine < 0 || c.EventsPerBoot < 0 || c.LinesPerBoot < 0 || c.BootGap < 0 {
+		return fmt.Errorf("%w: negative bound", ErrInvalid)
+	}
+	if c.EventsPerBoot > 0 && c.EventsPerBoot < 4 {
+		return fmt.Errorf("%w: EventsPerBoot %d is below 4", ErrInvalid, c.EventsPerBoot)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxMachines == 0 {
+		c.MaxMachines = DefaultMaxMachines
+	}
+	if c.BootsPerMachine == 0 {
+		c.BootsPerMachine = DefaultBootsPerMachine
+	}
+	if c.EventsPerBoot == 0 {
+		c.EventsPerBoot = DefaultEventsPerBoot
+	}
+	if c.LinesPerBoot == 0 {
+		c.LinesPerBoot = DefaultLinesPerBoot
+	}
+	if c.BootGap == 0 {
+		c.BootGap = DefaultBootGap
+	}
+	c.Clock = clock.Or(c.Clock)
+	return c
+}
+
+// MaxBytes is the most memory a Timeline with these settings holds once full, counting
+// every event and line at its longest, the indexes and the kept reasons; the figure the
+// flood test holds a Timeline to.
+func (c Config) MaxBytes() int {
+	c = c.withDefaults()
+	const mapEntry = 48 // a Go map's cost per entry, keys and values this size, with its slack
+	ev := int(unsafe.Sizeof(Event{}))
+	perBoot := int(unsafe.Sizeof(boot{})) + c.EventsPerBoot*(ev+MaxDetail) + c.LinesPerBoot*(ev+MaxLine) +
+		IDsPerBoot*(int(unsafe.Sizeof(BootID{}))+int(unsafe.Sizeof(&machine{}))+mapEntry)
+	perMachine := int(unsafe.Sizeof(machine{})) + c.BootsPerMachine*(perBoot+int(unsafe.Sizeof(&boot{}))) +
+		int(unsafe.Sizeof(hwid.MAC{})) + mapEntry + AddrsPerMachine*(int(unsafe.Sizeof(netip.Addr{}))+mapEntry+8)
+	return c.MaxMachines*perMachine + MaxReasons*(MaxReason+16+mapEntry)
+}
+
+// Timeline keeps the last boots of each machine, bounded (Config), and finds them by MAC
+// and by boot id. It is a Sink. Safe for concurrent use.
+type Timeline struct {
+	cfg Config
+
+	mu       sync.Mutex
+	machines map[hwid.MAC]*machine
+	byAddr   map[netip.Addr]*machine
+	byID     map[BootID]*machine
+	reasons  map[string]string
+	// two least-recently-heard lists: machines never answered, and the others.
+	quiet, heard list
+	stats        Stats
+}
+
+// Stats counts a Timeline's work.
+type Stats struct {
+	Events          uint64 // events kept
+	Unattributed    uint64 // events with no MAC whose address led to no machine
+	MachinesEvicted uint64 // machines pushed out to make room
+	BootsEvicted    uint64 // boots pushed out by a newer boot of the same machine
+	EventsDropped   uint64 // events pushed out of a full boot
+	LinesDropped    uint64 // console lines pushed out of a full boot
+	Machines        uint64 // gauge: machines held
+}
+
+type machine struct {
+	mac        hwid.MAC
+	addrs      [AddrsPerMachine]netip.Addr
+	boots      []*boot // oldest first
+	answered   bool
+	prev, next *machine
+}
+
+type boot struct {
+	ids           [IDsPerBoot]BootID
+	start, last   time.Time
+	events        []Event
+	lines         []Event
+	eventsDropped uint64
+	linesDropped  uint64
+	progressed    bool // an event past DHCP (TFTP, HTTP, ...) was seen
+}
+
+// list is an intrusive doubly linked list of machines, least recently heard first.
+type list struct{ head, tail *machine }
+
+func (l *list) remove(m *machine) {
+	if m.prev != nil {
+		m.prev.next = m.next
+	} else {
+		l.head = m.next
+	}
+	if m.next != nil {
+		m.next.prev = m.prev
+	} else {
+		l.tail = m.prev
+	}
+	m.prev, m.next = nil, nil
+}
+
+func (l *list) pushBack(m *machine) {
+	m.prev, m.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = m
+	} else {
+		l.head = m
+	}
+	l.tail = m
+}
+
+// NewTimeline returns an empty Timeline; the error is Validate's.
+func NewTimeline(c Config) (*Timeline, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &Timeline{
+		cfg:      c.withDefaults(),
+		machines: make(map[hwid.MAC]*machine),
+		byAddr:   make(map[netip.Addr]*machine),
+		byID:     make(map[BootID]*machine),
+		reasons:  make(map[string]string),
+	}, nil
+}
+
+// Config returns the Timeline's settings with their defaults filled in.
+func (t *Timeline) Config() Config { return t.cfg }
+
+// Stats returns a snapshot of the counters.
+func (t *Timeline) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.stats
+	s.Machines = uint64(len(t.machines))
+	return s
+}
+
+// Learn records that addr is mac's (the address a DHCP answer went to), so that events
+// and console lines naming only the address land in mac's timeline. It does nothing for
+// a machine the Timeline does not hold.
+func (t *Timeline) Learn(addr netip.Addr, mac hwid.MAC) {
+	addr = addr.Unmap().WithZone("")
+	if !addr.IsValid() || mac.IsZero() {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m := t.machines[mac]; m != nil {
+		t.learn(m, addr)
+	}
+}
+
+// MACOf returns the machine the Timeline knows addr to be, from the events it kept or
+// Learn.
+func (t *Timeline) MACOf(addr netip.Addr) (hwid.MAC, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m := t.byAddr[addr.Unmap().WithZone("")]; m != nil {
+		return m.mac, true
+	}
+	return hwid.MAC{}, false
+}
+
+func (t *Timeline) learn(m *machine, addr netip.Addr) {
+	if old := t.byAddr[addr]; old == m {
+		return
+	} else if old != nil {
+		for i, a := range old.addrs {
+			if a == addr {
+				old.addrs[i] = netip.Addr{}
+			}
+		}
+	}
+	// the newest address first; the oldest gives way
+	if last := m.addrs[len(m.addrs)-1]; last.IsValid() && t.byAddr[last] == m {
+		delete(t.byAddr, last)
+	}
+	copy(m.addrs[1:], m.addrs[:len(m.addrs)-1])
+	m.addrs[0] = addr
+	t.byAddr[addr] = m
+}
+
+// Emit records e. An event with no MAC is put in the timeline of the machine its Addr or
+// Peer's address is known to be (Learn, earlier events, Config.Resolve); one that leads
+// nowhere is counted (Stats.Unattributed) and dropped.
+func (t *Timeline) Emit(e Event) {
+	if e.Time.IsZero() {
+		e.Time = t.cfg.Clock.Now()
+	}
+	e.Addr = e.Addr.Unmap().WithZone("")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.find(&e)
+	if m == nil {
+		t.stats.Unattributed++
+		return
+	}
+	e.MAC = m.mac
+	e.Reason = t.reason(e.Reason)
+	if e.Stage == StageConsole {
+		e.Detail = strings.Clone(Printable(e.Detail, MaxLine))
+	} else {
+		e.Detail = strings.Clone(Printable(e.Detail, MaxDetail))
+	}
+	b := t.bootFor(m, &e)
+	t.appendTo(b, e)
+	if e.Addr.IsValid() {
+		t.learn(m, e.Addr)
+	}
+	// the machine was heard of: to the back of its list
+	if e.Outcome == OutcomeOK && !m.answered {
+		t.quiet.remove(m)
+		m.answered = true
+	} else {
+		t.listOf(m).remove(m)
+	}
+	t.listOf(m).pushBack(m)
+	t.stats.Events++
+}
+
+func (t *Timeline) listOf(m *machine) *list {
+	if m.answered {
+		return &t.heard
+	}
+	return &t.quiet
+}
+
+// find returns the machine of e, making room for it when it is new and has a MAC.
+func (t *Timeline) find(e *Event) *machine {
+	if !e.MAC.IsZero() {
+		if m := t.machines[e.MAC]; m != nil {
+			return m
+		}
+		if len(t.machines) >= t.cfg.MaxMachines {
+			t.evict()
+		}
+		m := &machine{mac: e.MAC}
+		t.machines[e.MAC] = m
+		t.quiet.pushBack(m)
+		return m
+	}
+	if !e.BootID.IsZero() {
+		if m := t.byID[e.BootID]; m != nil {
+			return m
+		}
+	}
+	for _, a := range [2]netip.Addr{e.Addr, e.Peer.Addr().Unmap().WithZone("")} {
+		if !a.IsValid() {
+			continue
+		}
+		if m := t.byAddr[a]; m != nil {
+			return m
+		}
+		if t.cfg.Resolve != nil {
+			if mac, ok := t.cfg.Resolve(a); ok && !mac.IsZero() {
+				if m := t.machines[mac]; m != nil {
+					return m
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (t *Timeline) evict() {
+	m := t.quiet.head
+	if m == nil {
+		m = t.heard.head
+	}
+	if m == nil {
+		return
+	}
+	t.listOf(m).remove(m)
+	for _, b := range m.boots {
+		t.dropIDs(m, b)
+	}
+	for _, a := range m.addrs {
+		if a.IsValid() && t.byAddr[a] == m {
+			delete(t.byAddr, a)
+		}
+	}
+	delete(t.machines, m.mac)
+	t.stats.MachinesEvicted++
+}
+
+func (t *Timeline) dropIDs(m *machine, b *boot) {
+	for _, id := range b.ids {
+		if !id.IsZero() && t.byID[id] == m {
+			delete(t.byID, id)
+		}
+	}
+}
+
+// reason returns the kept copy of r.
+func (t *Timeline) reason(r string) string {
+	if r == "" {
+		return ""
+	}
+	if k, ok := t.reasons[r]; ok {
+		return k
+	}
+	if len(t.reasons) >= MaxReasons {
+		return "other"
+	}
+	k := strings.Clone(Printable(r, MaxReason))
+	t.reasons[k] = k
+	t.reasons[r] = k // both spellings lead to the copy; at most twice MaxReasons keys
+	return k
+}
+
+// bootFor returns the boot e belongs to, beginning a new one where e starts one.
+func (t *Timeline) bootFor(m *machine, e *Event) *boot {
+	if !e.BootID.IsZero() && t.byID[e.BootID] == m {
+		for _, b := range slices.Backward(m.boots) {
+			if slices.Contains(b.ids[:], e.BootID) {
+				return b
+			}
+		}
+	}
+	var cur *boot
+	if n := len(m.boots); n > 0 {
+		cur = m.boots[n-1]
+	}
+	if cur == nil || e.Time.Sub(cur.last) > t.cfg.BootGap || (e.Stage.dhcp() && !e.IPXE && cur.progressed) {
+		cur = &boot{start: e.Time, events: make([]Event, 0, min(4, t.cfg.EventsPerBoot))}
+		if len(m.boots) >= t.cfg.BootsPerMachine {
+			t.dropIDs(m, m.boots[0])
+			m.boots[0] = nil
+			m.boots = slices.Delete(m.boots, 0, 1)
+			t.stats.BootsEvicted++
+		}
+		m.boots = append(m.boots, cur)
+	}
+	if !e.BootID.IsZero() && !slices.Contains(cur.ids[:], e.BootID) {
+		for i, id := range cur.ids {
+			if id.IsZero() {
+				cur.ids[i] = e.BootID
+				t.byID[e.BootID] = m
+				break
+			}
+		}
+	}
+	return cur
+}
+
+func (t *Timeline) appendTo(b *boot, e Event) {
+	if e.Time.After(b.last) {
+		b.last = e.Time
+	}
+	if e.Stage == StageConsole {
+		if len(b.lines) >= t.cfg.LinesPerBoot {
+			b.lines = slices.Delete(b.lines, 0, 1)
+			b.linesDropped++
+			t.stats.LinesDropped++
+		}
+		b.lines = append(b.lines, e)
+		return
+	}
+	if !e.Stage.dhcp() && e.Stage != StageBMC && e.Stage != StageFence {
+		b.progressed = true
+	}
+	if len(b.events) >= t.cfg.EventsPerBoot {
+		keep := t.cfg.EventsPerBoot / 4
+		b.events = slices.Delete(b.events, keep, keep+1)
+		b.eventsDropped++
+		t.stats.EventsDropped++
+	}
+	b.events = append(b.events, e)
+}
+
+// Machine is one machine's timeline, as a Timeline serves it (and as JSON).
+type Machine struct {
+	MAC   hwid.MAC     `json:"mac"`
+	Addrs []netip.Addr `json:"addrs,omitempty"`
+	// Answered is set once any component answered the machine.
+	Answered bool `json:"answered"`
+	// Boots are the last boots, oldest first.
+	Boots []Boot `json:"boots"`
+}
+
+// Boot is one boot of a machine: its events in the order they were kept.
+type Boot struct {
+	IDs           []BootID  `json:"boot_ids,omitempty"`
+	Start         time.Time `json:"start"`
+	Last          time.Time `json:"last"`
+	Events        []Event   `json:"events"`
+	EventsDropped uint64    `json:"events_dropped,omitempty"`
+	// Console holds the machine's own console lines (Stage StageConsole), the latest.
+	Console      []Line `json:"console,omitempty"`
+	LinesDropped uint64 `json:"lines_dropped,omitempty"`
+}
+
+// Line is a console line.
+type Line struct {
+	Time     time.Time      `json:"time"`
+	Peer     netip.AddrPort `json:"peer,omitzero"`
+	Severity string         `json:"severity,omitempty"`
+	Text     string         `json:"text"`
+}
+
+// Last returns the newest boot; ok is false when there is none.
+func (m Machine) Last() (Boot, bool) {
+	if len(m.Boots) == 0 {
+		return Boot{}, false
+	}
+	return m.Boots[len(m.Boots)-1], true
+}
+
+// Machine returns mac's timeline; ok is false when the Timeline holds no event of mac.
+func (t *Timeline) Machine(mac hwid.MAC) (Machine, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.machines[mac]
+	if m == nil {
+		return Machine{}, false
+	}
+	return m.snapshot(), true
+}
+
+// ByBootID returns the timeline of the machine whose boot id is id and the index of that
+// boot in its Boots; ok is false when no boot held has that id.
+func (t *Timeline) ByBootID(id BootID) (m Machine, boot int, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	mm := t.byID[id]
+	if id.IsZero() || mm == nil {
+		return Machine{}, 0, false
+	}
+	for i, b := range mm.boots {
+		if slices.Contains(b.ids[:], id) {
+			return mm.snapshot(), i, true
+		}
+	}
+	return Machine{}, 0, false
+}
+
+// Len returns the number of machines held.
+func (t *Timeline) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.machines)
+}
+
+func (m *machine) snapshot() Machine {
+	out := Machine{MAC: m.mac, Answered: m.answered, Boots: make([]Boot, 0, len(m.boots))}
+	for _, a := range m.addrs {
+		if a.IsValid() {
+			out.Addrs = append(out.Addrs, a)
+		}
+	}
+	for _, b := range m.boots {
+		ob := Boot{Start: b.start, Last: b.last, Events: slices.Clone(b.events), EventsDropped: b.eventsDropped, LinesDropped: b.linesDropped}
+		if ob.Events == nil {
+			ob.Events = []Event{}
+		}
+		for _, id := range b.ids {
+			if !id.IsZero() {
+				ob.IDs = append(ob.IDs, id)
+			}
+		}
+		for _, l := range b.lines {
+			ob.Console = append(ob.Console, Line{Time: l.Time, Peer: l.Peer, Severity: l.Reason, Text: l.Detail})
+		}
+		out.Boots = append(out.Boots, ob)
+	}
+	return out
+}

@@ -188,6 +188,22 @@ func (s *EntryStore) All() []ProxyDhcpEntry {
 	return list
 }
 
+// Sanboot returns the live entries that boot a cached ISO (SanbootSHA256 set), ordered by
+// MAC: what [SiteSection] needs on every report, without copying every entry.
+func (s *EntryStore) Sanboot() []ProxyDhcpEntry {
+	now := s.now()
+	s.mu.RLock()
+	var list []ProxyDhcpEntry
+	for _, p := range s.m {
+		if p.SanbootSHA256 != "" && now.Before(p.NotAfter) {
+			list = append(list, p.ProxyDhcpEntry)
+		}
+	}
+	s.mu.RUnlock()
+	sortByMAC(list)
+	return list
+}
+
 // Put adds or replaces entries and persists them. An invalid entry refuses the whole call
 // with an *EntryError, and nothing is written.
 func (s *EntryStore) Put(list ...ProxyDhcpEntry) error {

@@ -87,6 +87,9 @@ func TestEntryStoreRoundTrip(t *testing.T) {
 	if d := cmp.Diff(want, s2.All()); d != "" {
 		t.Fatalf("after reopen (-want +got):\n%s", d)
 	}
+	if d := cmp.Diff(want[2:3], s2.Sanboot()); d != "" {
+		t.Errorf("Sanboot (-want +got):\n%s", d)
+	}
 	p, ok := s2.LookupParsed(want[2].MAC)
 	if !ok || p.MachineUUID() != hwid.MustParseUUID(want[2].UUID) || p.PXEArch() != hwid.ArchBIOS {
 		t.Errorf("LookupParsed = %+v, %v; want the UUID and arch parsed", p, ok)

@@ -34,7 +34,7 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 	a.mu.Lock()
 	pinned := a.pinned
 	a.mu.Unlock()
-	section := sitelink.SiteSection(r.Images, pinned, a.entries.All())
+	section := sitelink.SiteSection(r.Images, pinned, a.entries.Sanboot())
 	r.Section = &section
 	r.Acked = a.applier.Acked()
 	r.BMC = a.bmc.dispatch.Pending()

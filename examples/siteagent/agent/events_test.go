@@ -68,7 +68,8 @@ func wantDiagnosis(t *testing.T, a *running, mac hwid.MAC, code string, words ..
 // says why each machine did or did not boot.
 func TestExplainEndpoint(t *testing.T) {
 	h := newHarness(t)
-	a, _ := h.start(t, h.config(t.TempDir()), h.plane.Link())
+	link := h.plane.Link()
+	a, _ := h.start(t, h.config(t.TempDir()), link)
 
 	if st, _ := explainMAC(t, a, "not-a-mac"); st != http.StatusBadRequest {
 		t.Errorf("a malformed MAC: status %d, want 400", st)
@@ -122,8 +123,7 @@ func TestExplainEndpoint(t *testing.T) {
 	// Fenced: the link cut until the fence's window passed.
 	fenced := entry(93, h.clk.Now().Add(2*time.Hour))
 	h.prepare(t, a, fenced)
-	h.plane.Link().SetCut(true)
-	defer h.plane.Link().SetCut(false)
+	link.SetCut(true)
 	h.clk.Advance(a.cfg.Lease.TTL - lease.DefaultMargin)
 	waitFor(t, "fenced", func() bool { return !a.Fence().Active })
 	if f := ipxeDHCP(a, fenced.MAC, iana.EFI_X86_64); f != "" {

@@ -104,7 +104,8 @@ func diagnose(b Boot, f Facts) Diagnosis {
 		case OutcomeRefused, OutcomeFailed:
 			// a component's generic word after the host's own reason for the same request
 			// ("declined" after "arch-mismatch", the script's "mismatch" after it, the
-			// script's "unbound" after the binding's "nonce-other-address") does not hide it
+			// script's "unbound" after the binding's "nonce-other-address"), or a DHCP
+			// message not for a proxy after a refusal, does not hide it
 			if last == nil || !generic(last, e) {
 				last = e
 			}
@@ -167,6 +168,8 @@ func generic(last, e *Event) bool {
 	switch e.Reason {
 	case "declined", "mismatch":
 		return last.Stage == e.Stage
+	case "ignored": // a message not for a proxy (the site's server's REQUEST) decides nothing
+		return last.Stage.dhcp() && e.Stage.dhcp()
 	case "unbound":
 		return last.Stage == StageBind && (e.Stage == StageScript || e.Stage == StageGRUB)
 	}

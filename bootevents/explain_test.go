@@ -51,6 +51,10 @@ func TestExplain(t *testing.T) {
 			{Stage: bootevents.StageScript, Outcome: refused, Reason: "mismatch"},
 		}, bootevents.Facts{Entry: true, EntryArch: hwid.ArchBIOS, HasEntryArch: true},
 			bootevents.DiagArchMismatch, "entry's arch BIOS, machine asked as x86-64 UEFI"},
+		{"the site's server's request ignored after unknown", []ev{
+			{Stage: bootevents.StageDHCPv4, Outcome: refused, Reason: "unknown"},
+			{Stage: bootevents.StageDHCPv4, Outcome: refused, Reason: "ignored"},
+		}, bootevents.Facts{}, bootevents.DiagUnknown, "unknown machine: it asked over DHCPv4 but has no boot entry here"},
 		{"4011 then no tftp", []ev{
 			{Stage: bootevents.StageDHCPv4, Outcome: ok},
 			{Stage: bootevents.StageBoot4011, Outcome: ok},

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
 
 	"github.com/bettercompute/siteboot/bootevents"
@@ -65,7 +66,8 @@ func wantDiagnosis(t *testing.T, a *running, mac hwid.MAC, code string, words ..
 }
 
 // TestExplainEndpoint (issue 39 item 3): GET /debug/machines/{mac} on the metrics listener
-// says why each machine did or did not boot.
+// says why each machine did or did not boot: unknown, an arch or a UUID mismatch (the
+// agent's own reasons), booted with its path, its nonce from another address, fenced.
 func TestExplainEndpoint(t *testing.T) {
 	h := newHarness(t)
 	link := h.plane.Link()
@@ -90,6 +92,17 @@ func TestExplainEndpoint(t *testing.T) {
 		t.Fatalf("proxy DHCP answered a BIOS machine whose entry is UEFI: %q", f)
 	}
 	wantDiagnosis(t, a, bios.MAC, bootevents.DiagArchMismatch, "entry's arch x86-64 UEFI", "BIOS")
+
+	// A machine whose SMBIOS UUID is not its entry's.
+	other := entry(95, h.clk.Now().Add(2*time.Hour))
+	other.UUID = "4c4c4544-0031-3510-8052-b4c04f4e4b32"
+	h.prepare(t, a, other)
+	sent := hwid.MustParseUUID("00000000-1111-2222-3333-444455556666")
+	if f, _ := askPXE(a, other.MAC, "PXEClient:Arch:00007:UNDI:003010", iana.EFI_X86_64,
+		dhcpv4.WithGeneric(dhcpv4.OptionClientMachineIdentifier, append([]byte{0}, sent[:]...))); f != "" {
+		t.Fatalf("proxy DHCP answered a machine whose UUID is not its entry's: %q", f)
+	}
+	wantDiagnosis(t, a, other.MAC, bootevents.DiagUUIDMismatch, "is not its entry's "+other.UUID)
 
 	// A good boot: DHCP as iPXE, then the script with its nonce: the path with its steps.
 	good := entry(92, h.clk.Now().Add(2*time.Hour))

@@ -17,11 +17,13 @@
 //
 // # Scenarios
 //
-//   - TestE2E_BIOS: SeaBIOS with QEMU's iPXE ROM, through proxy DHCP on port 67.
+//   - TestE2E_BIOS: SeaBIOS with QEMU's iPXE ROM, through proxy DHCP on port 67;
+//     `siteagent explain MAC` then prints "booted" and the path from DHCP to the assertion.
 //   - TestE2E_UEFIPXE: OVMF's EDK2 PXE, proxy DHCP on 67 and 4011, ipxe.efi over TFTP.
 //   - TestE2E_UEFIHTTP: OVMF's HTTP boot, ipxe.efi from /boot/files/.
 //   - TestE2E_Unknown: a machine without a boot entry gets no answer, is listed as
-//     discovered, and the firmware falls through.
+//     discovered, and the firmware falls through; `siteagent explain MAC` says it is
+//     unknown here.
 //   - TestE2E_Fenced: an agent whose lease another enrolled, connected agent holds is
 //     silent and its scripts answer 503.
 //   - TestE2E_TwoAgentsFailover: two agents on one segment, only the holder answers; then

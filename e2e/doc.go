@@ -25,7 +25,7 @@
 //     discovered, and the firmware falls through; `siteagent explain MAC` says it is
 //     unknown here.
 //   - TestE2E_Fenced: an agent whose lease another enrolled, connected agent holds is
-//     silent and its scripts answer 503.
+//     silent and its scripts answer 503; `siteagent explain MAC` says it is fenced.
 //   - TestE2E_TwoAgentsFailover: two agents on one segment, only the holder answers; then
 //     the holder is killed right after a machine's power-on and the standby boots it only
 //     after the lease expired, within bounds that follow from the lab's lease TTL, session

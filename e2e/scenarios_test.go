@@ -114,6 +114,12 @@ func TestE2E_Fenced(t *testing.T) {
 	if rec, _ := l.plane.LeaseRecord(context.Background(), siteID); rec.Holder != "agent-holder" {
 		t.Errorf("lease %v, want agent-holder's throughout", rec)
 	}
+	// Why didn't it boot? (issue 39): the agent's explain says it is fenced.
+	if code, out := a.explain(t, m.mac); code != 0 || !strings.Contains(out, "fenced: this agent does not hold the boot lease") {
+		t.Errorf("siteagent explain %s: exit %d, want 0 and fenced\n%s", m.mac, code, out)
+	} else {
+		t.Logf("siteagent explain %s:\n%s", m.mac, out)
+	}
 }
 
 // TestE2E_TwoAgentsFailover: two agents on one segment with entries for the same machines.

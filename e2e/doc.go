@@ -39,7 +39,8 @@
 //   - TestE2E_RelayUnknown: an unknown machine behind the relay is listed as discovered
 //     with the relay's address.
 //   - TestE2E_UUIDMismatch: a machine whose option 97 is not its entry's UUID (in any
-//     spelling) gets no answer, counted under a reason of its own.
+//     spelling) gets no answer, counted under a reason of its own; `siteagent explain MAC`
+//     names both UUIDs.
 //   - TestE2E_UUIDSpellingsBIOS, TestE2E_UUIDSpellingsUEFIPXE: three machines whose UUIDs
 //     QEMU gives as SMBIOS type 1 fields (-smbios type=1,uuid=), each with an entry holding
 //     its UUID in one of the three spellings (as given, SMBIOS order, reversed as IPMI

@@ -103,8 +103,10 @@ func diagnose(b Boot, f Facts) Diagnosis {
 		switch e.Outcome {
 		case OutcomeRefused, OutcomeFailed:
 			// a component's generic word after the host's own reason for the same request
-			// ("declined" after "arch-mismatch") does not hide it
-			if last == nil || e.Reason != "declined" || last.Stage != e.Stage {
+			// ("declined" after "arch-mismatch", the script's "mismatch" after it, the
+			// script's "unbound" after the binding's "nonce-other-address"), or a DHCP
+			// message not for a proxy after a refusal, does not hide it
+			if last == nil || !generic(last, e) {
 				last = e
 			}
 		case OutcomeOK:
@@ -159,6 +161,19 @@ func diagnose(b Boot, f Facts) Diagnosis {
 		return Diagnosis{Code: DiagNoScript, Line: "the boot file " + quoteOr(tftpFile) + " went out over TFTP but no script request followed: check the machine's console and that it reaches this agent's HTTP port"}
 	}
 	return Diagnosis{Code: DiagInProgress, Line: "in progress: " + summary(b)}
+}
+
+// generic says e is a component's generic word for the refusal last already named.
+func generic(last, e *Event) bool {
+	switch e.Reason {
+	case "declined", "mismatch":
+		return last.Stage == e.Stage
+	case "ignored": // a message not for a proxy (the site's server's REQUEST) decides nothing
+		return last.Stage.dhcp() && e.Stage.dhcp()
+	case "unbound":
+		return last.Stage == StageBind && (e.Stage == StageScript || e.Stage == StageGRUB)
+	}
+	return false
 }
 
 func refusal(e *Event, f Facts) Diagnosis {

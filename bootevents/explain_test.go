@@ -41,6 +41,20 @@ func TestExplain(t *testing.T) {
 			{Stage: bootevents.StageDHCPv4, Outcome: ok, IPXE: true},
 			{Stage: bootevents.StageBind, Outcome: refused, Reason: "nonce-other-address", Peer: netip.MustParseAddrPort("192.0.2.77:40000")},
 		}, bootevents.Facts{Entry: true}, bootevents.DiagNonceOtherAddress, "script refused: the nonce was presented from 192.0.2.77, another address"},
+		{"the script's unbound after the binding's reason", []ev{
+			{Stage: bootevents.StageDHCPv4, Outcome: ok, IPXE: true},
+			{Stage: bootevents.StageBind, Outcome: refused, Reason: "nonce-other-address", Peer: netip.MustParseAddrPort("192.0.2.77:40000")},
+			{Stage: bootevents.StageScript, Outcome: refused, Reason: "unbound", Peer: netip.MustParseAddrPort("192.0.2.77:40000")},
+		}, bootevents.Facts{Entry: true}, bootevents.DiagNonceOtherAddress, "the nonce was presented from 192.0.2.77, another address"},
+		{"the script's mismatch after the host's reason", []ev{
+			{Stage: bootevents.StageScript, Outcome: refused, Reason: "arch-mismatch", Arch: hwid.ArchX86_64EFI, HasArch: true},
+			{Stage: bootevents.StageScript, Outcome: refused, Reason: "mismatch"},
+		}, bootevents.Facts{Entry: true, EntryArch: hwid.ArchBIOS, HasEntryArch: true},
+			bootevents.DiagArchMismatch, "entry's arch BIOS, machine asked as x86-64 UEFI"},
+		{"the site's server's request ignored after unknown", []ev{
+			{Stage: bootevents.StageDHCPv4, Outcome: refused, Reason: "unknown"},
+			{Stage: bootevents.StageDHCPv4, Outcome: refused, Reason: "ignored"},
+		}, bootevents.Facts{}, bootevents.DiagUnknown, "unknown machine: it asked over DHCPv4 but has no boot entry here"},
 		{"4011 then no tftp", []ev{
 			{Stage: bootevents.StageDHCPv4, Outcome: ok},
 			{Stage: bootevents.StageBoot4011, Outcome: ok},

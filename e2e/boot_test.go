@@ -45,11 +45,22 @@ func (l *lab) bootChecked(a *labAgent, m *machine, arch string) []string {
 // script and the machine's script, and the kernel and initrd from the agent's cache.
 func TestE2E_BIOS(t *testing.T) {
 	t.Parallel()
-	_, a, _ := bootOne(t, fwBIOS, 1, sitelink.ArchBIOS)
+	_, a, m := bootOne(t, fwBIOS, 1, sitelink.ArchBIOS)
 	after := a.metrics()
 	if n := after.sum("siteboot_proxydhcp_answered_total", `port="67"`); n < 1 {
 		t.Errorf("proxy DHCP answered %v requests on port 67", n)
 	}
+	// The good boot's path with timings (issue 39): DHCP to the script and its assertion.
+	code, out := a.explain(t, m.mac)
+	if code != 0 || !strings.Contains(out, ": booted: DHCP to assertion in") {
+		t.Errorf("siteagent explain %s: exit %d, want 0 and a boot to the assertion\n%s", m.mac, code, out)
+	}
+	for _, step := range []string{" dhcpv4 ", " script ", " assertion "} {
+		if !strings.Contains(out, step) {
+			t.Errorf("siteagent explain %s: no %q step in the path\n%s", m.mac, strings.TrimSpace(step), out)
+		}
+	}
+	t.Logf("siteagent explain %s:\n%s", m.mac, out)
 }
 
 // TestE2E_UEFIPXE: OVMF's own EDK2 PXE gets its address from dnsmasq and the boot server

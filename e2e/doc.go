@@ -17,13 +17,15 @@
 //
 // # Scenarios
 //
-//   - TestE2E_BIOS: SeaBIOS with QEMU's iPXE ROM, through proxy DHCP on port 67.
+//   - TestE2E_BIOS: SeaBIOS with QEMU's iPXE ROM, through proxy DHCP on port 67;
+//     `siteagent explain MAC` then prints "booted" and the path from DHCP to the assertion.
 //   - TestE2E_UEFIPXE: OVMF's EDK2 PXE, proxy DHCP on 67 and 4011, ipxe.efi over TFTP.
 //   - TestE2E_UEFIHTTP: OVMF's HTTP boot, ipxe.efi from /boot/files/.
 //   - TestE2E_Unknown: a machine without a boot entry gets no answer, is listed as
-//     discovered, and the firmware falls through.
+//     discovered, and the firmware falls through; `siteagent explain MAC` says it is
+//     unknown here.
 //   - TestE2E_Fenced: an agent whose lease another enrolled, connected agent holds is
-//     silent and its scripts answer 503.
+//     silent and its scripts answer 503; `siteagent explain MAC` says it is fenced.
 //   - TestE2E_TwoAgentsFailover: two agents on one segment, only the holder answers; then
 //     the holder is killed right after a machine's power-on and the standby boots it only
 //     after the lease expired, within bounds that follow from the lab's lease TTL, session
@@ -37,7 +39,8 @@
 //   - TestE2E_RelayUnknown: an unknown machine behind the relay is listed as discovered
 //     with the relay's address.
 //   - TestE2E_UUIDMismatch: a machine whose option 97 is not its entry's UUID (in any
-//     spelling) gets no answer, counted under a reason of its own.
+//     spelling) gets no answer, counted under a reason of its own; `siteagent explain MAC`
+//     names both UUIDs.
 //   - TestE2E_UUIDSpellingsBIOS, TestE2E_UUIDSpellingsUEFIPXE: three machines whose UUIDs
 //     QEMU gives as SMBIOS type 1 fields (-smbios type=1,uuid=), each with an entry holding
 //     its UUID in one of the three spellings (as given, SMBIOS order, reversed as IPMI

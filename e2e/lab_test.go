@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,6 +25,7 @@ import (
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
+	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/internal/testpeer"
 	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
@@ -496,6 +498,22 @@ func get(ns *testpeer.Netns, u string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, string(b)
+}
+
+// explain runs "siteagent explain MAC" in the agent's namespace (its metrics listener's
+// default address, 127.0.0.1:9464) and returns its exit status and output.
+func (a *labAgent) explain(t *testing.T, mac hwid.MAC) (int, string) {
+	t.Helper()
+	out, err := a.host.Netns.Command(siteagentBinary(t), "explain", mac.String()).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	}
+	t.Fatalf("siteagent explain: %v\n%s", err, out)
+	return 0, ""
 }
 
 // metrics are an agent's Prometheus metrics, by series ("name{labels}" or "name").

@@ -9,6 +9,7 @@
 //
 //	siteagent -config /etc/siteagent/config.toml
 //	siteagent -check /etc/siteagent/config.toml   # validate and exit
+//	siteagent explain [-metrics 127.0.0.1:9464 | -config FILE] MAC   # why didn't it boot?
 //
 // The file is TOML (see package configfile for its keys, agent.Config for what they mean);
 // testdata/example.toml is a complete example. The link to the control plane is mutual TLS
@@ -32,6 +33,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "explain" {
+		os.Exit(explain(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	configPath := flag.String("config", "", "the agent's TOML config file")
 	check := flag.String("check", "", "validate this config file and exit")
 	flag.Parse()

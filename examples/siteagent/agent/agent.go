@@ -22,6 +22,7 @@ import (
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/bootserver"
 	siteclock "github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/connlimit"
@@ -34,6 +35,7 @@ import (
 	"github.com/bettercompute/siteboot/secureboot"
 	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
+	"github.com/bettercompute/siteboot/syslogd"
 	"github.com/bettercompute/siteboot/tftpd"
 	"github.com/bettercompute/siteboot/udpbind"
 )
@@ -102,10 +104,13 @@ type Agent struct {
 	boot    *ipxe.Handler      // srv's IPv4 boot handler
 	root    *os.Root           // Boot.TFTPRoot: the iPXE builds; nil when unset
 	metrics *http.Server
+	events  *bootevents.Timeline // every component's events about each machine (events.go)
+	syslog  *syslogd.Server      // machines' consoles into events; nil when off
 
 	// Sockets bound by New (or handed in), served by Run.
 	dhcpConn, pxeConn, tftpConn net.PacketConn
 	httpLn, metricsLn           net.Listener
+	syslogConn                  net.PacketConn
 
 	mismatches mismatches
 	beat       sitelink.Heartbeat // syncOnce every Control.Heartbeat, or sooner when woken
@@ -158,6 +163,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	c := &a.cfg
 
 	a.sweepTemps()
+	if err := a.setupEvents(); err != nil {
+		return nil, err
+	}
 	if a.silent, err = discovery.NewSilent(discovery.SilentConfig{Window: a.nonceWindow(), Max: maxSilentWatch, Clock: clock}); err != nil {
 		return nil, err
 	}
@@ -199,6 +207,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		AllowedSourceNetworks: c.Boot.AllowedSourceNetworks,
 		ManagementNetworks:    c.Boot.ManagementNetworks,
 		Fence:                 a.fence,
+		Events:                a.events,
 		Clock:                 clock,
 		Logger:                log.With("component", "imagecache"),
 	}); err != nil {
@@ -328,7 +337,7 @@ func (a *Agent) closeRoot() {
 
 func (a *Agent) closeSockets() {
 	a.close6()
-	for _, c := range []net.PacketConn{a.dhcpConn, a.pxeConn, a.tftpConn} {
+	for _, c := range []net.PacketConn{a.dhcpConn, a.pxeConn, a.tftpConn, a.syslogConn} {
 		if c != nil {
 			c.Close()
 		}
@@ -351,7 +360,7 @@ func (a *Agent) httpPort() int {
 }
 
 // Addrs are the addresses the agent's sockets are bound to, by name (dhcp, pxe, tftp, http,
-// metrics); a host that asked for port 0 reads the ports here.
+// metrics, syslog); a host that asked for port 0 reads the ports here.
 func (a *Agent) Addrs() map[string]string {
 	m := map[string]string{"http": a.httpLn.Addr().String()}
 	if a.dhcpConn != nil {
@@ -362,6 +371,9 @@ func (a *Agent) Addrs() map[string]string {
 	}
 	if a.metricsLn != nil {
 		m["metrics"] = a.metricsLn.Addr().String()
+	}
+	if a.syslogConn != nil {
+		m["syslog"] = a.syslogConn.LocalAddr().String()
 	}
 	a.addrs6(m)
 	return m
@@ -403,6 +415,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		})
 	}
+	if a.syslog != nil {
+		g.Go(a.serveSyslog)
+	}
 	g.Go(func() error { return a.beat.Run(gctx) })
 	g.Go(func() error { return a.applier.Run(gctx) })
 	if a.nonces != nil {
@@ -438,6 +453,9 @@ func (a *Agent) stop() {
 	if a.metrics != nil {
 		servers = append(servers, a.metrics)
 	}
+	if a.syslog != nil {
+		servers = append(servers, a.syslog)
+	}
 	var wg sync.WaitGroup
 	for _, s := range servers {
 		wg.Go(func() { s.Shutdown(ctx) })
@@ -466,6 +484,7 @@ func (a *Agent) serveDHCP(ctx context.Context, req *proxydhcp.Request) proxydhcp
 	}
 	if m := r.Match(req.Arch, req.HasArch, uuid); m != sitelink.NoMismatch {
 		a.mismatches.dhcp[m].Add(1)
+		a.mismatchEvent(dhcpEvent(req), m)
 		a.log.Warn("proxy dhcp: machine does not match its boot entry; silence", "mac", req.MAC.String(),
 			"reason", m.String(), "arch", req.Arch.String(), "entry_arch", r.Arch)
 		return proxydhcp.Silence(proxydhcp.ReasonDeclined)

@@ -54,7 +54,7 @@ func (a *Agent) bootServer() error {
 	}
 	c := bootserver.Config{
 		Fence: a.fence, BaseURL: a.httpBase, BaseURL6: a.v6.httpBase, Boot: boot,
-		Issuer: a.issuer, Cache: a.cache, CacheURL: b.CacheURL,
+		Issuer: a.issuer, Cache: a.cache, CacheURL: b.CacheURL, Events: a.events,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	if a.dhcp != nil {
@@ -120,6 +120,7 @@ func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, 
 	}
 	if m := r.Match(q.Arch, q.HasArch, q.UUID); m != sitelink.NoMismatch {
 		a.mismatches.http[m].Add(1)
+		a.mismatchEvent(scriptEvent(q), m)
 		return ipxe.Entry{}, false, fmt.Errorf("%w: %s (entry arch %s)", ipxe.ErrMismatch, m, r.Arch)
 	}
 	if a.nonces == nil {

@@ -51,6 +51,10 @@ type BootConfig struct {
 	// "" means http://ServerIP[:port], the port the HTTP listener got (HTTPListen's, or
 	// that of the listener the host handed in). A port of 0 is replaced by that port.
 	HTTPBase string
+	// SyslogListen, if set, is the UDP address where the agent receives machines' own
+	// console (iPXE's syslog output) into their boot timeline (package syslogd; 514 is
+	// syslog's port). Zero, the default: off.
+	SyslogListen netip.AddrPort
 
 	Kernel  Image  // the site's ramdisk kernel, served from the cache; required
 	Initrd  Image  // the site's ramdisk initrd, served from the cache; required

@@ -76,6 +76,7 @@ func (a *Agent) metricsHandler() http.Handler {
 	reg.MustRegister(agentCollector{a})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /debug/machines/{mac}", a.serveMachine)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		last := a.beat.Stats().Last

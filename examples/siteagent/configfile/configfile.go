@@ -99,6 +99,7 @@ type file struct {
 		TFTPQueueWait    string            `toml:"tftp_queue_wait"`
 		HTTPListen       string            `toml:"http_listen"`
 		HTTPBase         string            `toml:"http_base"`
+		SyslogListen     string            `toml:"syslog_listen"`
 		Kernel           image             `toml:"kernel"`
 		Initrd           image             `toml:"initrd"`
 		Cmdline          string            `toml:"cmdline"`
@@ -156,7 +157,7 @@ var keys = map[string]string{
 	"Boot.ServerIP": "boot.server_ip", "Boot.TFTPRoot": "boot.tftp_root",
 	"Boot.TFTPLimits.MaxTransfers": "boot.tftp_max_transfers", "Boot.TFTPLimits.MaxPerSource": "boot.tftp_max_per_source",
 	"Boot.TFTPLimits.MaxWindow": "boot.tftp_max_window", "Boot.TFTPLimits.FirstRetries": "boot.tftp_first_retries",
-	"Boot.TFTPLimits.EvictAfter": "boot.tftp_evict_after", "Boot.TFTPLimits.FirstWait": "boot.tftp_first_wait", "Boot.HTTPBase": "boot.http_base",
+	"Boot.TFTPLimits.EvictAfter": "boot.tftp_evict_after", "Boot.TFTPLimits.FirstWait": "boot.tftp_first_wait", "Boot.HTTPBase": "boot.http_base", "Boot.SyslogListen": "boot.syslog_listen",
 	"Boot.TFTPLimits.MaxQueued": "boot.tftp_max_queued", "Boot.TFTPLimits.QueueWait": "boot.tftp_queue_wait",
 	"Boot.Kernel": "boot.kernel", "Boot.Initrd": "boot.initrd",
 	"Boot.Cmdline": "boot.cmdline", "Boot.CacheURL": "boot.cache_url", "Boot.CacheMaxBytes": "boot.cache_max_bytes",
@@ -261,6 +262,7 @@ func (f *file) toConfig() (*File, error) {
 		{"boot.dhcp_listen", fb.DHCPListen, &b.DHCPListen}, {"boot.pxe_listen", fb.PXEListen, &b.PXEListen},
 		{"boot.tftp_listen", fb.TFTPListen, &b.TFTPListen}, {"boot.http_listen", fb.HTTPListen, &b.HTTPListen},
 		{"boot.dhcpv6_listen", fb.DHCPv6Listen, &b.DHCPv6Listen}, {"boot.pxe_listen6", fb.PXEListen6, &b.PXEListen6},
+		{"boot.syslog_listen", fb.SyslogListen, &b.SyslogListen},
 	} {
 		if err := addrPort(l.key, l.in, l.out); err != nil {
 			return nil, err

@@ -1,0 +1,103 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+
+	"github.com/bettercompute/siteboot/bootevents"
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/ipxe"
+	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/bettercompute/siteboot/sitelink"
+	"github.com/bettercompute/siteboot/syslogd"
+)
+
+// setupEvents builds the agent's one boot timeline (bootevents' default bounds) and, with
+// Boot.SyslogListen, the syslog receiver that puts machines' consoles into it.
+func (a *Agent) setupEvents() (err error) {
+	if a.events, err = bootevents.NewTimeline(bootevents.Config{Clock: a.clock}); err != nil {
+		return err
+	}
+	if l := a.cfg.Boot.SyslogListen; l.IsValid() {
+		if a.syslogConn, err = net.ListenPacket(a.cfg.listenNetwork("udp", l)); err != nil {
+			return err
+		}
+		a.syslog = &syslogd.Server{Sink: a.events, Resolve: a.events, Logger: a.log.With("component", "syslogd")}
+	}
+	return nil
+}
+
+// Events is the agent's boot timeline: every component's events about each machine.
+func (a *Agent) Events() *bootevents.Timeline { return a.events }
+
+// mismatchEvent records the agent's own refusal of a machine that is not its entry's,
+// which the component that stays silent only knows as "declined" (or a mismatch).
+func (a *Agent) mismatchEvent(e bootevents.Event, m sitelink.Mismatch) {
+	e.Time, e.Outcome, e.Reason = a.clock.Now(), bootevents.OutcomeRefused, m.String()
+	a.events.Emit(e)
+}
+
+func dhcpEvent(req *proxydhcp.Request) bootevents.Event {
+	e := bootevents.Event{MAC: req.MAC, Stage: bootevents.StageDHCPv4, Peer: req.Source, Arch: req.Arch, HasArch: req.HasArch,
+		UUID: req.UUID, HasUUID: req.HasUUID, IPXE: req.IPXE, Addr: req.ClientIP}
+	switch {
+	case req.Port == proxydhcp.PortBoot:
+		e.Stage = bootevents.StageBoot4011
+	case req.IPv6:
+		e.Stage = bootevents.StageDHCPv6
+	}
+	return e
+}
+
+func scriptEvent(q ipxe.Query) bootevents.Event {
+	return bootevents.Event{MAC: q.MAC, Stage: bootevents.StageScript, Arch: q.Arch, HasArch: q.HasArch,
+		UUID: q.UUID, HasUUID: q.UUID != hwid.UUID{}, Addr: q.Remote}
+}
+
+// machineReport is GET /debug/machines/{mac}: the machine's timeline and its diagnosis.
+type machineReport struct {
+	Machine   *bootevents.Machine  `json:"machine"`
+	Diagnosis bootevents.Diagnosis `json:"diagnosis"`
+}
+
+// serveMachine answers GET /debug/machines/{mac} on the metrics listener: 400 for a
+// malformed MAC, 404 (with the diagnosis) for a MAC never seen.
+func (a *Agent) serveMachine(w http.ResponseWriter, r *http.Request) {
+	mac, err := hwid.ParseMAC(r.PathValue("mac"))
+	if err != nil {
+		http.Error(w, "malformed MAC", http.StatusBadRequest)
+		return
+	}
+	m, ok := a.events.Machine(mac)
+	rep := machineReport{Diagnosis: bootevents.Explain(m, ok, a.facts(mac))}
+	if ok {
+		rep.Machine = &m
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !ok {
+		w.WriteHeader(http.StatusNotFound)
+	}
+	json.NewEncoder(w).Encode(rep)
+}
+
+// facts are what the agent knows of mac besides its timeline: its entry, the fence.
+func (a *Agent) facts(mac hwid.MAC) bootevents.Facts {
+	fs := a.fence.State()
+	f := bootevents.Facts{FenceEpoch: fs.Epoch, FenceActive: fs.Active}
+	if r, ok := a.entries.LookupParsed(mac); ok {
+		f.Entry = true
+		f.EntryArch, f.HasEntryArch = sitelink.EntryArch(r.Arch)
+		f.EntryUUID, f.HasEntryUUID = r.MachineUUID(), r.UUID != ""
+	}
+	return f
+}
+
+// serveSyslog runs the syslog receiver until stop; nil when it is off.
+func (a *Agent) serveSyslog() error {
+	if err := a.syslog.Serve(a.syslogConn); !errors.Is(err, syslogd.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -201,6 +201,13 @@
 //	GRUB config name by version                  Ironic release note (GRUB config name)  secureboot TestQuirk_GRUBConfigNameByVersion
 //	  (grub.cfg-01-MAC, MAC.conf)
 //
+// Not yet shown with real firmware: OVMF moving on to its next Boot#### entry after the
+// exit script (Debian's iPXE build returns success to the firmware whatever a chained
+// script exits with, so this needs an iPXE built from newer source); the site's DHCP
+// server answering first, and option 60 PXEClient without option 43 (no e2e run yet). A
+// GRUB configuration that gives up is still answered 404. An entry with a UUID and a
+// machine without option 97 is answered without saying so in the decision.
+//
 // [Server.ReplyDelay] holds back the replies to the architectures it lists: for firmware
 // that ignores an instant answer, and for a site whose own DHCP server must answer first.
 //

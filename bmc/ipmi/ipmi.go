@@ -670,13 +670,9 @@ func (d *Driver) RotatePassword(ctx context.Context, username, newPassword strin
 		return d.opErr("rotate-password", bmc.ErrInvalid, "a user name and a password of 1 to 20 bytes are required", nil)
 	}
 	err := d.call(ctx, "rotate-password", func(c *client.Client) error {
-		acc, err := c.GetUserAccess(ctx, types.ChannelNumberSelf, 1)
+		_, maxID, err := userSlots(ctx, c)
 		if err != nil {
 			return err
-		}
-		maxID := int(acc.MaxUsersIDCount)
-		if maxID == 0 || maxID > 63 {
-			maxID = 63
 		}
 		for id := 2; id <= maxID; id++ { // user 1 is the anonymous user
 			u, err := c.GetUsername(ctx, uint8(id))

@@ -54,13 +54,9 @@ func (d *Driver) AddUser(ctx context.Context, username, password string, priv Pr
 	}
 	var id uint8
 	err := d.call(ctx, "add-user", func(c *client.Client) error {
-		acc, err := c.GetUserAccess(ctx, types.ChannelNumberSelf, 1)
+		acc, maxID, err := userSlots(ctx, c)
 		if err != nil {
 			return err
-		}
-		maxID := int(acc.MaxUsersIDCount)
-		if maxID == 0 || maxID > 63 {
-			maxID = 63
 		}
 		first := max(2, int(acc.FixedNameUseIDsCount)+1)
 		for n := first; n <= maxID && id == 0; n++ {
@@ -128,4 +124,18 @@ func (d *Driver) setUp(ctx context.Context, c *client.Client, id uint8, username
 		}
 	}
 	return nil
+}
+
+// userSlots reads the channel's user access: the highest user id the BMC has (63 where it
+// reports none or more than IPMI allows), and the rest of what it says.
+func userSlots(ctx context.Context, c *client.Client) (*app.GetUserAccessResponse, int, error) {
+	acc, err := c.GetUserAccess(ctx, types.ChannelNumberSelf, 1)
+	if err != nil {
+		return nil, 0, err
+	}
+	maxID := int(acc.MaxUsersIDCount)
+	if maxID == 0 || maxID > 63 {
+		maxID = 63
+	}
+	return acc, maxID, nil
 }

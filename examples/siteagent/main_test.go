@@ -67,29 +67,7 @@ func TestSIGTERMDrains(t *testing.T) {
 	bin := buildAgent(t)
 	dir := t.TempDir()
 	metrics := fmt.Sprintf("127.0.0.1:%d", testpeer.FreePort(t, "tcp"))
-	cfg := fmt.Sprintf(`
-site_id = "site-t"
-node_id = "agent-t"
-data_dir = %q
-[boot]
-proxy_dhcp = true
-dhcp_listen = "127.0.0.1:0"
-pxe_listen = "127.0.0.1:0"
-server_ip = "127.0.0.1"
-http_listen = "127.0.0.1:0"
-[boot.kernel]
-url = "http://127.0.0.1:9/vmlinuz"
-sha256 = "5fac891e7346c6a6820ab4ff0de1954eb4ba76de1f034545d8bcaf128bdbe80f"
-[boot.initrd]
-url = "http://127.0.0.1:9/initrd"
-sha256 = "0128042d64cad309383b4779ec4290792b54daa97158e4c6126a57d2260042fe"
-[control]
-url = "http://127.0.0.1:9"
-insecure = true
-heartbeat = "200ms"
-[metrics]
-listen = %q
-`, filepath.Join(dir, "data"), metrics)
+	cfg := fencedConfig(dir, "127.0.0.1:0", metrics)
 	path := filepath.Join(dir, "agent.toml")
 	os.WriteFile(path, []byte(cfg), 0o644)
 	p := testpeer.Start(t, testpeer.Cmd{Path: bin, Args: []string{"-config", path}, ReadyTCP: metrics})
@@ -123,4 +101,32 @@ listen = %q
 	if !strings.Contains(p.Output(), "level=WARN msg=\"control link is plain http") {
 		t.Errorf("no warning at start about the plain http link:\n%s", p.Output())
 	}
+}
+
+// fencedConfig is an agent's config with proxy DHCP on loopback (port 4011 at pxe), metrics
+// at metrics, and a control plane nobody answers: the agent runs, fenced.
+func fencedConfig(dir, pxe, metrics string) string {
+	return fmt.Sprintf(`
+site_id = "site-t"
+node_id = "agent-t"
+data_dir = %q
+[boot]
+proxy_dhcp = true
+dhcp_listen = "127.0.0.1:0"
+pxe_listen = %q
+server_ip = "127.0.0.1"
+http_listen = "127.0.0.1:0"
+[boot.kernel]
+url = "http://127.0.0.1:9/vmlinuz"
+sha256 = "5fac891e7346c6a6820ab4ff0de1954eb4ba76de1f034545d8bcaf128bdbe80f"
+[boot.initrd]
+url = "http://127.0.0.1:9/initrd"
+sha256 = "0128042d64cad309383b4779ec4290792b54daa97158e4c6126a57d2260042fe"
+[control]
+url = "http://127.0.0.1:9"
+insecure = true
+heartbeat = "200ms"
+[metrics]
+listen = %q
+`, filepath.Join(dir, "data"), pxe, metrics)
 }

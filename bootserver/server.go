@@ -21,6 +21,7 @@ import (
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/internal/errname"
 	"github.com/bettercompute/siteboot/ipxe"
+	"github.com/bettercompute/siteboot/metric"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/secureboot"
 	"github.com/bettercompute/siteboot/tftpd"
@@ -677,4 +678,17 @@ func (s *Server) Stats() Stats {
 		st.Cache = s.cfg.Cache.Stats()
 	}
 	return st
+}
+
+var famUnbound = metric.Family{Name: "boot_unbound_total",
+	Help: "Script requests refused any secret for not being bound to this agent's DHCP answer to the machine, by reason.", Labels: []string{"reason"}}
+
+// Samples lists the refusals under the names of package metric's convention:
+// boot_unbound_total{reason}, one per bootbind.Refusals.
+func (b BindStats) Samples() []metric.Sample {
+	out := make([]metric.Sample, 0, 8)
+	for _, r := range bootbind.Refusals() {
+		out = append(out, famUnbound.Sample(b.Of(r), r.String()))
+	}
+	return out
 }

@@ -12,6 +12,9 @@ type Stats struct {
 	AnswersHTTP uint64 // proxy DHCP answers naming the RAM disk of UEFI HTTP boot
 	// Proxy DHCP answers refused, by reason (RefusedArch, RefusedIPv6, RefusedError).
 	RefusedArch, RefusedIPv6, RefusedError uint64
+	// Unavailable is the host's own count of Secure Boot machines it stayed silent to for
+	// want of a Chain ([RefusedUnavailable]); a Chain never counts it.
+	Unavailable uint64
 
 	NonceFetches uint64 // files fetched over TFTP under a machine's nonce by its owner
 	OtherAddress uint64 // fetches under a machine's nonce from another address than its owner's

@@ -129,13 +129,6 @@ func (b *bmcPart) close() {
 	b.journal.Close()
 }
 
-// journalDamaged reports whether the BMC journal is damaged (and refuses destructive
-// operations).
-func (b *bmcPart) journalDamaged() bool {
-	_, ok := b.journal.Damage()
-	return ok
-}
-
 // bmcCacheBase is where BMCs reach the image cache: BMC.CacheURL, else the machines' cache
 // URL.
 func (a *Agent) bmcCacheBase() string {

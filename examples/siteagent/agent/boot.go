@@ -154,12 +154,3 @@ func (a *Agent) cacheBase() string {
 	}
 	return a.httpBase + "/cache"
 }
-
-// bootStats sums the counters of the boot handlers (IPv4 and IPv6).
-func (a *Agent) bootStats() ipxe.Stats {
-	s := a.boot.Stats()
-	if h6 := a.srv.Boot6(); h6 != nil {
-		s = s.Add(h6.Stats())
-	}
-	return s
-}

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bettercompute/siteboot/bootbind"
 	"github.com/bettercompute/siteboot/proxydhcp"
@@ -106,32 +105,4 @@ func (a *Agent) answerDHCP(req *proxydhcp.Request, r record) proxydhcp.Decision 
 		return a.answerSecureBoot(req)
 	}
 	return proxydhcp.Answer()
-}
-
-// nonceStats adds the boot nonce counters to m (Agent.Stats).
-func (a *Agent) nonceStats(m map[string]uint64) {
-	bc := a.bootStats()
-	m["boot_unbound"], m["boot_uuid_refused"], m["boot_ip_refused"] = bc.Unbound, bc.UUIDRefused, bc.IPRefused
-	if a.nonces == nil {
-		return
-	}
-	m["boot_nonces_issued"] = a.nonces.Issued()
-	for _, u := range bootbind.Refusals() {
-		m["boot_unbound_"+u.String()] = a.nonces.Refused(u)
-	}
-	a.sbStats(m)
-}
-
-var descUnbound = prometheus.NewDesc("siteboot_boot_unbound_total",
-	"Script requests refused any secret for not being bound to this agent's DHCP answer to the machine, by reason.", []string{"reason"}, nil)
-
-// collectNonces exports the refusals by reason (/metrics).
-func (a *Agent) collectNonces(ch chan<- prometheus.Metric) {
-	if a.nonces == nil {
-		return
-	}
-	for _, u := range bootbind.Refusals() {
-		ch <- prometheus.MustNewConstMetric(descUnbound, prometheus.CounterValue, float64(a.nonces.Refused(u)), u.String())
-	}
-	a.collectSB(ch)
 }

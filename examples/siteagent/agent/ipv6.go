@@ -9,7 +9,6 @@ import (
 
 	"github.com/bettercompute/siteboot/bootbind"
 
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bettercompute/siteboot/proxydhcp"
 )
@@ -138,37 +137,6 @@ func (a *Agent) addrs6(m map[string]string) {
 // HTTPBase6 is the base URL machines that come over IPv6 use for /boot/ and /cache/; "" when
 // Boot.ServerIP6 is unset.
 func (a *Agent) HTTPBase6() string { return a.v6.httpBase }
-
-// dhcpPorts are the proxy DHCP ports whose counters the agent exports.
-func (a *Agent) dhcpPorts() []proxydhcp.Port {
-	if a.v6.dhcpConn != nil {
-		return []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot, proxydhcp.PortDHCPv6}
-	}
-	return []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot}
-}
-
-// stats6 adds the IPv6 boot counters to m (Agent.Stats).
-func (a *Agent) stats6(m map[string]uint64) {
-	if a.dhcp != nil && a.v6.dhcpConn != nil {
-		m["proxydhcp_resent_4011"] = a.dhcp.Stats().Resent
-	}
-	if p := a.v6.passes; p != nil {
-		st := p.Stats()
-		m["boot_v6_passes_issued"], m["boot_v6_passes_used"] = st.Issued, st.Used
-	}
-}
-
-var descPasses6 = prometheus.NewDesc("siteboot_boot_v6_passes_total",
-	"IPv6 boot passes (a script request over IPv6 without a nonce, bound to this agent's DHCPv6 answer to the machine's firmware), issued and used.", []string{"event"}, nil)
-
-// collect6 exports the IPv6 boot passes (/metrics).
-func (a *Agent) collect6(ch chan<- prometheus.Metric) {
-	if p := a.v6.passes; p != nil {
-		st := p.Stats()
-		ch <- prometheus.MustNewConstMetric(descPasses6, prometheus.CounterValue, float64(st.Issued), "issued")
-		ch <- prometheus.MustNewConstMetric(descPasses6, prometheus.CounterValue, float64(st.Used), "used")
-	}
-}
 
 // The boot passes of IPv6 (S1 over DHCPv6).
 //

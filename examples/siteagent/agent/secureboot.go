@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bettercompute/siteboot/bootbind"
 	"github.com/bettercompute/siteboot/ipxe"
@@ -112,56 +111,4 @@ func (a *Agent) answerSecureBoot(req *proxydhcp.Request) proxydhcp.Decision {
 		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
 	}
 	return a.sb.AnswerDHCP(req)
-}
-
-// sbStats adds the signed chain's counters to m (Agent.Stats).
-func (a *Agent) sbStats(m map[string]uint64) {
-	var s secureboot.Stats
-	if a.sb != nil {
-		s = a.sb.Stats()
-	}
-	m["sb_answers_pxe"], m["sb_answers_http"] = s.AnswersPXE, s.AnswersHTTP
-	m["sb_refused_unavailable"] = a.sbUnavailable.Load()
-	m["sb_refused_arch"], m["sb_refused_ipv6"], m["sb_refused_error"] = s.RefusedArch, s.RefusedIPv6, s.RefusedError
-	m["sb_fetch_other_address"], m["sb_images"], m["sb_config_waits"] = s.OtherAddress, s.Images, s.ConfigWaits
-	m["sb_nonce_fetches"] = s.NonceFetches
-	for _, u := range bootbind.Refusals() {
-		m["sb_unbound_"+u.String()] = s.Unbound.Of(u)
-	}
-	k := s.Keys
-	m["sb_keys_issued"], m["sb_keys_activated"], m["sb_keys_dropped"], m["sb_keys_busy"] = k.Issued, k.Activated, k.Dropped, k.Busy
-}
-
-var (
-	descSBAnswers = prometheus.NewDesc("siteboot_secureboot_answers_total",
-		"Proxy DHCP answers naming the signed chain (shim over TFTP, or the RAM disk of UEFI HTTP boot), by kind.", []string{"kind"}, nil)
-	descSBRefused = prometheus.NewDesc("siteboot_secureboot_refused_total",
-		"Secure Boot machines proxy DHCP stayed silent to, by reason.", []string{"reason"}, nil)
-	descSBUnbound = prometheus.NewDesc("siteboot_secureboot_unbound_total",
-		"GRUB configuration requests refused any secret for not presenting the machine's boot key, by reason.", []string{"reason"}, nil)
-	descSBKeys = prometheus.NewDesc("siteboot_secureboot_keys_total",
-		"Boot keys of the signed chain, by event.", []string{"event"}, nil)
-	descSBOther = prometheus.NewDesc("siteboot_secureboot_fetch_other_address_total",
-		"Fetches under a machine's nonce from an address other than the first one.", nil, nil)
-)
-
-// collectSB exports the signed chain's counters (/metrics).
-func (a *Agent) collectSB(ch chan<- prometheus.Metric) {
-	m := map[string]uint64{}
-	a.sbStats(m)
-	c := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
-	c(descSBAnswers, m["sb_answers_pxe"], "pxe")
-	c(descSBAnswers, m["sb_answers_http"], "http")
-	for _, r := range []string{"unavailable", secureboot.RefusedArch, secureboot.RefusedIPv6, secureboot.RefusedError} {
-		c(descSBRefused, m["sb_refused_"+r], r)
-	}
-	for _, u := range bootbind.Refusals() {
-		c(descSBUnbound, m["sb_unbound_"+u.String()], u.String())
-	}
-	for _, e := range []string{"issued", "activated", "dropped", "busy"} {
-		c(descSBKeys, m["sb_keys_"+e], e)
-	}
-	c(descSBOther, m["sb_fetch_other_address"])
 }

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"time"
 
-
 	"github.com/bettercompute/siteboot/bootbind"
 	"github.com/bettercompute/siteboot/proxydhcp"
 )

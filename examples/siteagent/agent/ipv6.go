@@ -9,7 +9,6 @@ import (
 
 	"github.com/bettercompute/siteboot/bootbind"
 
-
 	"github.com/bettercompute/siteboot/proxydhcp"
 )
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-
 	"github.com/bettercompute/siteboot/bootbind"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/proxydhcp"

@@ -46,6 +46,8 @@
 //     events into OpenTelemetry spans.
 //   - syslogd: a syslog receiver that puts iPXE's console lines into the machine's
 //     timeline.
+//   - metric: a component's counters as named samples (no metrics library imported), so
+//     that a host exports every component's counters with one loop.
 //   - clock: the clock interface the packages take, and clock/clocktest, a fake that
 //     moves and fires timers only when a test says so.
 //
@@ -118,6 +120,19 @@
 // under no lock the caller sees; never a map keyed by strings. Counts by refusal reason
 // are one field per reason (assertion.RefusedCounts, with Of for a metric labelled by
 // the reason's name).
+//
+// Metrics. The same Stats struct (or the type, where it has none) has
+//
+//	func (s Stats) Samples() []metric.Sample
+//
+// listing its counters under stable names a host exports as they are after its own
+// namespace: lower-case snake case beginning with the component's subject (proxydhcp_,
+// tftp_, cache_, boot_, secureboot_, http_connections_, bmc_, lease_, control_), ending
+// in _total for a counter and not for a gauge; a count by reason is one family labelled
+// by the name ReasonOf gives. A family whose labels multiply lists only its non-zero
+// samples; every other sample is listed when zero. A label only the host knows (which
+// listener) it adds with metric.With; metric.Check tests the convention. The reference
+// agent's /metrics is one loop over its components' samples.
 //
 // Test helpers. A package an embedder would fake or run in a test ships an xxxtest
 // package (tftpd/tftpdtest, ipxe/ipxetest, imagecache/imagecachetest, bmc/bmctest,

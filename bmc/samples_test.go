@@ -19,9 +19,9 @@ func TestSamples(t *testing.T) {
 		got[x.Name+" "+x.Label("kind")+" "+x.Label("outcome")+x.Label("answer")] = x.Value
 	}
 	want := map[string]uint64{
-		"bmc_operations_total " + string(bmc.KindPower) + " " + string(bmc.StatusOK): 2,
+		"bmc_operations_total " + string(bmc.KindPower) + " " + string(bmc.StatusOK):     2,
 		"bmc_operations_total " + string(bmc.KindPower) + " " + string(bmc.StatusFailed): 1,
-		"bmc_replayed_total " + string(bmc.KindPower) + " ": 1,
+		"bmc_replayed_total " + string(bmc.KindPower) + " ":                              1,
 		"bmc_claims_total  granted": 0, "bmc_claims_total  refused": 3, "bmc_claims_total  reused": 0, "bmc_claims_total  unanswered": 0,
 		"bmc_operations_in_flight  ": 4, "bmc_deferred_total  ": 5,
 	}

@@ -41,6 +41,7 @@ type Fence struct {
 	n       int // heartbeats sent so far (index of the next slot: n % FenceHistory)
 	holds   bool
 	epoch   uint64        // highest epoch heard
+	holder  string        // the holder the last word at epoch named
 	basis   time.Duration // when the heartbeat the renewal answers was sent
 	until   time.Duration // basis + TTL - Margin
 	heard   time.Duration // when the last word arrived
@@ -61,6 +62,9 @@ type FenceState struct {
 	Holding bool
 	// Epoch is the highest epoch heard.
 	Epoch uint64
+	// Holder is the lease's holder as the last word at Epoch named it; "" when it named
+	// none (or the control plane does not say).
+	Holder string
 	// Heard is how long ago the last word arrived; negative when none arrived.
 	Heard time.Duration
 	// Remaining is how long the fence stays active without another word (0 when inactive).
@@ -132,6 +136,7 @@ func (f *Fence) Observe(w Word) {
 	was := f.holds && now < f.until
 	newer := w.Epoch > f.epoch
 	f.epoch = w.Epoch
+	f.holder = w.Holder
 	at, known := f.sentAt(w.Beat)
 	switch {
 	case !w.Holds || w.Epoch == 0 || !known:
@@ -183,7 +188,7 @@ func (f *Fence) State() FenceState {
 	defer f.mu.Unlock()
 	f.init()
 	now := f.clock.Monotonic()
-	s := FenceState{Holding: f.holds, Epoch: f.epoch, Heard: -1, Words: f.words}
+	s := FenceState{Holding: f.holds, Epoch: f.epoch, Holder: f.holder, Heard: -1, Words: f.words}
 	if f.words > 0 {
 		s.Heard = now - f.heard
 	}

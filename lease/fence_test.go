@@ -285,3 +285,26 @@ func FuzzFence(f *testing.F) {
 		}
 	})
 }
+
+// TestFenceHolder: the state names the holder the last word at the highest epoch named;
+// a stale word's holder is ignored, and a word naming none clears it.
+func TestFenceHolder(t *testing.T) {
+	f, _ := newFence()
+	rec := lease.Record{Site: "s", Holder: "agent-b", Epoch: 3, TTL: 15 * time.Second, Beat: 1}
+	w := rec.WordFor("agent-a")
+	if w.Holds || w.Holder != "agent-b" {
+		t.Fatalf("WordFor another node: %+v, want not holding, Holder agent-b", w)
+	}
+	f.Observe(w)
+	if s := f.State(); s.Holder != "agent-b" || s.Epoch != 3 || s.Active {
+		t.Errorf("State = %+v, want agent-b at epoch 3, inactive", s)
+	}
+	f.Observe(lease.Word{Epoch: 2, Holder: "agent-old"}) // stale
+	if s := f.State(); s.Holder != "agent-b" {
+		t.Errorf("a stale word changed the holder to %q", s.Holder)
+	}
+	f.Observe(lease.Word{Epoch: 4}) // released
+	if s := f.State(); s.Holder != "" || s.Epoch != 4 {
+		t.Errorf("after a release: %+v, want no holder at epoch 4", s)
+	}
+}

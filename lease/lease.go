@@ -59,7 +59,7 @@ func (r Record) String() string {
 // at the clock: a word about a lapsed, not yet promoted lease still says holds, and the
 // agent's fence, measured from the heartbeat, has ended by then.
 func (r Record) WordFor(node string) Word {
-	w := Word{Epoch: r.Epoch, TTL: r.TTL}
+	w := Word{Epoch: r.Epoch, TTL: r.TTL, Holder: r.Holder}
 	if node != "" && r.Holder == node {
 		w.Holds = true
 		w.Beat = r.Beat
@@ -91,6 +91,9 @@ type Word struct {
 	TTL time.Duration
 	// Beat is the agent's heartbeat that the lease's latest renewal answers, when Holds.
 	Beat uint64
+	// Holder is the node id of the agent holding the lease ("" when none holds it): what
+	// an agent that does not hold it tells its operator about who does.
+	Holder string
 }
 
 // Change says what a tick did to a lease.

@@ -34,7 +34,7 @@ func Example() {
 	_, err = c.Credential(ctx, sitelink.CredentialRequest{Node: "agent-1", Ref: "bmc-1"})
 	fmt.Println(err)
 	// Output:
-	// {Holds:true Epoch:1 TTLMs:15000 Beat:7} <nil>
+	// {Holds:true Epoch:1 TTLMs:15000 Beat:7 Holder:} <nil>
 	// sitelink: /v1/token: 409 Conflict
 	// sitelink: /v1/bmc/credential: 404 Not Found
 }

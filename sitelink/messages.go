@@ -81,6 +81,9 @@ type BootLeaseState struct {
 	Epoch uint64 `json:"epoch"`
 	TTLMs int64  `json:"ttl_ms"`
 	Beat  uint64 `json:"beat"`
+	// Holder is the node id of the agent holding the lease; empty when none does (or the
+	// control plane does not say). An agent that does not hold it names it to its operator.
+	Holder string `json:"holder,omitempty"`
 }
 
 // TTL returns TTLMs as a duration.

@@ -82,10 +82,14 @@ func (a *Agent) serveMachine(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(rep)
 }
 
-// facts are what the agent knows of mac besides its timeline: its entry, the fence.
+// facts are what the agent knows of mac besides its timeline: its entry, the fence, and
+// the agent holding the lease when another one does.
 func (a *Agent) facts(mac hwid.MAC) bootevents.Facts {
 	fs := a.fence.State()
 	f := bootevents.Facts{FenceEpoch: fs.Epoch, FenceActive: fs.Active}
+	if fs.Holder != a.cfg.NodeID {
+		f.FenceHolder = fs.Holder
+	}
 	if r, ok := a.entries.LookupParsed(mac); ok {
 		f.Entry = true
 		f.EntryArch, f.HasEntryArch = sitelink.EntryArch(r.Arch)

@@ -1,9 +1,11 @@
 package agent_test
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/lease"
+	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // machineReport is the JSON of GET /debug/machines/{mac}.
@@ -174,4 +177,40 @@ func TestSyslogIntoTimeline(t *testing.T) {
 		b, ok := rep.Machine.Last()
 		return ok && len(b.Console) > 0 && strings.Contains(b.Console[len(b.Console)-1].Text, "Downloading vmlinuz... ok")
 	})
+}
+
+// TestExplainNamesFenceHolder: an agent fenced because another agent of its site holds the
+// boot lease names that agent and its epoch, from the control plane's word.
+func TestExplainNamesFenceHolder(t *testing.T) {
+	h := newHarness(t)
+	h.plane.Enroll("site-t", "agent-b")
+	other := h.plane.Link()
+	// agent-b heartbeats first (and with every beat of agent-t), so it takes the lease and
+	// keeps it.
+	syncB := func() {
+		t.Helper()
+		if _, err := other.Sync(context.Background(), sitelink.StatusReport{Site: "site-t", Node: "agent-b", Beat: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncB()
+	cfg := h.config(t.TempDir())
+	a, _ := h.start(t, cfg, h.plane.Link())
+	e := entry(94, h.clk.Now().Add(2*time.Hour))
+	h.plane.PrepareRamdisk("agent-t", []sitelink.ProxyDhcpEntry{e})
+	for i := 0; len(h.plane.Pending("agent-t")) > 0; i++ {
+		if i == 5 {
+			t.Fatal("entry not acknowledged")
+		}
+		syncB()
+		h.beat(t, a)
+	}
+	if fs := a.Fence(); fs.Active || fs.Holder != "agent-b" || fs.Epoch == 0 {
+		t.Fatalf("fence %+v, want inactive, held by agent-b", fs)
+	}
+	if f := ipxeDHCP(a, e.MAC, iana.EFI_X86_64); f != "" {
+		t.Fatalf("a fenced agent answered: %q", f)
+	}
+	want := "(epoch " + strconv.FormatUint(a.Fence().Epoch, 10) + " held by agent-b)"
+	wantDiagnosis(t, a, e.MAC, bootevents.DiagFenced, "does not hold the boot lease", want)
 }

@@ -61,7 +61,7 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.fence.Observe(lease.Word{Holds: d.Lease.Holds, Epoch: d.Lease.Epoch, TTL: d.Lease.TTL(), Beat: d.Lease.Beat})
+	a.fence.Observe(lease.Word{Holds: d.Lease.Holds, Epoch: d.Lease.Epoch, TTL: d.Lease.TTL(), Beat: d.Lease.Beat, Holder: d.Lease.Holder})
 	a.mu.Lock()
 	if sendList {
 		a.sentDigest = snap.Digest

@@ -326,7 +326,7 @@ func (p *Plane) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.Syn
 		return sitelink.SyncResponse{}, err
 	}
 	w := rec.WordFor(r.Node)
-	d.Lease = sitelink.BootLeaseState{Holds: w.Holds, Epoch: w.Epoch, TTLMs: w.TTL.Milliseconds(), Beat: w.Beat}
+	d.Lease = sitelink.BootLeaseState{Holds: w.Holds, Epoch: w.Epoch, TTLMs: w.TTL.Milliseconds(), Beat: w.Beat, Holder: w.Holder}
 	d.Commands = append(d.Commands, p.bmcSync(ctx, r, rec)...)
 	return d, nil
 }

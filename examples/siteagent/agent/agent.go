@@ -104,7 +104,8 @@ type Agent struct {
 	boot    *ipxe.Handler      // srv's IPv4 boot handler
 	root    *os.Root           // Boot.TFTPRoot: the iPXE builds; nil when unset
 	metrics *http.Server
-	events  *bootevents.Timeline // every component's events about each machine (events.go)
+	events  *bootevents.Timeline // every component's events about each machine (events.go); nil when off
+	sink    bootevents.Sink      // events, or nil: the components' Events
 	syslog  *syslogd.Server      // machines' consoles into events; nil when off
 
 	// Sockets bound by New (or handed in), served by Run.
@@ -207,7 +208,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		AllowedSourceNetworks: c.Boot.AllowedSourceNetworks,
 		ManagementNetworks:    c.Boot.ManagementNetworks,
 		Fence:                 a.fence,
-		Events:                a.events,
+		Events:                a.sink,
 		Clock:                 clock,
 		Logger:                log.With("component", "imagecache"),
 	}); err != nil {

@@ -54,7 +54,7 @@ func (a *Agent) bootServer() error {
 	}
 	c := bootserver.Config{
 		Fence: a.fence, BaseURL: a.httpBase, BaseURL6: a.v6.httpBase, Boot: boot,
-		Issuer: a.issuer, Cache: a.cache, CacheURL: b.CacheURL, Events: a.events,
+		Issuer: a.issuer, Cache: a.cache, CacheURL: b.CacheURL, Events: a.sink,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	if a.dhcp != nil {

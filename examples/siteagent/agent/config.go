@@ -55,6 +55,10 @@ type BootConfig struct {
 	// console (iPXE's syslog output) into their boot timeline (package syslogd; 514 is
 	// syslog's port). Zero, the default: off.
 	SyslogListen netip.AddrPort
+	// NoTimeline turns the boot events off: no component gets an Events sink, no boot
+	// timeline is kept, and /debug/machines answers 503 (a benchmark compares the two).
+	// SyslogListen needs the timeline. False, the default: on.
+	NoTimeline bool
 
 	Kernel  Image  // the site's ramdisk kernel, served from the cache; required
 	Initrd  Image  // the site's ramdisk initrd, served from the cache; required
@@ -258,6 +262,9 @@ func (c *Config) Validate() error {
 		if ip := b.ServerIP; !ip.Is4() || ip.IsUnspecified() {
 			return bad("Boot.ServerIP", "want the IPv4 address machines reach this agent at, got %v", ip)
 		}
+	}
+	if b.NoTimeline && b.SyslogListen.IsValid() {
+		return bad("Boot.SyslogListen", "needs the boot timeline, which Boot.NoTimeline turns off")
 	}
 	if b.TFTP && b.TFTPRoot == "" {
 		return bad("Boot.TFTPRoot", "required with TFTP")

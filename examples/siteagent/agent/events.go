@@ -15,11 +15,16 @@ import (
 )
 
 // setupEvents builds the agent's one boot timeline (bootevents' default bounds) and, with
-// Boot.SyslogListen, the syslog receiver that puts machines' consoles into it.
+// Boot.SyslogListen, the syslog receiver that puts machines' consoles into it; nothing
+// with Boot.NoTimeline.
 func (a *Agent) setupEvents() (err error) {
+	if a.cfg.Boot.NoTimeline {
+		return nil
+	}
 	if a.events, err = bootevents.NewTimeline(bootevents.Config{Clock: a.clock}); err != nil {
 		return err
 	}
+	a.sink = a.events
 	if l := a.cfg.Boot.SyslogListen; l.IsValid() {
 		if a.syslogConn, err = net.ListenPacket(a.cfg.listenNetwork("udp", l)); err != nil {
 			return err
@@ -35,8 +40,10 @@ func (a *Agent) Events() *bootevents.Timeline { return a.events }
 // mismatchEvent records the agent's own refusal of a machine that is not its entry's,
 // which the component that stays silent only knows as "declined" (or a mismatch).
 func (a *Agent) mismatchEvent(e bootevents.Event, m sitelink.Mismatch) {
-	e.Time, e.Outcome, e.Reason = a.clock.Now(), bootevents.OutcomeRefused, m.String()
-	a.events.Emit(e)
+	if a.events != nil {
+		e.Time, e.Outcome, e.Reason = a.clock.Now(), bootevents.OutcomeRefused, m.String()
+		a.events.Emit(e)
+	}
 }
 
 func dhcpEvent(req *proxydhcp.Request) bootevents.Event {
@@ -68,6 +75,10 @@ func (a *Agent) serveMachine(w http.ResponseWriter, r *http.Request) {
 	mac, err := hwid.ParseMAC(r.PathValue("mac"))
 	if err != nil {
 		http.Error(w, "malformed MAC", http.StatusBadRequest)
+		return
+	}
+	if a.events == nil {
+		http.Error(w, "the boot timeline is off (boot.timeline = false)", http.StatusServiceUnavailable)
 		return
 	}
 	m, ok := a.events.Machine(mac)

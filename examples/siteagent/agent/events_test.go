@@ -214,3 +214,50 @@ func TestExplainNamesFenceHolder(t *testing.T) {
 	want := "(epoch " + strconv.FormatUint(a.Fence().Epoch, 10) + " held by agent-b)"
 	wantDiagnosis(t, a, e.MAC, bootevents.DiagFenced, "does not hold the boot lease", want)
 }
+
+// TestTimelineSwitch: with Boot.NoTimeline the agent keeps no timeline and hands no
+// component an Events sink, yet boots the machine and counts its refusals as before;
+// /debug/machines says the timeline is off. With the default, the same steps are in the
+// machine's timeline.
+func TestTimelineSwitch(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		t.Run("NoTimeline="+strconv.FormatBool(off), func(t *testing.T) {
+			h := newHarness(t)
+			cfg := h.config(t.TempDir())
+			cfg.Boot.NoTimeline = off
+			a, _ := h.start(t, cfg, h.plane.Link())
+			e := entry(96, h.clk.Now().Add(2*time.Hour))
+			h.prepare(t, a, e)
+			if st, body := get(t, scriptURL(a, e)); st != http.StatusOK || !hasSecret(body) {
+				t.Fatalf("script: status %d, secret %v", st, hasSecret(body))
+			}
+			// A machine that is not its entry's: the agent's own refusal, counted either way.
+			bios := entry(97, h.clk.Now().Add(2*time.Hour))
+			h.prepare(t, a, bios)
+			if f := ipxeDHCP(a, bios.MAC, iana.INTEL_X86PC); f != "" {
+				t.Fatalf("answered a BIOS machine whose entry is UEFI: %q", f)
+			}
+			if n := a.Stats()["proxydhcp_silent_arch-mismatch"]; n != 1 {
+				t.Errorf("arch mismatches counted %d, want 1", n)
+			}
+			st, _ := explainMAC(t, a, e.MAC.String())
+			if off {
+				if a.Events() != nil {
+					t.Error("a timeline with Boot.NoTimeline")
+				}
+				if st != http.StatusServiceUnavailable {
+					t.Errorf("/debug/machines with the timeline off: status %d, want 503", st)
+				}
+				return
+			}
+			m, ok := a.Events().Machine(e.MAC)
+			if !ok || st != http.StatusOK {
+				t.Fatalf("the machine is not in the timeline (status %d)", st)
+			}
+			if b, _ := m.Last(); len(b.Events) == 0 {
+				t.Errorf("the machine's boot has no events: %+v", m)
+			}
+			wantDiagnosis(t, a, bios.MAC, bootevents.DiagArchMismatch, "BIOS")
+		})
+	}
+}

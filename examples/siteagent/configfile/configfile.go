@@ -100,6 +100,7 @@ type file struct {
 		HTTPListen       string            `toml:"http_listen"`
 		HTTPBase         string            `toml:"http_base"`
 		SyslogListen     string            `toml:"syslog_listen"`
+		Timeline         *bool             `toml:"timeline"`
 		Kernel           image             `toml:"kernel"`
 		Initrd           image             `toml:"initrd"`
 		Cmdline          string            `toml:"cmdline"`
@@ -157,7 +158,7 @@ var keys = map[string]string{
 	"Boot.ServerIP": "boot.server_ip", "Boot.TFTPRoot": "boot.tftp_root",
 	"Boot.TFTPLimits.MaxTransfers": "boot.tftp_max_transfers", "Boot.TFTPLimits.MaxPerSource": "boot.tftp_max_per_source",
 	"Boot.TFTPLimits.MaxWindow": "boot.tftp_max_window", "Boot.TFTPLimits.FirstRetries": "boot.tftp_first_retries",
-	"Boot.TFTPLimits.EvictAfter": "boot.tftp_evict_after", "Boot.TFTPLimits.FirstWait": "boot.tftp_first_wait", "Boot.HTTPBase": "boot.http_base", "Boot.SyslogListen": "boot.syslog_listen",
+	"Boot.TFTPLimits.EvictAfter": "boot.tftp_evict_after", "Boot.TFTPLimits.FirstWait": "boot.tftp_first_wait", "Boot.HTTPBase": "boot.http_base", "Boot.SyslogListen": "boot.syslog_listen", "Boot.NoTimeline": "boot.timeline",
 	"Boot.TFTPLimits.MaxQueued": "boot.tftp_max_queued", "Boot.TFTPLimits.QueueWait": "boot.tftp_queue_wait",
 	"Boot.Kernel": "boot.kernel", "Boot.Initrd": "boot.initrd",
 	"Boot.Cmdline": "boot.cmdline", "Boot.CacheURL": "boot.cache_url", "Boot.CacheMaxBytes": "boot.cache_max_bytes",
@@ -297,6 +298,7 @@ func (f *file) toConfig() (*File, error) {
 		b.Segments = append(b.Segments, p.Masked())
 	}
 	b.DHCPv6, b.HTTPBase6 = fb.DHCPv6, fb.HTTPBase6
+	b.NoTimeline = fb.Timeline != nil && !*fb.Timeline
 	b.SecureBoot, b.Shim, b.GRUB = fb.SecureBoot, fb.Shim, fb.GRUB
 	if fb.ServerIP6 != "" {
 		ip, err := netip.ParseAddr(fb.ServerIP6)

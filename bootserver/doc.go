@@ -58,5 +58,7 @@
 // The Server adds no limits of its own: each part keeps its own (proxydhcp's workers,
 // tftpd's transfers, ipxe's header cap and timeouts, imagecache's grant table, bootbind's
 // bounded stores). It has no ListenAndServe: port 67 wants a socket bound to the segment's
-// interface (udpbind), which the embedder chooses.
+// interface (udpbind), which the embedder chooses. [Listeners.Listen] binds the sockets
+// at the addresses and on the interface the embedder names (keeping any it bound
+// itself), [Listeners.Addrs] says where they are, and [Listeners.Close] closes them.
 package bootserver

@@ -428,17 +428,6 @@ type Listeners struct {
 	HTTP   net.Listener   // the boot HTTP server (port 80); required
 }
 
-func (l Listeners) close() {
-	for _, c := range []net.PacketConn{l.DHCP, l.PXE, l.DHCPv6, l.PXE6, l.TFTP} {
-		if c != nil {
-			c.Close()
-		}
-	}
-	if l.HTTP != nil {
-		l.HTTP.Close()
-	}
-}
-
 // part is one server loop of Serve and the error it returns once closed.
 type part struct {
 	name   string
@@ -453,14 +442,14 @@ type part struct {
 func (s *Server) Serve(l Listeners) error {
 	parts, err := s.parts(l)
 	if err != nil {
-		l.close()
+		l.Close()
 		return err
 	}
 	s.mu.Lock()
 	if s.closed || s.serving {
 		closed := s.closed
 		s.mu.Unlock()
-		l.close()
+		l.Close()
 		if closed {
 			return ErrServerClosed
 		}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,6 @@ import (
 	"github.com/bettercompute/siteboot/sitetls"
 	"github.com/bettercompute/siteboot/syslogd"
 	"github.com/bettercompute/siteboot/tftpd"
-	"github.com/bettercompute/siteboot/udpbind"
 )
 
 // Options are what a host program hands the agent besides its Config.
@@ -109,9 +109,9 @@ type Agent struct {
 	syslog  *syslogd.Server      // machines' consoles into events; nil when off
 
 	// Sockets bound by New (or handed in), served by Run.
-	dhcpConn, pxeConn, tftpConn net.PacketConn
-	httpLn, metricsLn           net.Listener
-	syslogConn                  net.PacketConn
+	socks      bootserver.Listeners
+	metricsLn  net.Listener
+	syslogConn net.PacketConn
 
 	mismatches mismatches
 	beat       sitelink.Heartbeat // syncOnce every Control.Heartbeat, or sooner when woken
@@ -122,7 +122,7 @@ type Agent struct {
 	// noncesIssued wakes the saver of the nonces (bootnonce.go) after each one issued.
 	noncesIssued chan struct{}
 	linkTLS      *sitetls.Monitor      // the link's credentials, checked each heartbeat
-	httpLimit    *connlimit.Listener   // the caps on httpLn
+	httpLimit    *connlimit.Listener   // the caps on socks.HTTP
 	prefer       *connlimit.Recent     // the sources httpLimit keeps room for
 	silent       *discovery.Silent     // machines answered that asked for nothing
 	applier      sitelink.EntryApplier // the boot commands, applied off the heartbeat (sync.go)
@@ -269,33 +269,21 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 }
 
 // listen binds every socket the config names that the host did not hand in.
-func (a *Agent) listen() error {
-	b := a.cfg.Boot
-	o := a.opt
-	var err error
+func (a *Agent) listen() (err error) {
+	b, o := a.cfg.Boot, a.opt
+	addrs := bootserver.Addrs{HTTP: b.HTTPListen, Interface: b.Interface, DualStack: b.ServerIP6.IsValid()}
+	a.socks = bootserver.Listeners{HTTP: o.HTTPListener}
 	if b.ProxyDHCP {
-		if a.dhcpConn = o.DHCPConn; a.dhcpConn == nil {
-			if a.dhcpConn, err = udpbind.ListenPacket(context.Background(), "udp4", b.DHCPListen.String(), b.Interface); err != nil {
-				return err
-			}
-		}
-		if a.pxeConn = o.PXEConn; a.pxeConn == nil {
-			if a.pxeConn, err = udpbind.ListenPacket(context.Background(), "udp4", b.PXEListen.String(), b.Interface); err != nil {
-				return err
-			}
+		addrs.DHCP, addrs.PXE, a.socks.DHCP, a.socks.PXE = b.DHCPListen, b.PXEListen, o.DHCPConn, o.PXEConn
+		if b.DHCPv6 {
+			addrs.DHCPv6, addrs.PXE6, a.socks.DHCPv6, a.socks.PXE6 = b.DHCPv6Listen, b.PXEListen6, o.DHCPv6Conn, o.PXE6Conn
 		}
 	}
 	if b.TFTP {
-		if a.tftpConn = o.TFTPConn; a.tftpConn == nil {
-			if a.tftpConn, err = net.ListenPacket(a.cfg.listenNetwork("udp", b.TFTPListen)); err != nil {
-				return fmt.Errorf("agent: tftp: %w", err)
-			}
-		}
+		addrs.TFTP, a.socks.TFTP = b.TFTPListen, o.TFTPConn
 	}
-	if a.httpLn = o.HTTPListener; a.httpLn == nil {
-		if a.httpLn, err = net.Listen(a.cfg.listenNetwork("tcp", b.HTTPListen)); err != nil {
-			return fmt.Errorf("agent: http: %w", err)
-		}
+	if a.socks, err = a.socks.Listen(context.Background(), addrs); err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
 	if a.metricsLn = o.MetricsListener; a.metricsLn == nil && a.cfg.Metrics.Listen.IsValid() {
 		if a.metricsLn, err = net.Listen("tcp", a.cfg.Metrics.Listen.String()); err != nil {
@@ -305,11 +293,14 @@ func (a *Agent) listen() error {
 	// A port of 0 in the base URL takes the port the HTTP listener got: the URLs handed to
 	// machines need the real one.
 	port := b.HTTPListen.Port()
-	if tcp, ok := a.httpLn.Addr().(*net.TCPAddr); ok {
+	if tcp, ok := a.socks.HTTP.Addr().(*net.TCPAddr); ok {
 		port = uint16(tcp.Port)
 	}
 	a.httpBase = baseURL(b.HTTPBase, b.ServerIP, port)
-	return a.listen6(port)
+	if b.ServerIP6.IsValid() {
+		a.v6.httpBase = strings.TrimSuffix(baseURL(b.HTTPBase6, b.ServerIP6, port), "/")
+	}
+	return nil
 }
 
 // release undoes a New that failed half-way: sockets closed, the cache unlocked.
@@ -337,16 +328,12 @@ func (a *Agent) closeRoot() {
 }
 
 func (a *Agent) closeSockets() {
-	a.close6()
-	for _, c := range []net.PacketConn{a.dhcpConn, a.pxeConn, a.tftpConn, a.syslogConn} {
-		if c != nil {
-			c.Close()
-		}
+	a.socks.Close()
+	if a.syslogConn != nil {
+		a.syslogConn.Close()
 	}
-	for _, l := range []net.Listener{a.httpLn, a.metricsLn} {
-		if l != nil {
-			l.Close()
-		}
+	if a.metricsLn != nil {
+		a.metricsLn.Close()
 	}
 }
 
@@ -363,20 +350,13 @@ func (a *Agent) httpPort() int {
 // Addrs are the addresses the agent's sockets are bound to, by name (dhcp, pxe, tftp, http,
 // metrics, syslog); a host that asked for port 0 reads the ports here.
 func (a *Agent) Addrs() map[string]string {
-	m := map[string]string{"http": a.httpLn.Addr().String()}
-	if a.dhcpConn != nil {
-		m["dhcp"], m["pxe"] = a.dhcpConn.LocalAddr().String(), a.pxeConn.LocalAddr().String()
-	}
-	if a.tftpConn != nil {
-		m["tftp"] = a.tftpConn.LocalAddr().String()
-	}
+	m := a.socks.Addrs()
 	if a.metricsLn != nil {
 		m["metrics"] = a.metricsLn.Addr().String()
 	}
 	if a.syslogConn != nil {
 		m["syslog"] = a.syslogConn.LocalAddr().String()
 	}
-	a.addrs6(m)
 	return m
 }
 
@@ -400,9 +380,7 @@ func (a *Agent) Cache() *imagecache.Cache { return a.cache }
 func (a *Agent) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		err := a.srv.Serve(bootserver.Listeners{
-			DHCP: a.dhcpConn, PXE: a.pxeConn, DHCPv6: a.v6.dhcpConn, PXE6: a.v6.pxeConn, TFTP: a.tftpConn, HTTP: a.httpLn,
-		})
+		err := a.srv.Serve(a.socks)
 		if errors.Is(err, bootserver.ErrServerClosed) {
 			return nil
 		}

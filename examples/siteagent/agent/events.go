@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/bettercompute/siteboot/bootevents"
+	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/proxydhcp"
@@ -26,7 +27,7 @@ func (a *Agent) setupEvents() (err error) {
 	}
 	a.sink = a.events
 	if l := a.cfg.Boot.SyslogListen; l.IsValid() {
-		if a.syslogConn, err = net.ListenPacket(a.cfg.listenNetwork("udp", l)); err != nil {
+		if a.syslogConn, err = net.ListenPacket(bootserver.ListenNetwork("udp", l, a.cfg.Boot.ServerIP6.IsValid())); err != nil {
 			return err
 		}
 		a.syslog = &syslogd.Server{Sink: a.events, Resolve: a.events, Logger: a.log.With("component", "syslogd")}

@@ -2,14 +2,10 @@ package agent
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"net/url"
-	"strings"
 
 	"github.com/bettercompute/siteboot/bootbind"
-
-	"github.com/bettercompute/siteboot/proxydhcp"
 )
 
 // Defaults of [DefaultConfig] for IPv6 boot.
@@ -22,9 +18,8 @@ var (
 // names IPv6 URLs, and the passes that bind an iPXE script request over IPv6 to this
 // agent's DHCPv6 answer to the machine's firmware.
 type ipv6Part struct {
-	dhcpConn, pxeConn net.PacketConn   // UDP 547 and [::]:4011; nil without Boot.DHCPv6
-	httpBase          string           // HTTPBase6, or derived from ServerIP6; "" without IPv6
-	passes            *bootbind.Passes // nil without proxy DHCP over IPv6
+	httpBase string           // HTTPBase6, or derived from ServerIP6; "" without IPv6
+	passes   *bootbind.Passes // nil without proxy DHCP over IPv6
 }
 
 // validateIPv6 checks the IPv6 boot fields (Config.Validate).
@@ -73,64 +68,6 @@ func (c *Config) validateIPv6() error {
 		}
 	}
 	return nil
-}
-
-// listenNetwork is the network and address to bind for a TFTP or HTTP listener ("udp" or
-// "tcp"): with Boot.ServerIP6 a wildcard becomes [::]:PORT on the family-less network, one
-// dual-stack socket (IPV6_V6ONLY off) that serves both families; else IPv4 as before.
-func (c *Config) listenNetwork(proto string, ap netip.AddrPort) (string, string) {
-	if c.Boot.ServerIP6.IsValid() && ap.Addr().IsUnspecified() {
-		return proto, netip.AddrPortFrom(netip.IPv6Unspecified(), ap.Port()).String()
-	}
-	if proto == "udp" {
-		return "udp4", ap.String()
-	}
-	return proto, ap.String()
-}
-
-// listen6 binds the DHCPv6 sockets the host did not hand in, and sets the IPv6 base URL
-// (after listen, which knows the HTTP port).
-func (a *Agent) listen6(port uint16) error {
-	b := a.cfg.Boot
-	if !b.ServerIP6.IsValid() {
-		return nil
-	}
-	a.v6.httpBase = strings.TrimSuffix(baseURL(b.HTTPBase6, b.ServerIP6, port), "/")
-	if !b.DHCPv6 {
-		return nil
-	}
-	var err error
-	if a.v6.dhcpConn = a.opt.DHCPv6Conn; a.v6.dhcpConn == nil {
-		var ifaces []string
-		if b.Interface != "" {
-			ifaces = []string{b.Interface}
-		}
-		if a.v6.dhcpConn, err = proxydhcp.ListenDHCPv6(b.DHCPv6Listen.String(), ifaces...); err != nil {
-			return fmt.Errorf("agent: proxy dhcpv6: %w", err)
-		}
-	}
-	if a.v6.pxeConn = a.opt.PXE6Conn; a.v6.pxeConn == nil {
-		if a.v6.pxeConn, err = net.ListenPacket("udp6", b.PXEListen6.String()); err != nil {
-			return fmt.Errorf("agent: proxy dhcpv6 %v: %w", b.PXEListen6, err)
-		}
-	}
-	return nil
-}
-
-// close6 closes the DHCPv6 sockets (a New that failed, or one never served).
-func (a *Agent) close6() {
-	for _, c := range []net.PacketConn{a.v6.dhcpConn, a.v6.pxeConn} {
-		if c != nil {
-			c.Close()
-		}
-	}
-}
-
-// addrs6 adds the DHCPv6 sockets to Addrs.
-func (a *Agent) addrs6(m map[string]string) {
-	if a.v6.dhcpConn != nil {
-		m["dhcpv6"], m["pxe6"] = a.v6.dhcpConn.LocalAddr().String(), a.v6.pxeConn.LocalAddr().String()
-	}
 }
 
 // HTTPBase6 is the base URL machines that come over IPv6 use for /boot/ and /cache/; "" when

@@ -39,7 +39,7 @@ func (a *Agent) limitListeners() error {
 		return fmt.Errorf("agent: descriptor limit %d: %w", soft, err)
 	}
 	// Images go out by sendfile(2) without the scheduler's bookkeeping (internal/sendfile).
-	if a.httpLimit, err = connlimit.New(sendfile.Listener(a.httpLn), connlimit.Limits{Total: total, PerSource: min(connlimit.DefaultPerSource, total)}); err != nil {
+	if a.httpLimit, err = connlimit.New(sendfile.Listener(a.socks.HTTP), connlimit.Limits{Total: total, PerSource: min(connlimit.DefaultPerSource, total)}); err != nil {
 		return err
 	}
 	// The machines being booted (answered by proxy DHCP, bound to their nonce, or served a
@@ -49,7 +49,7 @@ func (a *Agent) limitListeners() error {
 		return err
 	}
 	a.httpLimit.SetPreferred(a.prefer)
-	a.httpLn = a.httpLimit
+	a.socks.HTTP = a.httpLimit
 	if a.metricsLn != nil {
 		// Per source capped by connlimit; in all, the oldest connection gives way to a new one
 		// (16 slow connections never take /metrics down).

@@ -51,7 +51,7 @@ func (a *Agent) samples() []metric.Sample {
 	s := st.Boot.Add(st.Boot6).Samples()
 	if a.dhcp != nil {
 		ports := []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot}
-		if a.v6.dhcpConn != nil {
+		if a.socks.DHCPv6 != nil {
 			ports = append(ports, proxydhcp.PortDHCPv6)
 		}
 		s = append(s, st.DHCP.Samples(ports...)...)

@@ -1,0 +1,51 @@
+package bootserver_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/bettercompute/siteboot/bootserver"
+)
+
+// TestListen: Listen binds what Addrs names and the host did not hand in, keeps a socket
+// handed in, and fails on a port in use naming the part.
+func TestListen(t *testing.T) {
+	lo := netip.MustParseAddrPort("127.0.0.1:0")
+	mine, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close()
+	l, err := bootserver.Listeners{TFTP: mine}.Listen(context.Background(), bootserver.Addrs{DHCP: lo, PXE: lo, TFTP: lo, HTTP: lo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.TFTP != mine || l.DHCP == nil || l.PXE == nil || l.HTTP == nil || l.DHCPv6 != nil {
+		t.Fatalf("Listeners %+v: want TFTP handed in, DHCP, PXE and HTTP bound, no DHCPv6", l)
+	}
+	addrs := l.Addrs()
+	if addrs["tftp"] != mine.LocalAddr().String() || !strings.HasPrefix(addrs["http"], "127.0.0.1:") || len(addrs) != 4 {
+		t.Errorf("Addrs %v", addrs)
+	}
+	// The HTTP port is taken now: a second Listen fails.
+	taken := netip.MustParseAddrPort(addrs["http"])
+	var bound bootserver.Listeners
+	_, err = bound.Listen(context.Background(), bootserver.Addrs{DHCP: lo, HTTP: taken})
+	if err == nil || !strings.Contains(err.Error(), "http") {
+		t.Fatalf("Listen on a port in use: %v; want an error naming http", err)
+	}
+	l.Close()
+	if _, err := mine.WriteTo([]byte("x"), mine.LocalAddr()); err == nil {
+		t.Error("Close left the TFTP socket open")
+	}
+	// With DualStack a wildcard is bound on [::] for both families.
+	if n, a := bootserver.ListenNetwork("udp", netip.MustParseAddrPort("0.0.0.0:69"), true); n != "udp" || a != "[::]:69" {
+		t.Errorf("ListenNetwork dual-stack = %s %s", n, a)
+	}
+	if n, a := bootserver.ListenNetwork("udp", netip.MustParseAddrPort("192.0.2.2:69"), true); n != "udp4" || a != "192.0.2.2:69" {
+		t.Errorf("ListenNetwork for one address = %s %s", n, a)
+	}
+}

@@ -119,14 +119,15 @@ type Agent struct {
 	sentDigest discovery.Digest      // the discovered list's digest the control plane acknowledged
 	pinned     []sitelink.CacheImage // the last SiteSpec's cache images, for the section's state
 	nonces     *bootbind.Nonces      // proxy DHCP's boot nonces (S1); nil without proxy DHCP
-	// noncesIssued wakes the saver of the nonces (bootnonce.go) after each one issued.
-	noncesIssued chan struct{}
-	linkTLS      *sitetls.Monitor      // the link's credentials, checked each heartbeat
-	httpLimit    *connlimit.Listener   // the caps on socks.HTTP
-	prefer       *connlimit.Recent     // the sources httpLimit keeps room for
-	silent       *discovery.Silent     // machines answered that asked for nothing
-	applier      sitelink.EntryApplier // the boot commands, applied off the heartbeat (sync.go)
-	metricLimit  *connlimit.Listener   // the caps on metricsLn
+	// keeper saves the nonces across restarts, woken after each one issued; nil without
+	// proxy DHCP.
+	keeper      *bootbind.Keeper
+	linkTLS     *sitetls.Monitor      // the link's credentials, checked each heartbeat
+	httpLimit   *connlimit.Listener   // the caps on socks.HTTP
+	prefer      *connlimit.Recent     // the sources httpLimit keeps room for
+	silent      *discovery.Silent     // machines answered that asked for nothing
+	applier     sitelink.EntryApplier // the boot commands, applied off the heartbeat (sync.go)
+	metricLimit *connlimit.Listener   // the caps on metricsLn
 
 	bmc *bmcPart // bmc.* commands (bmc.go)
 
@@ -226,9 +227,10 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}
 	if c.Boot.ProxyDHCP {
 		a.nonces = bootbind.NewNonces(a.bindingConfig())
-		a.noncesIssued = make(chan struct{}, 1)
 		a.nonces.Neighbor = bootbind.NeighborMAC // a broadcast offer's nonce (HTTP boot) only for the machine's MAC
-		a.loadNonces()
+		// Saved on the process's clock, as any other write: a nonce's life is on a.clock.
+		a.keeper = &bootbind.Keeper{Nonces: a.nonces, Path: filepath.Join(c.DataDir, NoncesFileName), Logger: log}
+		a.keeper.Load()
 		a.dhcp = &proxydhcp.Server{
 			Handler:    proxydhcp.HandlerFunc(a.serveDHCP),
 			Discoverer: proxydhcp.DiscovererFunc(a.discoveredDHCP),
@@ -399,21 +401,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return a.beat.Run(gctx) })
 	g.Go(func() error { return a.applier.Run(gctx) })
-	if a.nonces != nil {
-		g.Go(func() error {
-			t := time.NewTicker(noncesSaveEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-t.C:
-					a.saveNonces()
-				case <-a.noncesIssued:
-					a.saveNonces()
-				case <-gctx.Done():
-					return nil
-				}
-			}
-		})
+	if a.keeper != nil {
+		g.Go(func() error { return a.keeper.Run(gctx) })
 	}
 	g.Go(func() error {
 		<-gctx.Done()
@@ -443,7 +432,9 @@ func (a *Agent) stop() {
 	if a.sb != nil {
 		a.sb.Shutdown(ctx)
 	}
-	a.saveNonces()
+	if a.keeper != nil {
+		a.keeper.Save()
+	}
 	a.closeRoot()
 	a.found.Close()
 	a.bmc.close()

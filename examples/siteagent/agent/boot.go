@@ -60,7 +60,7 @@ func (a *Agent) bootServer() error {
 	if a.dhcp != nil {
 		c.DHCP, c.Nonces, c.Passes = a.dhcp, a.nonces, a.v6.passes
 		c.OnNonce = func(_ hwid.MAC, to netip.Addr) {
-			a.nonceIssued()
+			a.keeper.Wake()
 			// The machine's HTTP requests come next: the boot listener keeps room for them.
 			a.prefer.Add(to)
 		}

@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"errors"
-	"path/filepath"
 	"time"
 
 	"github.com/bettercompute/siteboot/bootbind"
@@ -19,11 +17,8 @@ const (
 	// MaxNoncesPerMAC bounds the nonces one MAC holds.
 	MaxNoncesPerMAC = bootbind.MaxNoncesPerMAC
 	// NoncesFileName is the file in Config.DataDir that keeps the boot nonces across a
-	// restart.
+	// restart (bootbind.Keeper).
 	NoncesFileName = "boot-nonces.json"
-	// noncesSaveEvery is how often changed nonces are written besides after each one issued
-	// (a nonce bound to its first presenter changes too).
-	noncesSaveEvery = time.Second
 )
 
 // nonceWindow is Boot.NonceWindow, or its default.
@@ -54,40 +49,6 @@ func (a *Agent) sweepSilent() {
 // bindingConfig is the bootbind configuration of the agent's stores.
 func (a *Agent) bindingConfig() bootbind.Config {
 	return bootbind.Config{Window: a.cfg.Boot.NonceWindow, Clock: a.clock, Rand: a.opt.Rand}
-}
-
-// loadNonces reads the nonces a previous run saved, so that a machine between its chain and
-// its script boots on after a restart. A damaged file is set aside, never deleted.
-func (a *Agent) loadNonces() {
-	path := filepath.Join(a.cfg.DataDir, NoncesFileName)
-	n, err := a.nonces.LoadFile(path)
-	var damaged *bootbind.DamagedError
-	switch {
-	case errors.As(err, &damaged):
-		a.log.Warn("boot nonces: saved file damaged; set aside", "file", path, "set_aside", damaged.SetAside, "kept", n, "err", err)
-	case err != nil:
-		a.log.Warn("boot nonces: saved file unreadable", "file", path, "err", err)
-	case n > 0:
-		a.log.Info("boot nonces: kept across the restart", "nonces", n)
-	}
-}
-
-// nonceIssued wakes the saver of the nonces; writes coalesce while one is under way.
-func (a *Agent) nonceIssued() {
-	select {
-	case a.noncesIssued <- struct{}{}:
-	default:
-	}
-}
-
-// saveNonces writes the nonces when they changed (crash safe: bootbind.Nonces.SaveFile).
-func (a *Agent) saveNonces() {
-	if a.nonces == nil {
-		return
-	}
-	if err := a.nonces.SaveFile(filepath.Join(a.cfg.DataDir, NoncesFileName)); err != nil {
-		a.log.Warn("boot nonces: not saved", "err", err)
-	}
 }
 
 // answerDHCP is proxy DHCP's answer to a machine it decided to boot. iPXE gets the chain

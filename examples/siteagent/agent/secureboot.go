@@ -77,7 +77,7 @@ func (a *Agent) setupSecureBoot() error {
 		}),
 		CacheURLs: bases,
 		OnFetch:   a.silent.Asked,
-		OnIssue:   a.nonceIssued,
+		OnIssue:   a.keeper.Wake,
 		Clock:     a.clock,
 		Logger:    a.log.With("component", "secureboot"),
 	})

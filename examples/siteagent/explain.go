@@ -64,10 +64,7 @@ func explain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer resp.Body.Close()
-	var rep struct {
-		Machine   *bootevents.Machine  `json:"machine"`
-		Diagnosis bootevents.Diagnosis `json:"diagnosis"`
-	}
+	var rep bootevents.Report
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		fmt.Fprintf(stderr, "explain: %s: %s\n", resp.Status, bootevents.Printable(string(b), 512))

@@ -1,10 +1,8 @@
 package agent
 
 import (
-	"encoding/json"
 	"errors"
 	"net"
-	"net/http"
 
 	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/bootserver"
@@ -62,36 +60,6 @@ func dhcpEvent(req *proxydhcp.Request) bootevents.Event {
 func scriptEvent(q ipxe.Query) bootevents.Event {
 	return bootevents.Event{MAC: q.MAC, Stage: bootevents.StageScript, Arch: q.Arch, HasArch: q.HasArch,
 		UUID: q.UUID, HasUUID: q.UUID != hwid.UUID{}, Addr: q.Remote}
-}
-
-// machineReport is GET /debug/machines/{mac}: the machine's timeline and its diagnosis.
-type machineReport struct {
-	Machine   *bootevents.Machine  `json:"machine"`
-	Diagnosis bootevents.Diagnosis `json:"diagnosis"`
-}
-
-// serveMachine answers GET /debug/machines/{mac} on the metrics listener: 400 for a
-// malformed MAC, 404 (with the diagnosis) for a MAC never seen.
-func (a *Agent) serveMachine(w http.ResponseWriter, r *http.Request) {
-	mac, err := hwid.ParseMAC(r.PathValue("mac"))
-	if err != nil {
-		http.Error(w, "malformed MAC", http.StatusBadRequest)
-		return
-	}
-	if a.events == nil {
-		http.Error(w, "the boot timeline is off (boot.timeline = false)", http.StatusServiceUnavailable)
-		return
-	}
-	m, ok := a.events.Machine(mac)
-	rep := machineReport{Diagnosis: bootevents.Explain(m, ok, a.facts(mac))}
-	if ok {
-		rep.Machine = &m
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if !ok {
-		w.WriteHeader(http.StatusNotFound)
-	}
-	json.NewEncoder(w).Encode(rep)
 }
 
 // facts are what the agent knows of mac besides its timeline: its entry, the fence, and

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/metric"
 	"github.com/bettercompute/siteboot/proxydhcp"
@@ -21,7 +22,7 @@ func (a *Agent) metricsHandler() http.Handler {
 	reg.MustRegister(collector{a})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /debug/machines/{mac}", a.serveMachine)
+	mux.Handle("GET /debug/machines/{mac}", bootevents.MachineHandler(a.events, a.facts))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		last := a.beat.Stats().Last

@@ -11,7 +11,7 @@ import (
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bmc/ipmi"
 	"github.com/bettercompute/siteboot/bmc/redfish"
-	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
@@ -79,47 +79,13 @@ func (a *Agent) bmcCommand(ctx context.Context, c sitelink.Command) bool {
 	return true
 }
 
-// runBMC carries out one bmc.* command and returns its result: the command becomes a
-// typed bmc operation (sitelink.BMCOp), which the Executor journals, claims and sends
-// through the driver capability it needs.
+// runBMC carries out one bmc.* command and returns its result (sitelink.RunBMC): its image,
+// if any, served from the cache under a grant of its own at bmcCacheBase.
 func (a *Agent) runBMC(ctx context.Context, c sitelink.Command) sitelink.BMCResult {
 	if c.BMC != nil && !a.bmc.linked {
 		return sitelink.NotSentResult(c, &bmc.OpError{Op: c.Kind, Kind: bmc.ErrUnsupported, Message: "the agent's link carries no BMC access"})
 	}
-	var grant string // a firmware or media grant minted for this command
-	image := func(c sitelink.Command, sum string) (bmc.ImageURL, error) {
-		d, err := imagecache.ParseDigest(sum)
-		if err != nil {
-			return nil, err
-		}
-		if _, ok := a.cache.Lookup(d); !ok {
-			return nil, &bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "image " + d.String() + " is not in the cache"}
-		}
-		// The URL is minted only when the operation is sent; it carries a grant, which
-		// never goes into a log, a result or an error.
-		return func(context.Context) (string, error) {
-			g, err := a.cache.FirmwareGrant(d)
-			if err != nil {
-				return "", &bmc.OpError{Op: c.Kind, Kind: bmc.ErrInvalid, Message: "no grant for the image"}
-			}
-			grant = g.Token
-			return a.bmcCacheBase() + "/t/" + g.Token + "/" + d.String(), nil
-		}, nil
-	}
-	tg, op, err := sitelink.BMCOp(c, image)
-	if err != nil {
-		return sitelink.NotSentResult(c, err)
-	}
-	res := sitelink.BMCResultOf(c, a.bmc.exec.RunOp(ctx, c.ID, tg, op))
-	if grant != "" {
-		if c.Kind == sitelink.KindBMCFirmware {
-			// The update is over: the BMC has no more use for the URL.
-			a.cache.Revoke(grant)
-		}
-		// A BMC may have echoed the URL into its message.
-		res.Message = strings.ReplaceAll(res.Message, grant, "GRANT")
-	}
-	return res
+	return sitelink.RunBMC(ctx, a.bmc.exec, bootserver.BMCImages{Cache: a.cache, BaseURL: a.bmcCacheBase()}, c)
 }
 
 // close waits for the operations in progress (their contexts have ended) and releases the

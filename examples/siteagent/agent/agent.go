@@ -28,7 +28,6 @@ import (
 	siteclock "github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/discovery"
-	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/lease"
@@ -113,8 +112,8 @@ type Agent struct {
 	metricsLn  net.Listener
 	syslogConn net.PacketConn
 
-	mismatches mismatches
-	beat       sitelink.Heartbeat // syncOnce every Control.Heartbeat, or sooner when woken
+	machines   *bootserver.Entries // the entries as proxy DHCP's and /boot/'s machines (S3)
+	beat       sitelink.Heartbeat  // syncOnce every Control.Heartbeat, or sooner when woken
 	mu         sync.Mutex
 	sentDigest discovery.Digest      // the discovered list's digest the control plane acknowledged
 	pinned     []sitelink.CacheImage // the last SiteSpec's cache images, for the section's state
@@ -175,6 +174,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		return nil, err
 	}
 	a.applier = sitelink.EntryApplier{Store: a.entries, OnApplied: a.applied, Logger: log}
+	a.machines = &bootserver.Entries{Store: a.entries, Answer: a.answerDHCP, Events: a.sink, Clock: clock, Logger: log.With("component", "proxydhcp")}
 	if d, ok := a.entries.Damage(); ok {
 		a.log.Error("boot entries file damaged: set aside, serving the valid entries", "set_aside", d.SetAside,
 			"reason", d.Reason, "kept", d.Kept, "dropped", d.Dropped)
@@ -232,7 +232,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		a.keeper = &bootbind.Keeper{Nonces: a.nonces, Path: filepath.Join(c.DataDir, NoncesFileName), Logger: log}
 		a.keeper.Load()
 		a.dhcp = &proxydhcp.Server{
-			Handler:    proxydhcp.HandlerFunc(a.serveDHCP),
+			Handler:    proxydhcp.HandlerFunc(a.machines.ServeDHCP),
 			Discoverer: proxydhcp.DiscovererFunc(a.discoveredDHCP),
 			ServerIP:   c.Boot.ServerIP,
 			HTTPPort:   a.httpPort(),
@@ -439,27 +439,6 @@ func (a *Agent) stop() {
 	a.found.Close()
 	a.bmc.close()
 	a.log.Info("site agent stopped")
-}
-
-// serveDHCP is proxy DHCP's decision (S3): a live entry, for the machine the entry names
-// (proxy DHCP asked the fence first, P5).
-func (a *Agent) serveDHCP(ctx context.Context, req *proxydhcp.Request) proxydhcp.Decision {
-	r, ok := a.entries.LookupParsed(req.MAC)
-	if !ok {
-		return proxydhcp.Silence(proxydhcp.ReasonUnknown)
-	}
-	var uuid hwid.UUID
-	if req.HasUUID {
-		uuid = req.UUID
-	}
-	if m := r.Match(req.Arch, req.HasArch, uuid); m != sitelink.NoMismatch {
-		a.mismatches.dhcp[m].Add(1)
-		a.mismatchEvent(dhcpEvent(req), m)
-		a.log.Warn("proxy dhcp: machine does not match its boot entry; silence", "mac", req.MAC.String(),
-			"reason", m.String(), "arch", req.Arch.String(), "entry_arch", r.Arch)
-		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
-	}
-	return a.answerDHCP(req, r)
 }
 
 // discoveredDHCP lists a machine proxy DHCP did not answer for lack of an entry (P6), with

@@ -104,33 +104,21 @@ func (a *Agent) params() []ipxe.Param {
 	return out
 }
 
-// ipxeEntry is the agent's lookup behind /boot/ipxe (I4, S3): the live entry of the machine
-// asking, when the machine is the one it names. With proxy DHCP, bootserver.Bind then
-// gives it only to a request bound to this agent's DHCP answer (S1: its boot nonce, its
-// IPv6 pass, or for the signed GRUB its boot key). Without proxy DHCP the site's own DHCP
-// server sends machines here and no nonce exists: whoever can reach the agent and knows a
-// MAC with a live entry gets its script (see the package doc, "Boot secrets").
-// The entry's record travels as the ipxe.Entry's Ref, so the token and the grants need no
-// second lookup.
+// ipxeEntry is the agent's lookup behind /boot/ipxe (I4, S3): a.machines' (the live entry
+// of the machine asking, when the machine is the one it names). With proxy DHCP,
+// bootserver.Bind then gives it only to a request bound to this agent's DHCP answer (S1:
+// its boot nonce, its IPv6 pass, or for the signed GRUB its boot key). Without proxy DHCP
+// the site's own DHCP server sends machines here and no nonce exists: whoever can reach
+// the agent and knows a MAC with a live entry gets its script (see the package doc, "Boot
+// secrets").
 func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
 	a.silent.Asked(q.MAC)
-	r, ok := a.entries.LookupParsed(q.MAC)
-	if !ok {
-		return ipxe.Entry{}, false, nil
-	}
-	if m := r.Match(q.Arch, q.HasArch, q.UUID); m != sitelink.NoMismatch {
-		a.mismatches.http[m].Add(1)
-		a.mismatchEvent(scriptEvent(q), m)
-		return ipxe.Entry{}, false, fmt.Errorf("%w: %s (entry arch %s)", ipxe.ErrMismatch, m, r.Arch)
-	}
-	if a.nonces == nil {
+	e, ok, err := a.machines.Entry(ctx, q)
+	if ok && a.nonces == nil {
 		// A live entry's machine: its kernel and initrd come next, from the same address.
 		a.prefer.Add(q.Remote)
 	}
-	return ipxe.Entry{
-		MAC: r.MAC, UUID: r.MachineUUID(), Workflow: r.Workflow, NotAfter: r.NotAfter,
-		SanbootSHA256: r.SanbootSHA256, LocalBoot: r.LocalBoot, Ref: r,
-	}, true, nil
+	return e, ok, err
 }
 
 // token fetches the machine's discovery token from the control plane; the handler asks once

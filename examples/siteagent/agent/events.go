@@ -7,8 +7,6 @@ import (
 	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/hwid"
-	"github.com/bettercompute/siteboot/ipxe"
-	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/syslogd"
 )
@@ -35,32 +33,6 @@ func (a *Agent) setupEvents() (err error) {
 
 // Events is the agent's boot timeline: every component's events about each machine.
 func (a *Agent) Events() *bootevents.Timeline { return a.events }
-
-// mismatchEvent records the agent's own refusal of a machine that is not its entry's,
-// which the component that stays silent only knows as "declined" (or a mismatch).
-func (a *Agent) mismatchEvent(e bootevents.Event, m sitelink.Mismatch) {
-	if a.events != nil {
-		e.Time, e.Outcome, e.Reason = a.clock.Now(), bootevents.OutcomeRefused, m.String()
-		a.events.Emit(e)
-	}
-}
-
-func dhcpEvent(req *proxydhcp.Request) bootevents.Event {
-	e := bootevents.Event{MAC: req.MAC, Stage: bootevents.StageDHCPv4, Peer: req.Source, Arch: req.Arch, HasArch: req.HasArch,
-		UUID: req.UUID, HasUUID: req.HasUUID, IPXE: req.IPXE, Addr: req.ClientIP}
-	switch {
-	case req.Port == proxydhcp.PortBoot:
-		e.Stage = bootevents.StageBoot4011
-	case req.IPv6:
-		e.Stage = bootevents.StageDHCPv6
-	}
-	return e
-}
-
-func scriptEvent(q ipxe.Query) bootevents.Event {
-	return bootevents.Event{MAC: q.MAC, Stage: bootevents.StageScript, Arch: q.Arch, HasArch: q.HasArch,
-		UUID: q.UUID, HasUUID: q.UUID != hwid.UUID{}, Addr: q.Remote}
-}
 
 // facts are what the agent knows of mac besides its timeline: its entry, the fence, and
 // the agent holding the lease when another one does.

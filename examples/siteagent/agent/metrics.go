@@ -12,7 +12,6 @@ import (
 	"github.com/bettercompute/siteboot/metric"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/secureboot"
-	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // metricsHandler serves /metrics in Prometheus format and /healthz. The registry is the
@@ -41,10 +40,6 @@ func (a *Agent) metricsHandler() http.Handler {
 	return mux
 }
 
-// famMismatch counts the agent's own refusals of machines that are not their entry's.
-var famMismatch = metric.Family{Name: "boot_mismatch_total", Labels: []string{"where", "reason"},
-	Help: "Requests from a machine that does not match its boot entry (arch or UUID), not answered, by where and why."}
-
 // samples are the counters of every component the agent runs, under package metric's
 // names: what /metrics exports, after the namespace "siteboot_".
 func (a *Agent) samples() []metric.Sample {
@@ -71,10 +66,7 @@ func (a *Agent) samples() []metric.Sample {
 	if a.v6.passes != nil {
 		s = append(s, a.v6.passes.Stats().Samples()...)
 	}
-	for r := sitelink.MismatchArch; r < sitelink.NumMismatches; r++ {
-		s = append(s, famMismatch.Sample(a.mismatches.dhcp[r].Load(), "dhcp", r.String()),
-			famMismatch.Sample(a.mismatches.http[r].Load(), "http", r.String()))
-	}
+	s = append(s, a.machines.Stats().Samples()...)
 	s = append(s, st.Cache.Samples()...)
 	s = append(s, a.issuer.Stats().Samples()...)
 	s = append(s, a.fence.State().Samples()...)

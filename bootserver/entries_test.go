@@ -1,0 +1,70 @@
+package bootserver_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/bettercompute/siteboot/bootevents"
+	"github.com/bettercompute/siteboot/bootserver"
+	"github.com/bettercompute/siteboot/clock/clocktest"
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/ipxe"
+	"github.com/bettercompute/siteboot/metric"
+	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/bettercompute/siteboot/sitelink"
+)
+
+type sinkFunc func(bootevents.Event)
+
+func (f sinkFunc) Emit(e bootevents.Event) { f(e) }
+
+// TestEntries (S3): proxy DHCP and /boot/ answer a live entry only for the machine it
+// names; another machine with that MAC is refused, counted by where and why, and its
+// refusal is an event naming the mismatch.
+func TestEntries(t *testing.T) {
+	clk := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store, err := sitelink.OpenEntryStore(filepath.Join(t.TempDir(), "entries.json"), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := hwid.MAC{0x52, 0x54, 0, 0, 0, 7}
+	if err := store.Put(sitelink.ProxyDhcpEntry{MAC: mac, Arch: sitelink.ArchX86UEFI, Workflow: "wf", NotAfter: clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	var events []bootevents.Event
+	answered := 0
+	e := &bootserver.Entries{Store: store, Clock: clk, Events: sinkFunc(func(ev bootevents.Event) { events = append(events, ev) }),
+		Answer: func(*proxydhcp.Request, sitelink.ParsedEntry) proxydhcp.Decision { answered++; return proxydhcp.Answer() }}
+	ctx := context.Background()
+
+	if d := e.ServeDHCP(ctx, &proxydhcp.Request{MAC: hwid.MAC{0x52, 0x54, 0, 0, 0, 8}}); d != proxydhcp.Silence(proxydhcp.ReasonUnknown) {
+		t.Errorf("an unknown MAC: %+v", d)
+	}
+	if d := e.ServeDHCP(ctx, &proxydhcp.Request{MAC: mac, Arch: hwid.ArchX86_64EFI, HasArch: true}); d != proxydhcp.Answer() || answered != 1 {
+		t.Errorf("the entry's machine: %+v, Answer called %d times", d, answered)
+	}
+	bios := &proxydhcp.Request{MAC: mac, Arch: hwid.ArchBIOS, HasArch: true, Port: proxydhcp.PortBoot}
+	if d := e.ServeDHCP(ctx, bios); d != proxydhcp.Silence(proxydhcp.ReasonDeclined) || answered != 1 {
+		t.Errorf("a BIOS machine with a UEFI entry: %+v", d)
+	}
+	if ent, ok, err := e.Entry(ctx, ipxe.Query{MAC: mac, Arch: hwid.ArchX86_64EFI, HasArch: true}); !ok || err != nil || ent.Workflow != "wf" {
+		t.Errorf("Entry for the machine: %+v, %v, %v", ent, ok, err)
+	}
+	if _, ok, err := e.Entry(ctx, ipxe.Query{MAC: mac, Arch: hwid.ArchBIOS, HasArch: true, Remote: netip.MustParseAddr("192.0.2.9")}); ok || !errors.Is(err, ipxe.ErrMismatch) {
+		t.Errorf("Entry for a BIOS machine: %v, %v; want ErrMismatch", ok, err)
+	}
+	if st := e.Stats(); st != (bootserver.MismatchStats{DHCPArch: 1, HTTPArch: 1}) {
+		t.Errorf("Stats %+v", st)
+	}
+	if err := metric.Check(e.Stats().Samples()); err != nil {
+		t.Error(err)
+	}
+	if len(events) != 2 || events[0].Stage != bootevents.StageBoot4011 || events[0].Reason != "arch-mismatch" ||
+		events[1].Stage != bootevents.StageScript || events[1].Outcome != bootevents.OutcomeRefused || events[0].Time.IsZero() {
+		t.Errorf("events %+v", events)
+	}
+}

@@ -38,7 +38,10 @@ func TestEntries(t *testing.T) {
 	var events []bootevents.Event
 	answered := 0
 	e := &bootserver.Entries{Store: store, Clock: clk, Events: sinkFunc(func(ev bootevents.Event) { events = append(events, ev) }),
-		Answer: func(*proxydhcp.Request, sitelink.ParsedEntry) proxydhcp.Decision { answered++; return proxydhcp.Answer() }}
+		Answer: func(*proxydhcp.Request, sitelink.ParsedEntry) proxydhcp.Decision {
+			answered++
+			return proxydhcp.Answer()
+		}}
 	ctx := context.Background()
 
 	if d := e.ServeDHCP(ctx, &proxydhcp.Request{MAC: hwid.MAC{0x52, 0x54, 0, 0, 0, 8}}); d != proxydhcp.Silence(proxydhcp.ReasonUnknown) {

@@ -1,6 +1,9 @@
 package sitelink
 
 import (
+	"fmt"
+	"net/url"
+	"regexp"
 	"time"
 
 	"github.com/bettercompute/siteboot/hwid"
@@ -197,3 +200,19 @@ type TokenRequest struct {
 type TokenResponse struct {
 	Token string `json:"token"`
 }
+
+// Validate checks an image as a site's configuration names it: an http(s) URL with a host
+// and the digest in its one spelling, 64 lower-case hex digits. The error names the field
+// ("URL: ...", "SHA256: ...").
+func (im CacheImage) Validate() error {
+	u, err := url.Parse(im.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("URL: want an http(s) URL, got %q", im.URL)
+	}
+	if !sha256RE.MatchString(im.SHA256) {
+		return fmt.Errorf("SHA256: want 64 lower-case hex digits, got %q", im.SHA256)
+	}
+	return nil
+}
+
+var sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)

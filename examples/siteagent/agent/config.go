@@ -12,7 +12,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/bettercompute/siteboot/imagecache"
+	"github.com/bettercompute/siteboot/bootserver"
+	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/tftpd"
 )
 
@@ -122,12 +123,9 @@ type BootConfig struct {
 	Params map[string]string
 }
 
-// Image names a cache image: where to pull it and the digest it must match.
-type Image struct {
-	URL    string
-	SHA256 string // 64 lower-case hex digits
-	Format string // "raw", "iso", "kernel", "initrd", ...; "" means DefaultImageFormat
-}
+// Image names a cache image: where to pull it, the digest it must match (64 lower-case hex
+// digits) and its format ("" means DefaultImageFormat), as the control plane names its own.
+type Image = sitelink.CacheImage
 
 // LeaseConfig is the boot lease as this agent sees it.
 type LeaseConfig struct {
@@ -178,7 +176,7 @@ const (
 	DefaultLeaseTTL    = 15 * time.Second
 	DefaultHeartbeat   = 5 * time.Second
 	DefaultTimeout     = 4 * time.Second
-	DefaultImageFormat = "raw"
+	DefaultImageFormat = bootserver.DefaultImageFormat
 	DefaultKeyFileName = "node.key"
 )
 
@@ -285,7 +283,7 @@ func (c *Config) Validate() error {
 		if im.im.URL == "" && im.im.SHA256 == "" {
 			return bad(im.field, "required: the URL and SHA256 of the site's ramdisk")
 		}
-		if err := im.im.validate(); err != nil {
+		if err := im.im.Validate(); err != nil {
 			return &FieldError{Field: im.field, Err: err}
 		}
 	}
@@ -365,26 +363,6 @@ func (c *Config) Validate() error {
 		return err
 	}
 	return nil
-}
-
-func (im Image) validate() error {
-	u, err := url.Parse(im.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("URL: want an http(s) URL, got %q", im.URL)
-	}
-	// One spelling only: the digest's own, 64 lower-case hex digits.
-	if d, err := imagecache.ParseDigest(im.SHA256); err != nil || d.String() != im.SHA256 {
-		return fmt.Errorf("SHA256: want 64 lower-case hex digits, got %q", im.SHA256)
-	}
-	return nil
-}
-
-// format is the image's format, DefaultImageFormat when unset.
-func (im Image) format() string {
-	if im.Format == "" {
-		return DefaultImageFormat
-	}
-	return im.Format
 }
 
 // keyFile is the node key's path: KeyFile, or DataDir/node.key.

@@ -28,7 +28,7 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 		Site:             a.cfg.SiteID,
 		Node:             a.cfg.NodeID,
 		DiscoveredDigest: snap.Digest.String(),
-		Images:           a.imageReports(),
+		Images:           bootserver.ImageReports(a.cache.Status()),
 		Counters:         a.Stats(),
 	}
 	a.mu.Lock()
@@ -42,14 +42,7 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 	sendList := snap.Digest != a.sentDigest
 	a.mu.Unlock()
 	if sendList {
-		r.Discovered = make([]sitelink.DiscoveredMachine, 0, len(snap.Entries))
-		for _, e := range snap.Entries {
-			d := sitelink.DiscoveredMachine{MAC: e.MAC.String(), ProductUUID: e.ProductUUID, Arch: e.Arch, FirstSeen: e.FirstSeen, LastSeen: e.LastSeen, Count: e.Count}
-			if e.Relay.IsValid() {
-				d.Relay = e.Relay.String()
-			}
-			r.Discovered = append(r.Discovered, d)
-		}
+		r.Discovered = bootserver.Discovered(snap)
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, a.cfg.Control.Timeout)
@@ -105,31 +98,9 @@ func (a *Agent) applied(dropped []sitelink.ProxyDhcpEntry) {
 // wantedImages is the pinned set: the site's ramdisk kernel and initrd, and the control
 // plane's cache images.
 func (a *Agent) wantedImages(fromControl []sitelink.CacheImage) []imagecache.Image {
-	all := []Image{a.cfg.Boot.Kernel, a.cfg.Boot.Initrd}
-	for _, im := range fromControl {
-		all = append(all, Image(im))
-	}
-	out := make([]imagecache.Image, 0, len(all))
-	for _, im := range all {
-		d, err := imagecache.ParseDigest(im.SHA256)
-		if err != nil {
-			a.log.Warn("cache image with a malformed digest ignored", "url", im.URL, "sha256", im.SHA256)
-			continue
-		}
-		out = append(out, imagecache.Image{URL: im.URL, SHA256: d, Format: im.format()})
-	}
-	return out
-}
-
-func (a *Agent) imageReports() []sitelink.ImageReport {
-	st := a.cache.Status()
-	out := make([]sitelink.ImageReport, 0, len(st))
-	for _, s := range st {
-		r := sitelink.ImageReport{SHA256: s.Image.SHA256.String(), Format: s.Image.Format, State: s.State.String(), Bytes: s.Bytes}
-		if s.Err != nil {
-			r.Reason = s.Err.Error()
-		}
-		out = append(out, r)
+	out, err := bootserver.CacheImages(append([]Image{a.cfg.Boot.Kernel, a.cfg.Boot.Initrd}, fromControl...))
+	if err != nil {
+		a.log.Warn("cache images with a malformed digest ignored", "err", err)
 	}
 	return out
 }

@@ -271,9 +271,8 @@ func (c *Config) Validate() error {
 		return bad("Boot.TFTPLimits."+le.Field, "want %s, got %s", le.Want, le.Got)
 	}
 	if b.HTTPBase != "" {
-		u, err := url.Parse(b.HTTPBase)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			return bad("Boot.HTTPBase", "want http://HOST[:PORT], got %q", b.HTTPBase)
+		if err := bootserver.CheckBaseURL(b.HTTPBase); err != nil {
+			return &FieldError{Field: "Boot.HTTPBase", Err: err}
 		}
 	}
 	for _, im := range []struct {
@@ -291,9 +290,8 @@ func (c *Config) Validate() error {
 		return bad("Boot.Cmdline", "longer than %d bytes", 2048)
 	}
 	if b.CacheURL != "" {
-		u, err := url.Parse(b.CacheURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad("Boot.CacheURL", "want an http(s) URL, got %q", b.CacheURL)
+		if err := bootserver.CheckCacheURL(b.CacheURL); err != nil {
+			return &FieldError{Field: "Boot.CacheURL", Err: err}
 		}
 	}
 	if b.CacheMaxBytes < 0 {

@@ -2,9 +2,9 @@ package agent
 
 import (
 	"fmt"
-	"net/netip"
-	"net/url"
 	"time"
+
+	"github.com/bettercompute/siteboot/bootserver"
 )
 
 // validateServing refuses a configuration that would start and then serve no machine (issue
@@ -16,7 +16,8 @@ import (
 //     Boot.CacheURL must be set (Boot.HTTPBase is named).
 //   - Boot.ServerIP, when set, that no machine can reach: unspecified, multicast, the
 //     broadcast address, or with a zone.
-//   - Boot.HTTPBase, Boot.CacheURL whose host is an unspecified or multicast address.
+//   - Boot.HTTPBase, Boot.CacheURL whose host is an unspecified or multicast address
+//     (checked with their shape: bootserver.CheckBaseURL, CheckCacheURL).
 //   - Boot.NonceWindow out of 10s..1h (zero is DefaultNonceWindow): shorter than an
 //     iPXE's fetch and token wait, or a nonce that outlives any boot.
 //
@@ -30,27 +31,11 @@ func (c *Config) validateServing() error {
 	if b.HTTPBase == "" && !b.ServerIP.IsValid() && b.CacheURL == "" {
 		return bad("Boot.HTTPBase", "required when Boot.ServerIP and Boot.CacheURL are unset: the kernel, initrd and bc.cache URLs need the address machines reach this agent at")
 	}
-	if ip := b.ServerIP; ip.IsValid() && !reachable(ip) {
+	if ip := b.ServerIP; ip.IsValid() && !bootserver.Reachable(ip) {
 		return bad("Boot.ServerIP", "%v is not an address machines can reach", ip)
-	}
-	for _, f := range []struct{ field, u string }{{"Boot.HTTPBase", b.HTTPBase}, {"Boot.CacheURL", b.CacheURL}} {
-		if f.u == "" {
-			continue
-		}
-		u, err := url.Parse(f.u)
-		if err != nil {
-			continue // the field's own check reports it
-		}
-		if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !reachable(ip) {
-			return bad(f.field, "host %v is not an address machines can reach", ip)
-		}
 	}
 	if w := b.NonceWindow; w != 0 && (w < 10*time.Second || w > time.Hour) {
 		return bad("Boot.NonceWindow", "want 10s to 1h (0 for the default %v), got %v", DefaultNonceWindow, w)
 	}
 	return nil
-}
-
-func reachable(ip netip.Addr) bool {
-	return !ip.IsUnspecified() && !ip.IsMulticast() && ip != netip.AddrFrom4([4]byte{255, 255, 255, 255}) && ip.Zone() == ""
 }

@@ -3,9 +3,9 @@ package agent
 import (
 	"fmt"
 	"net/netip"
-	"net/url"
 
 	"github.com/bettercompute/siteboot/bootbind"
+	"github.com/bettercompute/siteboot/bootserver"
 )
 
 // Defaults of [DefaultConfig] for IPv6 boot.
@@ -47,12 +47,8 @@ func (c *Config) validateIPv6() error {
 		if !b.ServerIP6.IsValid() {
 			return bad("Boot.HTTPBase6", "needs Boot.ServerIP6")
 		}
-		u, err := url.Parse(b.HTTPBase6)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			return bad("Boot.HTTPBase6", "want http://HOST[:PORT], got %q", b.HTTPBase6)
-		}
-		if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !reachable(ip) {
-			return bad("Boot.HTTPBase6", "host %v is not an address machines can reach", ip)
+		if err := bootserver.CheckBaseURL(b.HTTPBase6); err != nil {
+			return &FieldError{Field: "Boot.HTTPBase6", Err: err}
 		}
 	}
 	if b.DHCPv6 {

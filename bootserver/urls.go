@@ -1,0 +1,41 @@
+package bootserver
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+)
+
+// Reachable reports whether machines can reach ip: not unspecified, multicast, the IPv4
+// broadcast address, nor with a zone.
+func Reachable(ip netip.Addr) bool {
+	return !ip.IsUnspecified() && !ip.IsMulticast() && ip != netip.AddrFrom4([4]byte{255, 255, 255, 255}) && ip.Zone() == ""
+}
+
+// CheckBaseURL checks a base URL machines use for /boot/ and /cache/ (Config.BaseURL,
+// BaseURL6): http(s)://HOST[:PORT] with no path beyond "/" and no query, and a HOST that
+// is an address machines can reach ([Reachable]) when it is an address.
+func CheckBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return fmt.Errorf("want http://HOST[:PORT], got %q", s)
+	}
+	return checkHost(u)
+}
+
+// CheckCacheURL checks the URL machines reach the image cache at (Config.CacheURL): an
+// http(s) URL with a host, which machines can reach when it is an address.
+func CheckCacheURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("want an http(s) URL, got %q", s)
+	}
+	return checkHost(u)
+}
+
+func checkHost(u *url.URL) error {
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !Reachable(ip) {
+		return fmt.Errorf("host %v is not an address machines can reach", ip)
+	}
+	return nil
+}

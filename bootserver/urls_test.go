@@ -1,0 +1,36 @@
+package bootserver_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/bettercompute/siteboot/bootserver"
+)
+
+func TestCheckURLs(t *testing.T) {
+	for _, tc := range []struct {
+		url         string
+		base, cache bool // accepted as a base URL, as a cache URL
+	}{
+		{"http://192.0.2.2", true, true},
+		{"https://boot.example.net:8443/", true, true},
+		{"http://[2001:db8::2]:8080", true, true},
+		{"http://192.0.2.2/cache", false, true},
+		{"http://192.0.2.2/?x=1", false, true},
+		{"tftp://192.0.2.2", false, false},
+		{"http://0.0.0.0:80", false, false},
+		{"http://255.255.255.255", false, false},
+		{"http://[ff02::1]", false, false},
+		{"http:///x", false, false},
+	} {
+		if got := bootserver.CheckBaseURL(tc.url) == nil; got != tc.base {
+			t.Errorf("CheckBaseURL(%q) accepted %v, want %v", tc.url, got, tc.base)
+		}
+		if got := bootserver.CheckCacheURL(tc.url) == nil; got != tc.cache {
+			t.Errorf("CheckCacheURL(%q) accepted %v, want %v", tc.url, got, tc.cache)
+		}
+	}
+	if bootserver.Reachable(netip.MustParseAddr("fe80::1%eth0")) || !bootserver.Reachable(netip.MustParseAddr("198.51.100.7")) {
+		t.Error("Reachable: a zoned address or a plain one misjudged")
+	}
+}

@@ -17,7 +17,22 @@
 // restart, within each nonce's window: SaveFile writes the file atomically and only when
 // the nonces changed; LoadFile drops the lapsed on the store's clock, keeps the store's
 // bounds, and sets a damaged file aside ([DamagedError]) keeping every entry that parsed.
-// [Nonces.Save] and [Nonces.Load] are the same documents in memory.
+// [Nonces.Save] and [Nonces.Load] are the same documents in memory. [Keeper] does that
+// bookkeeping for a host: Load at start, a save after each nonce issued and every second.
+//
+// # IPv6 passes
+//
+// iPXE over DHCPv6 never uses a proxy's answer when the segment's router advertisements
+// ask for stateful DHCPv6 (the M flag: iPXE's src/net/udp/dhcpv6.c dhcpv6_rx takes the
+// settings of the one server whose address it took), so its chain URL comes from the
+// site's DHCPv6 server, which cannot carry a one-time nonce. What binds that script
+// request to the host's DHCP answer instead is the answer the host gave the machine's
+// firmware (EDK2's SOLICIT or its 4011 REQUEST, or on a dual-stack segment its DHCPv4
+// DISCOVER or 4011 REQUEST: Debian's iPXE then takes the DHCPv6 server's chain URL over the
+// IPv4 proxy's, seen in the reference agent's TestE2E_IPv6DualStack): each such answer
+// issues the MAC's pass ([Passes.Issue]), valid for the window, which only a script
+// request over IPv6 from the provisioning segment ([OnLink]), from an address that got one
+// of those answers or that is the MAC's own, holds.
 //
 // # Refusals
 //

@@ -1,6 +1,7 @@
 package ipxe
 
 import (
+	"sort"
 	"strconv"
 
 	"github.com/bettercompute/siteboot/internal/bootscript"
@@ -122,3 +123,18 @@ func (s *script) Again(target string) {
 
 // Reboot writes "reboot".
 func (s *script) Reboot() { s.line("reboot") }
+
+// SiteParams returns a site's boot parameters, named without the ReservedPrefix ("gateway"
+// for "bc.gateway"), as Params in a stable order: by name. Config.Validate checks them.
+func SiteParams(m map[string]string) []Param {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]Param, 0, len(names))
+	for _, k := range names {
+		out = append(out, Param{Name: ReservedPrefix + k, Value: m[k]})
+	}
+	return out
+}

@@ -21,3 +21,14 @@ func TestSamples(t *testing.T) {
 		t.Errorf("answers %v", got)
 	}
 }
+
+func TestSiteParams(t *testing.T) {
+	got := ipxe.SiteParams(map[string]string{"join": "k", "gateway": "192.0.2.1"})
+	want := []ipxe.Param{{Name: "bc.gateway", Value: "192.0.2.1"}, {Name: "bc.join", Value: "k"}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("SiteParams = %v, want %v", got, want)
+	}
+	if len(ipxe.SiteParams(nil)) != 0 {
+		t.Error("SiteParams(nil) not empty")
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"sort"
 	"strings"
 
 	"github.com/bettercompute/siteboot/bootserver"
@@ -32,7 +31,7 @@ func (a *Agent) bootServer() error {
 		// The site's ramdisk comes from the cache, under the same boot grant as bc.cache.
 		Kernel:  ipxe.CacheImage(b.Kernel.SHA256),
 		Initrds: []string{ipxe.CacheImage(b.Initrd.SHA256)},
-		Params:  a.params(),
+		Params:  ipxe.SiteParams(a.cfg.Boot.Params),
 		Cmdline: b.Cmdline,
 		// Anyone can fetch a URL: with proxy DHCP running, the discovery list counts a
 		// script fetch only for a MAC proxy DHCP already showed (discovery.Config.DHCPFirst,
@@ -88,20 +87,6 @@ func (a *Agent) bootServer() error {
 		return a.tftp.Validate()
 	}
 	return nil
-}
-
-// params are the site's bc.* parameters, in a stable order.
-func (a *Agent) params() []ipxe.Param {
-	names := make([]string, 0, len(a.cfg.Boot.Params))
-	for k := range a.cfg.Boot.Params {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	out := make([]ipxe.Param, 0, len(names))
-	for _, k := range names {
-		out = append(out, ipxe.Param{Name: "bc." + k, Value: a.cfg.Boot.Params[k]})
-	}
-	return out
 }
 
 // ipxeEntry is the agent's lookup behind /boot/ipxe (I4, S3): a.machines' (the live entry

@@ -70,22 +70,8 @@ func (c *Config) validateIPv6() error {
 // Boot.ServerIP6 is unset.
 func (a *Agent) HTTPBase6() string { return a.v6.httpBase }
 
-// The boot passes of IPv6 (S1 over DHCPv6).
-//
-// iPXE over DHCPv6 never uses a proxy's answer when the segment's router advertisements ask
-// for stateful DHCPv6 (the M flag: src/net/udp/dhcpv6.c dhcpv6_rx takes the settings of the
-// one server whose address it took), so its chain URL comes from the site's DHCPv6 server,
-// which cannot carry this agent's one-time boot nonce. What binds that script request to
-// this agent's DHCP answer instead is the answer the agent gave the machine's firmware
-// (EDK2's SOLICIT or its 4011 REQUEST, or on a dual-stack segment its DHCPv4 DISCOVER or
-// 4011 REQUEST: Debian's iPXE then takes the DHCPv6 server's chain URL over the IPv4
-// proxy's, seen in TestE2E_IPv6DualStack): each such answer issues the MAC's pass
-// (bootbind.Passes), valid for the nonce window, and only a script request over IPv6 from
-// the provisioning segment (an on-link prefix of the boot interface), from an address that
-// got one of those DHCPv6 answers or that is the MAC's own (its EUI-64 interface identifier,
-// or an address the kernel's neighbour table resolves to the MAC) holds it. A host on the
-// segment that spoofs the MAC (or the machine's address) can still take it (bootbind's
-// package doc); anyone else is refused.
+// The boot passes of IPv6 (S1 over DHCPv6, where a chain URL cannot carry a nonce): see
+// bootbind's package doc, "IPv6 passes".
 
 // newPasses is the IPv6 boot passes' store, tied to the boot interface's on-link prefixes;
 // bootserver issues a MAC's pass with each answer proxy DHCP gives its firmware.

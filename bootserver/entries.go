@@ -12,6 +12,7 @@ import (
 	"github.com/bettercompute/siteboot/ipxe"
 	"github.com/bettercompute/siteboot/metric"
 	"github.com/bettercompute/siteboot/proxydhcp"
+	"github.com/bettercompute/siteboot/secureboot"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
@@ -21,17 +22,26 @@ import (
 // arch and SMBIOS UUID the request carries). A machine that does not match its entry gets
 // silence (proxy DHCP, reason declined) or the exit script (ipxe.ErrMismatch), never a
 // secret; each such refusal is counted by where and why ([MismatchStats]), logged, and
-// emitted as an event with the reason the component itself only knows as "declined".
+// emitted as an event with the reason the component itself only knows as "declined". The
+// firmware of a machine whose entry boots with Secure Boot
+// (sitelink.ParsedEntry.SecureBootBy) gets the signed chain's answer instead of iPXE's.
 type Entries struct {
 	Store *sitelink.EntryStore // required
-	// Answer is proxy DHCP's decision for a machine that matches its live entry (the
-	// signed chain for a Secure Boot machine, say); nil answers with proxydhcp.Answer.
-	Answer func(req *proxydhcp.Request, e sitelink.ParsedEntry) proxydhcp.Decision
-	Events bootevents.Sink // nil: no events
-	Clock  clock.Clock     // nil: clock.Real
-	Logger *slog.Logger    // nil discards
+	// OnAnswer, when set, is told of each machine proxy DHCP answers (before the answer is
+	// sent): it should now ask for its next step.
+	OnAnswer func(req *proxydhcp.Request, e sitelink.ParsedEntry)
+	// SecureBoot answers the firmware of a Secure Boot machine; nil (the host cannot serve
+	// the chain) answers it with silence (ReasonDeclined), counted as
+	// MismatchStats.SecureBootUnavailable and logged. SecureBootDefault is the site's word
+	// for entries that say nothing.
+	SecureBoot        *secureboot.Chain
+	SecureBootDefault bool
+	Events            bootevents.Sink // nil: no events
+	Clock             clock.Clock     // nil: clock.Real
+	Logger            *slog.Logger    // nil discards
 
-	dhcp, http [sitelink.NumMismatches]atomic.Uint64
+	dhcp, http  [sitelink.NumMismatches]atomic.Uint64
+	unavailable atomic.Uint64
 }
 
 // ServeDHCP is a proxydhcp.Handler: silence (ReasonUnknown) without a live entry,
@@ -60,10 +70,19 @@ func (e *Entries) ServeDHCP(ctx context.Context, req *proxydhcp.Request) proxydh
 			"reason", m.String(), "arch", req.Arch.String(), "entry_arch", r.Arch)
 		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
 	}
-	if e.Answer == nil {
+	if e.OnAnswer != nil {
+		e.OnAnswer(req, r)
+	}
+	if req.IPXE || !r.SecureBootBy(e.SecureBootDefault) {
 		return proxydhcp.Answer()
 	}
-	return e.Answer(req, r)
+	if e.SecureBoot == nil {
+		e.unavailable.Add(1)
+		e.log().Warn("proxy dhcp: no signed chain for this Secure Boot machine; silence", "mac", req.MAC.String(),
+			"reason", secureboot.RefusedUnavailable, "arch", req.Arch.String())
+		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
+	}
+	return e.SecureBoot.AnswerDHCP(req)
 }
 
 // Entry is an ipxe.Entries lookup: the live entry of the machine asking when it is the
@@ -106,6 +125,9 @@ func (e *Entries) log() *slog.Logger {
 type MismatchStats struct {
 	DHCPArch, DHCPUUID uint64 // proxy DHCP: arch-mismatch, uuid-mismatch
 	HTTPArch, HTTPUUID uint64 // the /boot/ handler: arch-mismatch, uuid-mismatch
+	// SecureBootUnavailable counts Secure Boot machines answered with silence for want of
+	// the chain (secureboot.Stats.Unavailable, for a host that exports the chain's counters).
+	SecureBootUnavailable uint64
 }
 
 // Stats returns the counters.
@@ -113,6 +135,7 @@ func (e *Entries) Stats() MismatchStats {
 	return MismatchStats{
 		DHCPArch: e.dhcp[sitelink.MismatchArch].Load(), DHCPUUID: e.dhcp[sitelink.MismatchUUID].Load(),
 		HTTPArch: e.http[sitelink.MismatchArch].Load(), HTTPUUID: e.http[sitelink.MismatchUUID].Load(),
+		SecureBootUnavailable: e.unavailable.Load(),
 	}
 }
 

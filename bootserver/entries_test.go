@@ -38,10 +38,7 @@ func TestEntries(t *testing.T) {
 	var events []bootevents.Event
 	answered := 0
 	e := &bootserver.Entries{Store: store, Clock: clk, Events: sinkFunc(func(ev bootevents.Event) { events = append(events, ev) }),
-		Answer: func(*proxydhcp.Request, sitelink.ParsedEntry) proxydhcp.Decision {
-			answered++
-			return proxydhcp.Answer()
-		}}
+		OnAnswer: func(*proxydhcp.Request, sitelink.ParsedEntry) { answered++ }}
 	ctx := context.Background()
 
 	if d := e.ServeDHCP(ctx, &proxydhcp.Request{MAC: hwid.MAC{0x52, 0x54, 0, 0, 0, 8}}); d != proxydhcp.Silence(proxydhcp.ReasonUnknown) {
@@ -60,7 +57,17 @@ func TestEntries(t *testing.T) {
 	if _, ok, err := e.Entry(ctx, ipxe.Query{MAC: mac, Arch: hwid.ArchBIOS, HasArch: true, Remote: netip.MustParseAddr("192.0.2.9")}); ok || !errors.Is(err, ipxe.ErrMismatch) {
 		t.Errorf("Entry for a BIOS machine: %v, %v; want ErrMismatch", ok, err)
 	}
-	if st := e.Stats(); st != (bootserver.MismatchStats{DHCPArch: 1, HTTPArch: 1}) {
+	// A Secure Boot machine (the site's default) while the host has no chain: its
+	// firmware gets silence, counted; its iPXE (the entry says iPXE later) is answered.
+	e.SecureBootDefault = true
+	fw := &proxydhcp.Request{MAC: mac, Arch: hwid.ArchX86_64EFI, HasArch: true}
+	if d := e.ServeDHCP(ctx, fw); d != proxydhcp.Silence(proxydhcp.ReasonDeclined) {
+		t.Errorf("a Secure Boot machine's firmware without a chain: %+v", d)
+	}
+	if d := e.ServeDHCP(ctx, &proxydhcp.Request{MAC: mac, Arch: hwid.ArchX86_64EFI, HasArch: true, IPXE: true}); d != proxydhcp.Answer() {
+		t.Errorf("iPXE of a Secure Boot machine: %+v", d)
+	}
+	if st := e.Stats(); st != (bootserver.MismatchStats{DHCPArch: 1, HTTPArch: 1, SecureBootUnavailable: 1}) {
 		t.Errorf("Stats %+v", st)
 	}
 	if err := metric.Check(e.Stats().Samples()); err != nil {

@@ -100,3 +100,13 @@ func (p ParsedEntry) Match(arch hwid.Arch, hasArch bool, uuid hwid.UUID) Mismatc
 	}
 	return NoMismatch
 }
+
+// SecureBootBy says whether the entry's machine boots through the signed chain (shim and
+// GRUB): the entry's own word (SecureBoot), else siteDefault for an x86-64 UEFI entry that
+// boots no ISO (a sanboot entry is booted by iPXE).
+func (p ParsedEntry) SecureBootBy(siteDefault bool) bool {
+	if p.SecureBoot != nil {
+		return *p.SecureBoot
+	}
+	return siteDefault && p.Arch == ArchX86UEFI && p.SanbootSHA256 == ""
+}

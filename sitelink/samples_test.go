@@ -37,3 +37,22 @@ func TestSamples(t *testing.T) {
 		t.Errorf("boot_entries %d after the entry lapsed, want 0", n)
 	}
 }
+
+func TestSecureBootBy(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		arch, sanboot string
+		word          *bool
+		def, want     bool
+	}{
+		{sitelink.ArchX86UEFI, "", nil, true, true}, {sitelink.ArchX86UEFI, "", nil, false, false},
+		{sitelink.ArchBIOS, "", nil, true, false}, {sitelink.ArchX86UEFI, "ab", nil, true, false},
+		{sitelink.ArchX86UEFI, "", &no, true, false}, {sitelink.ArchBIOS, "", &yes, false, true},
+	} {
+		var p sitelink.ParsedEntry
+		p.Arch, p.SanbootSHA256, p.SecureBoot = tc.arch, tc.sanboot, tc.word
+		if got := p.SecureBootBy(tc.def); got != tc.want {
+			t.Errorf("%+v: SecureBootBy = %v", tc, got)
+		}
+	}
+}

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -132,8 +131,7 @@ type Agent struct {
 
 	v6 ipv6Part // IPv6 boot (ipv6.go)
 
-	sb            *secureboot.Chain // the signed chain (secureboot.go); nil when not served
-	sbUnavailable atomic.Uint64     // Secure Boot machines answered with silence for want of the chain
+	sb *secureboot.Chain // the signed chain (secureboot.go); nil when not served
 }
 
 // New builds an agent from its config and binds its sockets, so that a host learns at once
@@ -174,7 +172,11 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		return nil, err
 	}
 	a.applier = sitelink.EntryApplier{Store: a.entries, OnApplied: a.applied, Logger: log}
-	a.machines = &bootserver.Entries{Store: a.entries, Answer: a.answerDHCP, Events: a.sink, Clock: clock, Logger: log.With("component", "proxydhcp")}
+	a.machines = &bootserver.Entries{Store: a.entries, Events: a.sink, Clock: clock, Logger: log.With("component", "proxydhcp"),
+		// The machine should now ask this agent for its next step within the nonce window.
+		OnAnswer:          func(req *proxydhcp.Request, _ sitelink.ParsedEntry) { a.silent.Answered(req.MAC) },
+		SecureBootDefault: c.Boot.SecureBoot,
+	}
 	if d, ok := a.entries.Damage(); ok {
 		a.log.Error("boot entries file damaged: set aside, serving the valid entries", "set_aside", d.SetAside,
 			"reason", d.Reason, "kept", d.Kept, "dropped", d.Dropped)

@@ -109,7 +109,7 @@ func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, 
 // token fetches the machine's discovery token from the control plane; the handler asks once
 // per entry and keeps the answer.
 func (a *Agent) token(ctx context.Context, e ipxe.Entry) (string, error) {
-	r, ok := e.Ref.(record)
+	r, ok := e.Ref.(sitelink.ParsedEntry)
 	if !ok || r.TokenRef == "" {
 		return "", ipxe.ErrNotReady
 	}

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/bettercompute/siteboot/bootbind"
-	"github.com/bettercompute/siteboot/proxydhcp"
 )
 
 // Bounds of the boot nonce store (package bootbind).
@@ -49,20 +48,4 @@ func (a *Agent) sweepSilent() {
 // bindingConfig is the bootbind configuration of the agent's stores.
 func (a *Agent) bindingConfig() bootbind.Config {
 	return bootbind.Config{Window: a.cfg.Boot.NonceWindow, Clock: a.clock, Rand: a.opt.Rand}
-}
-
-// answerDHCP is proxy DHCP's answer to a machine it decided to boot. iPXE gets the chain
-// URL with a fresh boot nonce (S1) from proxy DHCP itself (bootserver makes a.nonces its
-// Binder), in unicast answers only. Other clients (the firmware's PXE or HTTP boot) get
-// proxy DHCP's table.
-//
-// A machine whose entry boots with Secure Boot (secureBootFor) gets the signed chain instead
-// when its firmware asks (secureboot.go).
-func (a *Agent) answerDHCP(req *proxydhcp.Request, r record) proxydhcp.Decision {
-	// The machine should now ask this agent for its next step within the nonce window.
-	a.silent.Answered(req.MAC)
-	if !req.IPXE && a.secureBootFor(r) {
-		return a.answerSecureBoot(req)
-	}
-	return proxydhcp.Answer()
 }

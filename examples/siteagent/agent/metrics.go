@@ -60,7 +60,7 @@ func (a *Agent) samples() []metric.Sample {
 		if a.sb != nil {
 			sb = a.sb.Stats()
 		}
-		sb.Unavailable = a.sbUnavailable.Load()
+		sb.Unavailable = a.machines.Stats().SecureBootUnavailable
 		s = append(append(s, st.Bind.Samples()...), sb.Samples()...)
 	}
 	if a.v6.passes != nil {

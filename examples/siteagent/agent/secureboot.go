@@ -8,9 +8,7 @@ import (
 
 	"github.com/bettercompute/siteboot/bootbind"
 	"github.com/bettercompute/siteboot/ipxe"
-	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/secureboot"
-	"github.com/bettercompute/siteboot/sitelink"
 )
 
 // The signed chain's files, as Debian's packages ship them (dpkg -L shim-signed
@@ -44,16 +42,6 @@ func (c *Config) validateSecureBoot() error {
 		return &FieldError{Field: "Boot." + fe.Field, Err: fe}
 	}
 	return nil
-}
-
-// secureBootFor says whether machine r boots through the signed chain: its entry's word,
-// else the site's default for x86-64 UEFI entries (never for a sanboot entry: an ISO is
-// booted by iPXE).
-func (a *Agent) secureBootFor(r record) bool {
-	if r.SecureBoot != nil {
-		return *r.SecureBoot
-	}
-	return a.cfg.Boot.SecureBoot && r.Arch == sitelink.ArchX86UEFI && r.SanbootSHA256 == ""
 }
 
 // setupSecureBoot builds the signed chain (package secureboot, DESIGN.md SB1) when the agent
@@ -96,18 +84,6 @@ func (a *Agent) setupSecureBoot() error {
 			return fmt.Errorf("agent: secure boot: %w", err)
 		}
 	}
-	a.sb = c
+	a.sb, a.machines.SecureBoot = c, c // proxy DHCP names it to Secure Boot machines' firmware
 	return nil
-}
-
-// answerSecureBoot is proxy DHCP's answer to the firmware of a Secure Boot machine: the
-// chain's, or silence, counted, when the agent cannot serve the chain.
-func (a *Agent) answerSecureBoot(req *proxydhcp.Request) proxydhcp.Decision {
-	if a.sb == nil {
-		a.sbUnavailable.Add(1)
-		a.log.Warn("proxy dhcp: no signed chain for this Secure Boot machine; silence", "mac", req.MAC.String(),
-			"reason", "unavailable", "arch", req.Arch.String())
-		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
-	}
-	return a.sb.AnswerDHCP(req)
 }

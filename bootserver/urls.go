@@ -2,8 +2,10 @@ package bootserver
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 )
 
 // Reachable reports whether machines can reach ip: not unspecified, multicast, the IPv4
@@ -38,4 +40,29 @@ func checkHost(u *url.URL) error {
 		return fmt.Errorf("host %v is not an address machines can reach", ip)
 	}
 	return nil
+}
+
+// BaseURL is the base URL machines use for /boot/ and /cache/ (Config.BaseURL, BaseURL6)
+// once the HTTP listener is bound on port: set, with a port of 0 replaced by port (a host
+// that asked for any port); or, when set is "", http://IP[:PORT] from ip and port, the
+// port left out when it is 80; "" when ip is unset too.
+func BaseURL(set string, ip netip.Addr, port uint16) string {
+	if set != "" {
+		if u, err := url.Parse(set); err == nil && u.Port() == "0" {
+			u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(int(port)))
+			return u.String()
+		}
+		return set
+	}
+	if !ip.IsValid() {
+		return ""
+	}
+	host := ip.String()
+	if ip.Is6() {
+		host = "[" + host + "]"
+	}
+	if port != 80 {
+		host += ":" + strconv.Itoa(int(port))
+	}
+	return "http://" + host
 }

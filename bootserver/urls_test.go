@@ -34,3 +34,27 @@ func TestCheckURLs(t *testing.T) {
 		t.Error("Reachable: a zoned address or a plain one misjudged")
 	}
 }
+
+func TestBaseURL(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		ip   string
+		port uint16
+		want string
+	}{
+		{"", "192.0.2.2", 80, "http://192.0.2.2"},
+		{"", "192.0.2.2", 8080, "http://192.0.2.2:8080"},
+		{"", "2001:db8::2", 8080, "http://[2001:db8::2]:8080"},
+		{"http://boot.example.net:0", "192.0.2.2", 8081, "http://boot.example.net:8081"},
+		{"https://boot.example.net", "192.0.2.2", 8081, "https://boot.example.net"},
+		{"", "", 80, ""},
+	} {
+		var ip netip.Addr
+		if tc.ip != "" {
+			ip = netip.MustParseAddr(tc.ip)
+		}
+		if got := bootserver.BaseURL(tc.set, ip, tc.port); got != tc.want {
+			t.Errorf("BaseURL(%q, %v, %d) = %q, want %q", tc.set, ip, tc.port, got, tc.want)
+		}
+	}
+}

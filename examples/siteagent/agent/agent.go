@@ -300,9 +300,9 @@ func (a *Agent) listen() (err error) {
 	if tcp, ok := a.socks.HTTP.Addr().(*net.TCPAddr); ok {
 		port = uint16(tcp.Port)
 	}
-	a.httpBase = baseURL(b.HTTPBase, b.ServerIP, port)
+	a.httpBase = bootserver.BaseURL(b.HTTPBase, b.ServerIP, port)
 	if b.ServerIP6.IsValid() {
-		a.v6.httpBase = strings.TrimSuffix(baseURL(b.HTTPBase6, b.ServerIP6, port), "/")
+		a.v6.httpBase = strings.TrimSuffix(bootserver.BaseURL(b.HTTPBase6, b.ServerIP6, port), "/")
 	}
 	return nil
 }

@@ -2,8 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -119,16 +119,13 @@ type BMCConfig struct {
 }
 
 func (c BMCConfig) validate() error {
-	if c.MaxConcurrent < 0 || c.MaxConcurrent > 1024 {
-		return &FieldError{Field: "BMC.MaxConcurrent", Err: fmt.Errorf("want 0 (default) to 1024, got %d", c.MaxConcurrent)}
-	}
-	if c.Timeout < 0 || c.Timeout > time.Hour {
-		return &FieldError{Field: "BMC.Timeout", Err: fmt.Errorf("want 0 (default) to %v, got %v", time.Hour, c.Timeout)}
+	var le *bmc.LimitError
+	if errors.As((&bmc.Executor{MaxConcurrent: c.MaxConcurrent, Timeout: c.Timeout}).Validate(), &le) {
+		return &FieldError{Field: "BMC." + le.Field, Err: le.Err}
 	}
 	if c.CacheURL != "" {
-		u, err := url.Parse(c.CacheURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return &FieldError{Field: "BMC.CacheURL", Err: fmt.Errorf("want an http(s) URL, got %q", c.CacheURL)}
+		if err := bootserver.CheckCacheURL(c.CacheURL); err != nil {
+			return &FieldError{Field: "BMC.CacheURL", Err: err}
 		}
 	}
 	return nil

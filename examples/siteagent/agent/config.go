@@ -3,7 +3,6 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -369,28 +368,4 @@ func (c *Config) keyFile() string {
 		return c.KeyFile
 	}
 	return filepath.Join(c.DataDir, DefaultKeyFileName)
-}
-
-// baseURL is a base URL machines use for /boot/ and /cache/: set (Boot.HTTPBase or
-// Boot.HTTPBase6) with a port of 0 replaced by port, the port the HTTP listener got; or,
-// when set is "", the URL derived from ip and port; "" when ip is unset too.
-func baseURL(set string, ip netip.Addr, port uint16) string {
-	if set != "" {
-		if u, err := url.Parse(set); err == nil && u.Port() == "0" {
-			u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(int(port)))
-			return u.String()
-		}
-		return set
-	}
-	if !ip.IsValid() {
-		return ""
-	}
-	host := ip.String()
-	if ip.Is6() {
-		host = "[" + host + "]"
-	}
-	if port != 80 {
-		host += ":" + strconv.Itoa(int(port))
-	}
-	return "http://" + host
 }

@@ -23,6 +23,13 @@
 //     t/GRANT/SHA256, and mounts of other loaders' files.
 //   - [ByFamily] serves /boot/ with one handler for IPv4 and another, whose URLs are
 //     IPv6 ones, for requests that came over IPv6.
+//   - [Entries] is proxy DHCP's Handler and the /boot/ handler's ipxe.Entries over a
+//     sitelink.EntryStore: a live entry only for the machine it names (S3), the refusals
+//     counted and emitted, the Secure Boot chain's answer for a Secure Boot machine.
+//   - [BMCImages] is a sitelink.BMCImages over the cache: a firmware grant per BMC
+//     command's image.
+//   - [CacheImages], [ImageReports] and [Discovered] turn the link's messages into the
+//     cache's images and the cache and discovery list into a status report's.
 //
 // # Server
 //

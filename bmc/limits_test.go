@@ -10,22 +10,24 @@ import (
 
 func TestExecutorValidate(t *testing.T) {
 	for _, tc := range []struct {
-		e     bmc.Executor
-		field string
+		maxConcurrent int
+		timeout       time.Duration
+		field         string
 	}{
-		{bmc.Executor{}, ""}, {bmc.Executor{MaxConcurrent: 1024, Timeout: time.Hour}, ""},
-		{bmc.Executor{MaxConcurrent: -1}, "MaxConcurrent"}, {bmc.Executor{MaxConcurrent: 1025}, "MaxConcurrent"},
-		{bmc.Executor{Timeout: -time.Second}, "Timeout"}, {bmc.Executor{Timeout: time.Hour + 1}, "Timeout"},
+		{0, 0, ""}, {1024, time.Hour, ""},
+		{-1, 0, "MaxConcurrent"}, {1025, 0, "MaxConcurrent"},
+		{0, -time.Second, "Timeout"}, {0, time.Hour + 1, "Timeout"},
 	} {
+		e := &bmc.Executor{MaxConcurrent: tc.maxConcurrent, Timeout: tc.timeout}
 		got := ""
 		var le *bmc.LimitError
-		if err := tc.e.Validate(); errors.As(err, &le) {
+		if err := e.Validate(); errors.As(err, &le) {
 			got = le.Field
 		} else if err != nil {
-			t.Errorf("%+v: %v is no *LimitError", tc.e, err)
+			t.Errorf("%d, %v: %v is no *LimitError", tc.maxConcurrent, tc.timeout, err)
 		}
 		if got != tc.field {
-			t.Errorf("%+v: field %q, want %q", tc.e, got, tc.field)
+			t.Errorf("%d, %v: field %q, want %q", tc.maxConcurrent, tc.timeout, got, tc.field)
 		}
 	}
 }

@@ -22,5 +22,20 @@ func (s *EntryStore) Samples() []metric.Sample {
 	if _, ok := s.Damage(); ok {
 		damaged = 1
 	}
-	return []metric.Sample{famEntries.Sample(uint64(len(s.All()))), famDamaged.Sample(damaged)}
+	return []metric.Sample{famEntries.Sample(s.live()), famDamaged.Sample(damaged)}
+}
+
+// live counts the live entries, copying none (a status report lists samples every
+// heartbeat).
+func (s *EntryStore) live() uint64 {
+	now := s.now()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := uint64(0)
+	for _, p := range s.m {
+		if now.Before(p.NotAfter) {
+			n++
+		}
+	}
+	return n
 }

@@ -194,6 +194,8 @@
 //	option 93 x86-64 UEFI is 7 or 9              RFC 4578 errata; netboot #101, #30;     TestQuirk_Option93X86_64UEFIIs7Or9
 //	                                               xCAT #7645
 //	no option 97 (no client GUID)                pixiecore #21                           TestQuirk_NoOption97
+//	  the decision says so (Decision.NoUUID,                                               TestQuirk_NoOption97DecisionSaysSo,
+//	  event Detail "no-uuid", AnsweredNoUUID)                                              sitelink TestQuirk_NoOption97UUIDUnchecked
 //	reply delay per arch, default none           dnsmasq --dhcp-reply-delay              TestQuirk_ReplyDelay
 //	no DNS in UEFI HTTP boot: IP-literal URLs    ipxe #1316                              TestQuirk_NoDNSInUEFIHTTPBoot
 //	arm64 UEFI HTTP boot (19) and PXE (11)       AAVMF; IANA processor architectures     TestQuirk_ARM64UEFIHTTPBoot
@@ -205,8 +207,7 @@
 // exit script (Debian's iPXE build returns success to the firmware whatever a chained
 // script exits with, so this needs an iPXE built from newer source); the site's DHCP
 // server answering first, and option 60 PXEClient without option 43 (no e2e run yet). A
-// GRUB configuration that gives up is still answered 404. An entry with a UUID and a
-// machine without option 97 is answered without saying so in the decision.
+// GRUB configuration that gives up is still answered 404.
 //
 // [Server.ReplyDelay] holds back the replies to the architectures it lists: for firmware
 // that ignores an instant answer, and for a site whose own DHCP server must answer first.

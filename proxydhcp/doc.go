@@ -186,7 +186,8 @@
 //	quirk                                        source                                  test
 //	-------------------------------------------  --------------------------------------  -------------------------------------------------------
 //	exit must fall through: give-ups are a 200   tinkerbell #984; Sidero Metal notes     ipxe TestQuirk_ExitMustFallThrough,
-//	  with "exit 1" (iPXE runs no 4xx body)                                                secureboot TestQuirk_LocalBootOnPurposeGRUB (GRUB's exit)
+//	  with "exit 1" (iPXE runs no 4xx body;                                                secureboot TestQuirk_GRUBGiveUpsFallThrough
+//	  GRUB reads none, over TFTP or HTTP)                                                  (each give-up, TFTP and HTTP)
 //	local boot on purpose (entry local_boot)     MAAS LP#1642298; Foreman #10207; Sidero  ipxe TestQuirk_LocalBootOnPurpose,
 //	                                                                                       secureboot TestQuirk_LocalBootOnPurposeGRUB,
 //	                                                                                       sitelink TestQuirk_LocalBootEntry
@@ -206,8 +207,7 @@
 // Not yet shown with real firmware: OVMF moving on to its next Boot#### entry after the
 // exit script (Debian's iPXE build returns success to the firmware whatever a chained
 // script exits with, so this needs an iPXE built from newer source); the site's DHCP
-// server answering first, and option 60 PXEClient without option 43 (no e2e run yet). A
-// GRUB configuration that gives up is still answered 404.
+// server answering first, and option 60 PXEClient without option 43 (no e2e run yet).
 //
 // [Server.ReplyDelay] holds back the replies to the architectures it lists: for firmware
 // that ignores an instant answer, and for a site whose own DHCP server must answer first.

@@ -198,6 +198,11 @@
 //	  the decision says so (Decision.NoUUID,                                               TestQuirk_NoOption97DecisionSaysSo,
 //	  event Detail "no-uuid", AnsweredNoUUID)                                              sitelink TestQuirk_NoOption97UUIDUnchecked
 //	reply delay per arch, default none           dnsmasq --dhcp-reply-delay              TestQuirk_ReplyDelay
+//	the site's DHCP answers first (no boot file) pixiecore README.booting.md;            e2e TestE2E_SiteDHCPAnswersFirst (SeaBIOS,
+//	                                             warewulf3 #137                            dnsmasq, real firmware)
+//	site's option 60 PXEClient without 43:       FOG docs #188                           e2e TestE2E_SiteDHCPOption60NoOption43*
+//	  EDK2 asks its next server at 4011, iPXE                                              (OVMF); bootevents TestExplain (no-4011,
+//	  its server id: no boot; explain says why                                             ipxe-no-chain)
 //	no DNS in UEFI HTTP boot: IP-literal URLs    ipxe #1316                              TestQuirk_NoDNSInUEFIHTTPBoot
 //	arm64 UEFI HTTP boot (19) and PXE (11)       AAVMF; IANA processor architectures     TestQuirk_ARM64UEFIHTTPBoot
 //	DHCPv6 DUID-LLT, -LL, -UUID, option 79       RFC 8415, 6355, 6939; EDK2 Dhcp6Dxe     TestQuirk_DHCPv6Identities
@@ -206,8 +211,15 @@
 //
 // Not yet shown with real firmware: OVMF moving on to its next Boot#### entry after the
 // exit script (Debian's iPXE build returns success to the firmware whatever a chained
-// script exits with, so this needs an iPXE built from newer source); the site's DHCP
-// server answering first, and option 60 PXEClient without option 43 (no e2e run yet).
+// script exits with, so this needs an iPXE built from newer source).
+//
+// A site DHCP server that sends option 60 PXEClient without option 43 defeats proxy DHCP
+// for iPXE: iPXE takes that offer as a ProxyDHCP offer too (it names PXEClient and a
+// server) and, in the e2e run with Debian's iPXE, asked that server at 4011 and not this
+// one, though this server's proxy offer came within the same tens of milliseconds. EDK2
+// asks the offer's next server at 4011, which works when the site names this agent there.
+// The site must stop sending option 60 (or send option 43); the agent's explanation of the
+// machine says so (bootevents' no-4011 and ipxe-no-chain).
 //
 // [Server.ReplyDelay] holds back the replies to the architectures it lists: for firmware
 // that ignores an instant answer, and for a site whose own DHCP server must answer first.

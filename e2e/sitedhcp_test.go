@@ -41,7 +41,9 @@ func (l *lab) packetTimes(filter string) []time.Time {
 // dnsmasq answers, there is nothing to boot, and the firmware tries again (SeaBIOS's boot
 // retry). The agent then comes up and gets the machine's entry; the firmware keeps asking,
 // and once a boot file arrives from proxy DHCP the machine boots the ramdisk through the
-// agent. On the attempt that boots, the capture shows which server's offer came first.
+// agent. On the attempt that boots, the capture shows which server's offer came first (it
+// varies from run to run; iPXE waits for proxy offers after the first offer, so it boots
+// either way), and the test logs it.
 func TestE2E_SiteDHCPAnswersFirst(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, 2)

@@ -100,6 +100,11 @@
 //     has nothing to boot. Without, EDK2's PXE finds no valid offer and its HTTP boot ends
 //     the same way. Neither machine boots; `siteagent explain MAC` says why (ipxe-no-chain
 //     or no-4011, naming option 60 PXEClient without option 43).
+//   - TestE2E_SecureBootGRUBGiveUpReturnsToFirmware: a Secure Boot machine's entry is
+//     withdrawn after proxy DHCP named shim, so GRUB's configuration is a give-up: the
+//     agent answers "exit 1" and OVMF's boot manager gets control back in the same boot
+//     (no reboot into PXE); with Debian 12's shim and GRUB 2.06 it opens its menu (UiApp)
+//     rather than the next boot option, and the test logs which.
 //
 // # Timings on a loaded machine
 //

@@ -211,7 +211,10 @@
 //
 // Not yet shown with real firmware: OVMF moving on to its next Boot#### entry after the
 // exit script (Debian's iPXE build returns success to the firmware whatever a chained
-// script exits with, so this needs an iPXE built from newer source).
+// script exits with, so this needs an iPXE built from newer source). GRUB's give-ups do
+// reach the firmware at once now, but Debian 12's shim and signed GRUB 2.06 return
+// success for "exit 1" too: OVMF opens its menu (e2e
+// TestE2E_SecureBootGRUBGiveUpReturnsToFirmware).
 //
 // A site DHCP server that sends option 60 PXEClient without option 43 defeats proxy DHCP
 // for iPXE: iPXE takes that offer as a ProxyDHCP offer too (it names PXEClient and a

@@ -25,6 +25,14 @@
 //
 // A capability a driver lacks is a failed type assertion; a capability the driver has but
 // this BMC refuses or does not offer is an error matching ErrUnsupported.
+
+// Some BMCs cannot keep a boot device persistently (Lenovo XCC): SetBootDevice with
+// Persistent is ErrUnsupported there. A BootKeeper wrapped around the driver sets such a
+// device once and arms it once again before each power-on it runs (Ironic's workaround):
+//
+//	k := bmc.NewBootKeeper(d)
+//	err = k.SetBootDevice(ctx, bmc.BootDevice{Target: bmc.BootPXE, Persistent: true})
+//	err = k.SetPower(ctx, bmc.PowerActionCycle) // PXE again on this boot and every later one
 //
 // # Operations
 //

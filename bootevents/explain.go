@@ -58,7 +58,9 @@ const (
 	DiagNonceOtherAddress = "nonce-other-address" // the nonce came back from another address
 	DiagNoTFTPAfter4011   = "no-tftp-after-4011"  // answered at 4011, then no TFTP
 	DiagNoTFTP            = "no-tftp"             // answered DHCP, then no TFTP
+	DiagNo4011            = "no-4011"             // UEFI PXE answered on 67, then never asked at 4011
 	DiagNoScript          = "no-script"           // the loader went over TFTP, then no script request
+	DiagIPXENoChain       = "ipxe-no-chain"       // iPXE answered with the chain URL, then no script request
 	DiagRefused           = "refused"             // another refusal, named in Line
 	DiagInProgress        = "in-progress"         // steps went through, the boot is not over
 	DiagBooted            = "booted"              // the script (and its assertion) went out
@@ -100,6 +102,9 @@ func diagnose(b Boot, f Facts) Diagnosis {
 	var last *Event
 	for i := range b.Events {
 		e := &b.Events[i]
+		if e.Reason == "ignored" {
+			continue // a message not for a proxy (the site's server's REQUEST) decides nothing
+		}
 		switch e.Outcome {
 		case OutcomeRefused, OutcomeFailed:
 			// a component's generic word after the host's own reason for the same request
@@ -118,7 +123,7 @@ func diagnose(b Boot, f Facts) Diagnosis {
 	if last != nil {
 		return refusal(last, f)
 	}
-	var ok4011, okDHCP, tftp, tftpOK, script, assertion, httpBoot bool
+	var ok4011, okDHCP, tftp, tftpOK, script, assertion, httpBoot, uefiPXE, ipxeDHCP bool
 	var tftpFile string
 	for _, e := range b.Events {
 		if e.Outcome != OutcomeOK {
@@ -130,6 +135,8 @@ func diagnose(b Boot, f Facts) Diagnosis {
 		case StageDHCPv4, StageDHCPv6:
 			okDHCP = true
 			httpBoot = httpBoot || (e.HasArch && isHTTP(e.Arch))
+			ipxeDHCP = ipxeDHCP || e.IPXE
+			uefiPXE = uefiPXE || (e.Stage == StageDHCPv4 && !e.IPXE && e.HasArch && e.Arch != hwid.ArchBIOS && !isHTTP(e.Arch))
 		case StageTFTP:
 			tftp, tftpOK, tftpFile = true, true, e.Detail
 		case StageHTTP, StageGRUB:
@@ -153,10 +160,15 @@ func diagnose(b Boot, f Facts) Diagnosis {
 		return Diagnosis{Code: DiagBooted, Line: "booted: DHCP to script in " + dur(total) + ": " + summary(b)}
 	case ok4011 && !tftp && !httpBoot:
 		return Diagnosis{Code: DiagNoTFTPAfter4011, Line: "answered at 4011 but the firmware never asked for the boot file over TFTP: check that UDP 69 from the machine reaches this agent"}
+	case uefiPXE && !ok4011 && !tftp:
+		// EDK2 asks the boot server at 4011 after a proxy offer; it asked elsewhere.
+		return Diagnosis{Code: DiagNo4011, Line: "answered the UEFI firmware on port 67 but it never asked this agent at 4011: it took another server's PXE offer (a DHCP server sending option 60 PXEClient without option 43 sends EDK2 to that offer's next server on 4011): make this agent the next server there, or stop that server sending option 60"}
 	case okDHCP && !tftp && httpBoot:
 		return Diagnosis{Code: DiagNoTFTP, Line: "answered DHCP but the firmware never fetched its boot file over HTTP: check that the machine reaches this agent's HTTP port"}
 	case okDHCP && !tftp:
 		return Diagnosis{Code: DiagNoTFTP, Line: "answered DHCP but the firmware never asked for the boot file over TFTP: check that UDP 69 from the machine reaches this agent"}
+	case ipxeDHCP:
+		return Diagnosis{Code: DiagIPXENoChain, Line: "answered iPXE's DHCP with the chain script's URL but it never asked for it: if another DHCP server's offer carries option 60 PXEClient (without option 43), iPXE takes that server as its ProxyDHCP server and asks it at 4011 instead, so stop that server sending option 60; else check that the machine reaches this agent's HTTP port"}
 	case tftpOK:
 		return Diagnosis{Code: DiagNoScript, Line: "the boot file " + quoteOr(tftpFile) + " went out over TFTP but no script request followed: check the machine's console and that it reaches this agent's HTTP port"}
 	}

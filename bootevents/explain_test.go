@@ -73,6 +73,24 @@ func TestExplain(t *testing.T) {
 			{Stage: bootevents.StageScript, Outcome: ok},
 			{Stage: bootevents.StageAssertion, Outcome: ok},
 		}, bootevents.Facts{Entry: true}, bootevents.DiagBooted, "booted: DHCP to assertion in 5s: dhcpv4 +0s, tftp refused not-found autoexec.ipxe +1s, tftp undionly.kpxe +2s (70000 B)"},
+		// The site's DHCP server sends option 60 PXEClient without option 43 (FOG's docs
+		// #188): EDK2 asks that offer's next server at 4011, not this agent, and iPXE takes
+		// the site's server as its ProxyDHCP server. Seen in e2e TestE2E_SiteDHCPOption60*.
+		{"uefi pxe answered on 67, never at 4011", []ev{
+			{Stage: bootevents.StageDHCPv4, Outcome: ok, Arch: hwid.ArchX86_64EFI, HasArch: true},
+			{Stage: bootevents.StageDHCPv4, Outcome: refused, Reason: "ignored", Arch: hwid.ArchX86_64EFI, HasArch: true},
+		}, bootevents.Facts{Entry: true}, bootevents.DiagNo4011, "never asked this agent at 4011: it took another server's PXE offer (a DHCP server sending option 60 PXEClient without option 43"},
+		{"ipxe answered, never chained", []ev{
+			{Stage: bootevents.StageDHCPv4, Outcome: ok, Arch: hwid.ArchX86_64EFI, HasArch: true},
+			{Stage: bootevents.StageBoot4011, Outcome: ok, Arch: hwid.ArchX86_64EFI, HasArch: true},
+			{Stage: bootevents.StageTFTP, Outcome: ok, Detail: "ipxe.efi"},
+			{Stage: bootevents.StageDHCPv4, Outcome: ok, IPXE: true, Arch: hwid.ArchX86_64EFI, HasArch: true},
+			{Stage: bootevents.StageDHCPv4, Outcome: refused, Reason: "ignored", IPXE: true, Arch: hwid.ArchX86_64EFI, HasArch: true},
+		}, bootevents.Facts{Entry: true}, bootevents.DiagIPXENoChain, "iPXE takes that server as its ProxyDHCP server"},
+		{"the site's request ignored after an answer decides nothing", []ev{
+			{Stage: bootevents.StageDHCPv4, Outcome: ok, Arch: hwid.ArchBIOS, HasArch: true},
+			{Stage: bootevents.StageDHCPv4, Outcome: refused, Reason: "ignored"},
+		}, bootevents.Facts{Entry: true}, bootevents.DiagNoTFTP, "answered DHCP but the firmware never asked for the boot file over TFTP"},
 		{"other refusal", []ev{{Stage: bootevents.StageCache, Outcome: refused, Reason: "grant-expired"}}, bootevents.Facts{Entry: true},
 			bootevents.DiagRefused, "cache refused: grant-expired"},
 	}

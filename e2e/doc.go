@@ -87,6 +87,24 @@
 //     boot lands but fails (sushy keeps every override Continuous) and no power cycle is
 //     sent; with PersistentBoot the override and the power cycle land; results come back by
 //     command id.
+//   - TestE2E_SiteDHCPAnswersFirst: SeaBIOS's iPXE ROM powers on while only dnsmasq is on
+//     the segment: dnsmasq answers with an address and no boot file, nothing boots, and the
+//     firmware tries again; the agent then comes up with the machine's entry and the machine
+//     boots through it. On the exchange that booted, which offer came first varies from run
+//     to run (dnsmasq's by 256 µs in one, the agent's in another); the test logs it. iPXE
+//     waits for proxy offers after the first offer, so either way the machine boots.
+//   - TestE2E_SiteDHCPOption60NoOption43NextServerAgent, ...NoNextServer: dnsmasq sends
+//     option 60 PXEClient without option 43, naming the agent as next server or not. With
+//     the agent as next server EDK2 asks it at 4011 and loads ipxe.efi; iPXE then takes the
+//     site's offer as its ProxyDHCP offer as well and asks the site's server at 4011, and
+//     has nothing to boot. Without, EDK2's PXE finds no valid offer and its HTTP boot ends
+//     the same way. Neither machine boots; `siteagent explain MAC` says why (ipxe-no-chain
+//     or no-4011, naming option 60 PXEClient without option 43).
+//   - TestE2E_SecureBootGRUBGiveUpReturnsToFirmware: a Secure Boot machine's entry is
+//     withdrawn after proxy DHCP named shim, so GRUB's configuration is a give-up: the
+//     agent answers "exit 1" and OVMF's boot manager gets control back in the same boot
+//     (no reboot into PXE); with Debian 12's shim and GRUB 2.06 it opens its menu (UiApp)
+//     rather than the next boot option, and the test logs which.
 //
 // # Timings on a loaded machine
 //

@@ -285,8 +285,10 @@ func (k KeyFile) Render() ([]byte, error) {
 }
 
 // Exit is the configuration for a machine without a boot entry: leave GRUB with a failure
-// status ("exit 1": GRUB 2.06 and later return EFI_LOAD_ERROR for it) so the firmware falls
-// through to its next boot option; a successful exit makes UEFI open its Boot Manager.
+// status ("exit 1") so the firmware falls through to its next boot option; a successful
+// exit makes UEFI open its Boot Manager. That needs a GRUB that hands the status back to
+// the firmware: with Debian 12's shim and signed GRUB 2.06 OVMF gets success and opens its
+// menu (e2e TestE2E_SecureBootGRUBGiveUpReturnsToFirmware), as with Debian's 2019 iPXE.
 type Exit struct{}
 
 // Render returns the configuration; it never fails.

@@ -72,7 +72,9 @@
 // runs no body of a 4xx answer (its chain command fails instead, and the chain script
 // retries and reboots into the same network boot), and a plain "exit" returns success, on
 // which UEFI opens its Boot Manager instead of booting its next Boot#### entry. A
-// [Loader] answers with [Answer.Status] (404 and 400 for these).
+// [Loader] answers with [Answer.Status] (404 and 400 for these); package secureboot's GRUB
+// configuration answers them as a 200 with GRUB's own exit configuration, for the same
+// reason.
 //
 // HEAD of the chain script and of the files is answered as GET without the body (UEFI HTTP
 // boot sends HEAD before GET). HEAD /boot/ipxe is 405 with "Allow: GET": the headers of a

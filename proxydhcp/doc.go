@@ -186,7 +186,8 @@
 //	quirk                                        source                                  test
 //	-------------------------------------------  --------------------------------------  -------------------------------------------------------
 //	exit must fall through: give-ups are a 200   tinkerbell #984; Sidero Metal notes     ipxe TestQuirk_ExitMustFallThrough,
-//	  with "exit 1" (iPXE runs no 4xx body)                                                secureboot TestQuirk_LocalBootOnPurposeGRUB (GRUB's exit)
+//	  with "exit 1" (iPXE runs no 4xx body;                                                secureboot TestQuirk_GRUBGiveUpsFallThrough
+//	  GRUB reads none, over TFTP or HTTP)                                                  (each give-up, TFTP and HTTP)
 //	local boot on purpose (entry local_boot)     MAAS LP#1642298; Foreman #10207; Sidero  ipxe TestQuirk_LocalBootOnPurpose,
 //	                                                                                       secureboot TestQuirk_LocalBootOnPurposeGRUB,
 //	                                                                                       sitelink TestQuirk_LocalBootEntry
@@ -194,7 +195,14 @@
 //	option 93 x86-64 UEFI is 7 or 9              RFC 4578 errata; netboot #101, #30;     TestQuirk_Option93X86_64UEFIIs7Or9
 //	                                               xCAT #7645
 //	no option 97 (no client GUID)                pixiecore #21                           TestQuirk_NoOption97
+//	  the decision says so (Decision.NoUUID,                                               TestQuirk_NoOption97DecisionSaysSo,
+//	  event Detail "no-uuid", AnsweredNoUUID)                                              sitelink TestQuirk_NoOption97UUIDUnchecked
 //	reply delay per arch, default none           dnsmasq --dhcp-reply-delay              TestQuirk_ReplyDelay
+//	the site's DHCP answers first (no boot file) pixiecore README.booting.md;            e2e TestE2E_SiteDHCPAnswersFirst (SeaBIOS,
+//	                                             warewulf3 #137                            dnsmasq, real firmware)
+//	site's option 60 PXEClient without 43:       FOG docs #188                           e2e TestE2E_SiteDHCPOption60NoOption43*
+//	  EDK2 asks its next server at 4011, iPXE                                              (OVMF); bootevents TestExplain (no-4011,
+//	  its server id: no boot; explain says why                                             ipxe-no-chain)
 //	no DNS in UEFI HTTP boot: IP-literal URLs    ipxe #1316                              TestQuirk_NoDNSInUEFIHTTPBoot
 //	arm64 UEFI HTTP boot (19) and PXE (11)       AAVMF; IANA processor architectures     TestQuirk_ARM64UEFIHTTPBoot
 //	DHCPv6 DUID-LLT, -LL, -UUID, option 79       RFC 8415, 6355, 6939; EDK2 Dhcp6Dxe     TestQuirk_DHCPv6Identities
@@ -203,10 +211,18 @@
 //
 // Not yet shown with real firmware: OVMF moving on to its next Boot#### entry after the
 // exit script (Debian's iPXE build returns success to the firmware whatever a chained
-// script exits with, so this needs an iPXE built from newer source); the site's DHCP
-// server answering first, and option 60 PXEClient without option 43 (no e2e run yet). A
-// GRUB configuration that gives up is still answered 404. An entry with a UUID and a
-// machine without option 97 is answered without saying so in the decision.
+// script exits with, so this needs an iPXE built from newer source). GRUB's give-ups do
+// reach the firmware at once now, but Debian 12's shim and signed GRUB 2.06 return
+// success for "exit 1" too: OVMF opens its menu (e2e
+// TestE2E_SecureBootGRUBGiveUpReturnsToFirmware).
+//
+// A site DHCP server that sends option 60 PXEClient without option 43 defeats proxy DHCP
+// for iPXE: iPXE takes that offer as a ProxyDHCP offer too (it names PXEClient and a
+// server) and, in the e2e run with Debian's iPXE, asked that server at 4011 and not this
+// one, though this server's proxy offer came within the same tens of milliseconds. EDK2
+// asks the offer's next server at 4011, which works when the site names this agent there.
+// The site must stop sending option 60 (or send option 43); the agent's explanation of the
+// machine says so (bootevents' no-4011 and ipxe-no-chain).
 //
 // [Server.ReplyDelay] holds back the replies to the architectures it lists: for firmware
 // that ignores an instant answer, and for a site whose own DHCP server must answer first.

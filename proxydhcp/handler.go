@@ -52,7 +52,18 @@ type Decision struct {
 	// this client: a TFTP file name (a signed shim for Secure Boot, say) or a full URL for an
 	// HTTP boot client or iPXE. The host can build URLs from Request.Server.
 	BootFile string
+
+	// NoUUID, with Answer, says the host answered without the SMBIOS UUID check its entry
+	// asks for, because the request carried no option 97 (some Intel cards send none): the
+	// machine was answered on its MAC (and arch) alone. The answer's event then carries
+	// Detail NoteNoUUID and Stats counts it (PortStats.AnsweredNoUUID). A host sets it when
+	// its entry names a UUID and Request.HasUUID is false.
+	NoUUID bool
 }
+
+// NoteNoUUID ("no-uuid") is the Detail of the event of an answer given with Decision.NoUUID:
+// stable, fit for a metric label.
+const NoteNoUUID = "no-uuid"
 
 // Answer returns a Decision to answer with the boot file of the table.
 func Answer() Decision { return Decision{Answer: true} }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -100,6 +101,59 @@ func TestQuirk_NoOption97(t *testing.T) {
 	}
 	if len(seen) != 1 || seen[0] {
 		t.Errorf("Handler saw HasUUID %v, want [false]", seen)
+	}
+}
+
+// No option 97, and the host's entry names a UUID to match (pixiecore #21: some Intel cards
+// send no client GUID). The host answers on the MAC alone and its decision says so: the
+// answer's event carries Detail "no-uuid" and Stats counts it apart, while a request that
+// sent option 97 is answered plainly. On f49ac1d nothing told the two apart.
+func TestQuirk_NoOption97DecisionSaysSo(t *testing.T) {
+	events := make(chan bootevents.Event, 4)
+	srv := &proxydhcp.Server{
+		// A host whose entry names a UUID: it answers, and says when it could not check it.
+		Handler: proxydhcp.HandlerFunc(func(_ context.Context, r *proxydhcp.Request) proxydhcp.Decision {
+			d := proxydhcp.Answer()
+			d.NoUUID = !r.HasUUID
+			return d
+		}),
+		Events: bootevents.SinkFunc(func(e bootevents.Event) { events <- e }),
+	}
+	addr := startServer(t, srv, proxydhcp.PortBoot)
+	client := listenClient(t)
+	with, without := "52:54:00:00:40:21", "52:54:00:00:40:22"
+	for i, mac := range []string{with, without} {
+		mods := []dhcpv4.Modifier{arch(iana.EFI_X86_64), undi(3, 10), vendorClass("PXEClient:Arch:00007:UNDI:003010"),
+			dhcpv4.WithClientIP(net.IPv4(127, 0, 0, 1))}
+		if mac == with {
+			mods = append(mods, uuidOpt(t, ovmfUUID))
+		}
+		if _, err := client.WriteTo(build(t, dhcpv4.MessageTypeRequest, mac, uint32(0x4021+i), mods...), addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bootevents.Event{}
+	for range 2 {
+		select {
+		case e := <-events:
+			got[e.MAC.String()] = e
+		case <-time.After(time.Minute): // loopback to a serving socket; only stops a hung test
+			t.Fatal("no event")
+		}
+	}
+	if e := got[without]; e.Outcome != bootevents.OutcomeOK || e.Detail != proxydhcp.NoteNoUUID || e.HasUUID {
+		t.Errorf("event without option 97: outcome %v detail %q HasUUID %v, want ok %q false", e.Outcome, e.Detail, e.HasUUID, proxydhcp.NoteNoUUID)
+	}
+	if e := got[with]; e.Outcome != bootevents.OutcomeOK || e.Detail != "" || !e.HasUUID {
+		t.Errorf("event with option 97: outcome %v detail %q HasUUID %v, want ok \"\" true", e.Outcome, e.Detail, e.HasUUID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := srv.Stats().Boot; st.Answered != 2 || st.AnsweredNoUUID != 1 {
+		t.Errorf("Stats.Boot Answered %d AnsweredNoUUID %d, want 2 and 1", st.Answered, st.AnsweredNoUUID)
 	}
 }
 

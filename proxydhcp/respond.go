@@ -39,6 +39,7 @@ type Response struct {
 	Request *Request       // the parsed request; nil when the packet did not parse
 	Err     error          // the parse error or recovered panic behind ReasonMalformed, ReasonNotPXE, ReasonError
 	Delay   time.Duration  // how long the socket holds Reply back (Server.ReplyDelay for the client's arch)
+	NoUUID  bool           // answered without the entry's UUID check (Decision.NoUUID)
 
 	token string // the Binder's token named in Reply, for the boot id of an event
 }
@@ -153,6 +154,7 @@ func (s *Server) respond(ctx context.Context, p Packet, buf []byte) (resp Respon
 
 	resp.Reply = appendReply(buf[:0], req, file, ack)
 	resp.Dest = s.dest(req)
+	resp.NoUUID = d.NoUUID
 	resp.Delay = s.ReplyDelay[req.Arch]
 	return resp
 }

@@ -129,6 +129,7 @@ func (s *Server) respond6(ctx context.Context, p Packet, port Port, buf []byte) 
 	}
 	resp.Reply = append(buf[:0], reply6(m, typ, sid, url).ToBytes()...)
 	resp.Dest = dest6(req, relayed)
+	resp.NoUUID = d.NoUUID
 	if typ == byte(dhcpv6.MessageTypeAdvertise) {
 		s.macs.remember(m)
 	}

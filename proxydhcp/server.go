@@ -708,6 +708,9 @@ func (s *Server) sent(sc *serveConn, resp *Response, err error) {
 		return
 	}
 	s.counters.answered[sc.port].Add(1)
+	if resp.NoUUID {
+		s.counters.noUUID[sc.port].Add(1)
+	}
 	if log.Enabled(s.ctx, slog.LevelDebug) {
 		log.Debug("proxydhcp: answered", "port", sc.port.String(), "mac", resp.Request.MAC.String(),
 			"arch", resp.Request.Arch.String(), "ipxe", resp.Request.IPXE, "dest", resp.Dest.String())
@@ -897,6 +900,9 @@ func eventOf(port Port, resp *Response) bootevents.Event {
 			e.Addr = to
 		}
 		e.BootID = bootevents.BootIDOf(resp.token)
+		if resp.NoUUID {
+			e.Detail = NoteNoUUID
+		}
 	}
 	return e
 }

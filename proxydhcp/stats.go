@@ -26,10 +26,13 @@ func (s Stats) Port(p Port) PortStats {
 
 // PortStats counts the requests of one port.
 type PortStats struct {
-	Received   uint64       // datagrams read
-	Answered   uint64       // replies sent
-	SendErrors uint64       // replies the socket refused
-	Silent     SilentCounts // requests not answered, by reason
+	Received   uint64 // datagrams read
+	Answered   uint64 // replies sent
+	SendErrors uint64 // replies the socket refused
+	// AnsweredNoUUID counts the answers (of Answered) the Handler gave without the UUID
+	// check its entry asks for (Decision.NoUUID: no option 97 in the request).
+	AnsweredNoUUID uint64
+	Silent         SilentCounts // requests not answered, by reason
 }
 
 // SilentCounts counts the requests of one port that got no answer, one field per [Reason]
@@ -97,6 +100,7 @@ type counters struct {
 	received   [numPorts]atomic.Uint64
 	answered   [numPorts]atomic.Uint64
 	sendErrors [numPorts]atomic.Uint64
+	noUUID     [numPorts]atomic.Uint64
 	silent     [numPorts][numReasons]atomic.Uint64
 	resent     atomic.Uint64
 }
@@ -104,9 +108,10 @@ type counters struct {
 func (c *counters) snapshot() Stats {
 	port := func(p Port) PortStats {
 		ps := PortStats{
-			Received:   c.received[p].Load(),
-			Answered:   c.answered[p].Load(),
-			SendErrors: c.sendErrors[p].Load(),
+			Received:       c.received[p].Load(),
+			Answered:       c.answered[p].Load(),
+			SendErrors:     c.sendErrors[p].Load(),
+			AnsweredNoUUID: c.noUUID[p].Load(),
 		}
 		for r := ReasonUnknown; r < numReasons; r++ {
 			*ps.Silent.field(r) = c.silent[p][r].Load()

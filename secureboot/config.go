@@ -57,7 +57,13 @@ func (s *Chain) ConfigURL(q ipxe.Query) string {
 func (s *Chain) openConfig(name, raw string, from netip.Addr) (fs.File, error) {
 	q, err := parseConfigQuery(raw)
 	if err != nil {
-		return nil, err
+		// Not a query a Chain sends: give up on the machine so that its firmware moves on,
+		// as the decision's own give-ups do (no secret, and nothing reaches the Decider).
+		body, err := s.badQuery()
+		if err != nil {
+			return nil, err
+		}
+		return memFile(name, body), nil
 	}
 	q.Remote, q.Loader = from, LoaderName
 	if err := s.claim(q); err != nil {
@@ -118,6 +124,13 @@ func (s *Chain) openConfig(name, raw string, from netip.Addr) (fs.File, error) {
 	return memFile(name, r.body), nil
 }
 
+// badQuery counts a configuration request whose query does not parse and returns the exit
+// configuration it is answered with.
+func (s *Chain) badQuery() ([]byte, error) {
+	s.n.badQueries.Add(1)
+	return grubcfg.Exit{}.Render()
+}
+
 // render asks the Decider for q (its key claimed from q.Remote) and spells the answer.
 func (s *Chain) render(q ipxe.Query, r *render) {
 	defer s.wg.Done()
@@ -148,9 +161,11 @@ func (s *Chain) decide(ctx context.Context, q ipxe.Query) (int, []byte) {
 
 // Spell spells one decision for the machine that asked with q, in GRUB's words. GRUB runs a
 // configuration only when it got one (TFTP has no status; its http module reads only a
-// 200's body), so the fenced and waiting answers are configurations sent as 200, and "no"
-// is the answer's own status with the exit configuration, which GRUB reads as a missing
-// file: its Chain's back-off then ends in a reboot, as iPXE's chain script does. A boot
+// 200's body), so every answer is a configuration sent as 200: the fenced and waiting
+// answers, and "no" (an ipxe.AnswerExit, whatever its Status: unknown, mismatch, unbound,
+// a refused address or UUID) the exit configuration, "exit 1", so that the firmware boots
+// its next boot option. A "no" sent as a missing file would make the Chain's back-off
+// retry and then reboot into the same network boot, over and over. A boot
 // answer's kernel and initrds become TFTP URLs ([TFTPCacheURL]); an answer GRUB cannot
 // carry out (an ipxe.AnswerSanboot, or a kind it does not know) is an error wrapping
 // ErrUnsupported. Every error is a [*SpellError].
@@ -194,11 +209,7 @@ func (s *Chain) spell(a ipxe.Answer, q ipxe.Query) (status int, body []byte, err
 	case ipxe.AnswerExit:
 		b, err := grubcfg.Exit{}.Render()
 		s.n.exits.Add(1)
-		status := a.Status
-		if status == 0 || status == http.StatusOK {
-			status = http.StatusNotFound
-		}
-		return status, b, err
+		return http.StatusOK, b, err
 	case ipxe.AnswerLocal:
 		b, err := grubcfg.LocalBoot{}.Render()
 		return http.StatusOK, b, err

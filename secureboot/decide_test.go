@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"io/fs"
 	"net/netip"
 	"strings"
 	"sync/atomic"
@@ -115,8 +114,8 @@ func TestWithIPXEHandler(t *testing.T) {
 		t.Errorf("fenced: %v\n%s", err, cfg)
 	}
 	active.Store(true)
-	if _, err := open(other, otherKey); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("a MAC without an entry: %v, want not found", err)
+	if cfg, err := open(other, otherKey); err != nil || !strings.HasSuffix(cfg, "\nexit 1\n") || hasSecret(cfg) {
+		t.Errorf("a MAC without an entry: %v, want the exit configuration\n%s", err, cfg)
 	}
 	if st := chain.Stats(); st.Boots != 1 || st.Fenced != 1 || st.Exits != 1 || st.Waits != 1 {
 		t.Errorf("boots %d, fenced %d, exits %d, waits %d", st.Boots, st.Fenced, st.Exits, st.Waits)

@@ -53,7 +53,10 @@
 // that reads the broadcast offer without the machine's MAC (when bootbind.Nonces.Neighbor
 // is set), a guesser (128-bit keys) or a replay after the window cannot. Every refusal is
 // counted by reason ([Stats]) and answered "file not found" (TFTP) or 404 (HTTP), and no
-// refused request reaches the Decider. Names from the network are parsed by [ParseName] and
+// refused request reaches the Decider. (A refused key may be one whose file's transfer is
+// not yet reported: the Chain's back-off asks again, and after its last attempt reboots,
+// which hands the machine a new key. What gives up on the machine, the Decider's "no" and
+// a query no Chain sends, is the exit configuration instead, so the firmware moves on.) Names from the network are parsed by [ParseName] and
 // ipxe.ParseQuery, bounded, and never reflected into a configuration: the configuration
 // URLs are rebuilt from parsed values, and every value goes through grubcfg's checks.
 //

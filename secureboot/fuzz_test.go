@@ -100,7 +100,8 @@ func FuzzParseName(f *testing.F) {
 
 // FuzzServeHTTP puts arbitrary methods, paths and queries through the chain's HTTP handler:
 // no panic; with no nonce and no key handed out, every answer is 404 or 405 with no secret,
-// and the Decider is never asked.
+// or (a configuration query that does not parse) the exit configuration, and the Decider
+// is never asked.
 func FuzzServeHTTP(f *testing.F) {
 	for _, s := range []string{
 		"/sb/0123456789abcdef0123456789abcdef/boot.img", "/sb/x/boot.img", "/sb/", "/boot/grub.cfg",
@@ -119,8 +120,11 @@ func FuzzServeHTTP(f *testing.F) {
 		r.RemoteAddr = "127.0.0.1:40000"
 		w := httptest.NewRecorder()
 		h.chain.ServeHTTP(w, r)
-		if w.Code != http.StatusNotFound && w.Code != http.StatusMethodNotAllowed {
-			t.Fatalf("%s %q: status %d", method, target, w.Code)
+		switch {
+		case w.Code == http.StatusNotFound, w.Code == http.StatusMethodNotAllowed:
+		case w.Code == http.StatusOK && r.URL.Path == secureboot.PathConfig && strings.HasSuffix(w.Body.String(), "\nexit 1\n"):
+		default:
+			t.Fatalf("%s %q: status %d\n%s", method, target, w.Code, w.Body)
 		}
 		if hasSecret(w.Body.String()) || len(h.d.asked()) != 0 {
 			t.Fatalf("%s %q: a secret, or the Decider asked", method, target)

@@ -25,7 +25,9 @@ import (
 //     the size and hands out nothing.
 //   - GET /boot/grub.cfg?QUERY, the machine's configuration, for a GRUB that has an http
 //     module: the Decider's answer for a request that presents the machine's key from the
-//     address it was delivered to; 404 otherwise.
+//     address it was delivered to (a give-up is the exit configuration, as a 200); 404 for
+//     any other key or address, so that the Chain's back-off asks again; a query that does
+//     not parse gets the exit configuration.
 //
 // Requests that came over IPv6 get 404: the signed GRUB's network is IPv4.
 func (s *Chain) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -130,13 +132,14 @@ func (s *Chain) serveConfig(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if len(r.URL.RawQuery) > ipxe.MaxQueryLen {
-		http.NotFound(w, r)
-		return
-	}
 	q, err := parseConfigQuery(r.URL.RawQuery)
-	if err != nil {
-		http.NotFound(w, r)
+	if len(r.URL.RawQuery) > ipxe.MaxQueryLen || err != nil {
+		body, err := s.badQuery()
+		if err != nil {
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
+		writeConfig(w, http.StatusOK, body)
 		return
 	}
 	q.Remote, q.Loader = remoteAddr(r), LoaderName
@@ -160,6 +163,11 @@ func (s *Chain) serveConfig(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
 	status, body := s.decide(ctx, q)
+	writeConfig(w, status, body)
+}
+
+// writeConfig sends a configuration for GRUB.
+func writeConfig(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

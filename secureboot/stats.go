@@ -28,7 +28,10 @@ type Stats struct {
 	// Decisions spelled for GRUB, by kind; ConfigWaits counts the wait configurations sent
 	// because a decision took longer than RenderWait.
 	Boots, Fenced, Waits, Exits, ConfigWaits uint64
-	Errors                                   uint64 // decisions that could not be spelled, files that could not be read
+	// BadQueries counts configuration requests whose query did not parse (not a Chain's),
+	// answered with the exit configuration; they are not in Exits.
+	BadQueries uint64
+	Errors     uint64 // decisions that could not be spelled, files that could not be read
 
 	Keys bootbind.KeyStats // the key store's counters
 }
@@ -68,6 +71,7 @@ type counters struct {
 	noKey, unknownKey, lapsed, otherMAC, away atomic.Uint64
 	busy                                      atomic.Uint64
 	boots, fenced, waits, exits, configWaits  atomic.Uint64
+	badQueries                                atomic.Uint64
 	errors                                    atomic.Uint64
 }
 
@@ -110,7 +114,7 @@ func (s *Chain) Stats() Stats {
 		},
 		Busy:  n.busy.Load(),
 		Boots: n.boots.Load(), Fenced: n.fenced.Load(), Waits: n.waits.Load(), Exits: n.exits.Load(),
-		ConfigWaits: n.configWaits.Load(), Errors: n.errors.Load(),
+		ConfigWaits: n.configWaits.Load(), Errors: n.errors.Load(), BadQueries: n.badQueries.Load(),
 		Keys: s.keys.Stats(),
 	}
 }

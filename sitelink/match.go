@@ -110,3 +110,11 @@ func (p ParsedEntry) SecureBootBy(siteDefault bool) bool {
 	}
 	return siteDefault && p.Arch == ArchX86UEFI && p.SanbootSHA256 == ""
 }
+
+// UUIDUnchecked reports whether Match could not compare UUIDs because the machine sent
+// none: p names an SMBIOS UUID, and uuid is the zero UUID or a firmware placeholder (a
+// DHCP request without option 97, as some Intel cards send). Match then decides on the
+// MAC and arch alone; a host answering says so (proxydhcp's Decision.NoUUID).
+func (p ParsedEntry) UUIDUnchecked(uuid hwid.UUID) bool {
+	return !p.uuid.IsPlaceholder() && uuid.IsPlaceholder()
+}

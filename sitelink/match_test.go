@@ -92,3 +92,43 @@ func TestParseEntry(t *testing.T) {
 		t.Error("EntryArch knows a name Validate refuses")
 	}
 }
+
+// No option 97 (pixiecore #21: some Intel cards send no client GUID). Match answers such a
+// machine on its MAC and arch; UUIDUnchecked says so when the entry has a UUID that was
+// not compared, and only then, so that the host's decision can say so (proxydhcp's
+// Decision.NoUUID).
+func TestQuirk_NoOption97UUIDUnchecked(t *testing.T) {
+	u := hwid.MustParseUUID("4c4c4544-0031-3510-8052-b4c04f4e4b32")
+	entry := func(uuid string) sitelink.ParsedEntry {
+		t.Helper()
+		p, err := sitelink.ParseEntry(sitelink.ProxyDhcpEntry{MAC: hwid.MustParseMAC("52:54:00:00:00:01"),
+			UUID: uuid, Arch: sitelink.ArchX86UEFI, Workflow: "wf", NotAfter: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tt := range []struct {
+		name  string
+		entry sitelink.ParsedEntry
+		uuid  hwid.UUID
+		want  bool
+	}{
+		{"entry uuid, no option 97", entry(u.String()), hwid.UUID{}, true},
+		{"entry uuid, placeholder sent", entry(u.String()), hwid.MustParseUUID("03000200-0400-0500-0006-000700080009"), true},
+		{"entry uuid, same uuid sent", entry(u.String()), u.SMBIOS(), false},
+		{"entry uuid, another sent (a mismatch, not unchecked)", entry(u.String()), hwid.MustParseUUID("8f1c0e2a-1b2c-4d5e-9f00-112233445566"), false},
+		{"no entry uuid, none sent", entry(""), hwid.UUID{}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.entry.UUIDUnchecked(tt.uuid); got != tt.want {
+				t.Errorf("UUIDUnchecked(%s) = %v, want %v", tt.uuid, got, tt.want)
+			}
+			if tt.want {
+				if m := tt.entry.Match(hwid.ArchX86_64EFI, true, tt.uuid); m != sitelink.NoMismatch {
+					t.Errorf("Match = %s, want match: a machine without option 97 is answered", m)
+				}
+			}
+		})
+	}
+}

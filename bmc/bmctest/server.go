@@ -182,6 +182,10 @@ type Options struct {
 	// UsbCdTarget lists UsbCd instead of Cd among the allowed boot targets, and boots a
 	// virtual CD only from UsbCd, as Supermicro does.
 	UsbCdTarget bool
+	// IDRAC10MediaSlots lists the system's virtual media as iDRAC10 does, the second CD
+	// slot before the first (Floppy1, CD2, CD1; both CDs take CD and DVD), where only the
+	// first slot boots (dell/iDRAC-Redfish-Scripting #324).
+	IDRAC10MediaSlots bool
 
 	// RefuseWrites answers the next this many PATCHes and action POSTs (not logins) with
 	// RefuseStatus and a Redfish error whose MessageId is RefuseID, acting on none of them:
@@ -544,6 +548,9 @@ func (s *Server) load() error {
 	if s.opts.DVDOnlyMedia {
 		s.res[CD1Path]["MediaTypes"] = []any{"DVD"}
 		s.res[CD2Path]["MediaTypes"] = []any{"USBStick"}
+	}
+	if s.opts.IDRAC10MediaSlots {
+		setMembers(s.res[SystemPath+"/VirtualMedia"], []string{SystemPath + "/VirtualMedia/Floppy1", CD2Path, CD1Path})
 	}
 	if s.opts.UsbCdTarget {
 		boot := sys["Boot"].(map[string]any)

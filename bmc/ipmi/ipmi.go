@@ -540,7 +540,8 @@ func (d *Driver) SetBootDevice(ctx context.Context, b bmc.BootDevice) error {
 		}
 		if p.BootDeviceSelector != sel {
 			return d.opErr("set-boot", bmc.ErrDiffers, "the BMC accepted boot device "+string(b.Target)+
-				" but kept "+string(targetOf(p.BootDeviceSelector)), nil)
+				" but kept "+string(targetOf(p.BootDeviceSelector))+
+				" (some BMCs ignore IPMI's boot options, iDRAC10 among them: set it over Redfish)", nil)
 		}
 		return nil
 	})

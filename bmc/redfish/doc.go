@@ -99,9 +99,16 @@
 //	override in a FutureState resource       AMI/ASRock /Systems/Self/SD,        TestQuirkFutureStateFollowsRedfishSettings
 //	                                         Redfish-Tacklebox #144              (BootSettingsObject AMIFutureState)
 //	persistent boot not supported            Lenovo XCC; Ironic's workaround     TestQuirkPersistentBootNotSupported (LenovoXCC)
+//	  re-armed once before each power-on                                         bmc TestQuirkPersistentBootNotSupportedRearmedOnEachPowerOn
+//	  (bmc.BootKeeper)                                                           (LenovoXCC)
+//	IPMI boot device ignored, read back as   iDRAC10: bmclib #461, sushy's       TestQuirkIDRAC10IgnoresIPMIBootDevice (bmc/ipmi,
+//	the old one (ErrDiffers, names Redfish)  iDRAC10 release note                pyghmi IgnoreBootDevice)
 //	virtual media by PATCH only              Lenovo (sushy's release notes)      TestQuirkVirtualMediaPatchOnly (NoMediaActions)
 //	boot target UsbCd, not Cd                Supermicro (sushy)                  TestQuirkVirtualMediaUsbCdBootTarget (UsbCdTarget)
 //	DVD-only slots                           Cisco UCS (sushy)                   TestQuirkVirtualMediaDVDOnlySlot (DVDOnlyMedia)
+//	slot 2 listed first, only slot 1 boots:  iDRAC10: dell/iDRAC-Redfish-        TestQuirkIDRAC10VirtualMediaSlot (IDRAC10MediaSlots)
+//	  the lowest-numbered CD slot is used    Scripting #324, dell/terraform-
+//	                                         provider-redfish #329
 //	InsertMedia listed but 405               sushy's release notes               TestQuirkVirtualMediaActions405 (MediaActions405)
 //	eject needs an empty {} body             iLO (sushy)                         TestQuirkVirtualMediaEjectNeedsEmptyObject (EjectNeedsBody)
 //	TransferProtocolType required            Nokia (sushy)                       TestQuirkVirtualMediaTransferProtocolTypeRequired
@@ -110,6 +117,8 @@
 //	                                         smart-proxy #895/#896               (LenovoXCC with MaxSessions 2)
 //	transient refusals retried by id         iDRAC SYS518, iLO                   TestQuirkTransientErrorsRetriedByMessageID
 //	                                         InvalidOperationForSystemState      (RefuseWrites)
+//	404 SYS403 creating a job, retried       iDRAC (dell/iDRAC-Redfish-          TestQuirkDellJobCreation404RetriedByMessageID
+//	  by id (another 404 is not)             Scripting #383)                     (RefuseWrites, RefuseStatus 404)
 //	refused connections while open          iDRAC 5.x gaps of about 20 s        TestQuirkIDRACGapRefusedConnectionsAreRetried
 //	                                                                             (the fake's port closed, then opened)
 //	no retry when the outcome is unknown     DSP0266 (a POST is not idempotent)  TestQuirkDestructiveOperationWithUnknownOutcomeIsNotRetried
@@ -118,16 +127,14 @@
 //	IPMI user set-up order, "(Empty User)",  Dell R420, Supermicro, HPE,         TestQuirkIPMIUserSetupOrder (bmc/ipmi, ipmi_sim)
 //	user 1 anonymous, password policies      Huawei (no repeated characters)     TestNewPasswordMeetsEveryPolicy (bmc)
 //
-// Not handled yet: the virtual media slot iDRAC10 needs, and Dell's 404 while creating a
-// job (its MessageId is not known here, so it is not retried).
-//
 // A boot override is read back twice: at once, and again after Config.SettleTime. One
 // that reads back as asked and is gone at the second read is ErrDiffers, saying it was
 // reverted. Where the system refuses its Boot as read-only (400 PropertyNotWritable, or
 // 405) and carries @Redfish.Settings, the override is written to and read back from the
 // settings object wherever it points, and that is learned (boot-settings-object); the
 // system's own Boot shows the override in force until the next boot. A request the BMC refuses with one of the
-// passing MessageIds (transient in retry.go), or whose connection it refuses once the
+// passing MessageIds (transient in retry.go: SYS518, InvalidOperationForSystemState,
+// ServiceTemporarilyUnavailable, and iDRAC's 404 SYS403), or whose connection it refuses once the
 // driver is open, is sent again up to Config.Retries times, Config.RetryWait apart; one
 // whose answer was lost is not.
 // A firmware task that vanished, still reads running, or was never given is settled by

@@ -1,10 +1,13 @@
 package redfish
 
 import (
+	"cmp"
 	"context"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/bettercompute/siteboot/bmc"
@@ -31,7 +34,8 @@ type rfMedia struct {
 func (m rfMedia) inserted() bool { return m.Inserted != nil && *m.Inserted && m.Image != "" }
 
 // cdDrive finds the first virtual media device that takes a CD or DVD: the system's, or
-// else the first manager's (where some BMCs keep them). It returns the drive and its ETag.
+// else the first manager's (where some BMCs keep them), the lowest-numbered slot first
+// ([slotOrder]). It returns the drive and its ETag.
 func (d *Driver) cdDrive(c *gofish.APIClient) (rfMedia, string, error) {
 	b := newBudget()
 	var sys struct {
@@ -56,7 +60,7 @@ func (d *Driver) cdDrive(c *gofish.APIClient) (rfMedia, string, error) {
 			}
 			return rfMedia{}, "", err
 		}
-		for _, id := range ids {
+		for _, id := range slotOrder(ids) {
 			var vm rfMedia
 			etag, err := b.get(c, id, &vm)
 			if err != nil {
@@ -71,6 +75,29 @@ func (d *Driver) cdDrive(c *gofish.APIClient) (rfMedia, string, error) {
 		}
 	}
 	return rfMedia{}, "", d.opErr("virtual-media", bmc.ErrUnsupported, "the BMC lists no virtual CD/DVD drive", nil)
+}
+
+// slotOrder orders a VirtualMedia collection's members by the number their last path
+// element ends in (".../VirtualMedia/1" before ".../2", CD1 before CD2), members without
+// one after those, in the order listed. iDRAC10 lists its slot 2 before slot 1, both
+// taking CDs, and boots an image only from slot 1 (dell/iDRAC-Redfish-Scripting #324;
+// dell/terraform-provider-redfish #329: an ISO in slot 2 never boots).
+func slotOrder(ids []string) []string {
+	num := func(id string) int {
+		e := id[strings.LastIndexByte(id, '/')+1:]
+		i := len(e)
+		for i > 0 && e[i-1] >= '0' && e[i-1] <= '9' {
+			i--
+		}
+		n, err := strconv.Atoi(e[i:])
+		if i == len(e) || err != nil {
+			return math.MaxInt
+		}
+		return n
+	}
+	out := slices.Clone(ids)
+	slices.SortStableFunc(out, func(a, b string) int { return cmp.Compare(num(a), num(b)) })
+	return out
 }
 
 // readDrive reads the drive at p again.

@@ -481,3 +481,69 @@ func TestQuirkIDRACGapRefusedConnectionsAreRetried(t *testing.T) {
 		t.Fatalf("SetPower after the gap: %v", err)
 	}
 }
+
+// TestQuirkIDRAC10VirtualMediaSlot: iDRAC10 lists its virtual media slot 2 before slot 1,
+// both taking CDs and DVDs, and boots an image only from slot 1
+// (dell/iDRAC-Redfish-Scripting #324; dell/terraform-provider-redfish #329, an ISO in
+// Remote File Share 2 that never boots). The driver takes the lowest-numbered CD slot,
+// whatever the order listed. Profile: IDRAC10MediaSlots. On 3328321 the image went to CD2.
+func TestQuirkIDRAC10VirtualMediaSlot(t *testing.T) {
+	srv, reqs := mediaRoundTrip(t, bmctest.Options{IDRAC10MediaSlots: true}, bmctest.CD1Path)
+	for _, r := range reqs {
+		if strings.Contains(r, bmctest.CD2Path) {
+			t.Errorf("slot 2 was written: %s", r)
+		}
+	}
+	if r := srv.Resource(bmctest.CD2Path); r["ImageName"] != "ubuntu-24.04.2-live-server-amd64.iso" || r["Inserted"] != true {
+		t.Errorf("slot 2's own image was touched: %v", r)
+	}
+}
+
+// TestQuirkDellJobCreation404RetriedByMessageID: iDRAC answers 404 with MessageId SYS403
+// ("Unable to complete the operation because the resource ... entered is not found") for
+// a resource that exists while its services are still loading: creating a job (a
+// firmware update), even a ComputerSystem.Reset (dell/iDRAC-Redfish-Scripting #383). A
+// 404 is a refusal the BMC answered, so the request is sent again, at most Config.Retries
+// more times; a 404 with another MessageId is not. Profile: RefuseWrites.
+func TestQuirkDellJobCreation404RetriedByMessageID(t *testing.T) {
+	cfg := redfish.Config{RetryWait: time.Millisecond, Retries: 2}
+	t.Run("firmware update job", func(t *testing.T) {
+		srv, d := start(t, bmctest.Options{RefuseWrites: 2, RefuseID: "IDRAC.2.8.SYS403", RefuseStatus: 404, UpdateVersion: "7.20"}, cfg)
+		if _, err := d.UpdateFirmware(ctx(t), bmc.FirmwareUpdate{URL: "https://192.0.2.1/fw.bin", Version: "7.20"}); err != nil {
+			t.Fatalf("UpdateFirmware: %v", err)
+		}
+		if n := len(posts(srv.Requests(), "/UpdateService.SimpleUpdate")); n != 3 {
+			t.Errorf("%d updates posted, want 3 (two refused)", n)
+		}
+		if u := srv.Updates(); len(u) != 1 {
+			t.Errorf("updates applied %v, want one", u)
+		}
+	})
+	t.Run("reset", func(t *testing.T) {
+		srv, d := start(t, bmctest.Options{RefuseWrites: 1, RefuseID: "IDRAC.2.1.SYS403", RefuseStatus: 404}, cfg)
+		if err := d.SetPower(ctx(t), bmc.PowerActionForceOff); err != nil {
+			t.Fatalf("SetPower: %v", err)
+		}
+		if n := len(posts(srv.Requests(), "/ComputerSystem.Reset")); n != 2 {
+			t.Errorf("%d resets posted, want 2 (one refused)", n)
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		srv, d := start(t, bmctest.Options{RefuseWrites: 10, RefuseID: "IDRAC.2.8.SYS403", RefuseStatus: 404}, cfg)
+		if err := d.SetPower(ctx(t), bmc.PowerActionForceOff); err == nil {
+			t.Fatal("a reset refused every time reported success")
+		}
+		if n := len(posts(srv.Requests(), "/ComputerSystem.Reset")); n != 3 {
+			t.Errorf("%d resets posted, want 3 (Retries 2)", n)
+		}
+	})
+	t.Run("another 404 is not retried", func(t *testing.T) {
+		srv, d := start(t, bmctest.Options{RefuseWrites: 1, RefuseID: "Base.1.8.ResourceMissingAtURI", RefuseStatus: 404}, cfg)
+		if err := d.SetPower(ctx(t), bmc.PowerActionForceOff); err == nil {
+			t.Fatal("a reset refused 404 reported success")
+		}
+		if n := len(posts(srv.Requests(), "/ComputerSystem.Reset")); n != 1 {
+			t.Errorf("%d resets posted, want 1", n)
+		}
+	})
+}

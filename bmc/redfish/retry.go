@@ -24,6 +24,12 @@ var transientIDs = []string{
 	"InvalidOperationForSystemState",
 	// DSP0266's Base registry, with 503: "The service is temporarily unavailable".
 	"ServiceTemporarilyUnavailable",
+	// iDRAC, with 404, for a resource that exists while its services are still loading:
+	// "Unable to complete the operation because the resource ... entered is not found",
+	// seen creating a job (a firmware update, a reset). A 404 is a refusal, so sending
+	// the request again is safe; where the resource really is missing, it costs the
+	// retries and ends in the same 404.
+	"SYS403",
 }
 
 // transient says whether err is a refusal the BMC reports as passing (its MessageId is

@@ -317,10 +317,15 @@ from pyghmi.cmd.fakebmc import FakeBmc
 
 
 class LoopbackBmc(FakeBmc):
-    def __init__(self, authdata, port):
+    def __init__(self, authdata, port, ignore_boot):
         bmc.Bmc.__init__(self, authdata, port, address='127.0.0.1')
         self.powerstate = 'off'
         self.bootdevice = 'default'
+        self.ignore_boot = ignore_boot
+
+    def set_boot_device(self, bootdevice):
+        if not self.ignore_boot:
+            self.bootdevice = bootdevice
 
     def handle_raw_request(self, request, session):
         if request['netfn'] == 0x0c and request['command'] == 0x02:
@@ -333,7 +338,7 @@ class LoopbackBmc(FakeBmc):
         return FakeBmc.handle_raw_request(self, request, session)
 
 
-b = LoopbackBmc({sys.argv[2]: sys.argv[3]}, int(sys.argv[1]))
+b = LoopbackBmc({sys.argv[2]: sys.argv[3]}, int(sys.argv[1]), len(sys.argv) > 4 and sys.argv[4] == 'ignore-boot')
 print('listening', flush=True)
 b.listen()
 `
@@ -353,9 +358,22 @@ type Pyghmi struct {
 	Proc *testpeer.Process
 }
 
+// PyghmiOptions are vendor behaviours of a pyghmi BMC.
+type PyghmiOptions struct {
+	// IgnoreBootDevice answers Set System Boot Options (boot flags) with success and keeps
+	// the device it had, as iDRAC10 ignores IPMI's boot device.
+	IgnoreBootDevice bool
+}
+
 // StartPyghmi starts pyghmi's FakeBmc on a free loopback port with the account User/Pass,
 // or skips (fails when peers are required) when python3-pyghmi is not installed.
 func StartPyghmi(t testing.TB) *Pyghmi {
+	t.Helper()
+	return StartPyghmiWith(t, PyghmiOptions{})
+}
+
+// StartPyghmiWith is StartPyghmi with vendor behaviours.
+func StartPyghmiWith(t testing.TB, o PyghmiOptions) *Pyghmi {
 	t.Helper()
 	py := testpeer.LookPath(t, "python3", "python3")
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
@@ -371,7 +389,7 @@ func StartPyghmi(t testing.TB) *Pyghmi {
 	p := &Pyghmi{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port}
 	p.Proc = testpeer.Start(t, testpeer.Cmd{
 		Path:     py,
-		Args:     []string{"-u", script, strconv.Itoa(port), User, Pass},
+		Args:     []string{"-u", script, strconv.Itoa(port), User, Pass, map[bool]string{true: "ignore-boot"}[o.IgnoreBootDevice]},
 		Dir:      dir,
 		ReadyLog: "^listening",
 	})

@@ -73,8 +73,11 @@ func (e *Entries) ServeDHCP(ctx context.Context, req *proxydhcp.Request) proxydh
 	if e.OnAnswer != nil {
 		e.OnAnswer(req, r)
 	}
+	// A machine that sent no UUID (no option 97) is answered on its MAC and arch alone; the
+	// answer says so when the entry names a UUID, so the timeline and counters show it.
+	noUUID := r.UUIDUnchecked(uuid)
 	if req.IPXE || !r.SecureBootBy(e.SecureBootDefault) {
-		return proxydhcp.Answer()
+		return proxydhcp.Decision{Answer: true, NoUUID: noUUID}
 	}
 	if e.SecureBoot == nil {
 		e.unavailable.Add(1)
@@ -82,7 +85,9 @@ func (e *Entries) ServeDHCP(ctx context.Context, req *proxydhcp.Request) proxydh
 			"reason", secureboot.RefusedUnavailable, "arch", req.Arch.String())
 		return proxydhcp.Silence(proxydhcp.ReasonDeclined)
 	}
-	return e.SecureBoot.AnswerDHCP(req)
+	d := e.SecureBoot.AnswerDHCP(req)
+	d.NoUUID = d.Answer && noUUID
+	return d
 }
 
 // Entry is an ipxe.Entries lookup: the live entry of the machine asking when it is the

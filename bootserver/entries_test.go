@@ -78,3 +78,45 @@ func TestEntries(t *testing.T) {
 		t.Errorf("events %+v", events)
 	}
 }
+
+// TestEntriesNoOption97 (issue quirk "No option 97", pixiecore #21): a machine whose
+// firmware sends no client GUID is answered on its MAC and arch when its entry names a UUID,
+// and the answer says so (proxydhcp.Decision.NoUUID); a request that carries the UUID, or an
+// entry without one, is answered plainly.
+func TestEntriesNoOption97(t *testing.T) {
+	clk := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store, err := sitelink.OpenEntryStore(filepath.Join(t.TempDir(), "entries.json"), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withUUID := hwid.MAC{0x52, 0x54, 0, 0, 0, 9}
+	plain := hwid.MAC{0x52, 0x54, 0, 0, 0, 10}
+	uuid := "4c4c4544-0042-3510-8051-b3c04f4e4d32"
+	for _, ent := range []sitelink.ProxyDhcpEntry{
+		{MAC: withUUID, UUID: uuid, Arch: sitelink.ArchX86UEFI, Workflow: "wf", NotAfter: clk.Now().Add(time.Hour)},
+		{MAC: plain, Arch: sitelink.ArchX86UEFI, Workflow: "wf", NotAfter: clk.Now().Add(time.Hour)},
+	} {
+		if err := store.Put(ent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := hwid.ParseUUID(uuid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &bootserver.Entries{Store: store, Clock: clk}
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		req  proxydhcp.Request
+		want proxydhcp.Decision
+	}{
+		{"no option 97, entry names a UUID", proxydhcp.Request{MAC: withUUID, Arch: hwid.ArchX86_64EFI, HasArch: true}, proxydhcp.Decision{Answer: true, NoUUID: true}},
+		{"option 97 matches", proxydhcp.Request{MAC: withUUID, Arch: hwid.ArchX86_64EFI, HasArch: true, UUID: u, HasUUID: true}, proxydhcp.Answer()},
+		{"no option 97, entry without UUID", proxydhcp.Request{MAC: plain, Arch: hwid.ArchX86_64EFI, HasArch: true}, proxydhcp.Answer()},
+	} {
+		if got := e.ServeDHCP(ctx, &c.req); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}

@@ -80,7 +80,7 @@ type Config struct {
 	// the chain script sets iPXE's ${syslog} to it, so that an iPXE with the syslog
 	// console sends its console lines there (see Chain.Syslog). The zero Addr: none.
 	Syslog netip.Addr
-	Retry     Retry  // back-off of every fetch in a script
+	Retry  Retry // back-off of every fetch in a script
 
 	// Loaders are boot loaders other than iPXE answered with the same decision on paths of
 	// their own (GRUB on a Secure Boot machine); nil: none.

@@ -76,11 +76,12 @@ type Config struct {
 	BaseURL   string
 	Interface string // iPXE device the chain script reads; "" means DefaultInterface (netX)
 	VLAN      int    // VLAN tag the chain script creates on Interface; 0 none
+	Retry     Retry  // back-off of every fetch in a script
+
 	// Syslog, when valid, is the IPv4 address of the host's syslog receiver on UDP 514:
 	// the chain script sets iPXE's ${syslog} to it, so that an iPXE with the syslog
 	// console sends its console lines there (see Chain.Syslog). The zero Addr: none.
 	Syslog netip.Addr
-	Retry  Retry // back-off of every fetch in a script
 
 	// Loaders are boot loaders other than iPXE answered with the same decision on paths of
 	// their own (GRUB on a Secure Boot machine); nil: none.

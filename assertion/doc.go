@@ -13,7 +13,10 @@
 // Agent side: an [Issuer] with the agent's site, node id and node key (any crypto.Signer:
 // an ed25519.PrivateKey, or a key in an HSM or TPM). The boot handler calls [Issuer.Issue]
 // with the lease epoch its fence reports and the boot entry's fields, and puts the returned
-// text on the kernel command line.
+// text on the kernel command line. Its optional Events field (a bootevents.Sink, such as
+// the host's bootevents.Timeline) receives one assertion event per Issue: signed, with the
+// time signing took, or refused with the word for why (no epoch, a lapsed entry, ...);
+// with no Events nothing is built.
 //
 // Control-plane side: a [Verifier] with three small interfaces the host implements: a
 // [KeyResolver] (the agent's public key, site and role by node id), a [LeaseChecker] (is the

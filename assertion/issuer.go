@@ -8,13 +8,16 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
-	"github.com/bettercompute/siteboot/clock"
 	"io"
 	"net/netip"
+	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/bettercompute/siteboot/bootevents"
+	"github.com/bettercompute/siteboot/clock"
 	"github.com/bettercompute/siteboot/hwid"
 )
 
@@ -56,8 +59,47 @@ type Issuer struct {
 	// Rand is the randomness handed to the Signer (ECDSA needs it; Ed25519 ignores it).
 	// Nil means crypto/rand.Reader.
 	Rand io.Reader
+	// Events, if set, receives one bootevents.StageAssertion event per Issue call: for an
+	// assertion signed, OutcomeOK with reason IssueSigned, the MAC and IP of the Fields,
+	// the text's length and how long signing took; for a refusal, OutcomeRefused with one
+	// of the Issue reasons (IssueNoEpoch, IssueEntryLapsed, ...) and the error's detail.
+	// Nil: no event is built. A host whose ipxe.Handler already emits the script's
+	// assertion event sets this to learn why an Issue failed (the handler names only
+	// "error"); both events land in the same boot of the machine's timeline.
+	Events bootevents.Sink
 
 	issued, failed atomic.Uint64
+}
+
+// The reasons of the Issuer's events: the word an Issue call ended with.
+const (
+	IssueSigned      = "signed"       // an assertion was signed
+	IssueNoEpoch     = "no-epoch"     // ErrNoEpoch: the agent holds no lease
+	IssueEntryLapsed = "entry-lapsed" // ErrEntryLapsed: the entry's not-after has passed
+	IssueConfig      = "config"       // ErrConfig: the Issuer is misconfigured
+	IssueInvalid     = "invalid"      // ErrInvalid: a field out of bounds (a workflow id)
+	IssueCanceled    = "canceled"     // the context ended before signing
+	IssueSigner      = "signer"       // the Signer failed or returned no usable signature
+)
+
+// IssueReasonOf returns the Issuer event reason for an error Issue returned: one of the
+// Issue constants; IssueSigned for nil.
+func IssueReasonOf(err error) string {
+	switch {
+	case err == nil:
+		return IssueSigned
+	case errors.Is(err, ErrNoEpoch):
+		return IssueNoEpoch
+	case errors.Is(err, ErrEntryLapsed):
+		return IssueEntryLapsed
+	case errors.Is(err, ErrConfig):
+		return IssueConfig
+	case errors.Is(err, ErrInvalid):
+		return IssueInvalid
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return IssueCanceled
+	}
+	return IssueSigner
 }
 
 // IssuerStats are the Issuer's counters.
@@ -105,7 +147,32 @@ func (is *Issuer) validate() (crypto.SignerOpts, error) {
 // ctx is checked before signing; a crypto.Signer offers no way to interrupt a signature
 // already under way.
 func (is *Issuer) Issue(ctx context.Context, f Fields) (string, error) {
-	text, err := is.issue(ctx, f)
+	if is.Events == nil {
+		return is.count(is.issue(ctx, f))
+	}
+	clk := clock.Or(is.Clock)
+	start := clk.Monotonic()
+	text, err := is.count(is.issue(ctx, f))
+	e := bootevents.Event{
+		Time: clk.Now(), MAC: f.MAC, Stage: bootevents.StageAssertion, Outcome: bootevents.OutcomeOK,
+		Reason: IssueReasonOf(err), Addr: f.IP.WithZone(""), Duration: clk.Monotonic() - start,
+		Bytes: uint64(len(text)),
+	}
+	if err != nil {
+		e.Outcome = bootevents.OutcomeRefused
+		if e.Reason == IssueSigner {
+			e.Outcome = bootevents.OutcomeFailed
+		}
+		e.Detail = bootevents.Printable(err.Error(), bootevents.MaxDetail)
+	} else {
+		e.Detail = "epoch " + strconv.FormatUint(f.Epoch, 10)
+	}
+	is.Events.Emit(e)
+	return text, err
+}
+
+// count counts the outcome of one issue.
+func (is *Issuer) count(text string, err error) (string, error) {
 	if err != nil {
 		is.failed.Add(1)
 		return "", err

@@ -14,13 +14,16 @@ import (
 	"io"
 	"math/big"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/bettercompute/siteboot/assertion"
+	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/hwid"
 )
 
@@ -271,5 +274,91 @@ func TestIssueConcurrent(t *testing.T) {
 	}
 	if len(seen) != n || s.issuer.Stats().Issued != n {
 		t.Errorf("%d distinct texts, stats %+v", len(seen), s.issuer.Stats())
+	}
+}
+
+func TestIssuerEvents(t *testing.T) {
+	errHSM := errors.New("hsm: session closed")
+	tests := []struct {
+		name    string
+		change  func(s *site)
+		ctx     func() context.Context
+		outcome bootevents.Outcome
+		reason  string
+	}{
+		{"signed", func(*site) {}, nil, bootevents.OutcomeOK, assertion.IssueSigned},
+		{"epoch-0", func(s *site) { s.fields.Epoch = 0 }, nil, bootevents.OutcomeRefused, assertion.IssueNoEpoch},
+		{"entry-lapsed", func(s *site) { s.fields.NotAfter = t0.Add(-time.Minute) }, nil, bootevents.OutcomeRefused, assertion.IssueEntryLapsed},
+		{"bad-workflow", func(s *site) { s.fields.Workflow = "wf 1" }, nil, bootevents.OutcomeRefused, assertion.IssueInvalid},
+		{"nil-signer", func(s *site) { s.issuer.Signer = nil }, nil, bootevents.OutcomeRefused, assertion.IssueConfig},
+		{"signer-fails", func(s *site) { s.issuer.Signer = failingSigner{pub: s.keyA1.Public(), err: errHSM} }, nil, bootevents.OutcomeFailed, assertion.IssueSigner},
+		{"ctx-canceled", func(*site) {}, func() context.Context {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx
+		}, bootevents.OutcomeRefused, assertion.IssueCanceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSite(t)
+			// signing takes 3 ms on the agent's clock
+			hsm := newEd25519HSM(s.keyA1)
+			sign := hsm.sign
+			hsm.sign = func(r io.Reader, msg []byte, opts crypto.SignerOpts) ([]byte, error) {
+				s.agentClock.Advance(3 * time.Millisecond)
+				return sign(r, msg, opts)
+			}
+			s.issuer.Signer = hsm
+			var got []bootevents.Event
+			s.issuer.Events = bootevents.SinkFunc(func(e bootevents.Event) { got = append(got, e) })
+			tt.change(s)
+			ctx := context.Background()
+			if tt.ctx != nil {
+				ctx = tt.ctx()
+			}
+			text, err := s.issuer.Issue(ctx, s.fields)
+			if len(got) != 1 {
+				t.Fatalf("Issue emitted %d events, want 1: %+v", len(got), got)
+			}
+			e := got[0]
+			if r := assertion.IssueReasonOf(err); r != tt.reason {
+				t.Errorf("IssueReasonOf(%v) = %q, want %q", err, r, tt.reason)
+			}
+			want := bootevents.Event{
+				Time: s.agentClock.Now(), MAC: s.mac, Stage: bootevents.StageAssertion,
+				Outcome: tt.outcome, Reason: tt.reason, Addr: s.fields.IP, Bytes: uint64(len(text)),
+			}
+			if err == nil {
+				want.Duration = 3 * time.Millisecond
+				want.Detail = "epoch 7"
+			} else {
+				want.Detail = bootevents.Printable(err.Error(), bootevents.MaxDetail)
+			}
+			if diff := cmp.Diff(want, e, cmpopts.EquateComparable(netip.Addr{}, netip.AddrPort{})); diff != "" {
+				t.Errorf("event (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The Issuer's events land in the machine's timeline, and Explain's path shows the
+// signing with its duration.
+func TestIssuerEventsInTimeline(t *testing.T) {
+	s := newSite(t)
+	tl, err := bootevents.NewTimeline(bootevents.Config{Clock: s.agentClock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.issuer.Events = tl
+	s.fields.Epoch = 0
+	if _, err := s.issuer.Issue(context.Background(), s.fields); !errors.Is(err, assertion.ErrNoEpoch) {
+		t.Fatalf("Issue at epoch 0: %v", err)
+	}
+	d := tl.Explain(s.mac, bootevents.Facts{Entry: true})
+	if d.Code != bootevents.DiagRefused || !strings.Contains(d.Line, assertion.IssueNoEpoch) {
+		t.Errorf("Explain = %+v, want a refusal naming %q", d, assertion.IssueNoEpoch)
+	}
+	if mac, ok := tl.MACOf(s.fields.IP); !ok || mac != s.mac {
+		t.Errorf("the assertion's address does not lead to the machine: %v, %v", mac, ok)
 	}
 }

@@ -102,11 +102,13 @@ func (c Config) MaxBytes() int {
 	c = c.withDefaults()
 	const mapEntry = 48 // a Go map's cost per entry, keys and values this size, with its slack
 	ev := int(unsafe.Sizeof(Event{}))
-	perBoot := int(unsafe.Sizeof(boot{})) + c.EventsPerBoot*(ev+MaxDetail) + c.LinesPerBoot*(ev+MaxLine) +
+	// the packed events, with the slack of their growth and of the allocator's size classes
+	packed := (c.EventsPerBoot*maxPacked + packSlack) * 9 / 8
+	perBoot := int(unsafe.Sizeof(boot{})) + packed + c.LinesPerBoot*(ev+MaxLine) +
 		IDsPerBoot*(int(unsafe.Sizeof(BootID{}))+int(unsafe.Sizeof(&machine{}))+mapEntry)
 	perMachine := int(unsafe.Sizeof(machine{})) + c.BootsPerMachine*(perBoot+int(unsafe.Sizeof(&boot{}))) +
 		int(unsafe.Sizeof(hwid.MAC{})) + mapEntry + AddrsPerMachine*(int(unsafe.Sizeof(netip.Addr{}))+mapEntry+8)
-	return c.MaxMachines*perMachine + MaxReasons*(MaxReason+16+mapEntry)
+	return c.MaxMachines*perMachine + (MaxReasons+1)*(MaxReason+16+2*mapEntry) + maxPacked
 }
 
 // Timeline keeps the last boots of each machine, bounded (Config), and finds them by MAC
@@ -118,7 +120,10 @@ type Timeline struct {
 	machines map[hwid.MAC]*machine
 	byAddr   map[netip.Addr]*machine
 	byID     map[BootID]*machine
-	reasons  map[string]string
+	reasons  map[string]uint16 // a reason's index in reasonList, under both spellings
+	// reasonList holds the kept reasons; index 0 is "" (none).
+	reasonList []string
+	scratch    []byte // one event packed, before it is appended to its boot
 	// two least-recently-heard lists: machines never answered, and the others.
 	quiet, heard list
 	stats        Stats
@@ -144,9 +149,11 @@ type machine struct {
 }
 
 type boot struct {
-	ids           [IDsPerBoot]BootID
-	start, last   time.Time
-	events        []Event
+	ids         [IDsPerBoot]BootID
+	start, last time.Time
+	// data holds the boot's n events, packed (pack.go).
+	data          []byte
+	n             int
 	lines         []Event
 	eventsDropped uint64
 	linesDropped  uint64
@@ -186,11 +193,13 @@ func NewTimeline(c Config) (*Timeline, error) {
 		return nil, err
 	}
 	return &Timeline{
-		cfg:      c.withDefaults(),
-		machines: make(map[hwid.MAC]*machine),
-		byAddr:   make(map[netip.Addr]*machine),
-		byID:     make(map[BootID]*machine),
-		reasons:  make(map[string]string),
+		cfg:        c.withDefaults(),
+		machines:   make(map[hwid.MAC]*machine),
+		byAddr:     make(map[netip.Addr]*machine),
+		byID:       make(map[BootID]*machine),
+		reasons:    make(map[string]uint16),
+		reasonList: []string{""},
+		scratch:    make([]byte, 0, maxPacked),
 	}, nil
 }
 
@@ -267,11 +276,11 @@ func (t *Timeline) Emit(e Event) {
 		return
 	}
 	e.MAC = m.mac
-	e.Reason = t.reason(e.Reason)
 	if e.Stage == StageConsole {
+		e.Reason = t.reasonList[t.reason(e.Reason)]
 		e.Detail = strings.Clone(Printable(e.Detail, MaxLine))
 	} else {
-		e.Detail = strings.Clone(Printable(e.Detail, MaxDetail))
+		e.Detail = Printable(e.Detail, MaxDetail) // copied as it is packed
 	}
 	b := t.bootFor(m, &e)
 	t.appendTo(b, e)
@@ -362,21 +371,30 @@ func (t *Timeline) dropIDs(m *machine, b *boot) {
 	}
 }
 
-// reason returns the kept copy of r.
-func (t *Timeline) reason(r string) string {
+// reason returns the index of r's kept copy in reasonList; past MaxReasons, "other"'s.
+func (t *Timeline) reason(r string) uint16 {
 	if r == "" {
-		return ""
+		return 0
 	}
 	if k, ok := t.reasons[r]; ok {
 		return k
 	}
-	if len(t.reasons) >= MaxReasons {
-		return "other"
+	if len(t.reasonList) > MaxReasons {
+		r = "other"
+		if k, ok := t.reasons[r]; ok {
+			return k
+		}
 	}
 	k := strings.Clone(Printable(r, MaxReason))
-	t.reasons[k] = k
-	t.reasons[r] = k // both spellings lead to the copy; at most twice MaxReasons keys
-	return k
+	if i, ok := t.reasons[k]; ok {
+		t.reasons[r] = i
+		return i
+	}
+	i := uint16(len(t.reasonList))
+	t.reasonList = append(t.reasonList, k)
+	t.reasons[k] = i
+	t.reasons[r] = i // both spellings lead to the copy; at most twice MaxReasons + 1 keys
+	return i
 }
 
 // bootFor returns the boot e belongs to, beginning a new one where e starts one.
@@ -393,7 +411,7 @@ func (t *Timeline) bootFor(m *machine, e *Event) *boot {
 		cur = m.boots[n-1]
 	}
 	if cur == nil || e.Time.Sub(cur.last) > t.cfg.BootGap || (e.Stage.dhcp() && !e.IPXE && cur.progressed) {
-		cur = &boot{start: e.Time, events: make([]Event, 0, min(4, t.cfg.EventsPerBoot))}
+		cur = &boot{start: e.Time}
 		if len(m.boots) >= t.cfg.BootsPerMachine {
 			t.dropIDs(m, m.boots[0])
 			m.boots[0] = nil
@@ -430,13 +448,23 @@ func (t *Timeline) appendTo(b *boot, e Event) {
 	if !e.Stage.dhcp() && e.Stage != StageBMC && e.Stage != StageFence {
 		b.progressed = true
 	}
-	if len(b.events) >= t.cfg.EventsPerBoot {
-		keep := t.cfg.EventsPerBoot / 4
-		b.events = slices.Delete(b.events, keep, keep+1)
+	if b.n >= t.cfg.EventsPerBoot {
+		from, to := skip(b.data, t.cfg.EventsPerBoot/4)
+		b.data = append(b.data[:from], b.data[to:]...)
+		b.n--
 		b.eventsDropped++
 		t.stats.EventsDropped++
 	}
-	b.events = append(b.events, e)
+	t.scratch = pack(t.scratch[:0], &e, b.start, t.reason(e.Reason))
+	if cap(b.data)-len(b.data) < len(t.scratch) {
+		// Room for this event and a short one more: a boot's bytes stay close to its
+		// events', whatever append's growth would give.
+		d := make([]byte, len(b.data), len(b.data)+len(t.scratch)+packSlack)
+		copy(d, b.data)
+		b.data = d
+	}
+	b.data = append(b.data, t.scratch...)
+	b.n++
 }
 
 // Machine is one machine's timeline, as a Timeline serves it (and as JSON).
@@ -485,7 +513,7 @@ func (t *Timeline) Machine(mac hwid.MAC) (Machine, bool) {
 	if m == nil {
 		return Machine{}, false
 	}
-	return m.snapshot(), true
+	return t.snapshot(m), true
 }
 
 // ByBootID returns the timeline of the machine whose boot id is id and the index of that
@@ -499,7 +527,7 @@ func (t *Timeline) ByBootID(id BootID) (m Machine, boot int, ok bool) {
 	}
 	for i, b := range mm.boots {
 		if slices.Contains(b.ids[:], id) {
-			return mm.snapshot(), i, true
+			return t.snapshot(mm), i, true
 		}
 	}
 	return Machine{}, 0, false
@@ -512,7 +540,7 @@ func (t *Timeline) Len() int {
 	return len(t.machines)
 }
 
-func (m *machine) snapshot() Machine {
+func (t *Timeline) snapshot(m *machine) Machine {
 	out := Machine{MAC: m.mac, Answered: m.answered, Boots: make([]Boot, 0, len(m.boots))}
 	for _, a := range m.addrs {
 		if a.IsValid() {
@@ -520,7 +548,7 @@ func (m *machine) snapshot() Machine {
 		}
 	}
 	for _, b := range m.boots {
-		ob := Boot{Start: b.start, Last: b.last, Events: slices.Clone(b.events), EventsDropped: b.eventsDropped, LinesDropped: b.linesDropped}
+		ob := Boot{Start: b.start, Last: b.last, Events: unpackAll(b.data, b.n, m.mac, b.start, t.reasonList), EventsDropped: b.eventsDropped, LinesDropped: b.linesDropped}
 		if ob.Events == nil {
 			ob.Events = []Event{}
 		}

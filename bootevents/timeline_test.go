@@ -273,3 +273,47 @@ func BenchmarkTimelineEmit(b *testing.B) {
 		i++
 	}
 }
+
+// TestTimelineKeepsEveryField: a Timeline keeps its events packed; what it gives back is
+// each event as emitted, every field (an IPv6 peer with its zone, an event stamped before
+// its boot began, the largest values), in order, and a boot that overflows keeps its first
+// quarter and its latest.
+func TestTimelineKeepsEveryField(t *testing.T) {
+	tl := newTimeline(t, bootevents.Config{EventsPerBoot: 8})
+	uuid := hwid.MustParseUUID("4c4c4544-0031-3510-8052-b4c04f4e4b32")
+	id := bootevents.BootIDOf("a nonce")
+	evs := []bootevents.Event{
+		{Time: at(10), MAC: macA, Stage: bootevents.StageDHCPv4, Outcome: bootevents.OutcomeOK, Reason: "answered",
+			Peer: netip.MustParseAddrPort("192.0.2.10:68"), Addr: addrA, Arch: hwid.ArchX86_64EFI, HasArch: true,
+			UUID: uuid, HasUUID: true, Bytes: 300},
+		{Time: at(9.5), MAC: macA, BootID: id, Stage: bootevents.StageDHCPv6, Outcome: bootevents.OutcomeRefused,
+			Reason: "declined", Peer: netip.MustParseAddrPort("[fe80::1%eth0]:546"), Addr: netip.MustParseAddr("2001:db8::10"),
+			IPXE: true, Detail: "détail ünicode"},
+		{Time: at(11), MAC: macA, BootID: id, Stage: bootevents.StageTFTP, Outcome: bootevents.OutcomeFailed,
+			Reason: "timeout", Bytes: 1<<64 - 1, Duration: 1<<63 - 1, Detail: "ipxe.efi"},
+		{Time: at(12), MAC: macA, Stage: bootevents.StageScript, Outcome: bootevents.OutcomeOK, Duration: -time.Second,
+			Arch: hwid.Arch(0xffff), HasArch: true},
+	}
+	for i := range 8 { // 4 + 8 = 12 events into a boot of 8: 4 dropped
+		evs = append(evs, bootevents.Event{Time: at(13 + float64(i)), MAC: macA, Stage: bootevents.StageCache,
+			Outcome: bootevents.OutcomeOK, Reason: "served", Bytes: uint64(i), Detail: fmt.Sprint("sha256:", i)})
+	}
+	for _, e := range evs {
+		tl.Emit(e)
+	}
+	m, ok := tl.Machine(macA)
+	if !ok || len(m.Boots) != 1 {
+		t.Fatalf("Machine = %+v, %v; want one boot", m, ok)
+	}
+	b := m.Boots[0]
+	// EventsPerBoot 8: the first quarter (2) is kept, then the latest 6.
+	want := append(append([]bootevents.Event{}, evs[:2]...), evs[6:]...)
+	if diff := cmp.Diff(want, b.Events, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+		cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b }),
+		cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if b.EventsDropped != 4 || !b.Start.Equal(at(10)) || !b.Last.Equal(at(20)) {
+		t.Errorf("boot dropped %d, start %v, last %v; want 4, %v, %v", b.EventsDropped, b.Start, b.Last, at(10), at(20))
+	}
+}

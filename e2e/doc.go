@@ -41,6 +41,13 @@
 //   - TestE2E_UUIDMismatch: a machine whose option 97 is not its entry's UUID (in any
 //     spelling) gets no answer, counted under a reason of its own; `siteagent explain MAC`
 //     names both UUIDs.
+//   - TestE2E_ExplainUnpluggedNIC, TestE2E_ExplainRelayForwardsNothing,
+//     TestE2E_ExplainTFTPBlocked, TestE2E_ExplainStolenNonce: `siteagent explain MAC` names
+//     what broke the boot: an entry for a NIC whose cable is out (and the NIC that asked is
+//     unknown), a relay that forwards nothing to the agent, TFTP dropped between OVMF and
+//     the agent after the 4011 answer (policy routing in the agent's namespace drops UDP 69:
+//     the test machines have neither nft nor iptables, nor tc's actions), and a host that
+//     replays a booted machine's nonce from its own address.
 //   - TestE2E_UUIDSpellingsBIOS, TestE2E_UUIDSpellingsUEFIPXE: three machines whose UUIDs
 //     QEMU gives as SMBIOS type 1 fields (-smbios type=1,uuid=), each with an entry holding
 //     its UUID in one of the three spellings (as given, SMBIOS order, reversed as IPMI

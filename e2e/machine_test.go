@@ -49,6 +49,9 @@ type machine struct {
 	entryUUID hwid.UUID
 	// routed puts the machine on the lab's second segment, behind the DHCP relay.
 	routed bool
+	// unplugged is a NIC whose cable is out: its tap is on no bridge, so what it sends
+	// reaches nobody (explain_test.go).
+	unplugged hwid.MAC
 	// bootLimit bounds power-on to the ramdisk's command line; zero means bootTimeout.
 	bootLimit time.Duration
 	serial    string
@@ -160,6 +163,9 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 			tap = l.routed.AddTap(t, name)
 		} else {
 			tap = l.seg.AddTap(t, name)
+		}
+		if mac == m.unplugged {
+			ns.Run(t, "ip", "link", "set", "dev", tap, "nomaster")
 		}
 		args = append(args, "-netdev", fmt.Sprintf("tap,id=n%d,ifname=%s,script=no,downscript=no", k, tap))
 		nics = append(nics, fmt.Sprintf("virtio-net-pci,netdev=n%d,mac=%s,bootindex=%d", k, mac, k+1))

@@ -211,6 +211,10 @@ func chainShape(c ipxe.Chain) shape {
 		sh.counts["dhcp"] = n
 		sh.args["dhcp"] = exactly(ipdev)
 	}
+	if c.Syslog.IsValid() {
+		sh.counts["set"] = 1
+		sh.args["set"] = exactly("syslog", c.Syslog.String())
+	}
 	return sh
 }
 

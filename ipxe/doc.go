@@ -14,6 +14,12 @@
 // kernel command line's grammar, assembly and cap, [Param], [Retry] and [ValueError] are the
 // same types there.
 //
+// With [Config.Syslog] the chain script first sets iPXE's ${syslog} to the host's syslog
+// receiver, so an iPXE built with its syslog console (CONSOLE_SYSLOG) sends its console
+// lines there, into the machine's timeline (package syslogd). Debian's iPXE
+// 1.0.0+git-20190125 is built without it (its ipxe.efi holds no syslog setting) and ignores
+// the line.
+//
 // # What cannot be injected
 //
 // iPXE's own parser (src/image/script.c, src/core/exec.c, src/core/settings.c) splits a

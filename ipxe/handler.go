@@ -78,6 +78,11 @@ type Config struct {
 	VLAN      int    // VLAN tag the chain script creates on Interface; 0 none
 	Retry     Retry  // back-off of every fetch in a script
 
+	// Syslog, when valid, is the IPv4 address of the host's syslog receiver on UDP 514:
+	// the chain script sets iPXE's ${syslog} to it, so that an iPXE with the syslog
+	// console sends its console lines there (see Chain.Syslog). The zero Addr: none.
+	Syslog netip.Addr
+
 	// Loaders are boot loaders other than iPXE answered with the same decision on paths of
 	// their own (GRUB on a Secure Boot machine); nil: none.
 	Loaders []Loader
@@ -204,7 +209,7 @@ func (h *Handler) setDefaults() {
 func (h *Handler) url(path string) string { return h.cfg.BaseURL + path }
 
 func (h *Handler) chainScript(nonce string) Chain {
-	return Chain{URL: h.url(PathBoot), Interface: h.cfg.Interface, VLAN: h.cfg.VLAN, Retry: h.cfg.Retry, Nonce: nonce}
+	return Chain{URL: h.url(PathBoot), Interface: h.cfg.Interface, VLAN: h.cfg.VLAN, Retry: h.cfg.Retry, Nonce: nonce, Syslog: h.cfg.Syslog}
 }
 
 // again is the URL a script chains to for a fresh answer: the chain script, with the boot

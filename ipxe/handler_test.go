@@ -262,6 +262,29 @@ func TestChainScript(t *testing.T) {
 	}
 }
 
+// TestChainScriptSyslog: with Config.Syslog the chain script first points iPXE's syslog
+// console at the host's receiver; an address iPXE's setting cannot take is refused.
+func TestChainScriptSyslog(t *testing.T) {
+	host := newFakeHost()
+	cfg := host.config()
+	cfg.Syslog = netip.MustParseAddr("192.0.2.5")
+	_, srv := serve(t, cfg)
+	a := get(t, srv, http.MethodGet, ipxe.PathChain)
+	c := ipxe.Chain{URL: ipxe.PathBoot, Syslog: cfg.Syslog}
+	if err := chainShape(c).check(a.body); err != nil {
+		t.Fatalf("%v\n%s", err, a.body)
+	}
+	if lines := strings.Split(string(a.body), "\n"); len(lines) < 3 || lines[2] != "set syslog 192.0.2.5" {
+		t.Errorf("chain script does not set syslog before it chains:\n%s", a.body)
+	}
+	for _, bad := range []string{"2001:db8::5", "0.0.0.0", "::ffff:192.0.2.5"} {
+		cfg.Syslog = netip.MustParseAddr(bad)
+		if err := cfg.Validate(); !errors.Is(err, ipxe.ErrInvalid) {
+			t.Errorf("Validate with Syslog %s: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
 func TestBootScript(t *testing.T) {
 	placeholder := hwid.UUID{0x03, 0x00, 0x02, 0x00, 0x04, 0x00, 0x05, 0x00, 0x00, 0x06, 0x00, 0x07, 0x00, 0x08, 0x00, 0x09}
 	for _, tc := range []struct {

@@ -1,6 +1,7 @@
 package ipxe
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -36,6 +37,12 @@ type Chain struct {
 	Retry Retry
 	// Nonce is the boot nonce sent on as n= (1 to MaxNonceLen of [A-Za-z0-9_-]); "" none.
 	Nonce string
+	// Syslog, when valid, is an IPv4 address the script first sets iPXE's ${syslog} to: an
+	// iPXE built with its syslog console (CONSOLE_SYSLOG) then sends every console line
+	// after it to UDP port 514 there, as "<PRI>ipxe: LINE" (a receiver such as package
+	// syslogd puts them in the machine's timeline). The zero Addr sets nothing. iPXE's
+	// setting is IPv4 only, and its port fixed: anything else is refused.
+	Syslog netip.Addr
 }
 
 // Render returns the script, or a [*ValueError] when a value is refused.
@@ -63,6 +70,9 @@ func (c Chain) Render() ([]byte, error) {
 	if c.Nonce != "" && !validNonce(c.Nonce) {
 		return nil, unsafeErr("nonce", "a boot nonce is 1 to 64 of [A-Za-z0-9_-]")
 	}
+	if c.Syslog.IsValid() && (!c.Syslog.Is4() || c.Syslog.IsUnspecified()) {
+		return nil, invalidErr("syslog", "iPXE's syslog setting takes one IPv4 address")
+	}
 	sleeps, err := lang.Sleeps(c.Retry)
 	if err != nil {
 		return nil, err
@@ -86,6 +96,9 @@ func (c Chain) Render() ([]byte, error) {
 	}
 
 	s := newScript("chain to this machine's boot script", (len(sleeps)+1)*(len(target)+140))
+	if c.Syslog.IsValid() {
+		s.line("set", "syslog", c.Syslog.String())
+	}
 	if c.VLAN != 0 {
 		s.line("isset", "${"+ipdev+"/mac}", "||", "vcreate", "--tag", strconv.Itoa(c.VLAN), dev, "||", "goto", bootscript.LabelFailed)
 	}

@@ -3,6 +3,7 @@ package ipxe_test
 import (
 	"errors"
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -51,6 +52,9 @@ var goldens = []struct {
 			return bootShape(ipxe.Boot{Kernel: "tftp://192.0.2.1/vmlinuz", Retry: ipxe.Retry{Attempts: 1}})
 		}},
 	{"chain", ipxe.Chain{URL: "/boot/ipxe"}, func() shape { return chainShape(ipxe.Chain{URL: "/boot/ipxe"}) }},
+	{"chain-syslog", ipxe.Chain{URL: "/boot/ipxe", Nonce: "n0nce", Syslog: netip.MustParseAddr("192.0.2.2")}, func() shape {
+		return chainShape(ipxe.Chain{URL: "/boot/ipxe", Nonce: "n0nce", Syslog: netip.MustParseAddr("192.0.2.2")})
+	}},
 	{"chain-net1", ipxe.Chain{URL: "/boot/ipxe", Interface: "net1"}, func() shape { return chainShape(ipxe.Chain{URL: "/boot/ipxe", Interface: "net1"}) }},
 	{"chain-vlan", ipxe.Chain{URL: "http://192.0.2.1/boot/ipxe", Interface: "net0", VLAN: 100, Retry: ipxe.Retry{Attempts: 2}},
 		func() shape {

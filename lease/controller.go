@@ -43,6 +43,11 @@ type Controller struct {
 	// OnDecision, when set, is called after every tick that changed or kept a lease
 	// (not Idle), once the change is stored: the host pushes the new words to the agents.
 	OnDecision func(ctx context.Context, d Decision)
+	// Events, if set, receives EventChanged for every change of holder or release it
+	// stores, EventDeferred for a takeover its own watch holds back, EventConflict for a
+	// write lost to another writer and EventError for a failed read or write. Renewals and
+	// idle ticks are not reported (Stats counts them). Nil: no event is built.
+	Events Sink
 
 	once  sync.Once
 	clock clock.Clock
@@ -133,12 +138,12 @@ func (c *Controller) TickSite(ctx context.Context, site string) (Decision, error
 	rec, ver, err := c.Store.Get(ctx, site)
 	if err != nil {
 		c.errs.Add(1)
-		return Decision{}, &OpError{Op: "get", Site: site, Err: err}
+		return Decision{}, c.failed(&OpError{Op: "get", Site: site, Err: err}, EventError)
 	}
 	agents, err := c.Fleet.Connected(ctx, site)
 	if err != nil {
 		c.errs.Add(1)
-		return Decision{}, &OpError{Op: "connected", Site: site, Err: err}
+		return Decision{}, c.failed(&OpError{Op: "connected", Site: site, Err: err}, EventError)
 	}
 	// Read the monotonic clock after the record and the heartbeats: the moment is no
 	// earlier than the write of ver and than any heartbeat the fleet reported.
@@ -148,6 +153,10 @@ func (c *Controller) TickSite(ctx context.Context, site string) (Decision, error
 	d := Tick(rec, agents, c.clock.Now(), c.ttl())
 	if (d.Change == Promoted || d.Change == Released) && watched < max(rec.TTL, c.ttl()) {
 		c.deferred.Add(1)
+		if c.Events != nil {
+			c.Events.Emit(Event{Time: c.clock.Now(), Kind: EventDeferred, Site: site, Epoch: rec.Epoch,
+				Change: Kept, Holder: rec.Holder, Prev: rec.Holder})
+		}
 		d = Decision{Change: Kept, Prev: rec, Next: rec}
 	}
 	c.changes[d.Change].Add(1)
@@ -159,12 +168,14 @@ func (c *Controller) TickSite(ctx context.Context, site string) (Decision, error
 	}
 	nv, err := c.Store.CompareAndSwap(ctx, site, ver, d.Next)
 	if err != nil {
+		kind := EventError
 		if errors.Is(err, ErrConflict) {
 			c.conflicts.Add(1)
+			kind = EventConflict
 		} else {
 			c.errs.Add(1)
 		}
-		return d, &OpError{Op: "cas", Site: site, Err: err}
+		return d, c.failed(&OpError{Op: "cas", Site: site, Err: err}, kind)
 	}
 	c.writes.Add(1)
 	c.mu.Lock()
@@ -173,11 +184,23 @@ func (c *Controller) TickSite(ctx context.Context, site string) (Decision, error
 	if d.Change != Renewed {
 		c.log().Info("boot lease changed", "site", site, "change", d.Change.String(),
 			"holder", d.Next.Holder, "epoch", d.Next.Epoch, "previous_holder", d.Prev.Holder)
+		if c.Events != nil {
+			c.Events.Emit(Event{Time: c.clock.Now(), Kind: EventChanged, Site: site, Epoch: d.Next.Epoch,
+				Change: d.Change, Holder: d.Next.Holder, Prev: d.Prev.Holder})
+		}
 	}
 	if c.OnDecision != nil {
 		c.OnDecision(ctx, d)
 	}
 	return d, nil
+}
+
+// failed hands Events an event of kind for err, the error a tick returns, and returns it.
+func (c *Controller) failed(err *OpError, kind EventKind) error {
+	if c.Events != nil {
+		c.Events.Emit(Event{Time: c.clock.Now(), Kind: kind, Site: err.Site, Err: err})
+	}
+	return err
 }
 
 // watch notes that ver is the site's version at mono and returns how long this controller

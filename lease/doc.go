@@ -78,6 +78,13 @@
 // [Fence.Observe], and ask [Fence.Active] before answering proxy DHCP, rendering an iPXE
 // script, signing an assertion or honouring a boot grant.
 //
+// Both sides report what they decide through an optional Events field (a [Sink] of [Event]s,
+// nil meaning nothing is built): a Fence its transitions (active at an epoch, inactive and
+// why: another holder, an unknown heartbeat, a window that lapsed), a Controller the changes
+// of holder it stores, the takeovers its watch defers, and lost or failed writes. They are
+// the site's events, not a machine's: the refusals a fence causes are reported by the
+// components that asked it, in their own boot events.
+//
 // # How it is tested
 //
 // Besides table tests of every transition, the package's tests run a seeded simulation:

@@ -32,6 +32,11 @@ type Fence struct {
 	Rand io.Reader
 	// Logger receives a line when the fence starts or stops holding; nil: discard.
 	Logger *slog.Logger
+	// Events, if set, receives EventFenceActive when the fence becomes active and
+	// EventFenceInactive (with the reason) when it stops, as Observe, Active or State
+	// first sees it; a window that ends with nobody asking is reported at the next call.
+	// Nil: no event is built.
+	Events Sink
 
 	mu      sync.Mutex
 	started bool
@@ -46,6 +51,7 @@ type Fence struct {
 	until   time.Duration // basis + TTL - Margin
 	heard   time.Duration // when the last word arrived
 	words   uint64
+	shown   bool // the state last reported to Events: active or not
 }
 
 type sentBeat struct {
@@ -160,6 +166,16 @@ func (f *Fence) Observe(w Word) {
 		f.basis = at
 		f.until = at + ttl - margin
 	}
+	if f.Events != nil {
+		why := WhyLapsed
+		switch {
+		case !w.Holds || w.Epoch == 0:
+			why = WhyNotHolder
+		case !known:
+			why = WhyBeatUnknown
+		}
+		f.report(now, why)
+	}
 	if is := f.holds && now < f.until; is != was && f.Logger != nil {
 		if is {
 			f.Logger.Info("boot lease fence active", "epoch", f.epoch, "remaining", f.until-now)
@@ -176,10 +192,29 @@ func (f *Fence) Active() (epoch uint64, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.init()
-	if f.holds && f.epoch != 0 && f.clock.Monotonic() < f.until {
+	now := f.clock.Monotonic()
+	if f.Events != nil {
+		f.report(now, WhyLapsed)
+	}
+	if f.holds && f.epoch != 0 && now < f.until {
 		return f.epoch, true
 	}
 	return 0, false
+}
+
+// report hands Events the fence's transition, if its state at now is not the one last
+// reported; why is the reason it would be inactive. Called with f.mu held.
+func (f *Fence) report(now time.Duration, why string) {
+	is := f.holds && f.epoch != 0 && now < f.until
+	if is == f.shown {
+		return
+	}
+	f.shown = is
+	e := Event{Time: f.clock.Now(), Kind: EventFenceInactive, Epoch: f.epoch, Why: why}
+	if is {
+		e.Kind, e.Why, e.Remaining = EventFenceActive, "", f.until-now
+	}
+	f.Events.Emit(e)
 }
 
 // State returns the agent's view of the lease.
@@ -188,6 +223,9 @@ func (f *Fence) State() FenceState {
 	defer f.mu.Unlock()
 	f.init()
 	now := f.clock.Monotonic()
+	if f.Events != nil {
+		f.report(now, WhyLapsed)
+	}
 	s := FenceState{Holding: f.holds, Epoch: f.epoch, Holder: f.holder, Heard: -1, Words: f.words}
 	if f.words > 0 {
 		s.Heard = now - f.heard

@@ -134,6 +134,7 @@ func run() int {
 		verbose    = flag.Bool("v", false, "log the agent at info level and machine events")
 		noDHCP     = flag.Bool("no-dhcp", false, "skip DHCP: each machine is told the boot file and chain URL a proxy offer would name")
 		tftpMax    = flag.Int("tftp-max-transfers", 0, "target agent: boot.tftp_max_transfers (0: the agent's default, 64)")
+		timeline   = flag.String("timeline", "", "target agent: boot.timeline, on or off (empty: the key is not written, the agent's default)")
 	)
 	flag.Parse()
 	log.SetFlags(0)
@@ -167,7 +168,7 @@ func run() int {
 		stop, pid, err := startAgent(ctx, agentSetup{
 			dir: dir, files: fs, n: *n, server: srv, dhcpPort: *dhcpPort, tftp: *tftpAddr, httpPort: *httpPort,
 			httpBase: httpBase, bin: *agentBin, netns: *agentNetns, planeAddr: *planeAddr, inproc: *inproc,
-			clientPort: *clientPort, verbose: *verbose, tftpMax: *tftpMax,
+			clientPort: *clientPort, verbose: *verbose, tftpMax: *tftpMax, timeline: *timeline,
 		})
 		if err != nil {
 			log.Fatal(err)
@@ -366,7 +367,8 @@ type agentSetup struct {
 	planeAddr       string
 	inproc, verbose bool
 	clientPort      int
-	tftpMax         int // boot.tftp_max_transfers
+	tftpMax         int    // boot.tftp_max_transfers
+	timeline        string // boot.timeline: "on", "off" or "" (not written)
 }
 
 func machineMAC(i int) hwid.MAC { return hwid.MAC{0x52, 0x54, 0x00, 0x5c, byte(i >> 8), byte(i)} }
@@ -439,6 +441,15 @@ func startAgent(ctx context.Context, s agentSetup) (func(), int, error) {
 		return fail(err)
 	}
 	srvIP := s.server.String()
+	var timelineKey string
+	switch s.timeline {
+	case "":
+	case "on", "off":
+		// The agent's switch for its boot events and timeline (every component's Events).
+		timelineKey = fmt.Sprintf("timeline = %v\n", s.timeline == "on")
+	default:
+		return fail(fmt.Errorf("-timeline: on or off, not %q", s.timeline))
+	}
 	cfgText := fmt.Sprintf(`site_id = %q
 node_id = %q
 data_dir = %q
@@ -458,7 +469,7 @@ tftp_root = %q
 tftp_max_transfers = %d
 http_listen = %q
 http_base = %q
-cmdline = "console=ttyS0,115200n8 quiet"
+%scmdline = "console=ttyS0,115200n8 quiet"
 cache_url = %q
 # The image origin runs in this process, on the namespace's loopback.
 allowed_source_networks = ["127.0.0.0/8"]
@@ -487,7 +498,7 @@ timeout = "10s"
 listen = %q
 `, siteID, nodeID, dataDir, map[bool]string{true: "info", false: "warn"}[s.verbose],
 		netip.AddrPortFrom(s.server, uint16(s.dhcpPort)).String(), srvIP+":4011", srvIP, s.tftp, tftpRoot, s.tftpMax,
-		netip.AddrPortFrom(s.server, uint16(s.httpPort)).String(), s.httpBase, s.httpBase+"/cache",
+		netip.AddrPortFrom(s.server, uint16(s.httpPort)).String(), s.httpBase, timelineKey, s.httpBase+"/cache",
 		base+"/images/"+s.files.kernel.name, s.files.kernel.sha, base+"/images/"+s.files.initrd.name, s.files.initrd.sha, base,
 		netip.AddrPortFrom(s.server, metricsPort).String())
 	cfgPath := filepath.Join(s.dir, "agent.toml")

@@ -40,6 +40,11 @@ func TestBootlab(t *testing.T) {
 		"ok    a requester whose answer would go to another network (198.51.100.77) is refused (off-segment)",
 		"ok    a bystander presenting the machine's nonce first, from its own address, is refused (exit script, nonce-other-address)",
 		"refused (replay)", "All 6 machines booted",
+		// The site section while the deploy image warms, then once it is verified.
+		"agent-a's site section: PROGRESSING (warming: ubuntu-24.04.raw",
+		"ok    agent-a's site section is PROGRESSING while the deploy image warms",
+		"agent-a's site section: READY",
+		"ok    agent-a's site section is READY once the deploy image is verified",
 		"ok    a stranger's sync in agent-b's name is refused (403): answered 403: forbidden",
 		"ok    an enrolled agent asking for a BMC credential no live command routed to it names is refused (403): answered 403: forbidden",
 		"ok    an enrolled agent claiming a command not routed to it is refused (403): answered 403: forbidden",

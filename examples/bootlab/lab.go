@@ -65,6 +65,11 @@ type lab struct {
 
 	agents []*labAgent
 
+	// warm holds the origin's answers for the deploy image until closed (release), so
+	// that the agents' site sections show it warming.
+	warm        chan struct{}
+	releaseWarm sync.Once
+
 	mu      sync.Mutex
 	secrets []string          // every token, grant and assertion handed out, and the node keys
 	metrics map[string]string // each agent's /metrics, read before it stopped
@@ -141,12 +146,21 @@ func newLab(ctx context.Context, log *slog.Logger) (*lab, error) {
 		initrd: newImage("initrd.img", 4<<20),
 		deploy: newImage("ubuntu-24.04.raw", 8<<20),
 		builds: map[string]image{},
+		warm:   make(chan struct{}),
 	}
-	// The image origin: where the site's images come from before the cache has them.
+	// The image origin: where the site's images come from before the cache has them. The
+	// deploy image comes only once the lab releases it (release).
 	mux := http.NewServeMux()
 	for _, im := range []image{l.kernel, l.initrd, l.deploy} {
-		data := im.data
+		data, held := im.data, im.name == l.deploy.name
 		mux.HandleFunc("GET /images/"+im.name, func(w http.ResponseWriter, r *http.Request) {
+			if held {
+				select {
+				case <-l.warm:
+				case <-r.Context().Done():
+					return
+				}
+			}
 			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
 		})
 	}
@@ -208,6 +222,9 @@ func newLab(ctx context.Context, log *slog.Logger) (*lab, error) {
 	l.plane.SetImages(siteID, []sitelink.CacheImage{{URL: l.origin + "/images/" + l.deploy.name, SHA256: l.deploy.sha256, Format: "raw"}})
 	return l, nil
 }
+
+// release lets the origin serve the deploy image.
+func (l *lab) release() { l.releaseWarm.Do(func() { close(l.warm) }) }
 
 // addAgent enrolls and starts a site agent on ip.
 func (l *lab) addAgent(ctx context.Context, name string, ip netip.Addr) (*labAgent, error) {

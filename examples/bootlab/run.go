@@ -102,6 +102,26 @@ func runLab(ctx context.Context, log *slog.Logger, out *printer, n int) (*lab, b
 	for _, x := range l.agents {
 		l.plane.PrepareRamdisk(x.name, entries)
 	}
+	// The site section (what each agent's report says of its images and sanboot entries):
+	// PROGRESSING while the deploy image warms (the origin holds it), READY once verified.
+	defer l.release()
+	var sec sitelink.SectionStatus
+	warming := waitFor(ctx, 15*time.Second, func() bool {
+		var ok bool
+		sec, ok = l.plane.Section(a.name)
+		return ok && sec.State == sitelink.SectionProgressing && slices.Contains(sec.Warming, l.deploy.sha256)
+	}) == nil
+	out.linef("agent-a's site section: %s", sectionLine(sec, l))
+	must("agent-a's site section is PROGRESSING while the deploy image warms", warming, "reported %s", sectionLine(sec, l))
+	l.release()
+	ready := waitFor(ctx, 30*time.Second, func() bool {
+		var ok bool
+		sec, ok = l.plane.Section(a.name)
+		return ok && sec.State == sitelink.SectionReady
+	}) == nil
+	out.linef("agent-a's site section: %s", sectionLine(sec, l))
+	must("agent-a's site section is READY once the deploy image is verified", ready, "reported %s", sectionLine(sec, l))
+
 	if err := waitFor(ctx, 30*time.Second, func() bool {
 		_, okA := a.a.Entries().Lookup(machineMAC(n))
 		_, okB := b.a.Entries().Lookup(machineMAC(n))
@@ -470,6 +490,36 @@ func grantOf(u string) string {
 	}
 	g, _, _ := strings.Cut(rest, "/")
 	return g
+}
+
+// sectionLine is a site section as bootlab prints it: the state, the images warming by
+// name, the failures.
+func sectionLine(s sitelink.SectionStatus, l *lab) string {
+	if s.State == "" {
+		return "(no report yet)"
+	}
+	names := map[string]string{l.kernel.sha256: l.kernel.name, l.initrd.sha256: l.initrd.name, l.deploy.sha256: l.deploy.name}
+	name := func(d string) string {
+		if n, ok := names[d]; ok {
+			return n
+		}
+		return d
+	}
+	line := s.State
+	if len(s.Warming) > 0 {
+		var w []string
+		for _, d := range s.Warming {
+			w = append(w, name(d))
+		}
+		line += " (warming: " + strings.Join(w, ", ") + ")"
+	}
+	for _, f := range s.Failures {
+		line += "; failed: " + name(f.SHA256) + " " + f.Reason
+		if f.MAC != "" {
+			line += " for " + f.MAC
+		}
+	}
+	return line
 }
 
 func cacheReady(a *agent.Agent, l *lab) bool {

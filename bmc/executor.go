@@ -125,6 +125,10 @@ type Executor struct {
 	Logger *slog.Logger
 	// Clock is the clock for the journal; nil means [clock.Real].
 	Clock clock.Clock
+	// Sessions, when set, keeps one session per BMC open and lends it to each operation
+	// instead of logging in and out around every one (see SessionPool); nil opens and
+	// closes a session per operation.
+	Sessions *SessionPool
 
 	once  sync.Once
 	slots chan struct{}
@@ -379,7 +383,14 @@ func (e *Executor) sendLocked(ctx context.Context, op operation) (v any, sent bo
 		}
 		tg.Username, tg.Password = c.Username, c.Password
 	}
-	d, err := e.Opener.Open(ctx, tg)
+	var d Driver
+	var release func(drop bool)
+	if e.Sessions != nil {
+		d, release, err = e.Sessions.acquire(ctx, op.Target.key()+"\x00"+op.Target.Credential,
+			func(ctx context.Context) (Driver, error) { return e.Opener.Open(ctx, tg) })
+	} else {
+		d, err = e.Opener.Open(ctx, tg)
+	}
 	if err != nil {
 		if errors.Is(err, ErrAuth) && op.Target.Credential != "" {
 			e.Forget(op.Target.Credential)
@@ -387,6 +398,10 @@ func (e *Executor) sendLocked(ctx context.Context, op operation) (v any, sent bo
 		return nil, false, err
 	}
 	defer func() {
+		if release != nil {
+			release(spoils(err) || op.Name == "rotate")
+			return
+		}
 		if cerr := d.Close(); cerr != nil {
 			e.logger().Debug("bmc: close failed", "op", op.Name, "addr", op.Target.Address, "err", cerr)
 		}

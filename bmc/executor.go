@@ -91,6 +91,9 @@ type Result struct {
 	Replayed bool
 	// Value is what Do returned, when it ran and succeeded.
 	Value any
+	// Claim is how the claim of a destructive operation was answered, when it was made
+	// through Claims ("" when no claim was made).
+	Claim ClaimAnswer
 }
 
 // Executor runs BMC operations for an agent: one operation at a time per BMC, at most
@@ -301,8 +304,9 @@ func (e *Executor) runDestructive(ctx context.Context, op operation) Result {
 		defer release()
 		if e.Claims != nil {
 			g, err := e.Claims.Claim(ctx, req)
+			res.Claim = AnswerOf(g, err)
 			if e.OnClaim != nil {
-				e.OnClaim(req, AnswerOf(g, err))
+				e.OnClaim(req, res.Claim)
 			}
 			switch {
 			case err != nil:

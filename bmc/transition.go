@@ -642,6 +642,11 @@ func (run *TransitionRun) read(m Machine, wait time.Duration) (PowerState, Outco
 // machine runs the transition on m.
 func (run *TransitionRun) machine(m Machine) MachineResult {
 	res := MachineResult{Machine: m.Name}
+	if run.t.Action.powersOn() {
+		// Read first: the session is open (and a busy BMC has answered) before the machine
+		// takes its turn to power on, so that the turns are the power-ons' own.
+		res.Power, _ = run.read(m, 0)
+	}
 	switch run.t.Action {
 	case TransitionOn:
 		run.step(m, "act", PowerActionOn, PowerOn, &res)

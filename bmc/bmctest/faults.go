@@ -19,8 +19,9 @@ type Faults struct {
 	// registry's ServiceTemporarilyUnavailable and not acted on (0 to 1).
 	TransientRate float64
 	// RevertPowerAfterReads makes the system undo every accepted power change after this
-	// many reads of the system that follow it: a machine asked on (or cycled) reads Off
-	// again, one asked off reads On. Zero never reverts.
+	// many reads of the system that follow it have shown the change: a machine asked on
+	// (or cycled) reads Off from the next read on, one asked off reads On. Zero never
+	// reverts.
 	RevertPowerAfterReads int
 	// Seed seeds the fake's random draws (latency, transient answers).
 	Seed uint64
@@ -36,6 +37,7 @@ type faultState struct {
 	revertTo     string // the PowerState the revert restores
 	peakSessions int
 	transients   int
+	resets       []time.Time
 }
 
 func (f *faultState) init(o Faults) {
@@ -80,14 +82,15 @@ func (s *Server) transient(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// armRevert notes an accepted power change of sys (Faults.RevertPowerAfterReads). Called
-// under s.mu.
+// armRevert notes an accepted power change of sys (its time, and
+// Faults.RevertPowerAfterReads). Called under s.mu.
 func (s *Server) armRevert(sys map[string]any) {
+	s.faults.resets = append(s.faults.resets, time.Now())
 	n := s.opts.Faults.RevertPowerAfterReads
 	if n <= 0 {
 		return
 	}
-	s.faults.revertReads, s.faults.revertTo = n, "On"
+	s.faults.revertReads, s.faults.revertTo = n+1, "On"
 	if sys["PowerState"] == "On" {
 		s.faults.revertTo = "Off"
 	}
@@ -129,4 +132,11 @@ func (s *Server) PowerState() string {
 	defer s.mu.Unlock()
 	st, _ := s.res[s.sysPath]["PowerState"].(string)
 	return st
+}
+
+// Resets returns when each accepted ComputerSystem.Reset was carried out, in order.
+func (s *Server) Resets() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.faults.resets...)
 }

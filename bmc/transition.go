@@ -268,6 +268,24 @@ func (l *rateLimiter) reserve(now time.Duration) time.Duration {
 	return at - now
 }
 
+// refund gives back the place of an event that did not happen (a send answered busy),
+// so that the next one may come that much sooner, as long as no event took a place
+// after it (tat is still what reserving it left).
+func (l *rateLimiter) refund(tat, now time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tat == tat {
+		l.tat = max(l.tat-l.interval, now)
+	}
+}
+
+// next returns the place the next event would take (for refund).
+func (l *rateLimiter) next() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tat
+}
+
 func (r *TransitionRunner) clk() clock.Clock { return clock.Or(r.Clock) }
 
 func (r *TransitionRunner) logger() *slog.Logger {
@@ -515,17 +533,20 @@ func (run *TransitionRun) act(ctx context.Context, m Machine, step string, a Pow
 		if run.aborted() {
 			return actAborted, last
 		}
-		if run.t.Action.powersOn() && step == "act" {
-			if err := run.token(ctx, m, false); err != nil {
+		// A machine takes one turn; a send again after a busy answer (which powered
+		// nothing on) is only spaced among the sends.
+		if run.t.Action.powersOn() && step == "act" && attempt == 1 {
+			if _, err := run.token(ctx, m, false); err != nil {
 				return run.why(ctx, err), last
 			}
 		}
-		release, err := run.slot(ctx, m)
+		release, err := run.slot(ctx, m, run.abort)
 		if err != nil {
 			return run.why(ctx, err), last
 		}
+		var tats [2]time.Duration
 		if run.t.Action.powersOn() && step == "act" {
-			if err := run.token(ctx, m, true); err != nil {
+			if tats, err = run.token(ctx, m, true); err != nil {
 				release()
 				return run.why(ctx, err), last
 			}
@@ -554,6 +575,9 @@ func (run *TransitionRun) act(ctx context.Context, m Machine, step string, a Pow
 			return actDeadline, o
 		case busy(o):
 			last = o
+			if run.t.Action.powersOn() && step == "act" {
+				run.refund(m, tats)
+			}
 			continue
 		case o.Status == StatusNotSent || o.Status == StatusFailed && notApplied(KindByName(o.Kind)):
 			return actGaveUp, o
@@ -578,10 +602,11 @@ func (run *TransitionRun) why(ctx context.Context, err error) actEnd {
 
 // token waits for m's group's turn and then the site's to power on; send, for the
 // spacing of the sends.
-func (run *TransitionRun) token(ctx context.Context, m Machine, send bool) error {
+func (run *TransitionRun) token(ctx context.Context, m Machine, send bool) ([2]time.Duration, error) {
 	r := run.r
 	site, group := r.limiters(m)
-	for _, l := range []*ramp{group, site} {
+	var tats [2]time.Duration
+	for i, l := range []*ramp{group, site} {
 		if l == nil {
 			continue
 		}
@@ -589,22 +614,34 @@ func (run *TransitionRun) token(ctx context.Context, m Machine, send bool) error
 		if send {
 			lim = l.send
 		}
-		if err := r.sleep(ctx, run.abort, lim.reserve(r.clk().Monotonic())); err != nil {
-			return err
+		d := lim.reserve(r.clk().Monotonic())
+		tats[i] = lim.next()
+		if err := r.sleep(ctx, run.abort, d); err != nil {
+			return tats, err
 		}
 	}
-	return nil
+	return tats, nil
 }
 
-// slot waits for a slot of m's network.
-func (run *TransitionRun) slot(ctx context.Context, m Machine) (func(), error) {
+// refund gives back m's send places of a send answered busy.
+func (run *TransitionRun) refund(m Machine, tats [2]time.Duration) {
+	site, group := run.r.limiters(m)
+	for i, l := range []*ramp{group, site} {
+		if l != nil {
+			l.send.refund(tats[i], run.r.clk().Monotonic())
+		}
+	}
+}
+
+// slot waits for a slot of m's network, until ctx ends or abort closes.
+func (run *TransitionRun) slot(ctx context.Context, m Machine, abort <-chan struct{}) (func(), error) {
 	ch := run.r.network(m.Network)
 	select {
 	case ch <- struct{}{}:
 		return func() { <-ch }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-run.abort:
+	case <-abort:
 		return nil, errAborted
 	}
 }
@@ -624,7 +661,7 @@ func (run *TransitionRun) read(m Machine, wait time.Duration) (PowerState, Outco
 				return "", o
 			}
 		}
-		release, err := run.slot(ctx, m)
+		release, err := run.slot(ctx, m, nil) // a read is harmless: not aborted
 		if err != nil {
 			return "", OutcomeOf(err)
 		}

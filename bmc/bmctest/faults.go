@@ -37,7 +37,7 @@ type faultState struct {
 	revertTo     string // the PowerState the revert restores
 	peakSessions int
 	transients   int
-	resets       []time.Time
+	powerOns     []time.Time
 }
 
 func (f *faultState) init(o Faults) {
@@ -82,10 +82,12 @@ func (s *Server) transient(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// armRevert notes an accepted power change of sys (its time, and
+// armRevert notes an accepted power change of sys (the time of a power-on, and
 // Faults.RevertPowerAfterReads). Called under s.mu.
 func (s *Server) armRevert(sys map[string]any) {
-	s.faults.resets = append(s.faults.resets, time.Now())
+	if sys["PowerState"] == "On" {
+		s.faults.powerOns = append(s.faults.powerOns, time.Now())
+	}
 	n := s.opts.Faults.RevertPowerAfterReads
 	if n <= 0 {
 		return
@@ -134,9 +136,10 @@ func (s *Server) PowerState() string {
 	return st
 }
 
-// Resets returns when each accepted ComputerSystem.Reset was carried out, in order.
-func (s *Server) Resets() []time.Time {
+// PowerOns returns when each accepted ComputerSystem.Reset that left the system on (a
+// power-on, a cycle, a restart) was carried out, in order.
+func (s *Server) PowerOns() []time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]time.Time(nil), s.faults.resets...)
+	return append([]time.Time(nil), s.faults.powerOns...)
 }

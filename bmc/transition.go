@@ -242,17 +242,20 @@ type rateLimiter struct {
 
 // ramp bounds power-ons twice: admit spaces the machines' turns, send spaces the sends
 // themselves (a turn may wait for a network slot and come close to the next), waited for
-// while the slot is held, which is short since the turns were spaced already.
+// while the slot is held, which is short since the turns were spaced already. In any
+// second at most rate+burst+1 sends go out.
 type ramp struct{ admit, send *rateLimiter }
 
 func newRamp(rate float64, burst int) *ramp {
 	if rate <= 0 {
 		return nil
 	}
-	l := func() *rateLimiter {
+	l := func(burst int) *rateLimiter {
 		return &rateLimiter{interval: time.Duration(float64(time.Second) / rate), burst: max(burst, 1)}
 	}
-	return &ramp{admit: l(), send: l()}
+	// The sends may take one more at once than the turns, so that a send that waited
+	// does not push every later one back: the ramp's turns keep the rate.
+	return &ramp{admit: l(burst), send: l(max(burst, 1) + 1)}
 }
 
 // reserve takes the next event's place and returns how long to wait for it.
@@ -315,15 +318,21 @@ func (r *TransitionRunner) limiters(m Machine) (site, group *ramp) {
 	return r.site, group
 }
 
-func (r *TransitionRunner) network(name string) chan struct{} {
+// network returns the semaphore of a network's slots, or with first of the slots its
+// first reads may take (half of them, so that actions always find slots).
+func (r *TransitionRunner) network(name string, first bool) chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.nets == nil {
 		r.nets = make(map[string]chan struct{})
 	}
+	n := orDefault(r.Limits.NetworkInFlight, DefaultNetworkInFlight)
+	if first {
+		name, n = name+"\x00first", max(n/2, 1)
+	}
 	ch := r.nets[name]
 	if ch == nil {
-		ch = make(chan struct{}, orDefault(r.Limits.NetworkInFlight, DefaultNetworkInFlight))
+		ch = make(chan struct{}, n)
 		r.nets[name] = ch
 	}
 	return ch
@@ -635,7 +644,7 @@ func (run *TransitionRun) refund(m Machine, tats [2]time.Duration) {
 
 // slot waits for a slot of m's network, until ctx ends or abort closes.
 func (run *TransitionRun) slot(ctx context.Context, m Machine, abort <-chan struct{}) (func(), error) {
-	ch := run.r.network(m.Network)
+	ch := run.r.network(m.Network, false)
 	select {
 	case ch <- struct{}{}:
 		return func() { <-ch }, nil
@@ -682,7 +691,14 @@ func (run *TransitionRun) machine(m Machine) MachineResult {
 	if run.t.Action.powersOn() {
 		// Read first: the session is open (and a busy BMC has answered) before the machine
 		// takes its turn to power on, so that the turns are the power-ons' own.
-		res.Power, _ = run.read(m, 0)
+		first := run.r.network(m.Network, true)
+		select {
+		case first <- struct{}{}:
+			res.Power, _ = run.read(m, 0)
+			<-first
+		case <-run.ctx.Done():
+		case <-run.abort:
+		}
 	}
 	switch run.t.Action {
 	case TransitionOn:

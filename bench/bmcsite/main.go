@@ -47,6 +47,9 @@ type Report struct {
 	PeakSessions int // most sessions open at one BMC
 	PeakPerSec   int // most power-ons in any one-second window, site-wide
 	Transients   int
+	FirstOn      time.Duration // first and last power-on, from the start
+	LastOn       time.Duration
+	start        time.Time
 }
 
 type site struct {
@@ -91,6 +94,9 @@ func (s *site) measure(r *Report) {
 		}
 	}
 	slices.SortFunc(all, func(a, b time.Time) int { return a.Compare(b) })
+	if len(all) > 0 {
+		r.FirstOn, r.LastOn = all[0].Sub(r.start), all[len(all)-1].Sub(r.start)
+	}
 	j := 0
 	for i := range all {
 		for all[i].Sub(all[j]) >= time.Second {
@@ -124,7 +130,7 @@ func Transition(ctx context.Context, c Config) Report {
 	}
 	start := time.Now()
 	res, err := r.Run(ctx, tr)
-	rep := Report{Name: "transition", Took: time.Since(start), Statuses: map[string]int{}}
+	rep := Report{Name: "transition", Took: time.Since(start), Statuses: map[string]int{}, start: start}
 	_ = pool.Close()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bmcsite:", err)
@@ -184,14 +190,14 @@ func Loop(ctx context.Context, c Config) Report {
 		})
 	}
 	wg.Wait()
-	rep.Took = time.Since(start)
+	rep.Took, rep.start = time.Since(start), start
 	s.measure(&rep)
 	return rep
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("%-10s took %6.2fs statuses %v cycled-twice %d unreported %d reverts %d (reported failed %d, reported done %d) peak-sessions/BMC %d peak-power-ons/s %d busy-answers %d",
-		r.Name, r.Took.Seconds(), r.Statuses, r.CycledTwice, r.Unreported, r.Reverts, r.RevertsFound, r.RevertsOK, r.PeakSessions, r.PeakPerSec, r.Transients)
+	return fmt.Sprintf("%-10s took %6.2fs power-ons from %.2fs to %.2fs statuses %v cycled-twice %d unreported %d reverts %d (reported failed %d, reported done %d) peak-sessions/BMC %d peak-power-ons/s %d busy-answers %d",
+		r.Name, r.Took.Seconds(), r.FirstOn.Seconds(), r.LastOn.Seconds(), r.Statuses, r.CycledTwice, r.Unreported, r.Reverts, r.RevertsFound, r.RevertsOK, r.PeakSessions, r.PeakPerSec, r.Transients)
 }
 
 // Check lists what the transition must show: within 10% of the ramp's bound, none cycled

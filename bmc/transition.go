@@ -240,10 +240,15 @@ type rateLimiter struct {
 	started  bool
 }
 
+// sendSlack is how many more sends than turns may go out at once, so that sends that
+// waited (for a slot, or the CPU) catch up with the turns instead of pushing every later
+// one back.
+const sendSlack = 4
+
 // ramp bounds power-ons twice: admit spaces the machines' turns, send spaces the sends
 // themselves (a turn may wait for a network slot and come close to the next), waited for
 // while the slot is held, which is short since the turns were spaced already. In any
-// second at most rate+burst+1 sends go out.
+// second at most rate+burst+sendSlack sends go out.
 type ramp struct{ admit, send *rateLimiter }
 
 func newRamp(rate float64, burst int) *ramp {
@@ -253,9 +258,7 @@ func newRamp(rate float64, burst int) *ramp {
 	l := func(burst int) *rateLimiter {
 		return &rateLimiter{interval: time.Duration(float64(time.Second) / rate), burst: max(burst, 1)}
 	}
-	// The sends may take one more at once than the turns, so that a send that waited
-	// does not push every later one back: the ramp's turns keep the rate.
-	return &ramp{admit: l(burst), send: l(max(burst, 1) + 1)}
+	return &ramp{admit: l(burst), send: l(max(burst, 1) + sendSlack)}
 }
 
 // reserve takes the next event's place and returns how long to wait for it.

@@ -240,25 +240,21 @@ type rateLimiter struct {
 	started  bool
 }
 
-// sendSlack is how many more sends than turns may go out at once, so that sends that
-// waited (for a slot, or the CPU) catch up with the turns instead of pushing every later
-// one back.
-const sendSlack = 4
-
 // ramp bounds power-ons twice: admit spaces the machines' turns, send spaces the sends
 // themselves (a turn may wait for a network slot and come close to the next), waited for
-// while the slot is held, which is short since the turns were spaced already. In any
-// second at most rate+burst+sendSlack sends go out.
+// while the slot is held, which is short since the turns were spaced already. No two
+// sends are closer than half the ramp's interval (burst aside).
 type ramp struct{ admit, send *rateLimiter }
 
 func newRamp(rate float64, burst int) *ramp {
 	if rate <= 0 {
 		return nil
 	}
-	l := func(burst int) *rateLimiter {
-		return &rateLimiter{interval: time.Duration(float64(time.Second) / rate), burst: max(burst, 1)}
-	}
-	return &ramp{admit: l(burst), send: l(max(burst, 1) + sendSlack)}
+	interval := time.Duration(float64(time.Second) / rate)
+	// The sends may come at twice the rate, so that a send that waited catches up with
+	// the turns instead of pushing every later one back; the turns keep the rate.
+	return &ramp{admit: &rateLimiter{interval: interval, burst: max(burst, 1)},
+		send: &rateLimiter{interval: interval / 2, burst: max(burst, 1)}}
 }
 
 // reserve takes the next event's place and returns how long to wait for it.

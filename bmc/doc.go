@@ -164,6 +164,24 @@
 // Its Stats are uint64 fields by kind and status (DispatchStats.ForKind, KindStats.Status),
 // replays by kind and claims by answer.
 //
+// # Transitions over many machines
+//
+// A TransitionRunner runs a Transition (on, off, cycle, or soft-off with a deadline then
+// force-off) over many machines through an Executor: for each machine it reads the power
+// state (opening the session), waits for its turn under the site's power-on ramp
+// (TransitionLimits.PowerOnRate, and GroupPowerOnRate per Machine.Group, a PDU), takes a
+// slot of its BMC network (NetworkInFlight), sends the action as a destructive operation
+// journaled and claimed under "ID/machine/step/attempt", sends it again after a back-off
+// while the BMC answers busy (a busy send gives its place in the ramp back), and confirms
+// by reading the state after Settle: a machine that took the change and dropped it is
+// failed ("differs", reverted). Each machine ends done, failed, unknown or aborted, with
+// a reason (MachineResult); TransitionRun gives Progress and the results as they end
+// (Ended) for a host's heartbeat, and Abort. Starting the same transition again after a
+// restart, or on another agent sharing the ClaimRegistry, resumes it: steps already taken
+// are answered from the journal or the claim record, a step another agent claimed and
+// never reported is unknown, and nothing is sent twice. With Executor.Sessions (a
+// SessionPool) each BMC keeps one session, reused across operations.
+//
 // # Security
 //
 // Credentials are never logged and never appear in errors, outcomes or claim records. Drivers verify TLS by default;

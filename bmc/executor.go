@@ -91,6 +91,9 @@ type Result struct {
 	Replayed bool
 	// Value is what Do returned, when it ran and succeeded.
 	Value any
+	// Claim is how the claim of a destructive operation was answered, when it was made
+	// through Claims ("" when no claim was made).
+	Claim ClaimAnswer
 }
 
 // Executor runs BMC operations for an agent: one operation at a time per BMC, at most
@@ -125,6 +128,10 @@ type Executor struct {
 	Logger *slog.Logger
 	// Clock is the clock for the journal; nil means [clock.Real].
 	Clock clock.Clock
+	// Sessions, when set, keeps one session per BMC open and lends it to each operation
+	// instead of logging in and out around every one (see SessionPool); nil opens and
+	// closes a session per operation.
+	Sessions *SessionPool
 
 	once  sync.Once
 	slots chan struct{}
@@ -297,8 +304,9 @@ func (e *Executor) runDestructive(ctx context.Context, op operation) Result {
 		defer release()
 		if e.Claims != nil {
 			g, err := e.Claims.Claim(ctx, req)
+			res.Claim = AnswerOf(g, err)
 			if e.OnClaim != nil {
-				e.OnClaim(req, AnswerOf(g, err))
+				e.OnClaim(req, res.Claim)
 			}
 			switch {
 			case err != nil:
@@ -379,7 +387,14 @@ func (e *Executor) sendLocked(ctx context.Context, op operation) (v any, sent bo
 		}
 		tg.Username, tg.Password = c.Username, c.Password
 	}
-	d, err := e.Opener.Open(ctx, tg)
+	var d Driver
+	var release func(drop bool)
+	if e.Sessions != nil {
+		d, release, err = e.Sessions.acquire(ctx, op.Target.key()+"\x00"+op.Target.Credential,
+			func(ctx context.Context) (Driver, error) { return e.Opener.Open(ctx, tg) })
+	} else {
+		d, err = e.Opener.Open(ctx, tg)
+	}
 	if err != nil {
 		if errors.Is(err, ErrAuth) && op.Target.Credential != "" {
 			e.Forget(op.Target.Credential)
@@ -387,6 +402,10 @@ func (e *Executor) sendLocked(ctx context.Context, op operation) (v any, sent bo
 		return nil, false, err
 	}
 	defer func() {
+		if release != nil {
+			release(spoils(err) || op.Name == "rotate")
+			return
+		}
 		if cerr := d.Close(); cerr != nil {
 			e.logger().Debug("bmc: close failed", "op", op.Name, "addr", op.Target.Address, "err", cerr)
 		}

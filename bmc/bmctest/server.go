@@ -209,6 +209,9 @@ type Options struct {
 	// NoTaskMonitor answers SimpleUpdate 202 with neither a Location nor a body, as iLO
 	// does; the update applies at once.
 	NoTaskMonitor bool
+
+	// Faults add latency, busy answers and power changes that revert (faults.go).
+	Faults Faults
 }
 
 // Settings-object paths for Options.BootSettingsObject (relative to the system for
@@ -283,6 +286,7 @@ type Server struct {
 	forget   int
 	settings string // the settings object's path (BootSettingsObject)
 	sysPath  string
+	faults   faultState
 }
 
 // SystemPath returns the path of the ComputerSystem the fake serves (the first one).
@@ -322,6 +326,7 @@ func NewServer(opts Options) *Server {
 		nextID:    1000,
 		forget:    -1,
 	}
+	s.faults.init(opts.Faults)
 	if err := s.load(); err != nil {
 		panic("bmctest: embedded mockup: " + err.Error())
 	}
@@ -655,12 +660,15 @@ func clean(p string) string {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	s.delay(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	req := Request{Method: r.Method, Path: r.URL.Path, Body: string(body), IfMatch: r.Header.Get("If-Match")}
 	user, auth := s.authenticate(r)
 	req.Auth = auth
-	s.serve(rec, r, clean(r.URL.Path), body, user)
+	if !s.transient(rec, r) {
+		s.serve(rec, r, clean(r.URL.Path), body, user)
+	}
 	req.Status = rec.status
 	s.reqs = append(s.reqs, req)
 }
@@ -732,6 +740,7 @@ func (s *Server) get(w http.ResponseWriter, p string) {
 		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "no resource at "+p)
 		return
 	}
+	s.countRevert(p)
 	if p == s.sysPath && s.forget >= 0 {
 		if s.forget--; s.forget < 0 {
 			res["Boot"].(map[string]any)["BootSourceOverrideEnabled"] = "Disabled"
@@ -1023,6 +1032,7 @@ func (s *Server) login(w http.ResponseWriter, in map[string]any) {
 	tok := hex.EncodeToString(sum[:16])
 	sp := "/redfish/v1/SessionService/Sessions/" + id
 	s.sessions[tok] = session{user: u, path: sp}
+	s.notePeak()
 	res := map[string]any{
 		"@odata.type": "#Session.v1_7_0.Session",
 		"@odata.id":   sp,
@@ -1089,6 +1099,7 @@ func (s *Server) reset(w http.ResponseWriter, sys map[string]any, in map[string]
 			s.boot(sys)
 		}
 	}
+	s.armRevert(sys)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -167,13 +167,17 @@ func (d *Driver) waitPower(ctx context.Context, c *gofish.APIClient, want bmc.Po
 	for i := 0; ; i++ {
 		var sys rfPower
 		etag, err := getRaw(c, d.sysPath, &sys)
-		if err != nil {
+		_, busy := transient(err)
+		switch {
+		case err != nil && (!busy || i >= maxPowerPolls || time.Now().After(deadline)):
 			return "", err
-		}
-		if powerState(sys.PowerState) == want {
+		case err == nil && powerState(sys.PowerState) == want:
 			return etag, nil
+		case err == nil:
+			last = sys.PowerState
 		}
-		last = sys.PowerState
+		// A busy answer to a read after the BMC took the action is no answer about the
+		// action: read again.
 		if i >= maxPowerPolls || time.Now().After(deadline) {
 			msg := "the BMC accepted " + sentType + " but the machine still reports " + orNone(last) +
 				" after " + d.cfg.PowerTimeout.String()

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func small() Config {
+	return Config{N: 100, Rate: 50, MinLatency: 20 * time.Millisecond, MaxLatency: 200 * time.Millisecond,
+		Transient: 0.02, MaxSessions: 4, RevertEvery: 25, InFlight: 64, Seed: 7}
+}
+
+// TestSmallSite runs the transition over 100 simulated BMCs and asserts the checks but
+// the time bound, which fixed costs (logins, the last confirming reads) dominate at this
+// size: BenchmarkTransition and the 1,000-BMC run measure it.
+func TestSmallSite(t *testing.T) {
+	c := small()
+	r := Transition(t.Context(), c)
+	for _, b := range Check(c, r) {
+		if !strings.HasPrefix(b, "took") {
+			t.Error(b)
+		}
+	}
+	if r.Reverts != 4 || r.Statuses["failed"] != 4 || r.Statuses["done"] != 96 {
+		t.Errorf("report %v, want the 4 reverting BMCs failed and the 96 others done", r)
+	}
+	if r.PeakPerSec > 2*int(c.Rate) {
+		t.Errorf("%d power-ons in one second, ramp %v/s", r.PeakPerSec, c.Rate)
+	}
+}
+
+func BenchmarkTransition(b *testing.B) {
+	c := small()
+	for b.Loop() {
+		r := Transition(b.Context(), c)
+		b.ReportMetric(r.Took.Seconds(), "s/transition")
+		b.ReportMetric(float64(r.PeakPerSec), "peak-power-ons/s")
+	}
+}
+
+func BenchmarkLoop(b *testing.B) {
+	c := small()
+	for b.Loop() {
+		r := Loop(b.Context(), c)
+		b.ReportMetric(r.Took.Seconds(), "s/transition")
+		b.ReportMetric(float64(r.PeakPerSec), "peak-power-ons/s")
+	}
+}

@@ -1,0 +1,187 @@
+package bmc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+)
+
+// DefaultMaxOpenSessions bounds a SessionPool's open sessions when MaxOpen is zero.
+const DefaultMaxOpenSessions = 1024
+
+// SessionPool keeps at most one open driver (one BMC session) per BMC and lends it to one
+// operation at a time, so that operations reuse a session instead of logging in and out
+// around each one, and N agents, each with its pool, never hold more than N sessions at a
+// BMC however many operations they run (BMCs cap sessions: iDRAC's pool runs dry, XCC
+// allows 16). Set it as Executor.Sessions; the Executor's Opener opens the sessions.
+//
+// A session is dropped (closed, and opened again by the next operation) after an
+// operation that failed in a way that may have spoilt it (auth, unreachable, timeout, no
+// session, closed) and after a rotation of credentials. When more than MaxOpen are open,
+// the least recently used idle ones are logged out. Close logs every session out.
+//
+// Set the fields before first use; it is safe for concurrent use.
+type SessionPool struct {
+	// MaxOpen bounds the sessions kept open across BMCs; zero means
+	// DefaultMaxOpenSessions.
+	MaxOpen int
+	// Logger receives a line per failed logout; nil discards.
+	Logger *slog.Logger
+
+	mu     sync.Mutex
+	m      map[string]*pooled
+	tick   uint64
+	closed bool
+}
+
+type pooled struct {
+	lock chan struct{} // held by the operation using d
+	d    Driver        // nil: not open
+	used uint64        // pool tick of the last release
+}
+
+// Open returns the number of sessions open.
+func (p *SessionPool) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, e := range p.m {
+		if e.d != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// ErrPoolClosed is the error of an operation that asked a closed SessionPool for a
+// session (kind ErrClosed).
+var ErrPoolClosed = errors.New("bmc: session pool closed")
+
+// acquire waits for key's session, opening it with open when none is open, and returns it
+// with the function that gives it back: release(drop) drops the session when drop is true.
+func (p *SessionPool) acquire(ctx context.Context, key string, open func(context.Context) (Driver, error)) (Driver, func(drop bool), error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, nil, &OpError{Op: "session", Kind: ErrClosed, Err: ErrPoolClosed}
+	}
+	if p.m == nil {
+		p.m = make(map[string]*pooled)
+	}
+	e := p.m[key]
+	if e == nil {
+		e = &pooled{lock: make(chan struct{}, 1)}
+		p.m[key] = e
+	}
+	p.mu.Unlock()
+	select {
+	case e.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	if e.d == nil {
+		d, err := open(ctx)
+		if err != nil {
+			<-e.lock
+			return nil, nil, err
+		}
+		p.mu.Lock()
+		e.d = d
+		p.mu.Unlock()
+	}
+	d := e.d
+	return d, func(drop bool) { p.release(e, drop) }, nil
+}
+
+func (p *SessionPool) release(e *pooled, drop bool) {
+	p.mu.Lock()
+	p.tick++
+	e.used = p.tick
+	var closing []Driver
+	if drop || p.closed {
+		closing = append(closing, e.d)
+		e.d = nil
+	}
+	<-e.lock
+	closing = append(closing, p.evictLocked()...)
+	p.mu.Unlock()
+	p.closeAll(closing)
+}
+
+// evictLocked takes the least recently used idle sessions over MaxOpen out of the pool
+// and returns them, to be closed.
+func (p *SessionPool) evictLocked() []Driver {
+	limit := p.MaxOpen
+	if limit <= 0 {
+		limit = DefaultMaxOpenSessions
+	}
+	var out []Driver
+	for {
+		open := 0
+		var lru *pooled
+		for _, e := range p.m {
+			if e.d == nil {
+				continue
+			}
+			open++
+			if len(e.lock) == 0 && (lru == nil || e.used < lru.used) {
+				lru = e
+			}
+		}
+		if open <= limit || lru == nil {
+			return out
+		}
+		select {
+		case lru.lock <- struct{}{}: // every write of d holds both locks
+			out = append(out, lru.d)
+			lru.d = nil
+			<-lru.lock
+		default:
+			return out // taken meanwhile: evicted at a later release
+		}
+	}
+}
+
+func (p *SessionPool) closeAll(ds []Driver) {
+	for _, d := range ds {
+		if d == nil {
+			continue
+		}
+		if err := d.Close(); err != nil && p.Logger != nil {
+			p.Logger.Debug("bmc: logout failed", "driver", d.Name(), "err", err)
+		}
+	}
+}
+
+// Close logs out every idle session and, as they are given back, the ones in use; later
+// operations through the pool fail with ErrClosed. It returns nil.
+func (p *SessionPool) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	var closing []Driver
+	for _, e := range p.m {
+		select {
+		case e.lock <- struct{}{}:
+			closing = append(closing, e.d)
+			e.d = nil
+			<-e.lock
+		default: // in use: closed on release
+		}
+	}
+	p.mu.Unlock()
+	p.closeAll(closing)
+	return nil
+}
+
+// spoils reports whether an operation's error may have spoilt its session.
+func spoils(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch KindOf(err) {
+	case ErrAuth, ErrUnreachable, ErrTimeout, ErrNoSession, ErrClosed, ErrTLS, ErrScheme:
+		return true
+	}
+	return false
+}

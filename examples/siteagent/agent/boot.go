@@ -42,6 +42,7 @@ func (a *Agent) bootServer() error {
 		Clock:  a.clock,
 		Logger: a.log.With("component", "ipxe"),
 	}
+	boot.Syslog = syslogTarget(b)
 	var builds fs.FS
 	if b.TFTPRoot != "" {
 		root, err := os.OpenRoot(b.TFTPRoot)
@@ -126,4 +127,22 @@ func (a *Agent) cacheBase() string {
 		return strings.TrimSuffix(a.cfg.Boot.CacheURL, "/")
 	}
 	return a.httpBase + "/cache"
+}
+
+// syslogTarget is where the chain script points iPXE's syslog console: the agent's
+// receiver (Boot.SyslogListen, or Boot.ServerIP when it listens on every address), so a
+// machine's console reaches its timeline. iPXE's console speaks only to port 514 of one
+// IPv4 address: a receiver elsewhere gets no console lines (the zero Addr).
+func syslogTarget(b BootConfig) netip.Addr {
+	l := b.SyslogListen
+	if !l.IsValid() || l.Port() != 514 {
+		return netip.Addr{}
+	}
+	switch ip := l.Addr().Unmap(); {
+	case ip.Is4() && !ip.IsUnspecified():
+		return ip
+	case ip.IsUnspecified() && b.ServerIP.Is4():
+		return b.ServerIP
+	}
+	return netip.Addr{}
 }

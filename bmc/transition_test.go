@@ -24,7 +24,6 @@ type siteMachine struct {
 	revertIn   int         // reads after a change before it reverts; 0: never
 	pendingRev int
 	ignoreACPI bool // a graceful off never ends
-	inFlight   int
 	network    string
 }
 

@@ -28,7 +28,9 @@ cd "$work/ipxe/src"
 # The only trusted root is a placeholder whose key was never kept: ipxebin replaces its
 # SHA-256 fingerprint with the site CA's when it serves a binary.
 cp "$here/config/trust-placeholder.crt" trust-placeholder.crt
-common=(EMBED=embed.ipxe TRUST=trust-placeholder.crt NO_WERROR=1 V=0)
+# Objects carry the build path in their debug info, and the build id is a checksum of the
+# objects: map the temporary directory to a fixed name.
+common=(EMBED=embed.ipxe TRUST=trust-placeholder.crt NO_WERROR=1 V=0 "EXTRA_CFLAGS=-ffile-prefix-map=$work=/ipxe")
 start=$SECONDS
 make -j"$jobs" "${common[@]}" bin/undionly.kpxe bin-x86_64-efi/snponly.efi bin-x86_64-efi/ipxe.efi >&2
 make -j"$jobs" "${common[@]}" CROSS=aarch64-linux-gnu- bin-arm64-efi/snponly.efi >&2

@@ -1,0 +1,38 @@
+// Package ipxebin serves siteboot's own iPXE builds, embedded in the package so that a site
+// installs nothing, and patches each binary at serve time to trust the site's CA.
+//
+// The builds come from firmware/ipxe in the siteboot repository: iPXE v2.0.0 from a pinned
+// source archive, reproducibly built, with HTTPS, IPv6, VLAN and NTP compiled in, EAPOL compiled
+// out, and an embedded script that runs autoboot on the NIC the firmware booted from and then
+// exits with status 1 so that the firmware tries its next boot entry:
+//
+//   - [UndionlyKPXE]: BIOS PXE (undionly.kpxe)
+//   - [SnponlyX8664]: x86-64 UEFI, the firmware's own network stack (snponly.efi)
+//   - [IPXEX8664]: x86-64 UEFI with iPXE's native drivers (ipxe.efi)
+//   - arm64 UEFI snponly.efi: built by build.sh, not yet embedded
+//
+// A site supplies its own builds by setting [Builds.FS].
+//
+// # Trust of the site CA
+//
+// Each build is compiled to trust exactly one root certificate: a placeholder whose private key
+// was discarded when it was made, so an unpatched build trusts no server at all. [WithTrust]
+// replaces the placeholder's SHA-256 fingerprint (iPXE keeps its trusted roots as a list of
+// fingerprints) with the fingerprint of the site CA, and [Builds.ReadFile] does so for every
+// binary it hands out when [Builds.CA] is set. The TLS server iPXE then talks to must send the
+// CA certificate itself at the end of its chain, since iPXE checks the root by fingerprint.
+//
+// This is safe because the trust anchor travels inside the binary that the firmware executes:
+// whoever can replace that binary on the segment already runs code on the machine, and gains
+// nothing more by choosing its trust. Nothing iPXE receives after it starts (DHCP options, a
+// script, a setting) can change the list: iPXE's "trust" setting is compiled out (no
+// ALLOW_TRUST_OVERRIDE), so an attacker on the segment cannot feed it a root of its own. Getting
+// the binary itself to the machine without tampering is the firmware's side: UEFI HTTPS boot
+// with the site CA enrolled, or a segment the site controls for TFTP and plain HTTP.
+//
+// # Limits
+//
+// BIOS images are compressed (iPXE's zbin), so the fingerprint in undionly.kpxe cannot be
+// replaced in place: [WithTrust] returns [ErrNoTrustArea] for it, and [Builds.ReadFile] refuses
+// to hand it out while a CA is set rather than serve a binary that would trust nothing.
+package ipxebin

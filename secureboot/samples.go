@@ -14,6 +14,8 @@ var (
 		Help: "GRUB configuration requests refused any secret for not presenting the machine's boot key, by reason.", Labels: []string{"reason"}}
 	famKeys = metric.Family{Name: "secureboot_keys_total",
 		Help: "Boot keys of the signed chain, by event.", Labels: []string{"event"}}
+	famBadQuery = metric.Family{Name: "secureboot_bad_queries_total",
+		Help: "GRUB configuration requests whose query did not parse, answered with the give-up configuration."}
 	famOther = metric.Family{Name: "secureboot_fetch_other_address_total",
 		Help: "Fetches under a machine's nonce from an address other than the first one."}
 )
@@ -26,7 +28,7 @@ const RefusedUnavailable = "unavailable"
 // secureboot_answers_total{kind} (pxe, http), secureboot_refused_total{reason}
 // (unavailable, arch, ipv6, error), secureboot_unbound_total{reason} for every
 // bootbind.Refusals, secureboot_keys_total{event} (issued, activated, dropped, busy) and
-// secureboot_fetch_other_address_total. The zero Stats lists them too: a host without a
+// secureboot_fetch_other_address_total and secureboot_bad_queries_total. The zero Stats lists them too: a host without a
 // chain exports zeros and its own Unavailable count.
 func (s Stats) Samples() []metric.Sample {
 	out := []metric.Sample{
@@ -39,5 +41,5 @@ func (s Stats) Samples() []metric.Sample {
 	}
 	k := s.Keys
 	return append(out, famKeys.Sample(k.Issued, "issued"), famKeys.Sample(k.Activated, "activated"),
-		famKeys.Sample(k.Dropped, "dropped"), famKeys.Sample(k.Busy, "busy"), famOther.Sample(s.OtherAddress))
+		famKeys.Sample(k.Dropped, "dropped"), famKeys.Sample(k.Busy, "busy"), famOther.Sample(s.OtherAddress), famBadQuery.Sample(s.BadQueries))
 }

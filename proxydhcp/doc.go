@@ -196,7 +196,8 @@
 //	                                               xCAT #7645
 //	no option 97 (no client GUID)                pixiecore #21                           TestQuirk_NoOption97
 //	  the decision says so (Decision.NoUUID,                                               TestQuirk_NoOption97DecisionSaysSo,
-//	  event Detail "no-uuid", AnsweredNoUUID, metric proxydhcp_answered_no_uuid_total)                                              sitelink TestQuirk_NoOption97UUIDUnchecked
+//	  event Detail "no-uuid", AnsweredNoUUID)                                              sitelink TestQuirk_NoOption97UUIDUnchecked
+//	  and /metrics proxydhcp_answered_no_uuid_total
 //	reply delay per arch, default none           dnsmasq --dhcp-reply-delay              TestQuirk_ReplyDelay
 //	the site's DHCP answers first (no boot file) pixiecore README.booting.md;            e2e TestE2E_SiteDHCPAnswersFirst (SeaBIOS,
 //	                                             warewulf3 #137                            dnsmasq, real firmware)

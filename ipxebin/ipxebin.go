@@ -53,7 +53,7 @@ func WithTrust(bin []byte, ca *x509.Certificate) ([]byte, error) {
 	if i < 0 {
 		return nil, ErrNoTrustArea
 	}
-	if bytes.Index(bin[i+1:], ph) >= 0 {
+	if bytes.Contains(bin[i+1:], ph) {
 		return nil, ErrManyTrustAreas
 	}
 	out := bytes.Clone(bin)

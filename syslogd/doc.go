@@ -23,5 +23,7 @@
 // Syslog over UDP is unauthenticated: any host on the segment can write lines under any
 // source address it can spoof. The lines are shown as the machine's console, never acted
 // upon, and kept only for addresses the host answered (an unknown source is counted by
-// the timeline, not kept).
+// the timeline, not kept). iPXE prints every URL it fetches, and a boot's URLs carry its
+// secrets (the boot nonce in a query, a cache grant in a path): each line is kept with its
+// URLs redacted ([RedactURLs]), so that no secret reaches the timeline, its JSON or a log.
 package syslogd

@@ -2,6 +2,7 @@ package syslogd_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"unicode"
 
@@ -47,6 +48,14 @@ func FuzzParse(f *testing.F) {
 			if !unicode.IsPrint(r) {
 				t.Fatalf("CleanText(%q) kept %U", m.Text, r)
 			}
+		}
+		// Redacting is idempotent and never adds a byte but its own marks.
+		r := syslogd.RedactURLs(c)
+		if again := syslogd.RedactURLs(r); again != r {
+			t.Fatalf("RedactURLs(%q) = %q, and again %q", c, r, again)
+		}
+		if strings.Count(r, syslogd.Redacted) == 0 && r != c {
+			t.Fatalf("RedactURLs(%q) = %q, changed without a mark", c, r)
 		}
 	})
 }

@@ -127,7 +127,7 @@ func (s *Server) handle(b []byte, from net.Addr) {
 	}
 	e := bootevents.Event{
 		Stage: bootevents.StageConsole, Outcome: bootevents.OutcomeLog, Peer: src,
-		Reason: SeverityName(m.Severity), Detail: CleanText(m.Text, bootevents.MaxLine),
+		Reason: SeverityName(m.Severity), Detail: RedactURLs(CleanText(m.Text, bootevents.MaxLine)),
 	}
 	if e.Detail == "" {
 		return

@@ -93,13 +93,14 @@ func TestServerPutsConsoleInTimeline(t *testing.T) {
 		"<14>ipxe: iPXE initialising devices...\x1b[0m\n",
 		"not syslog",
 		"<11>ipxe: Could not boot: No such file (https://ipxe.org/2d0c613b)\n",
+		"<14>ipxe: http://127.0.0.1:8080/cache/t/0123456789abcdef0123456789abcdef/vmlinuz... ok\n",
 	}
 	for _, l := range lines {
 		if _, err := c.Write([]byte(l)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for range 2 {
+	for range 3 {
 		select {
 		case <-got:
 		case <-time.After(time.Minute): // loopback UDP to a reader already serving; the bound only stops a hung test
@@ -117,6 +118,7 @@ func TestServerPutsConsoleInTimeline(t *testing.T) {
 	want := []string{
 		"info: iPXE initialising devices...",
 		"err: Could not boot: No such file (https://ipxe.org/2d0c613b)",
+		"info: http://127.0.0.1:8080/cache/t/(redacted)/vmlinuz... ok", // the grant is a secret
 	}
 	var gotLines []string
 	for _, l := range b.Console {
@@ -125,7 +127,7 @@ func TestServerPutsConsoleInTimeline(t *testing.T) {
 	if diff := cmp.Diff(want, gotLines); diff != "" {
 		t.Errorf("console (-want +got):\n%s", diff)
 	}
-	if st := srv.Stats(); st.Received != 3 || st.Malformed != 1 || st.Lines != 2 {
+	if st := srv.Stats(); st.Received != 4 || st.Malformed != 1 || st.Lines != 3 {
 		t.Errorf("Stats = %+v", st)
 	}
 }

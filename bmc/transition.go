@@ -231,36 +231,19 @@ type TransitionRunner struct {
 }
 
 // rateLimiter spaces events interval apart, burst at a time (a generic cell rate
-// algorithm over the monotonic clock). With a window it also holds at most cap(placed)
-// events in any span of window, whatever the burst and the catching up allow.
+// algorithm over the monotonic clock).
 type rateLimiter struct {
 	mu       sync.Mutex
 	interval time.Duration
 	burst    int
 	tat      time.Duration // theoretical arrival time of the next event
 	started  bool
-	seq      uint64 // places taken; a refund gives back only the latest
-
-	window time.Duration   // zero: no window
-	placed []time.Duration // the latest events' places, a ring whose oldest is at head
-	head   int
-	last   time.Duration // the latest place taken
-}
-
-// place is an event's place in a rateLimiter, and what taking it replaced, for refund.
-type place struct {
-	seq       uint64
-	tat, last time.Duration
-	old       time.Duration // the ring's oldest place, when wrapped
-	wrapped   bool
 }
 
 // ramp bounds power-ons twice: admit spaces the machines' turns, send spaces the sends
 // themselves (a turn may wait for a network slot and come close to the next), waited for
 // while the slot is held, which is short since the turns were spaced already. No two
-// sends are closer than half the ramp's interval (burst aside), and no span of a second
-// holds more sends than the rate (rounded down, at least one; below one a second, no
-// span of 1/rate holds two).
+// sends are closer than half the ramp's interval (burst aside).
 type ramp struct{ admit, send *rateLimiter }
 
 func newRamp(rate float64, burst int) *ramp {
@@ -269,63 +252,40 @@ func newRamp(rate float64, burst int) *ramp {
 	}
 	interval := time.Duration(float64(time.Second) / rate)
 	// The sends may come at twice the rate, so that a send that waited catches up with
-	// the turns instead of pushing every later one back; the turns keep the rate, and
-	// the window keeps every second to the rate while sends catch up.
-	n, window := int(rate), time.Second
-	if n < 1 {
-		n, window = 1, interval
-	}
+	// the turns instead of pushing every later one back; the turns keep the rate.
 	return &ramp{admit: &rateLimiter{interval: interval, burst: max(burst, 1)},
-		send: &rateLimiter{interval: interval / 2, burst: max(burst, 1), window: window, placed: make([]time.Duration, 0, n)}}
+		send: &rateLimiter{interval: interval / 2, burst: max(burst, 1)}}
 }
 
 // reserve takes the next event's place and returns how long to wait for it.
-func (l *rateLimiter) reserve(now time.Duration) (time.Duration, place) {
+func (l *rateLimiter) reserve(now time.Duration) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.started { // the clock's origin is its own: start from the first reading
-		l.tat, l.last, l.started = now, now, true
+		l.tat, l.started = now, true
 	}
-	l.seq++
-	p := place{seq: l.seq, tat: l.tat, last: l.last}
 	start := max(l.tat, now)
 	at := max(start-time.Duration(l.burst-1)*l.interval, now)
-	if l.window > 0 {
-		at = max(at, l.last) // places in order, so that the ring's oldest is the oldest
-		if len(l.placed) < cap(l.placed) {
-			l.placed = append(l.placed, at)
-		} else {
-			p.old, p.wrapped = l.placed[l.head], true
-			at = max(at, p.old+l.window)
-			l.placed[l.head] = at
-			l.head = (l.head + 1) % len(l.placed)
-		}
-		l.last = at
-	}
-	l.tat = max(start, at) + l.interval
-	return at - now, p
+	l.tat = start + l.interval
+	return at - now
 }
 
 // refund gives back the place of an event that did not happen (a send answered busy),
 // so that the next one may come that much sooner, as long as no event took a place
-// after it.
-func (l *rateLimiter) refund(p place) {
+// after it (tat is still what reserving it left).
+func (l *rateLimiter) refund(tat, now time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if p.seq == 0 || p.seq != l.seq {
-		return
+	if l.tat == tat {
+		l.tat = max(l.tat-l.interval, now)
 	}
-	l.seq++ // given back once
-	if l.window > 0 {
-		if p.wrapped {
-			l.head = (l.head + len(l.placed) - 1) % len(l.placed)
-			l.placed[l.head] = p.old
-		} else {
-			l.placed = l.placed[:len(l.placed)-1]
-		}
-		l.last = p.last
-	}
-	l.tat = p.tat
+}
+
+// next returns the place the next event would take (for refund).
+func (l *rateLimiter) next() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tat
 }
 
 func (r *TransitionRunner) clk() clock.Clock { return clock.Or(r.Clock) }
@@ -592,7 +552,7 @@ func (run *TransitionRun) act(ctx context.Context, m Machine, step string, a Pow
 		if err != nil {
 			return run.why(ctx, err), last
 		}
-		var tats [2]place
+		var tats [2]time.Duration
 		if run.t.Action.powersOn() && step == "act" {
 			if tats, err = run.token(ctx, m, true); err != nil {
 				release()
@@ -650,10 +610,10 @@ func (run *TransitionRun) why(ctx context.Context, err error) actEnd {
 
 // token waits for m's group's turn and then the site's to power on; send, for the
 // spacing of the sends.
-func (run *TransitionRun) token(ctx context.Context, m Machine, send bool) ([2]place, error) {
+func (run *TransitionRun) token(ctx context.Context, m Machine, send bool) ([2]time.Duration, error) {
 	r := run.r
 	site, group := r.limiters(m)
-	var places [2]place
+	var tats [2]time.Duration
 	for i, l := range []*ramp{group, site} {
 		if l == nil {
 			continue
@@ -662,21 +622,21 @@ func (run *TransitionRun) token(ctx context.Context, m Machine, send bool) ([2]p
 		if send {
 			lim = l.send
 		}
-		var d time.Duration
-		d, places[i] = lim.reserve(r.clk().Monotonic())
+		d := lim.reserve(r.clk().Monotonic())
+		tats[i] = lim.next()
 		if err := r.sleep(ctx, run.abort, d); err != nil {
-			return places, err
+			return tats, err
 		}
 	}
-	return places, nil
+	return tats, nil
 }
 
 // refund gives back m's send places of a send answered busy.
-func (run *TransitionRun) refund(m Machine, places [2]place) {
+func (run *TransitionRun) refund(m Machine, tats [2]time.Duration) {
 	site, group := run.r.limiters(m)
 	for i, l := range []*ramp{group, site} {
 		if l != nil {
-			l.send.refund(places[i])
+			l.send.refund(tats[i], run.r.clk().Monotonic())
 		}
 	}
 }

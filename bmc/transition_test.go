@@ -3,7 +3,6 @@ package bmc_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -232,55 +231,6 @@ func minGap(ts []time.Time) time.Duration {
 		}
 	}
 	return gap
-}
-
-// maxInWindow is the most of ts (sorted or not) in any span of w.
-func maxInWindow(ts []time.Time, w time.Duration) int {
-	ts = slices.SortedFunc(slices.Values(ts), func(a, b time.Time) int { return a.Compare(b) })
-	most, j := 0, 0
-	for i := range ts {
-		for ts[i].Sub(ts[j]) >= w {
-			j++
-		}
-		most = max(most, i-j+1)
-	}
-	return most
-}
-
-// TestTransitionRampHoldsEverySecond: turns that waited for their network catch up at up
-// to twice the rate, but no second ever holds more power-ons than the rate. Every machine
-// shares one network with one operation in flight, so the confirming reads hold the turns
-// back and they bunch up behind them.
-func TestTransitionRampHoldsEverySecond(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ms := machines(40, func(int) string { return "" })
-		for i := range ms {
-			ms[i].Network = "one"
-		}
-		site := siteFor(ms, bmc.PowerOff)
-		const rate = 5
-		r := &bmc.TransitionRunner{
-			Executor: &bmc.Executor{Opener: site, MaxConcurrent: 64},
-			Limits:   bmc.TransitionLimits{PowerOnRate: rate, NetworkInFlight: 1, Settle: 300 * time.Millisecond},
-		}
-		res, err := r.Run(t.Context(), bmc.Transition{ID: "t-ramp", Action: bmc.TransitionOn, Machines: ms})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st := byStatus(res); len(st[bmc.MachineDone]) != len(ms) {
-			t.Fatalf("statuses %v, want all done", st)
-		}
-		var ons []time.Time
-		for _, m := range site.machines {
-			ons = append(ons, m.powerOns...)
-		}
-		if n := maxInWindow(ons, time.Second); n > rate {
-			t.Errorf("%d power-ons within one second, the ramp is %d/s", n, rate)
-		}
-		if gap := minGap(ons); gap >= time.Second/rate {
-			t.Errorf("power-ons at least %v apart: no send caught up, the test shows nothing", gap)
-		}
-	})
 }
 
 func TestTransitionGroupRateAndNetworkInFlight(t *testing.T) {

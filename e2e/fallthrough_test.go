@@ -1,8 +1,11 @@
 package e2e_test
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -130,24 +133,47 @@ func (l *lab) waitFallThrough(m *machine) fallThrough {
 	return f
 }
 
+// plainExitLine is what the plain-exit script echoes before its "exit".
+const plainExitLine = "SITEBOOT-PLAIN-EXIT"
+
+// plainExitPort is the test's own HTTP server on the bridge namespace's address, which
+// serves the plain-exit script.
+const plainExitPort = 27040
+
 // TestE2E_OVMFExitFallsThrough: every path on which iPXE gives up ends in "exit 1", and
 // real firmware then boots its next Boot#### option (the issue's "exit must fall through",
 // from tinkerbell/tinkerbell #984). The site's own DHCP server (dnsmasq) hands x86-64 UEFI
-// PXE clients siteboot's iPXE from the agent's TFTP and iPXE the agent's chain script, as a
-// site without proxy DHCP in front would; the agent's proxy DHCP stays silent for both
-// machines. The unknown machine (no entry) is answered "unknown", the refused one (its
-// entry holds another machine's UUID) a refusal, both as the exit script; iPXE exits with
-// status 1 and OVMF goes on to its next option (HTTPv4 on the same NIC) and then to the
-// disk, whose EFI application runs, never to its menu.
+// clients siteboot's iPXE from the agent (PXE: ipxe.efi over TFTP; HTTP boot:
+// /boot/files/ipxe.efi) and iPXE the agent's chain script, as a site without proxy DHCP in
+// front would; the agent's proxy DHCP stays silent for every machine here. The unknown
+// machine (no entry) is answered "unknown", the refused one (its entry holds another
+// machine's UUID) a refusal, both as the exit script; iPXE exits with status 1 and OVMF goes
+// on to its next option (HTTPv4 on the same NIC, which runs iPXE again to the same end) and
+// then to the disk, whose EFI application runs, never to its menu. A third machine's iPXE
+// chains a script of the site's that ends in a plain "exit", which returns success: siteboot's
+// build ends its own embedded script in "exit 1" after autoboot returns, so that machine
+// falls through too.
 func TestE2E_OVMFExitFallsThrough(t *testing.T) {
 	t.Parallel()
 	agentIP := testpeer.HostIP(1).String()
+	plain := newMachine("ft-plain-exit", fwUEFIPXE, 0x94)
 	l := newLab(t, 2,
 		"--dhcp-match=set:ipxe,175",
 		"--dhcp-vendorclass=set:pxe,PXEClient",
+		"--dhcp-vendorclass=set:http,HTTPClient",
+		"--dhcp-host="+plain.mac.String()+",set:plainexit",
 		"--dhcp-boot=tag:pxe,tag:!ipxe,ipxe.efi,,"+agentIP,
-		"--dhcp-boot=tag:ipxe,http://"+agentIP+"/boot/chain.ipxe")
+		// EDK2's HTTP boot takes an offer only with option 60 HTTPClient in it.
+		"--dhcp-option-force=tag:http,tag:!ipxe,60,HTTPClient",
+		"--dhcp-boot=tag:http,tag:!ipxe,http://"+agentIP+"/boot/files/ipxe.efi",
+		"--dhcp-boot=tag:ipxe,tag:!plainexit,http://"+agentIP+"/boot/chain.ipxe",
+		"--dhcp-boot=tag:ipxe,tag:plainexit,"+bridgeURL(plainExitPort, "/plain-exit.ipxe"))
 	l.useOwnIPXE()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /plain-exit.ipxe", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "#!ipxe\necho %s\nexit\n", plainExitLine)
+	})
+	l.serve(context.Background(), plainExitPort, mux)
 	a := l.startAgent("agent-a", 1)
 	l.waitActive(a)
 
@@ -163,17 +189,30 @@ func TestE2E_OVMFExitFallsThrough(t *testing.T) {
 	}})
 	l.waitReady(a.name)
 
+	// Two machines at a time (machineSlots): the third powers on once the first is off (the
+	// disk's application powers it off).
 	l.powerOn(unknown, bootOpts{efiDisk: true})
 	l.powerOn(refused, bootOpts{efiDisk: true})
-	for _, m := range []*machine{unknown, refused} {
+	for i, m := range []*machine{unknown, refused, plain} {
+		if i == 1 {
+			l.powerOn(plain, bootOpts{efiDisk: true})
+		}
 		f := l.waitFallThrough(m)
 		t.Logf("%s: iPXE's exit came back as an error: OVMF went from %s to %s; the disk booted %v after power-on",
 			m.name, f.steps[f.pxe], f.steps[f.next], timeSince(m.start))
 	}
+	if serial, _ := os.ReadFile(plain.serial); !bytes.Contains(serial, []byte(plainExitLine)) {
+		t.Errorf("%s never ran the plain-exit script", plain.name)
+	}
+	for _, m := range []*machine{unknown, refused} {
+		if serial, _ := os.ReadFile(m.serial); bytes.Contains(serial, []byte(plainExitLine)) {
+			t.Errorf("%s ran the plain-exit script; its iPXE should have chained the agent's", m.name)
+		}
+	}
 
 	mt := a.metrics()
 	if n := mt.sum("siteboot_boot_answers_total", `answer="chain"`); n < 2 {
-		t.Errorf("%v chain scripts answered, want one to each machine's iPXE at least", n)
+		t.Errorf("%v chain scripts answered, want one to each of the two machines' iPXE at least", n)
 	}
 	if n := mt.sum("siteboot_boot_answers_total", `answer="unknown"`); n < 1 {
 		t.Errorf("%v unknown answers: the unknown machine's iPXE never asked for its script", n)
@@ -191,9 +230,11 @@ func TestE2E_OVMFExitFallsThrough(t *testing.T) {
 	if n := mt.sum("siteboot_proxydhcp_answered_total"); n != 0 {
 		t.Errorf("proxy DHCP answered %v requests; the site's DHCP server alone names the files here", n)
 	}
-	if n := mt.sum("siteboot_tftp_transfers_total", `outcome="ok"`); n < 2 {
+	if n := mt.sum("siteboot_tftp_transfers_total", `outcome="ok"`); n < 3 {
 		t.Errorf("%v TFTP transfers completed, want ipxe.efi to each machine", n)
 	}
+	t.Logf("agent's answers: chain %v, unknown %v, refusals %v, files %v", mt.sum("siteboot_boot_answers_total", `answer="chain"`),
+		mt.sum("siteboot_boot_answers_total", `answer="unknown"`), refusals, mt.sum("siteboot_boot_answers_total", `answer="file"`))
 }
 
 // TestE2E_LocalBootUEFI: local boot on purpose over UEFI (MAAS LP#1642298, Foreman #10207,

@@ -187,10 +187,15 @@
 //	-------------------------------------------  --------------------------------------  -------------------------------------------------------
 //	exit must fall through: give-ups are a 200   tinkerbell #984; Sidero Metal notes     ipxe TestQuirk_ExitMustFallThrough,
 //	  with "exit 1" (iPXE runs no 4xx body;                                                secureboot TestQuirk_GRUBGiveUpsFallThrough
-//	  GRUB reads none, over TFTP or HTTP)                                                  (each give-up, TFTP and HTTP)
+//	  GRUB reads none, over TFTP or HTTP)                                                  (each give-up, TFTP and HTTP);
+//	  and OVMF then boots its next Boot####                                                e2e TestE2E_OVMFExitFallsThrough (OVMF,
+//	                                                                                         siteboot's snponly.efi, real firmware)
 //	local boot on purpose (entry local_boot)     MAAS LP#1642298; Foreman #10207; Sidero  ipxe TestQuirk_LocalBootOnPurpose,
 //	                                                                                       secureboot TestQuirk_LocalBootOnPurposeGRUB,
-//	                                                                                       sitelink TestQuirk_LocalBootEntry
+//	                                                                                       sitelink TestQuirk_LocalBootEntry;
+//	                                                                                       e2e TestE2E_LocalBootUEFI (OVMF),
+//	                                                                                       TestE2E_LocalBootBIOS (SeaBIOS's ROM),
+//	                                                                                       TestE2E_LocalBootBIOSOwnIPXE (undionly)
 //	a chained iPXE sends option 60 PXEClient     ipxe #1527                              TestQuirk_ChainedIPXESendsOption60PXEClient
 //	option 93 x86-64 UEFI is 7 or 9              RFC 4578 errata; netboot #101, #30;     TestQuirk_Option93X86_64UEFIIs7Or9
 //	                                               xCAT #7645

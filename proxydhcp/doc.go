@@ -214,11 +214,15 @@
 //	GRUB config name by version                  Ironic release note (GRUB config name)  secureboot TestQuirk_GRUBConfigNameByVersion
 //	  (grub.cfg-01-MAC, MAC.conf)
 //
-// Not yet shown with real firmware: OVMF moving on to its next Boot#### entry after the
-// exit script (Debian's iPXE build returns success to the firmware whatever a chained
-// script exits with, so this needs an iPXE built from newer source). GRUB's give-ups do
-// reach the firmware at once now, but Debian 12's shim and signed GRUB 2.06 return
-// success for "exit 1" too: OVMF opens its menu (e2e
+// Shown with real firmware: after the exit script (or the local-boot script on UEFI) OVMF
+// moves on to its next Boot#### entry, and a machine whose network comes first boots its
+// disk (e2e TestE2E_OVMFExitFallsThrough, TestE2E_LocalBootUEFI, with siteboot's
+// snponly.efi). Debian's ipxe.efi (1.0.0+git-20190125) returns the error of "exit 1" to
+// the firmware too, in the same runs; what returns success is a plain "exit", on which
+// OVMF opens its menu (UiApp) with Debian's build. Siteboot's build ends its embedded
+// script in "exit 1" after autoboot returns, so even a site script's plain "exit" falls
+// through with it. GRUB's give-ups do reach the firmware at once now, but Debian 12's shim
+// and signed GRUB 2.06 return success for "exit 1": OVMF opens its menu (e2e
 // TestE2E_SecureBootGRUBGiveUpReturnsToFirmware).
 //
 // A site DHCP server that sends option 60 PXEClient without option 43 defeats proxy DHCP

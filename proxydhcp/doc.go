@@ -217,9 +217,9 @@
 // Shown with real firmware: after the exit script (or the local-boot script on UEFI) OVMF
 // moves on to its next Boot#### entry, and a machine whose network comes first boots its
 // disk (e2e TestE2E_OVMFExitFallsThrough, TestE2E_LocalBootUEFI, with siteboot's
-// snponly.efi). Debian's ipxe.efi (1.0.0+git-20190125) returns the error of "exit 1" to
-// the firmware too, in the same runs; what returns success is a plain "exit", on which
-// OVMF opens its menu (UiApp) with Debian's build. Siteboot's build ends its embedded
+// snponly.efi). Run with Debian's ipxe.efi (1.0.0+git-20190125) in its place, the test
+// showed that build returning the error of "exit 1" to the firmware too; what returned
+// success was a plain "exit", on which OVMF opened its menu (UiApp). Siteboot's build ends its embedded
 // script in "exit 1" after autoboot returns, so even a site script's plain "exit" falls
 // through with it. GRUB's give-ups do reach the firmware at once now, but Debian 12's shim
 // and signed GRUB 2.06 return success for "exit 1": OVMF opens its menu (e2e

@@ -61,6 +61,10 @@ func bdsSteps(serial []byte) []bdsStep {
 	return out
 }
 
+// uiAppRE is OVMF's boot manager starting its menu, as it does when a boot option returned
+// success.
+var uiAppRE = regexp.MustCompile(`BdsDxe: starting Boot[0-9A-F]{4} "UiApp"`)
+
 // ownIPXERE is the banner of siteboot's iPXE build (v2.0.0) on the console; Debian's
 // 1.0.0+git-20190125 prints another version.
 var ownIPXERE = regexp.MustCompile(`iPXE 2\.0\.0`)
@@ -80,7 +84,8 @@ type fallThrough struct {
 func (l *lab) waitFallThrough(m *machine) fallThrough {
 	t := l.t
 	t.Helper()
-	serial, exited := m.wait(fallThroughTimeout, efiDiskRE.Match)
+	// The menu is where a machine whose exit came back as success stays: stop there too.
+	serial, exited := m.wait(fallThroughTimeout, func(b []byte) bool { return efiDiskRE.Match(b) || uiAppRE.Match(b) })
 	steps := bdsSteps(serial)
 	var lines []string
 	for _, s := range steps {

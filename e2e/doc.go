@@ -112,6 +112,21 @@
 //     agent answers "exit 1" and OVMF's boot manager gets control back in the same boot
 //     (no reboot into PXE); with Debian 12's shim and GRUB 2.06 it opens its menu (UiApp)
 //     rather than the next boot option, and the test logs which.
+//   - TestE2E_OVMFExitFallsThrough: OVMF with a disk after its NIC in the boot order (an
+//     ESP, through QEMU's vvfat, whose BOOTX64.EFI is a minimal EFI application that prints
+//     a line and powers off) runs siteboot's own snponly.efi (package ipxebin), handed out by
+//     dnsmasq as the site's DHCP server over PXE and HTTP boot with the agent's chain script.
+//     An unknown machine, one refused (its entry holds another UUID) and one whose iPXE
+//     chains a site script ending in a plain "exit": each iPXE returns an error to the
+//     firmware, and OVMF's boot manager goes on to its next Boot#### option (HTTPv4 on the
+//     same NIC, then the disk), never to its menu (UiApp); the disk's application runs.
+//   - TestE2E_LocalBootBIOS: an entry that says "boot from the local disk": SeaBIOS's iPXE
+//     ROM gets the local-boot script at once and sanboot --no-describe --drive 0x80 runs the
+//     disk's boot sector. TestE2E_LocalBootBIOSOwnIPXE does the same through siteboot's own
+//     undionly.kpxe, chained from the ROM by a site script, with the agent's proxy DHCP off.
+//   - TestE2E_LocalBootUEFI: the same over UEFI with siteboot's snponly.efi: the local-boot
+//     script's "exit 1" makes OVMF boot its next options (HTTPv4, answered the same way,
+//     then the disk's EFI application); no kernel is fetched.
 //
 // # Timings on a loaded machine
 //

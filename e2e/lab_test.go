@@ -176,6 +176,10 @@ type lab struct {
 	// kernelURL is where the agents pull the ramdisk kernel (sha256 kernel) from; "" means
 	// the origin's /images/vmlinuz (secureboot_test.go serves a modified one).
 	kernelURL string
+	// noProxyDHCP runs the agents without proxy DHCP (boot.proxy_dhcp = false): the site's
+	// DHCP server names the files, and /boot/ipxe answers an entry's machine without a boot
+	// nonce (fallthrough_test.go).
+	noProxyDHCP bool
 
 	mu       sync.Mutex
 	taps     int
@@ -407,7 +411,7 @@ format = "text"
 level  = "debug"
 
 [boot]
-proxy_dhcp = true
+proxy_dhcp = %v
 interface  = %q
 server_ip  = %q
 tftp       = true
@@ -439,7 +443,7 @@ timeout   = %q
 
 [metrics]
 listen = "127.0.0.1:9464"
-`, siteID, node, dir, keyFile, h.Iface, h.IP, l.tftpRoot, strings.ReplaceAll(l.bootExtra, "{i}", strconv.Itoa(i)),
+`, siteID, node, dir, keyFile, !l.noProxyDHCP, h.Iface, h.IP, l.tftpRoot, strings.ReplaceAll(l.bootExtra, "{i}", strconv.Itoa(i)),
 		kernelURL, l.kernel, bridgeURL(originPort, "/images/initrd.cpio"), l.initrd,
 		leaseTTL.String(), "https://"+strings.TrimPrefix(bridgeURL(controlPort, ""), "http://"), siteCert, l.caFile,
 		heartbeat.String(), controlTimeout.String())

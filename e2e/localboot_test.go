@@ -1,10 +1,18 @@
 package e2e_test
 
 import (
+	"context"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
 
+	"github.com/bettercompute/siteboot/internal/testpeer"
+	"github.com/bettercompute/siteboot/ipxebin"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
@@ -66,5 +74,66 @@ func TestE2E_LocalBootBIOS(t *testing.T) {
 	mt := a.metrics()
 	if local, script := mt.sum("siteboot_boot_answers_total", `answer="local"`), mt.sum("siteboot_boot_answers_total", `answer="script"`); local < 1 || script != 0 {
 		t.Errorf("answers counted: local %v, ramdisk script %v; want the local answer only", local, script)
+	}
+}
+
+// ownIPXEScriptPort is the test's own HTTP server on the bridge namespace's address, which
+// serves TestE2E_LocalBootBIOSOwnIPXE's script.
+const ownIPXEScriptPort = 27041
+
+// TestE2E_LocalBootBIOSOwnIPXE: local boot on purpose with siteboot's own BIOS build
+// (package ipxebin's undionly.kpxe) rather than QEMU's iPXE ROM. The NIC's ROM (Debian's
+// iPXE) is told by the site's DHCP server to fetch a script that chains undionly.kpxe from
+// the agent's TFTP unless it already runs iPXE 2.0.0; siteboot's build then configures the
+// NIC again (its embedded autoboot), fetches the same script and chains the agent's chain
+// script. The agent runs without proxy DHCP (the site's DHCP names everything), so the
+// request needs no boot nonce; the entry says "boot from the local disk", and the answer's
+// sanboot --no-describe --drive 0x80 runs the disk's boot sector.
+func TestE2E_LocalBootBIOSOwnIPXE(t *testing.T) {
+	t.Parallel()
+	agentIP := testpeer.HostIP(1).String()
+	l := newLab(t, 2,
+		"--dhcp-match=set:ipxe,175",
+		"--dhcp-boot=tag:ipxe,"+bridgeURL(ownIPXEScriptPort, "/bios.ipxe"))
+	b, err := fs.ReadFile(ipxebin.Embedded(), ipxebin.UndionlyKPXE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(l.tftpRoot, "undionly.kpxe"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /bios.ipxe", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "#!ipxe\niseq ${version} 2.0.0 && goto own ||\nchain tftp://%s/undionly.kpxe\nexit 1\n:own\nchain http://%s/boot/chain.ipxe\n", agentIP, agentIP)
+	})
+	l.serve(context.Background(), ownIPXEScriptPort, mux)
+	l.noProxyDHCP = true
+	a := l.startAgent("agent-a", 1)
+	l.waitActive(a)
+	m := newMachine("local-own", fwBIOS, 0x95)
+	l.plane.PrepareRamdisk(a.name, []sitelink.ProxyDhcpEntry{{
+		MAC: m.mac, UUID: m.entrySpelling().String(), Arch: sitelink.ArchBIOS, Workflow: m.workflow(), TokenRef: m.tokenRef(),
+		NotAfter: time.Now().Add(time.Hour), LocalBoot: true,
+	}})
+	l.waitReady(a.name)
+	l.powerOn(m, bootOpts{localDisk: true})
+	serial, _ := m.wait(bootTimeout, func(serial []byte) bool { return localDiskRE.Match(serial) })
+	if !localDiskRE.Match(serial) {
+		l.diagnose()
+		t.Fatalf("the local disk never booted\nserial:\n%s", tail(serial, 3000))
+	}
+	t.Logf("%s: the disk's boot sector ran %v after power-on", m.name, timeSince(m.start))
+	if i := ownIPXERE.FindIndex(serial); i == nil || i[0] > localDiskRE.FindIndex(serial)[0] {
+		t.Errorf("the serial log never shows siteboot's iPXE (v2.0.0) running before the disk")
+	}
+	if !m.kernel.IsZero() {
+		t.Errorf("a kernel started; want the local disk")
+	}
+	mt := a.metrics()
+	if local, script := mt.sum("siteboot_boot_answers_total", `answer="local"`), mt.sum("siteboot_boot_answers_total", `answer="script"`); local < 1 || script != 0 {
+		t.Errorf("answers counted: local %v, ramdisk script %v; want the local answer only", local, script)
+	}
+	if n := mt.sum("siteboot_tftp_transfers_total", `outcome="ok"`); n < 1 {
+		t.Errorf("%v TFTP transfers completed, want undionly.kpxe", n)
 	}
 }

@@ -121,6 +121,10 @@ type bootOpts struct {
 	// localDisk (SeaBIOS) gives the machine a disk after its NICs in the boot order, whose
 	// boot sector prints localDiskLine on the serial port and halts (localboot_test.go).
 	localDisk bool
+	// efiDisk (OVMF) gives the machine a disk after its NICs in the boot order, an ESP whose
+	// EFI/BOOT/BOOTX64.EFI prints efiDiskLine and powers off (efidisk_test.go), and turns
+	// IPv6 off so that the NIC's boot options are PXEv4 and HTTPv4 only.
+	efiDisk bool
 }
 
 // powerOn starts m on a new tap of the lab's bridge, once a machine slot is free.
@@ -181,6 +185,11 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 		args = append(args, "-drive", "if=none,id=localdisk,format=raw,file="+disk,
 			"-device", fmt.Sprintf("virtio-blk-pci,drive=localdisk,bootindex=%d", len(m.nics)+1))
 	}
+	if o.efiDisk {
+		esp := efiDiskDir(t, filepath.Join(l.dir, m.name))
+		args = append(args, "-drive", "if=none,id=efidisk,format=raw,readonly=on,file=fat:"+esp,
+			"-device", fmt.Sprintf("virtio-blk-pci,drive=efidisk,bootindex=%d", len(m.nics)+1))
+	}
 	switch m.fw {
 	case fwBIOS:
 		boot := "n"
@@ -228,9 +237,9 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 			args = append(args,
 				"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=no",
 				"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=no")
-		case len(m.nics) > 1:
+		case len(m.nics) > 1 || o.efiDisk:
 			// Else OVMF tries IPv6 PXE and IPv6 HTTP boot on the first NIC, for minutes,
-			// before the second NIC.
+			// before the second NIC (or the disk).
 			args = append(args,
 				"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=no",
 				"-fw_cfg", "name=opt/org.tianocore/IPv6Support,string=no")

@@ -11,6 +11,11 @@
 //   - [IPXEX8664]: x86-64 UEFI with iPXE's native drivers (ipxe.efi)
 //   - arm64 UEFI snponly.efi: built by build.sh, not yet embedded
 //
+// With real firmware (the e2e tests TestE2E_OVMFExitFallsThrough, TestE2E_LocalBootUEFI and
+// TestE2E_LocalBootBIOSOwnIPXE), OVMF boots its next Boot#### option whenever the x86-64
+// snponly.efi gives up, even after a chained script's plain "exit", and undionly.kpxe boots
+// the local disk's boot sector with sanboot.
+//
 // A site supplies its own builds by setting [Builds.FS].
 //
 // # Trust of the site CA

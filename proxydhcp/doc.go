@@ -187,10 +187,15 @@
 //	-------------------------------------------  --------------------------------------  -------------------------------------------------------
 //	exit must fall through: give-ups are a 200   tinkerbell #984; Sidero Metal notes     ipxe TestQuirk_ExitMustFallThrough,
 //	  with "exit 1" (iPXE runs no 4xx body;                                                secureboot TestQuirk_GRUBGiveUpsFallThrough
-//	  GRUB reads none, over TFTP or HTTP)                                                  (each give-up, TFTP and HTTP)
+//	  GRUB reads none, over TFTP or HTTP)                                                  (each give-up, TFTP and HTTP);
+//	  and OVMF then boots its next Boot####                                                e2e TestE2E_OVMFExitFallsThrough (OVMF,
+//	                                                                                         siteboot's snponly.efi, real firmware)
 //	local boot on purpose (entry local_boot)     MAAS LP#1642298; Foreman #10207; Sidero  ipxe TestQuirk_LocalBootOnPurpose,
 //	                                                                                       secureboot TestQuirk_LocalBootOnPurposeGRUB,
-//	                                                                                       sitelink TestQuirk_LocalBootEntry
+//	                                                                                       sitelink TestQuirk_LocalBootEntry;
+//	                                                                                       e2e TestE2E_LocalBootUEFI (OVMF),
+//	                                                                                       TestE2E_LocalBootBIOS (SeaBIOS's ROM),
+//	                                                                                       TestE2E_LocalBootBIOSOwnIPXE (undionly)
 //	a chained iPXE sends option 60 PXEClient     ipxe #1527                              TestQuirk_ChainedIPXESendsOption60PXEClient
 //	option 93 x86-64 UEFI is 7 or 9              RFC 4578 errata; netboot #101, #30;     TestQuirk_Option93X86_64UEFIIs7Or9
 //	                                               xCAT #7645
@@ -210,11 +215,15 @@
 //	GRUB config name by version                  Ironic release note (GRUB config name)  secureboot TestQuirk_GRUBConfigNameByVersion
 //	  (grub.cfg-01-MAC, MAC.conf)
 //
-// Not yet shown with real firmware: OVMF moving on to its next Boot#### entry after the
-// exit script (Debian's iPXE build returns success to the firmware whatever a chained
-// script exits with, so this needs an iPXE built from newer source). GRUB's give-ups do
-// reach the firmware at once now, but Debian 12's shim and signed GRUB 2.06 return
-// success for "exit 1" too: OVMF opens its menu (e2e
+// Shown with real firmware: after the exit script (or the local-boot script on UEFI) OVMF
+// moves on to its next Boot#### entry, and a machine whose network comes first boots its
+// disk (e2e TestE2E_OVMFExitFallsThrough, TestE2E_LocalBootUEFI, with siteboot's
+// snponly.efi). Run with Debian's ipxe.efi (1.0.0+git-20190125) in its place, the test
+// showed that build returning the error of "exit 1" to the firmware too; what returned
+// success was a plain "exit", on which OVMF opened its menu (UiApp). Siteboot's build ends its embedded
+// script in "exit 1" after autoboot returns, so even a site script's plain "exit" falls
+// through with it. GRUB's give-ups do reach the firmware at once now, but Debian 12's shim
+// and signed GRUB 2.06 return success for "exit 1": OVMF opens its menu (e2e
 // TestE2E_SecureBootGRUBGiveUpReturnsToFirmware).
 //
 // A site DHCP server that sends option 60 PXEClient without option 43 defeats proxy DHCP

@@ -225,7 +225,7 @@ func TestMachineJSONRoundTrip(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []bootevents.Config{{MaxMachines: -1}, {EventsPerBoot: 2}, {BootGap: -time.Second}} {
+	for _, c := range []bootevents.Config{{MaxMachines: -1}, {EventsPerBoot: 2}, {EventsPerBoot: bootevents.MaxEventsPerBoot + 1}, {BootGap: -time.Second}} {
 		if _, err := bootevents.NewTimeline(c); bootevents.ReasonOf(err) != "invalid" {
 			t.Errorf("NewTimeline(%+v) = %v", c, err)
 		}

@@ -18,7 +18,7 @@ import (
 //	then, as flags say: bytes, duration (varints), arch (uvarint), UUID (16 bytes, or none
 //	when it is the machine's), boot id (8 bytes, or its index in the boot's ids), peer
 //	(address, or none when it is the boot's; then port: 2 bytes), address (or none when it
-//	is the boot's), detail (uvarint length, bytes)
+//	is the boot's), detail (uvarint length, bytes; or its index in the Timeline's details)
 //
 // An address is a kind byte (IPv4, IPv6, IPv6 with a zone) and its 4 or 16 bytes (and the
 // zone's uvarint length and bytes). The MAC is the machine's and is not kept. A record
@@ -38,6 +38,7 @@ const (
 	packPeerHome    // the peer's address is the boot's (packPeer is set too)
 	packAddr        // an address follows
 	packAddrHome    // the address is the boot's (packAddr is set too)
+	packDetailIndex // the detail is the Timeline's details[k]; k follows (packDetail is set too)
 )
 
 const (
@@ -60,6 +61,8 @@ type packCtx struct {
 	hasUUID bool
 	ids     *[IDsPerBoot]BootID
 	home    netip.Addr // the boot's first address, zone-less; invalid when none yet
+	details []string   // the Timeline's kept details (unpacking)
+	detail  int        // e's detail's index in them, or -1 (packing)
 }
 
 func appendAddr(b []byte, a netip.Addr) []byte {
@@ -108,6 +111,9 @@ func pack(b []byte, e *Event, start int64, reason uint16, c *packCtx) []byte {
 	}
 	if e.Detail != "" {
 		flags |= packDetail
+		if c.detail >= 0 {
+			flags |= packDetailIndex
+		}
 	}
 	if e.Bytes != 0 {
 		flags |= packBytes
@@ -162,7 +168,10 @@ func pack(b []byte, e *Event, start int64, reason uint16, c *packCtx) []byte {
 	if flags&(packAddr|packAddrHome) == packAddr {
 		b = appendAddr(b, e.Addr)
 	}
-	if flags&packDetail != 0 {
+	switch {
+	case flags&packDetailIndex != 0:
+		b = binary.AppendUvarint(b, uint64(c.detail))
+	case flags&packDetail != 0:
 		b = binary.AppendUvarint(b, uint64(len(e.Detail)))
 		b = append(b, e.Detail...)
 	}
@@ -306,7 +315,12 @@ func (u *unpacker) next(e *Event, mac hwid.MAC, start int64, reasons []string, c
 	case flags&packAddr != 0:
 		e.Addr = u.addr()
 	}
-	if flags&packDetail != 0 {
+	switch {
+	case flags&packDetailIndex != 0:
+		if k := u.uvarint(); k < uint64(len(c.details)) {
+			e.Detail = c.details[k]
+		}
+	case flags&packDetail != 0:
 		e.Detail = string(u.bytes(u.uvarint()))
 	}
 	return !u.bad

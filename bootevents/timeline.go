@@ -37,6 +37,10 @@ const (
 	// is kept as "other".
 	MaxReason  = 40
 	MaxReasons = 256
+	// MaxDetails is how many distinct details (a file's name, an image's digest) a
+	// Timeline keeps one copy of, for every event naming them to refer to; a detail beyond
+	// is kept in its event.
+	MaxDetails = 1024
 	// IDsPerBoot is how many boot ids (nonces of one boot's DHCP answers) a boot is found
 	// by; AddrsPerMachine how many of a machine's addresses lead to it.
 	IDsPerBoot      = 4
@@ -116,7 +120,8 @@ func (c Config) MaxBytes() int {
 		IDsPerBoot*(int(unsafe.Sizeof(BootID{}))+int(unsafe.Sizeof(&machine{}))+mapEntry)
 	perMachine := int(unsafe.Sizeof(machine{})) + c.BootsPerMachine*perBoot +
 		int(unsafe.Sizeof(hwid.MAC{})) + mapEntry + AddrsPerMachine*(int(unsafe.Sizeof(addr16{}))+mapEntry+8)
-	return c.MaxMachines*perMachine + (MaxReasons+1)*(MaxReason+16+2*mapEntry) + maxPacked
+	return c.MaxMachines*perMachine + (MaxReasons+1)*(MaxReason+16+2*mapEntry) +
+		MaxDetails*(MaxDetail+16+mapEntry) + maxPacked
 }
 
 // Timeline keeps the last boots of each machine, bounded (Config), and finds them by MAC
@@ -131,6 +136,8 @@ type Timeline struct {
 	reasons  map[string]uint16 // a reason's index in reasonList, under both spellings
 	// reasonList holds the kept reasons; index 0 is "" (none).
 	reasonList []string
+	details    map[string]uint16 // a detail's index in detailList
+	detailList []string
 	scratch    []byte // one event packed, before it is appended to its boot
 	// two least-recently-heard lists: machines never answered, and the others.
 	quiet, heard list
@@ -242,6 +249,7 @@ func NewTimeline(c Config) (*Timeline, error) {
 		byID:       make(map[BootID]*machine),
 		reasons:    make(map[string]uint16),
 		reasonList: []string{""},
+		details:    make(map[string]uint16),
 		scratch:    make([]byte, 0, maxPacked),
 	}, nil
 }
@@ -446,6 +454,25 @@ func (t *Timeline) reason(r string) uint16 {
 	return i
 }
 
+// detail returns the index of d's kept copy in detailList, keeping one while there is
+// room; -1 when d is kept in its event.
+func (t *Timeline) detail(d string) int {
+	if d == "" {
+		return -1
+	}
+	if k, ok := t.details[d]; ok {
+		return int(k)
+	}
+	if len(t.detailList) >= MaxDetails {
+		return -1
+	}
+	k := len(t.detailList)
+	d = strings.Clone(d)
+	t.detailList = append(t.detailList, d)
+	t.details[d] = uint16(k)
+	return k
+}
+
 // bootFor returns the boot e belongs to, beginning a new one where e starts one. The
 // pointer is good until the machine's next boot begins.
 func (t *Timeline) bootFor(m *machine, e *Event) *boot {
@@ -526,6 +553,7 @@ func (t *Timeline) appendTo(m *machine, b *boot, e Event) {
 		t.stats.EventsDropped++
 	}
 	c := m.ctx(b)
+	c.detail = t.detail(e.Detail)
 	t.scratch = pack(t.scratch[:0], &e, b.start, t.reason(e.Reason), &c)
 	if cap(b.data)-len(b.data) < len(t.scratch) {
 		// Exactly the room for this event (and the allocator's rounding): a boot's bytes
@@ -620,6 +648,7 @@ func (t *Timeline) snapshot(m *machine) Machine {
 	for i := range m.boots {
 		b := &m.boots[i]
 		c := m.ctx(b)
+		c.details = t.detailList
 		ob := Boot{Start: time.Unix(0, b.start), Last: time.Unix(0, b.last),
 			Events: unpackAll(b.data, int(b.n), m.mac, b.start, t.reasonList, &c), EventsDropped: uint64(b.eventsDropped)}
 		if ob.Events == nil {

@@ -313,6 +313,17 @@ func TestTimelineKeepsEveryField(t *testing.T) {
 		cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
+	// Both of the machine's addresses, IPv4 and IPv6, lead to it, and only those.
+	for _, a := range []string{"192.0.2.10", "2001:db8::10", "::ffff:192.0.2.10"} {
+		if mac, ok := tl.MACOf(netip.MustParseAddr(a)); !ok || mac != macA {
+			t.Errorf("MACOf(%s) = %v, %v; want %v", a, mac, ok, macA)
+		}
+	}
+	for _, a := range []string{"192.0.2.11", "2001:db8::11", "::", "0.0.0.0"} {
+		if mac, ok := tl.MACOf(netip.MustParseAddr(a)); ok {
+			t.Errorf("MACOf(%s) = %v, want none", a, mac)
+		}
+	}
 	if b.EventsDropped != 4 || !b.Start.Equal(at(10)) || !b.Last.Equal(at(20)) {
 		t.Errorf("boot dropped %d, start %v, last %v; want 4, %v, %v", b.EventsDropped, b.Start, b.Last, at(10), at(20))
 	}

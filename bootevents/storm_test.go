@@ -15,6 +15,12 @@ import (
 // storm (bench/storm): DHCP, an aborted and a whole TFTP read, iPXE's DHCP, the bind, the
 // assertion, the script and three images from the cache.
 func stormBoot(tl bootevents.Sink, i int, start time.Time) {
+	for _, e := range stormEvents(i, start) {
+		tl.Emit(e)
+	}
+}
+
+func stormEvents(i int, start time.Time) []bootevents.Event {
 	mac := hwid.MAC{0x52, 0x54, 0x00, 0x5c, byte(i >> 8), byte(i)}
 	addr := netip.AddrFrom4([4]byte{127, 1, byte(i >> 8), byte(i)})
 	uuid := hwid.UUID{0x4c, 0x4c, 0x45, 0x44, 14: byte(i >> 8), 15: byte(i)}
@@ -23,7 +29,7 @@ func stormBoot(tl bootevents.Sink, i int, start time.Time) {
 	tftp := netip.AddrPortFrom(addr, 32982)
 	http := netip.AddrPortFrom(addr, 48131)
 	ms := func(f float64) time.Time { return start.Add(time.Duration(f * float64(time.Millisecond))) }
-	for _, e := range []bootevents.Event{
+	return []bootevents.Event{
 		{Time: ms(0), MAC: mac, Stage: bootevents.StageDHCPv4, Outcome: bootevents.OutcomeOK, Reason: "answered", Peer: dhcp, Addr: addr, Bytes: 300, Arch: hwid.ArchX86_64EFI, HasArch: true, UUID: uuid, HasUUID: true},
 		{Time: ms(0.1), Stage: bootevents.StageTFTP, Outcome: bootevents.OutcomeFailed, Reason: "aborted", Peer: tftp, Duration: 534731, Detail: "ipxe.efi"},
 		{Time: ms(14.6), MAC: mac, BootID: id, Stage: bootevents.StageDHCPv4, Outcome: bootevents.OutcomeOK, Reason: "answered", Peer: dhcp, Addr: addr, IPXE: true, Bytes: 300, Arch: hwid.ArchX86_64EFI, HasArch: true, UUID: uuid, HasUUID: true},
@@ -34,8 +40,6 @@ func stormBoot(tl bootevents.Sink, i int, start time.Time) {
 		{Time: ms(18.3), Stage: bootevents.StageCache, Outcome: bootevents.OutcomeOK, Reason: "served", Peer: http, Bytes: 1 << 20, Duration: 894202, Detail: "sha256:161023b77c0f"},
 		{Time: ms(18.9), Stage: bootevents.StageCache, Outcome: bootevents.OutcomeOK, Reason: "served", Peer: http, Bytes: 1 << 20, Duration: 531084, Detail: "sha256:65f78a7ee52a"},
 		{Time: ms(20.8), Stage: bootevents.StageCache, Outcome: bootevents.OutcomeOK, Reason: "served", Peer: http, Bytes: 4 << 20, Duration: 1591229, Detail: "sha256:745a857112e2"},
-	} {
-		tl.Emit(e)
 	}
 }
 
@@ -71,4 +75,23 @@ func TestTimelineStormCost(t *testing.T) {
 		t.Fatalf("machine 7: %d boots, want 1 of 10 events: %+v", len(m.Boots), m)
 	}
 	runtime.KeepAlive(tl)
+}
+
+// BenchmarkTimelineStormBoot: one op is one machine's boot in the storm, ten events, into
+// a Timeline holding 4,000 machines (each boot after a machine's first begins a new one).
+func BenchmarkTimelineStormBoot(b *testing.B) {
+	tl, _ := bootevents.NewTimeline(bootevents.Config{})
+	const machines = 4000
+	boots := make([][]bootevents.Event, machines)
+	for i := range boots {
+		boots[i] = stormEvents(i, at(float64(i)/100))
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		for _, e := range boots[i%machines] {
+			tl.Emit(e)
+		}
+		i++
+	}
 }

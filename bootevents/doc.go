@@ -35,11 +35,13 @@
 // the first quarter and the latest are kept) and Config.LinesPerBoot console lines (8,
 // the latest); a detail is cut at MaxDetail bytes, a console line at MaxLine, and both
 // are stripped of all but printable text ([Printable]); at most MaxReasons distinct
-// reason words are kept. A boot's events are kept packed (a few dozen bytes each: times
-// as offsets, reasons as indexes, addresses as their bytes) and unpacked when read.
-// [Config.MaxBytes] states the total (about 88 MiB at the defaults, every machine full of
-// events at their longest; a machine whose boot went well holds under 1 KiB), and a test
-// floods a Timeline with 100,000 spoofed MACs and holds it to that figure. When a
+// reason words are kept. A boot's events are kept packed (a dozen or two bytes each:
+// times as offsets, reasons and the first MaxDetails distinct details as indexes into one
+// kept copy, the machine's UUID, the boot's ids and its first address by reference, other
+// addresses as their bytes) and unpacked when read. [Config.MaxBytes] states the total
+// (about 88 MiB at the defaults, every machine full of events at their longest; a machine
+// whose boot went well, ten events, holds under 512 bytes, its indexes included), and a
+// test floods a Timeline with 100,000 spoofed MACs and holds it to that figure. When a
 // new machine needs room, the machine least recently heard of among those never answered
 // gives way first, so a flood of spoofed MACs pushes out only its own kind.
 //

@@ -12,13 +12,18 @@ import (
 // A boot's events are kept packed, one record after another in one byte slice, so that a
 // machine's timeline costs a few hundred bytes rather than a full Event per step:
 //
-//	stage, outcome, flags (3 bytes)
+//	stage and outcome (1 byte: stage | outcome<<4, when stage < 16 and outcome < 8; else
+//	0x80, stage, outcome); flags (uvarint)
 //	time since the boot's start (signed varint, ns); reason (uvarint: the Timeline's index)
-//	then, as flags say: bytes, duration (varints), arch (uvarint), UUID (16), boot id (8),
-//	peer (address, then port: 2 bytes), address, detail (uvarint length, bytes)
+//	then, as flags say: bytes, duration (varints), arch (uvarint), UUID (16 bytes, or none
+//	when it is the machine's), boot id (8 bytes, or its index in the boot's ids), peer
+//	(address, or none when it is the boot's; then port: 2 bytes), address (or none when it
+//	is the boot's), detail (uvarint length, bytes; or its index in the Timeline's details)
 //
-// An address is a kind byte (none, IPv4, IPv6, IPv6 with a zone) and its 4 or 16 bytes (and
-// the zone's uvarint length and bytes). The MAC is the machine's and is not kept.
+// An address is a kind byte (IPv4, IPv6, IPv6 with a zone) and its 4 or 16 bytes (and the
+// zone's uvarint length and bytes). The MAC is the machine's and is not kept. A record
+// refers only to what does not change while its boot is held (the machine's first UUID,
+// the boot's ids and first address), so dropping a record leaves the others readable.
 const (
 	packArch = 1 << iota
 	packUUID
@@ -28,6 +33,12 @@ const (
 	packBytes
 	packDuration
 	packPeer
+	packUUIDMachine // the UUID is the machine's (packUUID is set too)
+	packBootIDIndex // the boot id is the boot's ids[k]; k follows (packBootID is set too)
+	packPeerHome    // the peer's address is the boot's (packPeer is set too)
+	packAddr        // an address follows
+	packAddrHome    // the address is the boot's (packAddr is set too)
+	packDetailIndex // the detail is the Timeline's details[k]; k follows (packDetail is set too)
 )
 
 const (
@@ -37,15 +48,22 @@ const (
 	addr6Zone
 )
 
-// packSlack is the room a boot's bytes get beyond the event that made them grow.
-const packSlack = 48
-
 // maxZone is the longest IPv6 zone kept (an interface name); a longer one is dropped.
 const maxZone = 16
 
 // maxPacked is the most bytes one packed event takes (detail at MaxDetail).
-const maxPacked = 3 + binary.MaxVarintLen64*4 + binary.MaxVarintLen16 + 16 + 8 +
+const maxPacked = 3 + binary.MaxVarintLen16 + binary.MaxVarintLen64*4 + binary.MaxVarintLen16 + 16 + 8 +
 	(1 + 16 + 1 + maxZone + 2) + (1 + 16 + 1 + maxZone) + binary.MaxVarintLen16 + MaxDetail
+
+// packCtx is what a boot's records may refer to instead of holding it.
+type packCtx struct {
+	uuid    hwid.UUID // the machine's, when hasUUID
+	hasUUID bool
+	ids     *[IDsPerBoot]BootID
+	home    netip.Addr // the boot's first address, zone-less; invalid when none yet
+	details []string   // the Timeline's kept details (unpacking)
+	detail  int        // e's detail's index in them, or -1 (packing)
+}
 
 func appendAddr(b []byte, a netip.Addr) []byte {
 	switch {
@@ -65,23 +83,37 @@ func appendAddr(b []byte, a netip.Addr) []byte {
 	return append(b, z...)
 }
 
-// pack appends e's record to b; start is its boot's start, reason the reason's index.
-func pack(b []byte, e *Event, start time.Time, reason uint16) []byte {
-	var flags byte
+// pack appends e's record to b; start is its boot's start (ns since the epoch), reason the
+// reason's index.
+func pack(b []byte, e *Event, start int64, reason uint16, c *packCtx) []byte {
+	var flags uint64
 	if e.HasArch {
 		flags |= packArch
 	}
 	if e.HasUUID {
 		flags |= packUUID
+		if c.hasUUID && e.UUID == c.uuid {
+			flags |= packUUIDMachine
+		}
 	}
 	if e.IPXE {
 		flags |= packIPXE
 	}
+	idIndex := -1
 	if !e.BootID.IsZero() {
 		flags |= packBootID
+		if c.ids != nil {
+			if k := slices.Index(c.ids[:], e.BootID); k >= 0 {
+				flags |= packBootIDIndex
+				idIndex = k
+			}
+		}
 	}
 	if e.Detail != "" {
 		flags |= packDetail
+		if c.detail >= 0 {
+			flags |= packDetailIndex
+		}
 	}
 	if e.Bytes != 0 {
 		flags |= packBytes
@@ -91,9 +123,23 @@ func pack(b []byte, e *Event, start time.Time, reason uint16) []byte {
 	}
 	if e.Peer.IsValid() {
 		flags |= packPeer
+		if c.home.IsValid() && e.Peer.Addr() == c.home {
+			flags |= packPeerHome
+		}
 	}
-	b = append(b, byte(e.Stage), byte(e.Outcome), flags)
-	b = binary.AppendVarint(b, int64(e.Time.Sub(start)))
+	if e.Addr.IsValid() {
+		flags |= packAddr
+		if c.home.IsValid() && e.Addr == c.home {
+			flags |= packAddrHome
+		}
+	}
+	if e.Stage < 16 && e.Outcome < 8 {
+		b = append(b, byte(e.Stage)|byte(e.Outcome)<<4)
+	} else {
+		b = append(b, 0x80, byte(e.Stage), byte(e.Outcome))
+	}
+	b = binary.AppendUvarint(b, flags)
+	b = binary.AppendVarint(b, e.Time.UnixNano()-start)
 	b = binary.AppendUvarint(b, uint64(reason))
 	if flags&packBytes != 0 {
 		b = binary.AppendUvarint(b, e.Bytes)
@@ -104,18 +150,28 @@ func pack(b []byte, e *Event, start time.Time, reason uint16) []byte {
 	if flags&packArch != 0 {
 		b = binary.AppendUvarint(b, uint64(e.Arch))
 	}
-	if flags&packUUID != 0 {
+	if flags&(packUUID|packUUIDMachine) == packUUID {
 		b = append(b, e.UUID[:]...)
 	}
-	if flags&packBootID != 0 {
+	switch {
+	case flags&packBootIDIndex != 0:
+		b = append(b, byte(idIndex))
+	case flags&packBootID != 0:
 		b = append(b, e.BootID[:]...)
 	}
 	if flags&packPeer != 0 {
-		b = appendAddr(b, e.Peer.Addr())
+		if flags&packPeerHome == 0 {
+			b = appendAddr(b, e.Peer.Addr())
+		}
 		b = binary.BigEndian.AppendUint16(b, e.Peer.Port())
 	}
-	b = appendAddr(b, e.Addr)
-	if flags&packDetail != 0 {
+	if flags&(packAddr|packAddrHome) == packAddr {
+		b = appendAddr(b, e.Addr)
+	}
+	switch {
+	case flags&packDetailIndex != 0:
+		b = binary.AppendUvarint(b, uint64(c.detail))
+	case flags&packDetail != 0:
 		b = binary.AppendUvarint(b, uint64(len(e.Detail)))
 		b = append(b, e.Detail...)
 	}
@@ -190,18 +246,30 @@ func (u *unpacker) addr() netip.Addr {
 	return netip.Addr{}
 }
 
-// next decodes the next record into e; false at the end.
-func (u *unpacker) next(e *Event, mac hwid.MAC, start time.Time, reasons []string) bool {
+// next decodes the next record into e; false at the end. c is the context the records
+// were packed with (nil: only their lengths are wanted).
+func (u *unpacker) next(e *Event, mac hwid.MAC, start int64, reasons []string, c *packCtx) bool {
 	if u.bad || len(u.b) == 0 {
 		return false
 	}
-	h := u.bytes(3)
+	h := u.bytes(1)
 	if h == nil {
 		return false
 	}
-	flags := h[2]
-	*e = Event{MAC: mac, Stage: Stage(h[0]), Outcome: Outcome(h[1]), IPXE: flags&packIPXE != 0}
-	e.Time = start.Add(time.Duration(u.varint()))
+	stage, outcome := Stage(h[0]&0x0f), Outcome(h[0]>>4)
+	if h[0]&0x80 != 0 {
+		so := u.bytes(2)
+		if so == nil {
+			return false
+		}
+		stage, outcome = Stage(so[0]), Outcome(so[1])
+	}
+	flags := u.uvarint()
+	*e = Event{MAC: mac, Stage: stage, Outcome: outcome, IPXE: flags&packIPXE != 0}
+	if c == nil {
+		c = &packCtx{}
+	}
+	e.Time = time.Unix(0, start+u.varint())
 	if r := u.uvarint(); r < uint64(len(reasons)) {
 		e.Reason = reasons[r]
 	}
@@ -214,24 +282,45 @@ func (u *unpacker) next(e *Event, mac hwid.MAC, start time.Time, reasons []strin
 	if flags&packArch != 0 {
 		e.Arch, e.HasArch = hwid.Arch(u.uvarint()), true
 	}
-	if flags&packUUID != 0 {
+	switch {
+	case flags&packUUIDMachine != 0:
+		e.UUID, e.HasUUID = c.uuid, true
+	case flags&packUUID != 0:
 		if v := u.bytes(16); v != nil {
 			e.UUID, e.HasUUID = hwid.UUID(v), true
 		}
 	}
-	if flags&packBootID != 0 {
+	switch {
+	case flags&packBootIDIndex != 0:
+		if k := u.bytes(1); k != nil && c.ids != nil && int(k[0]) < len(c.ids) {
+			e.BootID = c.ids[k[0]]
+		}
+	case flags&packBootID != 0:
 		if v := u.bytes(8); v != nil {
 			e.BootID = BootID(v)
 		}
 	}
 	if flags&packPeer != 0 {
-		a := u.addr()
+		a := c.home
+		if flags&packPeerHome == 0 {
+			a = u.addr()
+		}
 		if p := u.bytes(2); p != nil {
 			e.Peer = netip.AddrPortFrom(a, binary.BigEndian.Uint16(p))
 		}
 	}
-	e.Addr = u.addr()
-	if flags&packDetail != 0 {
+	switch {
+	case flags&packAddrHome != 0:
+		e.Addr = c.home
+	case flags&packAddr != 0:
+		e.Addr = u.addr()
+	}
+	switch {
+	case flags&packDetailIndex != 0:
+		if k := u.uvarint(); k < uint64(len(c.details)) {
+			e.Detail = c.details[k]
+		}
+	case flags&packDetail != 0:
 		e.Detail = string(u.bytes(u.uvarint()))
 	}
 	return !u.bad
@@ -243,7 +332,7 @@ func skip(data []byte, i int) (from, to int) {
 	var e Event
 	for k := 0; k <= i; k++ {
 		from = len(data) - len(u.b)
-		if !u.next(&e, hwid.MAC{}, time.Time{}, nil) {
+		if !u.next(&e, hwid.MAC{}, 0, nil, nil) {
 			return from, from
 		}
 	}
@@ -251,11 +340,11 @@ func skip(data []byte, i int) (from, to int) {
 }
 
 // unpackAll decodes every record of data.
-func unpackAll(data []byte, n int, mac hwid.MAC, start time.Time, reasons []string) []Event {
+func unpackAll(data []byte, n int, mac hwid.MAC, start int64, reasons []string, c *packCtx) []Event {
 	out := make([]Event, 0, n)
 	u := unpacker{b: data}
 	var e Event
-	for u.next(&e, mac, start, reasons) {
+	for u.next(&e, mac, start, reasons, c) {
 		out = append(out, e)
 	}
 	return slices.Clip(out)

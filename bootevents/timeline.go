@@ -2,6 +2,7 @@ package bootevents
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -22,6 +23,8 @@ const (
 	// DefaultEventsPerBoot bounds a boot's events (console lines apart). When a boot has
 	// more, its first quarter is kept and the rest is the latest.
 	DefaultEventsPerBoot = 16
+	// MaxEventsPerBoot is the largest EventsPerBoot.
+	MaxEventsPerBoot = 1<<16 - 1
 	// DefaultLinesPerBoot bounds a boot's console lines; the latest are kept.
 	DefaultLinesPerBoot = 8
 	// DefaultBootGap is the silence after which a machine's next event begins a new boot.
@@ -34,6 +37,10 @@ const (
 	// is kept as "other".
 	MaxReason  = 40
 	MaxReasons = 256
+	// MaxDetails is how many distinct details (a file's name, an image's digest) a
+	// Timeline keeps one copy of, for every event naming them to refer to; a detail beyond
+	// is kept in its event.
+	MaxDetails = 1024
 	// IDsPerBoot is how many boot ids (nonces of one boot's DHCP answers) a boot is found
 	// by; AddrsPerMachine how many of a machine's addresses lead to it.
 	IDsPerBoot      = 4
@@ -50,7 +57,8 @@ type Config struct {
 	// BootsPerMachine is how many boots of each machine are kept. Default
 	// DefaultBootsPerMachine.
 	BootsPerMachine int
-	// EventsPerBoot bounds each boot's events. Default DefaultEventsPerBoot; at least 4.
+	// EventsPerBoot bounds each boot's events. Default DefaultEventsPerBoot; at least 4,
+	// at most MaxEventsPerBoot.
 	EventsPerBoot int
 	// LinesPerBoot bounds each boot's console lines. Default DefaultLinesPerBoot.
 	LinesPerBoot int
@@ -71,6 +79,9 @@ func (c Config) Validate() error {
 	}
 	if c.EventsPerBoot > 0 && c.EventsPerBoot < 4 {
 		return fmt.Errorf("%w: EventsPerBoot %d is below 4", ErrInvalid, c.EventsPerBoot)
+	}
+	if c.EventsPerBoot > MaxEventsPerBoot {
+		return fmt.Errorf("%w: EventsPerBoot %d is above %d", ErrInvalid, c.EventsPerBoot, MaxEventsPerBoot)
 	}
 	return nil
 }
@@ -102,13 +113,15 @@ func (c Config) MaxBytes() int {
 	c = c.withDefaults()
 	const mapEntry = 48 // a Go map's cost per entry, keys and values this size, with its slack
 	ev := int(unsafe.Sizeof(Event{}))
-	// the packed events, with the slack of their growth and of the allocator's size classes
-	packed := (c.EventsPerBoot*maxPacked + packSlack) * 9 / 8
-	perBoot := int(unsafe.Sizeof(boot{})) + packed + c.LinesPerBoot*(ev+MaxLine) +
+	// the packed events, with the slack of the allocator's size classes (at most 1/8)
+	packed := c.EventsPerBoot * maxPacked * 9 / 8
+	lines := int(unsafe.Sizeof(console{})) + c.LinesPerBoot*(ev+MaxLine)
+	perBoot := int(unsafe.Sizeof(boot{})) + packed + lines +
 		IDsPerBoot*(int(unsafe.Sizeof(BootID{}))+int(unsafe.Sizeof(&machine{}))+mapEntry)
-	perMachine := int(unsafe.Sizeof(machine{})) + c.BootsPerMachine*(perBoot+int(unsafe.Sizeof(&boot{}))) +
-		int(unsafe.Sizeof(hwid.MAC{})) + mapEntry + AddrsPerMachine*(int(unsafe.Sizeof(netip.Addr{}))+mapEntry+8)
-	return c.MaxMachines*perMachine + (MaxReasons+1)*(MaxReason+16+2*mapEntry) + maxPacked
+	perMachine := int(unsafe.Sizeof(machine{})) + c.BootsPerMachine*perBoot +
+		int(unsafe.Sizeof(hwid.MAC{})) + mapEntry + AddrsPerMachine*(int(unsafe.Sizeof(addr16{}))+mapEntry+8)
+	return c.MaxMachines*perMachine + (MaxReasons+1)*(MaxReason+16+2*mapEntry) +
+		MaxDetails*(MaxDetail+16+mapEntry) + maxPacked
 }
 
 // Timeline keeps the last boots of each machine, bounded (Config), and finds them by MAC
@@ -118,11 +131,13 @@ type Timeline struct {
 
 	mu       sync.Mutex
 	machines map[hwid.MAC]*machine
-	byAddr   map[netip.Addr]*machine
+	byAddr   addrIndex
 	byID     map[BootID]*machine
 	reasons  map[string]uint16 // a reason's index in reasonList, under both spellings
 	// reasonList holds the kept reasons; index 0 is "" (none).
 	reasonList []string
+	details    map[string]uint16 // a detail's index in detailList
+	detailList []string
 	scratch    []byte // one event packed, before it is appended to its boot
 	// two least-recently-heard lists: machines never answered, and the others.
 	quiet, heard list
@@ -140,24 +155,99 @@ type Stats struct {
 	Machines        uint64 // gauge: machines held
 }
 
+// A machine and its boots are held in two allocations besides their events' bytes: a
+// machine's struct and its boots' array (values, grown to BootsPerMachine as needed).
 type machine struct {
-	mac        hwid.MAC
-	addrs      [AddrsPerMachine]netip.Addr
-	boots      []*boot // oldest first
-	answered   bool
+	mac      hwid.MAC
+	answered bool
+	hasUUID  bool
+	// uuid is the first UUID the machine sent; records with the same one refer to it.
+	uuid       hwid.UUID
+	addrs      [AddrsPerMachine]addr16
+	boots      []boot // oldest first
 	prev, next *machine
 }
 
 type boot struct {
 	ids         [IDsPerBoot]BootID
-	start, last time.Time
+	start, last int64 // ns since the epoch
 	// data holds the boot's n events, packed (pack.go).
-	data          []byte
-	n             int
-	lines         []Event
-	eventsDropped uint64
-	linesDropped  uint64
+	data []byte
+	// home is the boot's first address (an event's Addr, else its peer's); records naming
+	// it refer to it.
+	home          addr16
+	con           *console // nil until a console line
+	eventsDropped uint32
+	n             uint16
 	progressed    bool // an event past DHCP (TFTP, HTTP, ...) was seen
+}
+
+// console is a boot's console lines, the latest.
+type console struct {
+	lines   []Event
+	dropped uint64
+}
+
+// addr16 is an address held in 16 bytes (an IPv4 address as IPv4-mapped, no zone); the
+// zero addr16 is none. A Timeline holds addresses unmapped, so the round trip is exact.
+type addr16 [16]byte
+
+func addrOf(a netip.Addr) addr16 {
+	if !a.IsValid() || a.Zone() != "" || a == netip.IPv6Unspecified() {
+		return addr16{}
+	}
+	return a.As16()
+}
+
+func (a addr16) addr() netip.Addr {
+	if a == (addr16{}) {
+		return netip.Addr{}
+	}
+	return netip.AddrFrom16(a).Unmap()
+}
+
+// addrIndex finds machines by address: IPv4 addresses in a map of their own, keyed by
+// their 4 bytes (a third of the cost of a 16-byte key a machine).
+type addrIndex struct {
+	v4 map[[4]byte]*machine
+	v6 map[addr16]*machine
+}
+
+func (a addr16) v4() ([4]byte, bool) {
+	if [12]byte(a[:12]) == [12]byte{10: 0xff, 11: 0xff} {
+		return [4]byte(a[12:]), true
+	}
+	return [4]byte{}, false
+}
+
+func (x *addrIndex) get(a addr16) *machine {
+	if a == (addr16{}) {
+		return nil
+	}
+	if k, ok := a.v4(); ok {
+		return x.v4[k]
+	}
+	return x.v6[a]
+}
+
+func (x *addrIndex) set(a addr16, m *machine) {
+	if k, ok := a.v4(); ok {
+		x.v4[k] = m
+	} else {
+		x.v6[a] = m
+	}
+}
+
+func (x *addrIndex) del(a addr16) {
+	if k, ok := a.v4(); ok {
+		delete(x.v4, k)
+	} else {
+		delete(x.v6, a)
+	}
+}
+
+func (m *machine) ctx(b *boot) packCtx {
+	return packCtx{uuid: m.uuid, hasUUID: m.hasUUID, ids: &b.ids, home: b.home.addr()}
 }
 
 // list is an intrusive doubly linked list of machines, least recently heard first.
@@ -195,10 +285,11 @@ func NewTimeline(c Config) (*Timeline, error) {
 	return &Timeline{
 		cfg:        c.withDefaults(),
 		machines:   make(map[hwid.MAC]*machine),
-		byAddr:     make(map[netip.Addr]*machine),
+		byAddr:     addrIndex{v4: make(map[[4]byte]*machine), v6: make(map[addr16]*machine)},
 		byID:       make(map[BootID]*machine),
 		reasons:    make(map[string]uint16),
 		reasonList: []string{""},
+		details:    make(map[string]uint16),
 		scratch:    make([]byte, 0, maxPacked),
 	}, nil
 }
@@ -235,29 +326,35 @@ func (t *Timeline) Learn(addr netip.Addr, mac hwid.MAC) {
 func (t *Timeline) MACOf(addr netip.Addr) (hwid.MAC, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if m := t.byAddr[addr.Unmap().WithZone("")]; m != nil {
-		return m.mac, true
+	if a := addrOf(addr.Unmap().WithZone("")); a != (addr16{}) {
+		if m := t.byAddr.get(a); m != nil {
+			return m.mac, true
+		}
 	}
 	return hwid.MAC{}, false
 }
 
-func (t *Timeline) learn(m *machine, addr netip.Addr) {
-	if old := t.byAddr[addr]; old == m {
+func (t *Timeline) learn(m *machine, ip netip.Addr) {
+	addr := addrOf(ip)
+	if addr == (addr16{}) {
+		return
+	}
+	if old := t.byAddr.get(addr); old == m {
 		return
 	} else if old != nil {
 		for i, a := range old.addrs {
 			if a == addr {
-				old.addrs[i] = netip.Addr{}
+				old.addrs[i] = addr16{}
 			}
 		}
 	}
 	// the newest address first; the oldest gives way
-	if last := m.addrs[len(m.addrs)-1]; last.IsValid() && t.byAddr[last] == m {
-		delete(t.byAddr, last)
+	if last := m.addrs[len(m.addrs)-1]; last != (addr16{}) && t.byAddr.get(last) == m {
+		t.byAddr.del(last)
 	}
 	copy(m.addrs[1:], m.addrs[:len(m.addrs)-1])
 	m.addrs[0] = addr
-	t.byAddr[addr] = m
+	t.byAddr.set(addr, m)
 }
 
 // Emit records e. An event with no MAC is put in the timeline of the machine its Addr or
@@ -283,7 +380,7 @@ func (t *Timeline) Emit(e Event) {
 		e.Detail = Printable(e.Detail, MaxDetail) // copied as it is packed
 	}
 	b := t.bootFor(m, &e)
-	t.appendTo(b, e)
+	t.appendTo(m, b, e)
 	if e.Addr.IsValid() {
 		t.learn(m, e.Addr)
 	}
@@ -328,7 +425,7 @@ func (t *Timeline) find(e *Event) *machine {
 		if !a.IsValid() {
 			continue
 		}
-		if m := t.byAddr[a]; m != nil {
+		if m := t.byAddr.get(addrOf(a)); m != nil {
 			return m
 		}
 		if t.cfg.Resolve != nil {
@@ -351,12 +448,12 @@ func (t *Timeline) evict() {
 		return
 	}
 	t.listOf(m).remove(m)
-	for _, b := range m.boots {
-		t.dropIDs(m, b)
+	for i := range m.boots {
+		t.dropIDs(m, &m.boots[i])
 	}
 	for _, a := range m.addrs {
-		if a.IsValid() && t.byAddr[a] == m {
-			delete(t.byAddr, a)
+		if a != (addr16{}) && t.byAddr.get(a) == m {
+			t.byAddr.del(a)
 		}
 	}
 	delete(t.machines, m.mac)
@@ -397,28 +494,54 @@ func (t *Timeline) reason(r string) uint16 {
 	return i
 }
 
-// bootFor returns the boot e belongs to, beginning a new one where e starts one.
+// detail returns the index of d's kept copy in detailList, keeping one while there is
+// room; -1 when d is kept in its event.
+func (t *Timeline) detail(d string) int {
+	if d == "" {
+		return -1
+	}
+	if k, ok := t.details[d]; ok {
+		return int(k)
+	}
+	if len(t.detailList) >= MaxDetails {
+		return -1
+	}
+	k := len(t.detailList)
+	d = strings.Clone(d)
+	t.detailList = append(t.detailList, d)
+	t.details[d] = uint16(k)
+	return k
+}
+
+// bootFor returns the boot e belongs to, beginning a new one where e starts one. The
+// pointer is good until the machine's next boot begins.
 func (t *Timeline) bootFor(m *machine, e *Event) *boot {
 	if !e.BootID.IsZero() && t.byID[e.BootID] == m {
-		for _, b := range slices.Backward(m.boots) {
-			if slices.Contains(b.ids[:], e.BootID) {
-				return b
+		for i := len(m.boots) - 1; i >= 0; i-- {
+			if slices.Contains(m.boots[i].ids[:], e.BootID) {
+				return &m.boots[i]
 			}
 		}
 	}
+	now := e.Time.UnixNano()
 	var cur *boot
 	if n := len(m.boots); n > 0 {
-		cur = m.boots[n-1]
+		cur = &m.boots[n-1]
 	}
-	if cur == nil || e.Time.Sub(cur.last) > t.cfg.BootGap || (e.Stage.dhcp() && !e.IPXE && cur.progressed) {
-		cur = &boot{start: e.Time}
+	if cur == nil || time.Duration(now-cur.last) > t.cfg.BootGap || (e.Stage.dhcp() && !e.IPXE && cur.progressed) {
 		if len(m.boots) >= t.cfg.BootsPerMachine {
-			t.dropIDs(m, m.boots[0])
-			m.boots[0] = nil
-			m.boots = slices.Delete(m.boots, 0, 1)
+			t.dropIDs(m, &m.boots[0])
+			copy(m.boots, m.boots[1:])
+			m.boots = m.boots[:len(m.boots)-1]
 			t.stats.BootsEvicted++
 		}
-		m.boots = append(m.boots, cur)
+		if len(m.boots) == cap(m.boots) { // grown by hand: to BootsPerMachine, no further
+			bs := make([]boot, len(m.boots), min(max(2*cap(m.boots), 1), t.cfg.BootsPerMachine))
+			copy(bs, m.boots)
+			m.boots = bs
+		}
+		m.boots = append(m.boots, boot{start: now, last: now})
+		cur = &m.boots[len(m.boots)-1]
 	}
 	if !e.BootID.IsZero() && !slices.Contains(cur.ids[:], e.BootID) {
 		for i, id := range cur.ids {
@@ -432,38 +555,53 @@ func (t *Timeline) bootFor(m *machine, e *Event) *boot {
 	return cur
 }
 
-func (t *Timeline) appendTo(b *boot, e Event) {
-	if e.Time.After(b.last) {
-		b.last = e.Time
+func (t *Timeline) appendTo(m *machine, b *boot, e Event) {
+	if now := e.Time.UnixNano(); now > b.last {
+		b.last = now
 	}
 	if e.Stage == StageConsole {
-		if len(b.lines) >= t.cfg.LinesPerBoot {
-			b.lines = slices.Delete(b.lines, 0, 1)
-			b.linesDropped++
+		if b.con == nil {
+			b.con = &console{}
+		}
+		c := b.con
+		if len(c.lines) >= t.cfg.LinesPerBoot {
+			c.lines = slices.Delete(c.lines, 0, 1)
+			c.dropped++
 			t.stats.LinesDropped++
 		}
-		b.lines = append(b.lines, e)
+		c.lines = append(c.lines, e)
 		return
 	}
 	if !e.Stage.dhcp() && e.Stage != StageBMC && e.Stage != StageFence {
 		b.progressed = true
 	}
-	if b.n >= t.cfg.EventsPerBoot {
+	if b.home == (addr16{}) {
+		if b.home = addrOf(e.Addr); b.home == (addr16{}) {
+			b.home = addrOf(e.Peer.Addr())
+		}
+	}
+	if e.HasUUID && !m.hasUUID {
+		m.uuid, m.hasUUID = e.UUID, true
+	}
+	if int(b.n) >= t.cfg.EventsPerBoot {
 		from, to := skip(b.data, t.cfg.EventsPerBoot/4)
 		b.data = append(b.data[:from], b.data[to:]...)
 		b.n--
-		b.eventsDropped++
+		if b.eventsDropped < math.MaxUint32 {
+			b.eventsDropped++
+		}
 		t.stats.EventsDropped++
 	}
-	t.scratch = pack(t.scratch[:0], &e, b.start, t.reason(e.Reason))
+	c := m.ctx(b)
+	c.detail = t.detail(e.Detail)
+	t.scratch = pack(t.scratch[:0], &e, b.start, t.reason(e.Reason), &c)
 	if cap(b.data)-len(b.data) < len(t.scratch) {
-		// Room for this event and a short one more: a boot's bytes stay close to its
-		// events', whatever append's growth would give.
-		d := make([]byte, len(b.data), len(b.data)+len(t.scratch)+packSlack)
-		copy(d, b.data)
-		b.data = d
+		// Exactly the room for this event (and the allocator's rounding): a boot's bytes
+		// stay its events', whatever append's growth would give.
+		b.data = slices.Concat(b.data, t.scratch)
+	} else {
+		b.data = append(b.data, t.scratch...)
 	}
-	b.data = append(b.data, t.scratch...)
 	b.n++
 }
 
@@ -525,8 +663,8 @@ func (t *Timeline) ByBootID(id BootID) (m Machine, boot int, ok bool) {
 	if id.IsZero() || mm == nil {
 		return Machine{}, 0, false
 	}
-	for i, b := range mm.boots {
-		if slices.Contains(b.ids[:], id) {
+	for i := range mm.boots {
+		if slices.Contains(mm.boots[i].ids[:], id) {
 			return t.snapshot(mm), i, true
 		}
 	}
@@ -543,12 +681,16 @@ func (t *Timeline) Len() int {
 func (t *Timeline) snapshot(m *machine) Machine {
 	out := Machine{MAC: m.mac, Answered: m.answered, Boots: make([]Boot, 0, len(m.boots))}
 	for _, a := range m.addrs {
-		if a.IsValid() {
-			out.Addrs = append(out.Addrs, a)
+		if a != (addr16{}) {
+			out.Addrs = append(out.Addrs, a.addr())
 		}
 	}
-	for _, b := range m.boots {
-		ob := Boot{Start: b.start, Last: b.last, Events: unpackAll(b.data, b.n, m.mac, b.start, t.reasonList), EventsDropped: b.eventsDropped, LinesDropped: b.linesDropped}
+	for i := range m.boots {
+		b := &m.boots[i]
+		c := m.ctx(b)
+		c.details = t.detailList
+		ob := Boot{Start: time.Unix(0, b.start), Last: time.Unix(0, b.last),
+			Events: unpackAll(b.data, int(b.n), m.mac, b.start, t.reasonList, &c), EventsDropped: uint64(b.eventsDropped)}
 		if ob.Events == nil {
 			ob.Events = []Event{}
 		}
@@ -557,8 +699,11 @@ func (t *Timeline) snapshot(m *machine) Machine {
 				ob.IDs = append(ob.IDs, id)
 			}
 		}
-		for _, l := range b.lines {
-			ob.Console = append(ob.Console, Line{Time: l.Time, Peer: l.Peer, Severity: l.Reason, Text: l.Detail})
+		if b.con != nil {
+			ob.LinesDropped = b.con.dropped
+			for _, l := range b.con.lines {
+				ob.Console = append(ob.Console, Line{Time: l.Time, Peer: l.Peer, Severity: l.Reason, Text: l.Detail})
+			}
 		}
 		out.Boots = append(out.Boots, ob)
 	}

@@ -225,7 +225,7 @@ func TestMachineJSONRoundTrip(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []bootevents.Config{{MaxMachines: -1}, {EventsPerBoot: 2}, {BootGap: -time.Second}} {
+	for _, c := range []bootevents.Config{{MaxMachines: -1}, {EventsPerBoot: 2}, {EventsPerBoot: bootevents.MaxEventsPerBoot + 1}, {BootGap: -time.Second}} {
 		if _, err := bootevents.NewTimeline(c); bootevents.ReasonOf(err) != "invalid" {
 			t.Errorf("NewTimeline(%+v) = %v", c, err)
 		}
@@ -312,6 +312,17 @@ func TestTimelineKeepsEveryField(t *testing.T) {
 		cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b }),
 		cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	// Both of the machine's addresses, IPv4 and IPv6, lead to it, and only those.
+	for _, a := range []string{"192.0.2.10", "2001:db8::10", "::ffff:192.0.2.10"} {
+		if mac, ok := tl.MACOf(netip.MustParseAddr(a)); !ok || mac != macA {
+			t.Errorf("MACOf(%s) = %v, %v; want %v", a, mac, ok, macA)
+		}
+	}
+	for _, a := range []string{"192.0.2.11", "2001:db8::11", "::", "0.0.0.0"} {
+		if mac, ok := tl.MACOf(netip.MustParseAddr(a)); ok {
+			t.Errorf("MACOf(%s) = %v, want none", a, mac)
+		}
 	}
 	if b.EventsDropped != 4 || !b.Start.Equal(at(10)) || !b.Last.Equal(at(20)) {
 		t.Errorf("boot dropped %d, start %v, last %v; want 4, %v, %v", b.EventsDropped, b.Start, b.Last, at(10), at(20))

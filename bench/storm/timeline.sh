@@ -4,7 +4,9 @@
 # side, at each machine count of SIZES, ROUNDS rounds each (the two runs of a round back to
 # back, their order alternating between rounds), each run in a network namespace of its own
 # as ab.sh runs them. It prints one line per run and, per size, the medians and the ratios
-# on/off of the agent's CPU per machine booted and of its peak RSS.
+# on/off of the agent's CPU per machine booted and of its peak RSS; then the machines booted
+# and the ratios of the rounds in which both runs booted every machine (a run that lost
+# machines to a loaded host holds fewer in memory).
 #
 #   sudo bench/storm/timeline.sh
 #   sudo SIZES="1000 4000" ROUNDS=5 DEPLOY_MIB=4 bench/storm/timeline.sh
@@ -70,7 +72,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "-"; exit } 
 rc=0
 for n in $SIZES; do
 	spread=$(awk -v n="$n" -v r="$RATE" 'BEGIN { printf "%ds", (n + r - 1) / r }')
-	: >"$WORK/on-$n" && : >"$WORK/off-$n"
+	: >"$WORK/on-$n" && : >"$WORK/off-$n" && : >"$WORK/booted-on-$n" && : >"$WORK/booted-off-$n" && : >"$WORK/full-$n"
 	for round in $(seq "$ROUNDS"); do
 		order="on off"
 		[ $((round % 2)) = 0 ] && order="off on"
@@ -79,7 +81,12 @@ for n in $SIZES; do
 			echo "$n machines, round $round, $side (load $(cut -d' ' -f1 /proc/loadavg)): booted $booted, CPU ${cpu} ms per machine booted, peak RSS ${rss} MiB"
 			[ "$booted" = "$n" ] || rc=1
 			[ "$cpu" != - ] && echo "$cpu $rss" >>"$WORK/$side-$n"
+			echo "$booted" >>"$WORK/booted-$side-$n"
 		done
+		# a round both of whose runs booted every machine: its ratio compares like with like
+		if [ "$(tail -1 "$WORK/booted-on-$n")" = "$n" ] && [ "$(tail -1 "$WORK/booted-off-$n")" = "$n" ]; then
+			paste -d' ' <(tail -1 "$WORK/on-$n") <(tail -1 "$WORK/off-$n") | awk '{ print $1 / $3, $2 / $4 }' >>"$WORK/full-$n"
+		fi
 	done
 	con=$(cut -d' ' -f1 "$WORK/on-$n" | median) coff=$(cut -d' ' -f1 "$WORK/off-$n" | median)
 	ron=$(cut -d' ' -f2 "$WORK/on-$n" | median) roff=$(cut -d' ' -f2 "$WORK/off-$n" | median)
@@ -91,5 +98,11 @@ for n in $SIZES; do
 		printf "%d machines: CPU per machine booted, median on %s ms / off %s ms = %.3f (median of the rounds'"'"' ratios %.3f)\n", n, con, coff, con / coff, pc
 		printf "%d machines: peak RSS, median on %s MiB / off %s MiB = %.3f (median of the rounds'"'"' ratios %.3f)\n", n, ron, roff, ron / roff, pr
 	}'
+	bon=$(median <"$WORK/booted-on-$n") boff=$(median <"$WORK/booted-off-$n")
+	full=$(wc -l <"$WORK/full-$n" 2>/dev/null || echo 0)
+	echo "$n machines: booted, median on $bon / off $boff; rounds where both runs booted every machine: $full of $ROUNDS"
+	if [ "$full" -gt 0 ]; then
+		echo "$n machines: those rounds' ratios on/off, median: CPU $(cut -d' ' -f1 "$WORK/full-$n" | median), peak RSS $(cut -d' ' -f2 "$WORK/full-$n" | median)"
+	fi
 done
 exit $rc

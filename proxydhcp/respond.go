@@ -200,7 +200,7 @@ func usableServer(a netip.Addr) bool {
 func (s *Server) bootFile(req *Request) (string, bool) {
 	t := s.table()
 	if req.IPXE {
-		return s.url(req.Server, t.chainPath()), true
+		return s.chainURL(req.Server.String(), t.chainPath()), true
 	}
 	f, ok := t.ByArch[req.Arch]
 	if !ok || f == "" {
@@ -223,6 +223,17 @@ func (s *Server) urlHost(host, path string) string {
 		host += ":" + strconv.Itoa(s.HTTPPort)
 	}
 	return "http://" + host + path
+}
+
+// chainURL is the URL of iPXE's chain script on host: over https on HTTPSPort when set.
+func (s *Server) chainURL(host, path string) string {
+	if s.HTTPSPort == 0 {
+		return s.urlHost(host, path)
+	}
+	if s.HTTPSPort != 443 {
+		host += ":" + strconv.Itoa(s.HTTPSPort)
+	}
+	return "https://" + host + path
 }
 
 // dest is where the reply to req goes (RFC 2131 section 4.1; PXE boot server: the source).

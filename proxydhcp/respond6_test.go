@@ -301,6 +301,7 @@ func TestBootURL6(t *testing.T) {
 			return proxydhcp.AnswerFile("http://[2001:db8::5]/x.efi")
 		})}, edk2HTTPSolicit(llt), "http://[2001:db8::5]/x.efi"},
 		{"http-port", &proxydhcp.Server{HTTPPort: 8080, Handler: proxydhcp.HandlerFunc(answerAll)}, edk2HTTPSolicit(llt), "http://[2001:db8::2]:8080/boot/files/ipxe.efi"},
+		{"https-chain", &proxydhcp.Server{HTTPSPort: 8443, Handler: proxydhcp.HandlerFunc(answerAll)}, ipxeInfoRequest(t, edk2MAC), "https://[2001:db8::2]:8443/boot/chain.ipxe"},
 		{"server-ip6", &proxydhcp.Server{ServerIP6: netip.MustParseAddr("2001:db8:5::1"), Handler: proxydhcp.HandlerFunc(answerAll)}, ipxeInfoRequest(t, edk2MAC), "http://[2001:db8:5::1]/boot/chain.ipxe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

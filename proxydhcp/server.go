@@ -110,6 +110,13 @@ type Server struct {
 	// and iPXE. Default 80 (not written in the URL).
 	HTTPPort int
 
+	// HTTPSPort, when set, is the port of the boot server's HTTPS side: iPXE is handed its
+	// chain URL as https://SERVER[:HTTPSPort] (443 is not written), so that everything it
+	// fetches after it starts goes over TLS. UEFI HTTP boot clients still get http:// URLs on
+	// HTTPPort for the iPXE build itself: their firmware may not trust the site's CA.
+	// Zero: http for iPXE too.
+	HTTPSPort int
+
 	// ClientPort is where replies to port-67 requests go when they are not relayed.
 	// Default ClientPort (68). Replies to port-4011 requests go to the request's source port.
 	ClientPort int
@@ -185,7 +192,7 @@ func (s *Server) Validate() error {
 			return fmt.Errorf("proxydhcp: ServerDUID: %w", err)
 		}
 	}
-	for name, v := range map[string]int{"HTTPPort": s.HTTPPort, "ClientPort": s.ClientPort, "TFTPPort": s.TFTPPort} {
+	for name, v := range map[string]int{"HTTPPort": s.HTTPPort, "HTTPSPort": s.HTTPSPort, "ClientPort": s.ClientPort, "TFTPPort": s.TFTPPort} {
 		if v < 0 || v > 65535 {
 			return fmt.Errorf("proxydhcp: %s %d out of range", name, v)
 		}

@@ -51,11 +51,16 @@ func (a *Agent) bootServer() error {
 		}
 		a.root = root
 		builds, boot.Files = root.FS(), root.FS()
+	} else {
+		builds, boot.Files = a.ownBuilds(), a.ownBuilds()
 	}
 	c := bootserver.Config{
 		Fence: a.fence, BaseURL: a.httpBase, BaseURL6: a.v6.httpBase, Boot: boot,
 		Issuer: a.issuer, Cache: a.cache, CacheURL: b.CacheURL, Events: a.sink,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	if a.bootTLS != nil {
+		c.TLS, c.RefusePlainHTTP = a.bootTLS.OpenServerConfig(), b.RefusePlainHTTP
 	}
 	if a.dhcp != nil {
 		c.DHCP, c.Nonces, c.Passes = a.dhcp, a.nonces, a.v6.passes

@@ -1,0 +1,112 @@
+package agent_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/ipxebin"
+	"github.com/bettercompute/siteboot/sitetls/sitetlstest"
+	"github.com/bettercompute/siteboot/tftpd/tftpdtest"
+)
+
+// bootTLS gives cfg a boot certificate for 127.0.0.1 from the harness's site CA, its own
+// iPXE builds and an HTTPS side on loopback.
+func (h *harness) bootTLS(t *testing.T, cfg *agent.Config, hosts ...string) {
+	t.Helper()
+	p, err := h.tls.CA.Issue(sitetlstest.Request{Hosts: hosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	b := &cfg.Boot
+	b.TLSCertFile, b.TLSKeyFile, b.TLSCAFile = filepath.Join(dir, "boot.pem"), filepath.Join(dir, "boot.key"), h.tls.CAFile
+	if err := p.WriteFiles(b.TLSCertFile, b.TLSKeyFile); err != nil {
+		t.Fatal(err)
+	}
+	b.HTTPSListen, b.TFTPRoot = netip.MustParseAddrPort("127.0.0.1:0"), ""
+}
+
+// TestBootOverHTTPS: with a boot certificate, the scripts' URLs are https, the chain script
+// comes over TLS under the site CA with the CA at the end of the chain, a plain request is
+// refused (403, counted in /metrics) when the site refuses plain HTTP, and the agent's own
+// iPXE build comes over TFTP trusting the site CA.
+func TestBootOverHTTPS(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(t.TempDir())
+	h.bootTLS(t, cfg, "127.0.0.1")
+	cfg.Boot.RefusePlainHTTP = true
+	r, _ := h.start(t, cfg, h.plane.Link())
+
+	base := r.HTTPBase()
+	if want := "https://" + r.Addrs()["https"]; base != want {
+		t.Fatalf("HTTPBase %q, want %q", base, want)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{RootCAs: h.tls.CA.Pool(), MaxVersion: tls.VersionTLS12, Time: h.clk.Now}}}
+	resp, err := client.Get(base + "/boot/chain.ipxe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), base+"/boot/ipxe") {
+		t.Errorf("chain over https: %d\n%s", resp.StatusCode, body)
+	}
+	if pc := resp.TLS.PeerCertificates; !bytes.Equal(pc[len(pc)-1].Raw, h.tls.CA.Cert.Raw) {
+		t.Error("the chain does not end with the site CA, which iPXE checks by fingerprint")
+	}
+
+	plain := "http://" + r.Addrs()["http"]
+	if st := status(t, plain+"/boot/chain.ipxe"); st != http.StatusForbidden {
+		t.Errorf("plain chain: %d, want 403", st)
+	}
+	_, metrics := get(t, "http://"+r.Addrs()["metrics"]+"/metrics")
+	if !strings.Contains(metrics, "siteboot_boot_plain_http_refused_total 1\n") {
+		t.Errorf("metrics lack one plain refusal:\n%s", grepLines(metrics, "plain"))
+	}
+
+	bin, _, err := tftpdtest.Fetch(r.Addrs()["tftp"], ipxebin.SnponlyX8664, 1468)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := sha256.Sum256(h.tls.CA.Cert.Raw)
+	if !bytes.Contains(bin, fp[:]) || bytes.Contains(bin, ipxebin.PlaceholderFingerprint[:]) {
+		t.Error("the iPXE build over TFTP does not trust the site CA")
+	}
+	if _, _, err := tftpdtest.Fetch(r.Addrs()["tftp"], ipxebin.UndionlyKPXE, 1468); err == nil {
+		t.Error("the BIOS build, which cannot trust the site CA, was served")
+	}
+}
+
+// TestBootCertMustNameServerIP: a boot certificate for another address is refused at start,
+// naming the field, since iPXE would refuse it.
+func TestBootCertMustNameServerIP(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(t.TempDir())
+	h.bootTLS(t, cfg, "192.0.2.9")
+	_, err := agent.New(t.Context(), cfg, h.plane.Link(), agent.Options{Signer: h.key, Clock: h.clk})
+	var fe *agent.FieldError
+	if !errors.As(err, &fe) || fe.Field != "Boot.TLSCertFile" || !errors.Is(err, agent.ErrBootCertAddress) {
+		t.Errorf("New: %v, want a Boot.TLSCertFile error wrapping ErrBootCertAddress", err)
+	}
+}
+
+func grepLines(s, word string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, word) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

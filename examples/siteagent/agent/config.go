@@ -55,7 +55,7 @@ type BootConfig struct {
 	// that of the listener the host handed in). A port of 0 is replaced by that port.
 	HTTPBase string
 
-	// Boot over HTTPS (see the package doc, "HTTPS boot"). TLSCertFile, when set, is the boot
+	// Boot over HTTPS (examples/siteagent/README.md, "HTTPS boot"). TLSCertFile, when set, is the boot
 	// certificate: PEM, leaf first, for ServerIP (and ServerIP6) as IP names, issued by the
 	// site CA in TLSCAFile; TLSKeyFile is its key. The three are re-read when they change
 	// (sitetls), and the boot server then listens on HTTPSListen too: iPXE is handed its

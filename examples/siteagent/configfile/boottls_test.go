@@ -32,6 +32,10 @@ func TestBootTLSKeys(t *testing.T) {
 		b.HTTPSListen != netip.MustParseAddrPort("0.0.0.0:8443") || !b.RefusePlainHTTP {
 		t.Errorf("boot TLS settings: %+v", b)
 	}
+	// Without tftp_root, siteboot's own builds: accepted.
+	if f, err := configfile.Parse(strings.Replace(text, `tftp_root   = "/var/lib/siteagent/ipxe"`, ``, 1)); err != nil || f.Agent.Boot.TFTPRoot != "" {
+		t.Errorf("without tftp_root: %v", err)
+	}
 	for _, tt := range []struct {
 		name, old, new, key string
 	}{

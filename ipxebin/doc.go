@@ -11,7 +11,9 @@
 //   - [IPXEX8664]: x86-64 UEFI with iPXE's native drivers (ipxe.efi)
 //   - arm64 UEFI snponly.efi: built by build.sh, not yet embedded
 //
-// A site supplies its own builds by setting [Builds.FS].
+// A site supplies its own builds by setting [Builds.FS]. [FS] serves the builds as a file
+// system (to a TFTP server, or under an HTTP path), each open patched for the CA of that
+// moment, so that a renewed site CA is trusted without a restart.
 //
 // # Trust of the site CA
 //

@@ -110,3 +110,29 @@ func grepLines(s, word string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestOwnBuildsPlain: without a boot certificate and without a TFTP root, the agent serves
+// siteboot's builds as built, BIOS included, and its URLs stay plain http.
+func TestOwnBuildsPlain(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(t.TempDir())
+	cfg.Boot.TFTPRoot = ""
+	r, _ := h.start(t, cfg, h.plane.Link())
+	if base := r.HTTPBase(); !strings.HasPrefix(base, "http://") {
+		t.Errorf("HTTPBase %q, want plain http", base)
+	}
+	if _, ok := r.Addrs()["https"]; ok {
+		t.Error("an HTTPS socket without a boot certificate")
+	}
+	bin, _, err := tftpdtest.Fetch(r.Addrs()["tftp"], ipxebin.UndionlyKPXE, 1468)
+	if err != nil || len(bin) == 0 {
+		t.Fatalf("BIOS build over TFTP: %d bytes, %v", len(bin), err)
+	}
+	efi, _, err := tftpdtest.Fetch(r.Addrs()["tftp"], ipxebin.SnponlyX8664, 1468)
+	if err != nil || !bytes.Contains(efi, ipxebin.PlaceholderFingerprint[:]) {
+		t.Errorf("x86-64 build over TFTP: %v; want it as built, trusting only the placeholder", err)
+	}
+	if st := status(t, "http://"+r.Addrs()["http"]+"/boot/files/"+ipxebin.SnponlyX8664); st != http.StatusOK {
+		t.Errorf("/boot/files/%s: %d", ipxebin.SnponlyX8664, st)
+	}
+}

@@ -41,8 +41,8 @@ func (a *Agent) limitListeners() error {
 	if a.socks.HTTPS != nil {
 		// The HTTPS side gets three quarters of the budget: with it, plain HTTP carries only
 		// the iPXE builds for UEFI HTTP boot (and refusals, when the site refuses it).
-		https := total - total/4
-		total /= 4
+		https := max(total-total/4, 1)
+		total = max(total/4, 1)
 		if a.httpsLimit, err = connlimit.New(a.socks.HTTPS, connlimit.Limits{Total: https, PerSource: min(connlimit.DefaultPerSource, https)}); err != nil {
 			return err
 		}

@@ -207,7 +207,7 @@ func (s *Server) bootFile(req *Request) (string, bool) {
 		return "", false
 	}
 	if req.Kind == KindHTTP {
-		return s.url(req.Server, t.filesPath()+f), true
+		return s.filesURL(req.Server.String(), t.filesPath()+f), true
 	}
 	return f, true
 }
@@ -223,6 +223,15 @@ func (s *Server) urlHost(host, path string) string {
 		host += ":" + strconv.Itoa(s.HTTPPort)
 	}
 	return "http://" + host + path
+}
+
+// filesURL is the URL of an iPXE build for UEFI HTTP boot on host: over https on HTTPSPort
+// with HTTPBootTLS.
+func (s *Server) filesURL(host, path string) string {
+	if !s.HTTPBootTLS {
+		return s.urlHost(host, path)
+	}
+	return s.chainURL(host, path)
 }
 
 // chainURL is the URL of iPXE's chain script on host: over https on HTTPSPort when set.

@@ -215,7 +215,7 @@ func (s *Server) bootURL6(req *Request, override string) (string, bool) {
 		return "", false
 	}
 	if req.Kind == KindHTTP {
-		return s.urlHost(host, t.filesPath()+f), true
+		return s.filesURL(host, t.filesPath()+f), true
 	}
 	return tftp(f), true
 }

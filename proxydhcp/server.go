@@ -117,6 +117,12 @@ type Server struct {
 	// Zero: http for iPXE too.
 	HTTPSPort int
 
+	// HTTPBootTLS hands UEFI HTTP boot clients their iPXE build over https on HTTPSPort too
+	// (https://SERVER[:HTTPSPort]/boot/files/NAME): for firmware that trusts the site's CA
+	// (enrolled in the firmware; OVMF takes it through QEMU's etc/edk2/https/cacerts).
+	// It needs HTTPSPort. False: http on HTTPPort.
+	HTTPBootTLS bool
+
 	// ClientPort is where replies to port-67 requests go when they are not relayed.
 	// Default ClientPort (68). Replies to port-4011 requests go to the request's source port.
 	ClientPort int
@@ -196,6 +202,9 @@ func (s *Server) Validate() error {
 		if v < 0 || v > 65535 {
 			return fmt.Errorf("proxydhcp: %s %d out of range", name, v)
 		}
+	}
+	if s.HTTPBootTLS && s.HTTPSPort == 0 {
+		return errors.New("proxydhcp: HTTPBootTLS without HTTPSPort")
 	}
 	for _, p := range s.Segments {
 		if !p.IsValid() || p.Bits() == 0 {

@@ -253,11 +253,13 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			ServerIP:   c.Boot.ServerIP,
 			HTTPPort:   a.httpPort(),
 			HTTPSPort:  a.httpsPort(),
-			Relays:     c.Boot.Relays,
-			Segments:   c.Boot.Segments,
-			ClientPort: opt.DHCPClientPort,
-			Clock:      clock,
-			Logger:     log.With("component", "proxydhcp"),
+			// Firmware with the site CA enrolled fetches the iPXE build over https too.
+			HTTPBootTLS: c.Boot.FirmwareHTTPS,
+			Relays:      c.Boot.Relays,
+			Segments:    c.Boot.Segments,
+			ClientPort:  opt.DHCPClientPort,
+			Clock:       clock,
+			Logger:      log.With("component", "proxydhcp"),
 		}
 		if c.Boot.DHCPv6 {
 			// bootserver names the TFTP socket's port in the tftp:// URLs of DHCPv6 answers.

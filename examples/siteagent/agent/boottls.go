@@ -28,8 +28,10 @@ func (c *Config) validateBootTLS() error {
 		return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
 	}
 	switch {
-	case !b.tlsOn() && (b.TLSKeyFile != "" || b.TLSCAFile != "" || b.RefusePlainHTTP || b.HTTPSListen.IsValid()):
-		return bad("Boot.TLSCertFile", "required with Boot.TLSKeyFile, Boot.TLSCAFile, Boot.HTTPSListen and Boot.RefusePlainHTTP")
+	case !b.tlsOn() && (b.TLSKeyFile != "" || b.TLSCAFile != "" || b.RefusePlainHTTP || b.HTTPSListen.IsValid() || b.FirmwareHTTPS):
+		return bad("Boot.TLSCertFile", "required with Boot.TLSKeyFile, Boot.TLSCAFile, Boot.HTTPSListen, Boot.RefusePlainHTTP and Boot.FirmwareHTTPS")
+	case b.FirmwareHTTPS && !b.ProxyDHCP:
+		return bad("Boot.FirmwareHTTPS", "needs Boot.ProxyDHCP: proxy DHCP names the build's URL")
 	case b.tlsOn() && (b.TLSKeyFile == "" || b.TLSCAFile == ""):
 		return bad("Boot.TLSKeyFile", "Boot.TLSKeyFile and Boot.TLSCAFile are required with Boot.TLSCertFile")
 	case b.tlsOn() && !b.ServerIP.IsValid():

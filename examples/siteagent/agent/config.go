@@ -69,6 +69,11 @@ type BootConfig struct {
 	// under /boot/files/, which UEFI HTTP boot fetches before anything trusts the site CA.
 	// False: plain HTTP serves everything, for machines whose firmware cannot do TLS.
 	RefusePlainHTTP bool
+	// FirmwareHTTPS sends UEFI HTTP boot clients to the HTTPS side for the iPXE build too
+	// (proxydhcp.Server.HTTPBootTLS): for firmware with the site CA enrolled (OVMF takes it
+	// through QEMU's etc/edk2/https/cacerts). Needs TLSCertFile and ProxyDHCP. False: UEFI
+	// HTTP boot fetches the build over plain HTTP.
+	FirmwareHTTPS bool
 	// SyslogListen, if set, is the UDP address where the agent receives machines' own
 	// console (iPXE's syslog output) into their boot timeline (package syslogd; 514 is
 	// syslog's port). Zero, the default: off.

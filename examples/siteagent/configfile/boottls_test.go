@@ -20,7 +20,7 @@ func TestBootTLSKeys(t *testing.T) {
 	}
 	tlsKeys := `http_listen = "0.0.0.0:80"` + "\n" + `tls_cert = "/etc/siteagent/boot.pem"` + "\n" +
 		`tls_key = "/etc/siteagent/boot.key"` + "\n" + `tls_ca = "/etc/siteagent/site-ca.pem"` + "\n" +
-		`https_listen = "0.0.0.0:8443"` + "\n" + `plain_http = false`
+		`https_listen = "0.0.0.0:8443"` + "\n" + `plain_http = false` + "\n" + `firmware_https = true`
 	text := strings.Replace(string(base), `http_listen = "0.0.0.0:80"`, tlsKeys, 1)
 	text = strings.Replace(text, `cache_url   = "http://192.0.2.2/cache"`, `cache_url   = "https://192.0.2.2:8443/cache"`, 1)
 	f, err := configfile.Parse(text)
@@ -29,7 +29,7 @@ func TestBootTLSKeys(t *testing.T) {
 	}
 	b := f.Agent.Boot
 	if b.TLSCertFile != "/etc/siteagent/boot.pem" || b.TLSKeyFile != "/etc/siteagent/boot.key" || b.TLSCAFile != "/etc/siteagent/site-ca.pem" ||
-		b.HTTPSListen != netip.MustParseAddrPort("0.0.0.0:8443") || !b.RefusePlainHTTP {
+		b.HTTPSListen != netip.MustParseAddrPort("0.0.0.0:8443") || !b.RefusePlainHTTP || !b.FirmwareHTTPS {
 		t.Errorf("boot TLS settings: %+v", b)
 	}
 	// Without tftp_root, siteboot's own builds: accepted.

@@ -106,6 +106,7 @@ type file struct {
 		TLSCA            string            `toml:"tls_ca"`
 		HTTPSListen      string            `toml:"https_listen"`
 		PlainHTTP        *bool             `toml:"plain_http"`
+		FirmwareHTTPS    bool              `toml:"firmware_https"`
 		Kernel           image             `toml:"kernel"`
 		Initrd           image             `toml:"initrd"`
 		Cmdline          string            `toml:"cmdline"`
@@ -175,7 +176,7 @@ var keys = map[string]string{
 	"Boot.ServerIP6": "boot.server_ip6", "Boot.DHCPv6": "boot.dhcpv6", "Boot.DHCPv6Listen": "boot.dhcpv6_listen",
 	"Boot.PXEListen6": "boot.pxe_listen6", "Boot.HTTPBase6": "boot.http_base6",
 	"Boot.TLSCertFile": "boot.tls_cert", "Boot.TLSKeyFile": "boot.tls_key", "Boot.TLSCAFile": "boot.tls_ca",
-	"Boot.HTTPSListen": "boot.https_listen", "Boot.RefusePlainHTTP": "boot.plain_http",
+	"Boot.HTTPSListen": "boot.https_listen", "Boot.RefusePlainHTTP": "boot.plain_http", "Boot.FirmwareHTTPS": "boot.firmware_https",
 	"Boot.SecureBoot": "boot.secure_boot", "Boot.Shim": "boot.shim", "Boot.GRUB": "boot.grub",
 }
 
@@ -308,6 +309,7 @@ func (f *file) toConfig() (*File, error) {
 	b.NoTimeline = fb.Timeline != nil && !*fb.Timeline
 	b.TLSCertFile, b.TLSKeyFile, b.TLSCAFile = fb.TLSCert, fb.TLSKey, fb.TLSCA
 	b.RefusePlainHTTP = fb.PlainHTTP != nil && !*fb.PlainHTTP
+	b.FirmwareHTTPS = fb.FirmwareHTTPS
 	if err := addrPort("boot.https_listen", fb.HTTPSListen, &b.HTTPSListen); err != nil {
 		return nil, err
 	}

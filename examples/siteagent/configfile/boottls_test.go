@@ -36,6 +36,11 @@ func TestBootTLSKeys(t *testing.T) {
 	if f, err := configfile.Parse(strings.Replace(text, `tftp_root   = "/var/lib/siteagent/ipxe"`, ``, 1)); err != nil || f.Agent.Boot.TFTPRoot != "" {
 		t.Errorf("without tftp_root: %v", err)
 	}
+	// firmware_https alone: no HTTPS side to send the firmware to.
+	_, err = configfile.Parse(strings.Replace(string(base), `http_listen = "0.0.0.0:80"`, `http_listen = "0.0.0.0:80"`+"\nfirmware_https = true", 1))
+	if ke := (*configfile.KeyError)(nil); !errors.As(err, &ke) || ke.Key != "boot.tls_cert" {
+		t.Errorf("firmware_https without a certificate: %v, want a *KeyError for boot.tls_cert", err)
+	}
 	for _, tt := range []struct {
 		name, old, new, key string
 	}{

@@ -60,7 +60,7 @@ func (a *Agent) bootServer() error {
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	if a.bootTLS != nil {
-		c.TLS, c.RefusePlainHTTP = a.bootTLS.OpenServerConfig(), b.RefusePlainHTTP
+		c.TLS, c.RefusePlainHTTP = a.bootTLSConfig(), b.RefusePlainHTTP
 	}
 	if a.dhcp != nil {
 		c.DHCP, c.Nonces, c.Passes = a.dhcp, a.nonces, a.v6.passes

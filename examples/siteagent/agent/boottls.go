@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -94,6 +95,31 @@ func (a *Agent) loadBootTLS() error {
 	a.bootTLS = creds
 	a.log.Info("boot over https", "ca", root.Subject.String(), "not_after", leaf.NotAfter, "plain_http", !b.RefusePlainHTTP)
 	return nil
+}
+
+// firmwareSuites are the boot server's TLS 1.2 cipher suites with Boot.FirmwareHTTPS: Go's
+// ECDHE suites, which iPXE and any client that offers them get (Go's server prefers them),
+// and the two RSA key exchange suites with AES-GCM, the best that EDK2 firmware of 2022
+// offers besides DHE, which Go does not implement (OVMF 2022.11 offers DHE and RSA key
+// exchange only). RSA key exchange has no forward secrecy; a client gets it only when it
+// offers nothing better, and the firmware fetches over it the iPXE build, which holds no
+// secret.
+func firmwareSuites() []uint16 {
+	var out []uint16
+	for _, cs := range tls.CipherSuites() {
+		out = append(out, cs.ID)
+	}
+	return append(out, tls.TLS_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_RSA_WITH_AES_256_GCM_SHA384)
+}
+
+// bootTLSConfig is the boot server's TLS configuration: the boot certificate re-read on
+// change, with its CA sent; with Boot.FirmwareHTTPS, the suites UEFI firmware speaks too.
+func (a *Agent) bootTLSConfig() *tls.Config {
+	cfg := a.bootTLS.OpenServerConfig()
+	if a.cfg.Boot.FirmwareHTTPS {
+		cfg.CipherSuites = firmwareSuites()
+	}
+	return cfg
 }
 
 // tlsBase is the https base URL for ip on port (443 left out).

@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/tls"
 	"errors"
@@ -9,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +137,50 @@ func TestOwnBuildsPlain(t *testing.T) {
 	}
 	if st := status(t, "http://"+r.Addrs()["http"]+"/boot/files/"+ipxebin.SnponlyX8664); st != http.StatusOK {
 		t.Errorf("/boot/files/%s: %d", ipxebin.SnponlyX8664, st)
+	}
+}
+
+// TestFirmwareSuites: a client offering only RSA key exchange (as EDK2 firmware of 2022
+// does, besides DHE) is served with firmware_https and refused without; a client offering
+// ECDHE still gets ECDHE.
+func TestFirmwareSuites(t *testing.T) {
+	for _, firmware := range []bool{false, true} {
+		t.Run(strconv.FormatBool(firmware), func(t *testing.T) {
+			h := newHarness(t)
+			cfg := h.config(t.TempDir())
+			h.bootTLS(t, cfg, "127.0.0.1")
+			cfg.Boot.FirmwareHTTPS = firmware
+			key, err := rsa.GenerateKey(rand.Reader, 2048)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := h.tls.CA.Issue(sitetlstest.Request{Hosts: []string{"127.0.0.1"}, Key: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.WriteFiles(cfg.Boot.TLSCertFile, cfg.Boot.TLSKeyFile); err != nil {
+				t.Fatal(err)
+			}
+			r, _ := h.start(t, cfg, h.plane.Link())
+			dial := func(suites ...uint16) (uint16, error) {
+				c, err := tls.Dial("tcp", r.Addrs()["https"], &tls.Config{RootCAs: h.tls.CA.Pool(), MaxVersion: tls.VersionTLS12,
+					CipherSuites: suites, Time: h.clk.Now})
+				if err != nil {
+					return 0, err
+				}
+				defer c.Close()
+				return c.ConnectionState().CipherSuite, nil
+			}
+			got, err := dial(tls.TLS_RSA_WITH_AES_128_GCM_SHA256)
+			if firmware && (err != nil || got != tls.TLS_RSA_WITH_AES_128_GCM_SHA256) {
+				t.Errorf("RSA key exchange with firmware_https: %x, %v", got, err)
+			}
+			if !firmware && err == nil {
+				t.Error("RSA key exchange served without firmware_https")
+			}
+			if got, err := dial(tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_RSA_WITH_AES_128_GCM_SHA256); err != nil || got != tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 {
+				t.Errorf("a client offering ECDHE got %x, %v; want ECDHE", got, err)
+			}
+		})
 	}
 }

@@ -43,6 +43,13 @@ func (a *Agent) bootServer() error {
 		Logger: a.log.With("component", "ipxe"),
 	}
 	boot.Syslog = syslogTarget(b)
+	if a.bootTLS != nil && boot.Syslog.IsValid() {
+		// iPXE's console prints every URL it fetches, cache grants included, and its
+		// syslog goes over UDP in clear: not while the boot is over https.
+		boot.Syslog = netip.Addr{}
+		a.log.Warn("boot over https: iPXE's console is not sent to the syslog receiver, since it would carry the cache grants in clear",
+			"syslog_listen", b.SyslogListen)
+	}
 	var builds fs.FS
 	if b.TFTPRoot != "" {
 		root, err := os.OpenRoot(b.TFTPRoot)

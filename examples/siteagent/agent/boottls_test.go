@@ -184,3 +184,32 @@ func TestFirmwareSuites(t *testing.T) {
 		})
 	}
 }
+
+// TestBootOverHTTPSNoSyslog: iPXE's console, which prints every URL it fetches (cache grants
+// included), is pointed at the syslog receiver over plain HTTP boot, and not over https,
+// since syslog goes over UDP in clear.
+func TestBootOverHTTPSNoSyslog(t *testing.T) {
+	for _, https := range []bool{false, true} {
+		t.Run(strconv.FormatBool(https), func(t *testing.T) {
+			h := newHarness(t)
+			cfg := h.config(t.TempDir())
+			cfg.Boot.SyslogListen = netip.MustParseAddrPort("127.0.0.1:514")
+			client := http.DefaultClient
+			if https {
+				h.bootTLS(t, cfg, "127.0.0.1")
+				client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+					TLSClientConfig: &tls.Config{RootCAs: h.tls.CA.Pool(), Time: h.clk.Now}}}
+			}
+			r, _ := h.start(t, cfg, h.plane.Link())
+			resp, err := client.Get(r.HTTPBase() + "/boot/chain.ipxe")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if got := strings.Contains(string(body), "syslog"); got == https {
+				t.Errorf("chain script names the syslog receiver: %v, want %v\n%s", got, !https, body)
+			}
+		})
+	}
+}

@@ -98,6 +98,7 @@ func (l *lab) powerOnHTTPSBoot(m *machine, cacerts []byte) {
 func TestE2E_HTTPSFirmware(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, 2)
+	capture, stopCapture := fullCapture(l)
 	agentIP := l.seg.Hosts[1].IP
 	ca := newBootCA(t, l.dir, "boot CA", net.IP(agentIP.AsSlice()))
 	l.tftpRoot = ""
@@ -125,7 +126,11 @@ func TestE2E_HTTPSFirmware(t *testing.T) {
 	if reqs := l.httpRequests(agentIP); len(reqs) != 0 {
 		t.Errorf("plain HTTP requests to the agent on the wire: %q", reqs)
 	}
-	if n := countPackets(t, l.capture, "tcp and dst port 443 and dst host "+agentIP.String()); n == 0 {
-		t.Error("no packet to the agent's port 443")
-	}
+	time.Sleep(500 * time.Millisecond) // let tcpdump write the last packets
+	stopCapture()
+	token := param(words, "bc.token")
+	grant, _, _ := strings.Cut(strings.TrimPrefix(param(words, "bc.cache"), "https://"+agentIP.String()+"/cache/t/"), "/")
+	// The control: the chain URL proxy DHCP sent in clear (its boot nonce binds it to the
+	// machine's address).
+	l.checkNoSecrets(capture, agentIP, []byte("https://"+agentIP.String()+"/boot/chain.ipxe?n="), token, text, grant)
 }

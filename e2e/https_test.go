@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,29 +177,41 @@ func TestE2E_HTTPS(t *testing.T) {
 
 	time.Sleep(500 * time.Millisecond) // tcpdump -U writes each packet as it comes; let the last ones land
 	stopCapture()
-	seg := machineTraffic(t, capture)
-	kernel, initrd := testpeer.Ramdisk(t)
 	build, err := fs.ReadFile(ipxebin.Embedded(), ipxebin.SnponlyX8664)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The control: the iPXE build went over TFTP in clear, so its bytes are in the capture.
-	control := build[len(build)/2 : len(build)/2+64]
+	l.checkNoSecrets(capture, agentIP, build[len(build)/2:len(build)/2+64], token, text, grant)
+}
+
+// checkNoSecrets greps the boot traffic of capture (machineTraffic) for each secret handed
+// to the machine (its discovery token, its assertion, its cache grant, and 64 bytes from
+// the middle of the kernel and of the initrd) and fails on any found in clear. control is
+// bytes that did cross the segment in clear: found, it shows the capture holds the
+// payloads at all. It also wants packets to the agent's port 443.
+func (l *lab) checkNoSecrets(capture string, agentIP netip.Addr, control []byte, token, assertionText, grant string) {
+	t := l.t
+	t.Helper()
+	seg := machineTraffic(t, capture)
 	if !bytes.Contains(seg, control) {
-		t.Fatalf("the capture (%d bytes) lacks the iPXE build sent over TFTP: it does not hold the boot's payloads", len(seg))
+		t.Fatalf("the capture (%d bytes) lacks bytes that crossed the segment in clear: it does not hold the boot's payloads", len(seg))
 	}
+	kernel, initrd := testpeer.Ramdisk(t)
 	secrets := map[string][]byte{
-		"discovery token": []byte(token), "assertion": []byte(text), "grant": []byte(grant),
+		"discovery token": []byte(token), "assertion": []byte(assertionText), "grant": []byte(grant),
 		"kernel bytes": kernel[len(kernel)/2 : len(kernel)/2+64], "initrd bytes": initrd[len(initrd)/2 : len(initrd)/2+64],
 	}
 	for name, s := range secrets {
-		if bytes.Contains(seg, s) {
+		if len(s) < 16 {
+			t.Errorf("the %s (%q) is too short to look for", name, s)
+		} else if bytes.Contains(seg, s) {
 			t.Errorf("the segment's capture holds the %s in clear", name)
 		}
 	}
-	tls := countPackets(t, capture, "tcp and dst port 443 and dst host "+agentIP.String())
-	t.Logf("capture: %d bytes of boot traffic, %d packets to the agent's port 443; none of %d secrets in clear", len(seg), tls, len(secrets))
-	if tls == 0 {
+	n := countPackets(t, capture, "tcp and dst port 443 and dst host "+agentIP.String())
+	t.Logf("capture: %d bytes of boot traffic, %d packets to the agent's port 443; none of %d secrets in clear", len(seg), n, len(secrets))
+	if n == 0 {
 		t.Error("no packet to the agent's port 443: the boot did not go over https")
 	}
 }

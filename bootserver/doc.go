@@ -52,6 +52,15 @@
 // tokens, the lease behind the fence, and the cache's life: the Server neither opens nor
 // closes the cache, whose Config.Fence the host sets to the same fence.
 //
+// # HTTPS
+//
+// Listeners.HTTPS, under Config.TLS (sitetls.Credentials.OpenServerConfig re-reads the
+// certificate and sends its CA, which iPXE checks by fingerprint), serves the same handlers
+// over TLS. With an https BaseURL, New sets proxy DHCP's HTTPSPort, so iPXE is handed its
+// chain over https and every URL in the scripts is https. Config.RefusePlainHTTP answers
+// plain requests with 403, counted in [Stats].PlainRefused, except the iPXE builds under
+// /boot/files/, which UEFI HTTP boot fetches before anything trusts the site CA.
+//
 // # Security
 //
 // With proxy DHCP, a script carrying a secret (a discovery token, a cache grant, a signed

@@ -24,6 +24,8 @@ type Addrs struct {
 	DHCPv6, PXE6 netip.AddrPort
 	// TFTP and HTTP are the TFTP server's and the boot HTTP server's addresses.
 	TFTP, HTTP netip.AddrPort
+	// HTTPS is the boot HTTP server's HTTPS side (Listeners.HTTPS), bound as HTTP is.
+	HTTPS netip.AddrPort
 	// DualStack makes a wildcard TFTP or HTTP address one socket bound to [::] on the
 	// family-less network (IPV6_V6ONLY off), serving IPv4 and IPv6 at once; without it
 	// they are bound as given (udp4 for TFTP).
@@ -81,6 +83,12 @@ func (l Listeners) Listen(ctx context.Context, a Addrs) (Listeners, error) {
 			errs = append(errs, fmt.Errorf("bootserver: http %v: %w", a.HTTP, err))
 		}
 	}
+	if l.HTTPS == nil && a.HTTPS.IsValid() && len(errs) == 0 {
+		var err error
+		if l.HTTPS, err = net.Listen(ListenNetwork("tcp", a.HTTPS, a.DualStack)); err != nil {
+			errs = append(errs, fmt.Errorf("bootserver: https %v: %w", a.HTTPS, err))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		l.closeExcept(in)
 		return in, err
@@ -98,13 +106,15 @@ func (l Listeners) closeExcept(keep Listeners) {
 			c[0].Close()
 		}
 	}
-	if l.HTTP != nil && l.HTTP != keep.HTTP {
-		l.HTTP.Close()
+	for _, c := range [][2]net.Listener{{l.HTTP, keep.HTTP}, {l.HTTPS, keep.HTTPS}} {
+		if c[0] != nil && c[0] != c[1] {
+			c[0].Close()
+		}
 	}
 }
 
 // Addrs returns the local address of each socket l holds, by part (dhcp, pxe, dhcpv6,
-// pxe6, tftp, http): a host that bound port 0 reads its ports here.
+// pxe6, tftp, http, https): a host that bound port 0 reads its ports here.
 func (l Listeners) Addrs() map[string]string {
 	m := map[string]string{}
 	for _, p := range []struct {
@@ -117,6 +127,9 @@ func (l Listeners) Addrs() map[string]string {
 	}
 	if l.HTTP != nil {
 		m["http"] = l.HTTP.Addr().String()
+	}
+	if l.HTTPS != nil {
+		m["https"] = l.HTTPS.Addr().String()
 	}
 	return m
 }

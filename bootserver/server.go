@@ -2,6 +2,7 @@ package bootserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bootbind"
@@ -160,6 +162,18 @@ type Config struct {
 	// keep their own (none by default).
 	Events bootevents.Sink
 
+	// TLS is the configuration of the boot server's HTTPS side (Listeners.HTTPS), such as
+	// sitetls.Credentials.OpenServerConfig, which re-reads its files and sends the CA that
+	// iPXE checks by fingerprint. Required with Listeners.HTTPS; the same handlers answer
+	// both sides. Nil: no HTTPS.
+	TLS *tls.Config
+	// RefusePlainHTTP answers every request that did not come over TLS with 403 and a line
+	// saying the site boots over https, counted in Stats.PlainRefused, except the iPXE
+	// builds under /boot/files/ (ipxe.PathFiles): they carry no secret and are the files
+	// UEFI HTTP boot fetches before anything trusts the site's CA, as they travel over
+	// TFTP. False: plain HTTP serves everything, as HTTPS does.
+	RefusePlainHTTP bool
+
 	// ErrorLog receives the HTTP server's errors (a failed accept, a handler's panic), as
 	// net/http.Server's ErrorLog. Nil: the log package's standard logger.
 	ErrorLog *log.Logger
@@ -184,6 +198,9 @@ func (c Config) Validate() error {
 	}
 	if c.BaseURL6 != "" && !baseURL(c.BaseURL6) {
 		return errInvalid("BaseURL6 %q is not http(s)://HOST[:PORT]", c.BaseURL6)
+	}
+	if c.RefusePlainHTTP && c.TLS == nil {
+		return errInvalid("RefusePlainHTTP without TLS: nothing would be served")
 	}
 	if d := c.DHCP; d != nil {
 		if d.Fence != nil {
@@ -229,6 +246,7 @@ type Server struct {
 	boot6  *ipxe.Handler // nil without BaseURL6
 	nonces *bootbind.Nonces
 	web    *http.Server
+	plain  atomic.Uint64 // requests refused for coming over plain HTTP
 
 	mu      sync.Mutex
 	serving bool
@@ -298,7 +316,11 @@ func New(c Config) (*Server, error) {
 	if err := handle(mux, c.Handlers); err != nil {
 		return nil, err
 	}
-	s.web = ipxe.NewServer(mux)
+	var web http.Handler = mux
+	if c.RefusePlainHTTP {
+		web = s.refusePlain(mux)
+	}
+	s.web = ipxe.NewServer(web)
 	s.web.ErrorLog = c.ErrorLog
 
 	// Every check passed: the parts are the Server's from here.
@@ -330,8 +352,13 @@ func New(c Config) (*Server, error) {
 				return dec
 			})
 		}
-		if u, err := url.Parse(c.BaseURL); err == nil && d.HTTPPort == 0 && u.Port() != "" {
+		if u, err := url.Parse(c.BaseURL); err == nil && u.Scheme == "http" && d.HTTPPort == 0 && u.Port() != "" {
 			d.HTTPPort, _ = strconv.Atoi(u.Port())
+		} else if err == nil && u.Scheme == "https" && d.HTTPSPort == 0 {
+			// iPXE takes its chain from the HTTPS side.
+			if d.HTTPSPort, _ = strconv.Atoi(u.Port()); d.HTTPSPort == 0 {
+				d.HTTPSPort = 443
+			}
 		}
 	}
 	if t := c.TFTP; t != nil {
@@ -426,6 +453,7 @@ type Listeners struct {
 	PXE6   net.PacketConn // UDP [::]:4011, DHCPv6's boot server port; nil: not served
 	TFTP   net.PacketConn // UDP 69; nil: not served
 	HTTP   net.Listener   // the boot HTTP server (port 80); required
+	HTTPS  net.Listener   // its HTTPS side (port 443), under Config.TLS; nil: not served
 }
 
 // part is one server loop of Serve and the error it returns once closed.
@@ -496,6 +524,12 @@ func (s *Server) parts(l Listeners) ([]part, error) {
 		return nil, errInvalid("Listeners.HTTP is nil")
 	}
 	parts := []part{{"http", func() error { return s.web.Serve(l.HTTP) }, http.ErrServerClosed}}
+	if l.HTTPS != nil {
+		if c.TLS == nil {
+			return nil, errInvalid("Listeners.HTTPS without Config.TLS")
+		}
+		parts = append(parts, part{"https", func() error { return s.web.Serve(tls.NewListener(l.HTTPS, c.TLS)) }, http.ErrServerClosed})
+	}
 	for _, p := range []struct {
 		name  string
 		conn  net.PacketConn
@@ -600,6 +634,8 @@ type Stats struct {
 	Boot6 ipxe.Stats // the IPv6 boot handler's (BaseURL6)
 	Cache imagecache.Stats
 	Bind  BindStats
+	// PlainRefused counts requests refused for coming over plain HTTP (RefusePlainHTTP).
+	PlainRefused uint64
 }
 
 // BindStats count the boot nonces: issued in proxy DHCP answers, and the script requests
@@ -653,7 +689,7 @@ func bindStats(n *bootbind.Nonces) BindStats {
 
 // Stats returns a snapshot of every part's counters.
 func (s *Server) Stats() Stats {
-	st := Stats{Boot: s.boot.Stats(), Bind: bindStats(s.nonces)}
+	st := Stats{Boot: s.boot.Stats(), Bind: bindStats(s.nonces), PlainRefused: s.plain.Load()}
 	if s.boot6 != nil {
 		st.Boot6 = s.boot6.Stats()
 	}

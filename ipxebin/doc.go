@@ -16,7 +16,9 @@
 // snponly.efi gives up, even after a chained script's plain "exit", and undionly.kpxe boots
 // the local disk's boot sector with sanboot.
 //
-// A site supplies its own builds by setting [Builds.FS].
+// A site supplies its own builds by setting [Builds.FS]. [FS] serves the builds as a file
+// system (to a TFTP server, or under an HTTP path), each open patched for the CA of that
+// moment, so that a renewed site CA is trusted without a restart.
 //
 // # Trust of the site CA
 //

@@ -22,6 +22,7 @@
 //	arm64 UEFI PXE (93 = 11)        ipxe-arm64.efi              (TFTP)
 //	UEFI HTTP boot (93 = 16, 19)    http://SERVER/boot/files/ipxe.efi, .../ipxe-arm64.efi
 //	iPXE itself                     http://SERVER/boot/chain.ipxe
+//	                                https://SERVER/boot/chain.ipxe with Server.HTTPSPort
 //
 // Architectures are hwid's ([hwid.Arch], hwid.ArchBIOS, hwid.ArchX86_64EFI, ...): the
 // same values a boot entry, discovery and the assertion use, under one set of names.

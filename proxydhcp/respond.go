@@ -200,14 +200,14 @@ func usableServer(a netip.Addr) bool {
 func (s *Server) bootFile(req *Request) (string, bool) {
 	t := s.table()
 	if req.IPXE {
-		return s.url(req.Server, t.chainPath()), true
+		return s.chainURL(req.Server.String(), t.chainPath()), true
 	}
 	f, ok := t.ByArch[req.Arch]
 	if !ok || f == "" {
 		return "", false
 	}
 	if req.Kind == KindHTTP {
-		return s.url(req.Server, t.filesPath()+f), true
+		return s.filesURL(req.Server.String(), t.filesPath()+f), true
 	}
 	return f, true
 }
@@ -223,6 +223,26 @@ func (s *Server) urlHost(host, path string) string {
 		host += ":" + strconv.Itoa(s.HTTPPort)
 	}
 	return "http://" + host + path
+}
+
+// filesURL is the URL of an iPXE build for UEFI HTTP boot on host: over https on HTTPSPort
+// with HTTPBootTLS.
+func (s *Server) filesURL(host, path string) string {
+	if !s.HTTPBootTLS {
+		return s.urlHost(host, path)
+	}
+	return s.chainURL(host, path)
+}
+
+// chainURL is the URL of iPXE's chain script on host: over https on HTTPSPort when set.
+func (s *Server) chainURL(host, path string) string {
+	if s.HTTPSPort == 0 {
+		return s.urlHost(host, path)
+	}
+	if s.HTTPSPort != 443 {
+		host += ":" + strconv.Itoa(s.HTTPSPort)
+	}
+	return "https://" + host + path
 }
 
 // dest is where the reply to req goes (RFC 2131 section 4.1; PXE boot server: the source).

@@ -208,14 +208,14 @@ func (s *Server) bootURL6(req *Request, override string) (string, bool) {
 	}
 	t := s.table()
 	if req.IPXE {
-		return s.urlHost(host, t.chainPath()), true
+		return s.chainURL(host, t.chainPath()), true
 	}
 	f, ok := t.ByArch[req.Arch]
 	if !ok || f == "" {
 		return "", false
 	}
 	if req.Kind == KindHTTP {
-		return s.urlHost(host, t.filesPath()+f), true
+		return s.filesURL(host, t.filesPath()+f), true
 	}
 	return tftp(f), true
 }

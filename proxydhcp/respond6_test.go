@@ -301,6 +301,8 @@ func TestBootURL6(t *testing.T) {
 			return proxydhcp.AnswerFile("http://[2001:db8::5]/x.efi")
 		})}, edk2HTTPSolicit(llt), "http://[2001:db8::5]/x.efi"},
 		{"http-port", &proxydhcp.Server{HTTPPort: 8080, Handler: proxydhcp.HandlerFunc(answerAll)}, edk2HTTPSolicit(llt), "http://[2001:db8::2]:8080/boot/files/ipxe.efi"},
+		{"https-chain", &proxydhcp.Server{HTTPSPort: 8443, Handler: proxydhcp.HandlerFunc(answerAll)}, ipxeInfoRequest(t, edk2MAC), "https://[2001:db8::2]:8443/boot/chain.ipxe"},
+		{"https-http-boot", &proxydhcp.Server{HTTPSPort: 443, HTTPBootTLS: true, Handler: proxydhcp.HandlerFunc(answerAll)}, edk2HTTPSolicit(llt), "https://[2001:db8::2]/boot/files/ipxe.efi"},
 		{"server-ip6", &proxydhcp.Server{ServerIP6: netip.MustParseAddr("2001:db8:5::1"), Handler: proxydhcp.HandlerFunc(answerAll)}, ipxeInfoRequest(t, edk2MAC), "http://[2001:db8:5::1]/boot/chain.ipxe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -316,6 +318,9 @@ func TestBootURL6(t *testing.T) {
 	}
 	if err := (&proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll), ServerIP6: netip.MustParseAddr("fe80::1")}).Validate(); err == nil {
 		t.Error("Validate accepted a link-local ServerIP6")
+	}
+	if err := (&proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll), HTTPBootTLS: true}).Validate(); err == nil {
+		t.Error("Validate accepted HTTPBootTLS without HTTPSPort")
 	}
 	if err := (&proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll), ServerDUID: []byte{0, 1}}).Validate(); err == nil {
 		t.Error("Validate accepted a 2-byte DUID")

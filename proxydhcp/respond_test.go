@@ -475,6 +475,9 @@ func TestRespondOverridesAndTable(t *testing.T) {
 	srvLong := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(func(context.Context, *proxydhcp.Request) proxydhcp.Decision {
 		return proxydhcp.AnswerFile("http://192.0.2.2/" + long)
 	})}
+	srvTLS := &proxydhcp.Server{HTTPPort: 8080, HTTPSPort: 8443, Handler: proxydhcp.HandlerFunc(answerAll)}
+	srvTLS443 := &proxydhcp.Server{HTTPSPort: 443, Handler: proxydhcp.HandlerFunc(answerAll)}
+	srvBootTLS := &proxydhcp.Server{HTTPPort: 8080, HTTPSPort: 8443, HTTPBootTLS: true, Handler: proxydhcp.HandlerFunc(answerAll)}
 	for _, tc := range []struct {
 		name             string
 		srv              *proxydhcp.Server
@@ -486,6 +489,10 @@ func TestRespondOverridesAndTable(t *testing.T) {
 		{"override", srv, ovmfPXE(t, "52:54:00:00:00:02"), "shimx64.efi", ""},
 		{"chain-port", srv, ipxeEFI(t, "52:54:00:00:00:03"), "http://192.0.2.2:8080/custom/chain.ipxe", ""},
 		{"http-port", srv, ovmfHTTP(t, "52:54:00:00:00:04"), "http://192.0.2.2:8080/boot/files/ipxe.efi", "http://192.0.2.2:8080/boot/files/ipxe.efi"},
+		{"https-chain", srvTLS, ipxeEFI(t, "52:54:00:00:00:05"), "https://192.0.2.2:8443/boot/chain.ipxe", ""},
+		{"https-chain-443", srvTLS443, ipxeEFI(t, "52:54:00:00:00:05"), "https://192.0.2.2/boot/chain.ipxe", ""},
+		{"https-leaves-http-boot-on-http", srvTLS, ovmfHTTP(t, "52:54:00:00:00:06"), "http://192.0.2.2:8080/boot/files/ipxe.efi", "http://192.0.2.2:8080/boot/files/ipxe.efi"},
+		{"https-http-boot", srvBootTLS, ovmfHTTP(t, "52:54:00:00:00:07"), "https://192.0.2.2:8443/boot/files/ipxe.efi", "https://192.0.2.2:8443/boot/files/ipxe.efi"},
 		{"long-url-in-67", srvLong, ovmfHTTP(t, "52:54:00:00:00:04"), "", "http://192.0.2.2/" + long},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

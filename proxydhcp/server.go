@@ -110,6 +110,19 @@ type Server struct {
 	// and iPXE. Default 80 (not written in the URL).
 	HTTPPort int
 
+	// HTTPSPort, when set, is the port of the boot server's HTTPS side: iPXE is handed its
+	// chain URL as https://SERVER[:HTTPSPort] (443 is not written), so that everything it
+	// fetches after it starts goes over TLS. UEFI HTTP boot clients still get http:// URLs on
+	// HTTPPort for the iPXE build itself: their firmware may not trust the site's CA.
+	// Zero: http for iPXE too.
+	HTTPSPort int
+
+	// HTTPBootTLS hands UEFI HTTP boot clients their iPXE build over https on HTTPSPort too
+	// (https://SERVER[:HTTPSPort]/boot/files/NAME): for firmware that trusts the site's CA
+	// (enrolled in the firmware; OVMF takes it through QEMU's etc/edk2/https/cacerts).
+	// It needs HTTPSPort. False: http on HTTPPort.
+	HTTPBootTLS bool
+
 	// ClientPort is where replies to port-67 requests go when they are not relayed.
 	// Default ClientPort (68). Replies to port-4011 requests go to the request's source port.
 	ClientPort int
@@ -185,10 +198,13 @@ func (s *Server) Validate() error {
 			return fmt.Errorf("proxydhcp: ServerDUID: %w", err)
 		}
 	}
-	for name, v := range map[string]int{"HTTPPort": s.HTTPPort, "ClientPort": s.ClientPort, "TFTPPort": s.TFTPPort} {
+	for name, v := range map[string]int{"HTTPPort": s.HTTPPort, "HTTPSPort": s.HTTPSPort, "ClientPort": s.ClientPort, "TFTPPort": s.TFTPPort} {
 		if v < 0 || v > 65535 {
 			return fmt.Errorf("proxydhcp: %s %d out of range", name, v)
 		}
+	}
+	if s.HTTPBootTLS && s.HTTPSPort == 0 {
+		return errors.New("proxydhcp: HTTPBootTLS without HTTPSPort")
 	}
 	for _, p := range s.Segments {
 		if !p.IsValid() || p.Bits() == 0 {

@@ -91,6 +91,12 @@ type Credentials struct {
 	reloads      uint64
 	failures     uint64
 	lastReported string
+	served       struct { // servedChain's result, for pair and pool
+		pair  *tls.Certificate
+		pool  *x509.CertPool
+		chain *tls.Certificate
+		root  *x509.Certificate
+	}
 }
 
 // Load reads the files named by cfg. It fails, with a *FileError naming the file, when any

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -62,6 +63,8 @@ type Options struct {
 	// when Metrics.Listen is zero.
 	DHCPConn, PXEConn, TFTPConn   net.PacketConn
 	HTTPListener, MetricsListener net.Listener
+	// HTTPSListener is the boot server's HTTPS socket, used only with Boot.TLSCertFile.
+	HTTPSListener net.Listener
 	// DHCPv6Conn (UDP 547, from proxydhcp.ListenDHCPv6) and PXE6Conn ([::]:4011) are used
 	// only with Boot.DHCPv6. With Boot.ServerIP6, TFTPConn and HTTPListener should be
 	// dual-stack sockets (bound to [::] on "udp" and "tcp").
@@ -90,6 +93,8 @@ type Agent struct {
 	link     Link
 	clock    Clock
 	httpBase string
+	// plainPort is the plain HTTP listener's port.
+	plainPort uint16
 
 	entries *sitelink.EntryStore
 	fence   *lease.Fence
@@ -132,6 +137,9 @@ type Agent struct {
 	v6 ipv6Part // IPv6 boot (ipv6.go)
 
 	sb *secureboot.Chain // the signed chain (secureboot.go); nil when not served
+
+	bootTLS    *sitetls.Credentials // the boot certificate (boottls.go); nil without HTTPS
+	httpsLimit *connlimit.Listener  // the caps on socks.HTTPS
 }
 
 // New builds an agent from its config and binds its sockets, so that a host learns at once
@@ -152,6 +160,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		clock = siteclock.Real
 	}
 	ag := &Agent{cfg: *cfg, opt: opt, log: log, link: link, clock: clock}
+	if !cfg.Boot.tlsOn() && opt.HTTPSListener != nil {
+		opt.HTTPSListener.Close() // unused: the agent closes what it was handed
+	}
 	ag.beat = sitelink.Heartbeat{Every: cfg.Control.Heartbeat, Beat: ag.syncOnce, Clock: clock, Logger: log}
 	defer func() {
 		if err != nil {
@@ -221,6 +232,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		return nil, err
 	}
 
+	if err := a.loadBootTLS(); err != nil {
+		return nil, err
+	}
 	if err := a.listen(); err != nil {
 		return nil, err
 	}
@@ -238,16 +252,22 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			Discoverer: proxydhcp.DiscovererFunc(a.discoveredDHCP),
 			ServerIP:   c.Boot.ServerIP,
 			HTTPPort:   a.httpPort(),
-			Relays:     c.Boot.Relays,
-			Segments:   c.Boot.Segments,
-			ClientPort: opt.DHCPClientPort,
-			Clock:      clock,
-			Logger:     log.With("component", "proxydhcp"),
+			HTTPSPort:  a.httpsPort(),
+			// Firmware with the site CA enrolled fetches the iPXE build over https too.
+			HTTPBootTLS: c.Boot.FirmwareHTTPS,
+			Relays:      c.Boot.Relays,
+			Segments:    c.Boot.Segments,
+			ClientPort:  opt.DHCPClientPort,
+			Clock:       clock,
+			Logger:      log.With("component", "proxydhcp"),
 		}
 		if c.Boot.DHCPv6 {
 			// bootserver names the TFTP socket's port in the tftp:// URLs of DHCPv6 answers.
 			a.dhcp.ServerIP6 = c.Boot.ServerIP6
 			a.v6.passes = a.newPasses()
+		}
+		if c.Boot.TFTPRoot == "" {
+			a.dhcp.BootFiles = a.ownBootFiles()
 		}
 		if err := a.dhcp.Validate(); err != nil {
 			return nil, err
@@ -275,8 +295,11 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 // listen binds every socket the config names that the host did not hand in.
 func (a *Agent) listen() (err error) {
 	b, o := a.cfg.Boot, a.opt
-	addrs := bootserver.Addrs{HTTP: b.HTTPListen, Interface: b.Interface, DualStack: b.ServerIP6.IsValid()}
+	addrs := bootserver.Addrs{HTTP: b.HTTPListen, HTTPS: b.httpsListen(), Interface: b.Interface, DualStack: b.ServerIP6.IsValid()}
 	a.socks = bootserver.Listeners{HTTP: o.HTTPListener}
+	if b.tlsOn() {
+		a.socks.HTTPS = o.HTTPSListener
+	}
 	if b.ProxyDHCP {
 		addrs.DHCP, addrs.PXE, a.socks.DHCP, a.socks.PXE = b.DHCPListen, b.PXEListen, o.DHCPConn, o.PXEConn
 		if b.DHCPv6 {
@@ -300,9 +323,28 @@ func (a *Agent) listen() (err error) {
 	if tcp, ok := a.socks.HTTP.Addr().(*net.TCPAddr); ok {
 		port = uint16(tcp.Port)
 	}
+	a.plainPort = port
 	a.httpBase = bootserver.BaseURL(b.HTTPBase, b.ServerIP, port)
 	if b.ServerIP6.IsValid() {
 		a.v6.httpBase = strings.TrimSuffix(bootserver.BaseURL(b.HTTPBase6, b.ServerIP6, port), "/")
+	}
+	if b.tlsOn() {
+		// Every URL handed to iPXE is on the HTTPS side.
+		tport := b.httpsListen().Port()
+		if tcp, ok := a.socks.HTTPS.Addr().(*net.TCPAddr); ok {
+			tport = uint16(tcp.Port)
+		}
+		a.httpBase = bootserver.BaseURL(b.HTTPBase, netip.Addr{}, tport)
+		if a.httpBase == "" {
+			a.httpBase = tlsBase(b.ServerIP, tport)
+		}
+		if b.ServerIP6.IsValid() {
+			a.v6.httpBase = bootserver.BaseURL(b.HTTPBase6, netip.Addr{}, tport)
+			if a.v6.httpBase == "" {
+				a.v6.httpBase = tlsBase(b.ServerIP6, tport)
+			}
+			a.v6.httpBase = strings.TrimSuffix(a.v6.httpBase, "/")
+		}
 	}
 	return nil
 }
@@ -341,11 +383,27 @@ func (a *Agent) closeSockets() {
 	}
 }
 
-// httpPort is the port machines reach the boot HTTP server on.
+// httpPort is the port machines reach the boot HTTP server on over plain HTTP.
 func (a *Agent) httpPort() int {
+	if a.bootTLS != nil {
+		return int(a.plainPort)
+	}
 	u, err := url.Parse(a.httpBase)
 	if err != nil || u.Port() == "" {
 		return 80
+	}
+	p, _ := strconv.Atoi(u.Port())
+	return p
+}
+
+// httpsPort is the port machines reach the boot server's HTTPS side on; 0 without it.
+func (a *Agent) httpsPort() int {
+	if a.bootTLS == nil {
+		return 0
+	}
+	u, err := url.Parse(a.httpBase)
+	if err != nil || u.Port() == "" {
+		return 443
 	}
 	p, _ := strconv.Atoi(u.Port())
 	return p

@@ -43,6 +43,13 @@ func (a *Agent) bootServer() error {
 		Logger: a.log.With("component", "ipxe"),
 	}
 	boot.Syslog = syslogTarget(b)
+	if a.bootTLS != nil && boot.Syslog.IsValid() {
+		// iPXE's console prints every URL it fetches, cache grants included, and its
+		// syslog goes over UDP in clear: not while the boot is over https.
+		boot.Syslog = netip.Addr{}
+		a.log.Warn("boot over https: iPXE's console is not sent to the syslog receiver, since it would carry the cache grants in clear",
+			"syslog_listen", b.SyslogListen)
+	}
 	var builds fs.FS
 	if b.TFTPRoot != "" {
 		root, err := os.OpenRoot(b.TFTPRoot)
@@ -51,11 +58,16 @@ func (a *Agent) bootServer() error {
 		}
 		a.root = root
 		builds, boot.Files = root.FS(), root.FS()
+	} else {
+		builds, boot.Files = a.ownBuilds(), a.ownBuilds()
 	}
 	c := bootserver.Config{
 		Fence: a.fence, BaseURL: a.httpBase, BaseURL6: a.v6.httpBase, Boot: boot,
 		Issuer: a.issuer, Cache: a.cache, CacheURL: b.CacheURL, Events: a.sink,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	if a.bootTLS != nil {
+		c.TLS, c.RefusePlainHTTP = a.bootTLSConfig(), b.RefusePlainHTTP
 	}
 	if a.dhcp != nil {
 		c.DHCP, c.Nonces, c.Passes = a.dhcp, a.nonces, a.v6.passes

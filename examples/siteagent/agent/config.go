@@ -40,7 +40,10 @@ type BootConfig struct {
 	ServerIP   netip.Addr     // required with ProxyDHCP or TFTP: the IPv4 address machines reach this agent at
 	TFTP       bool           // serve the iPXE builds over TFTP
 	TFTPListen netip.AddrPort // DefaultConfig: 0.0.0.0:69
-	TFTPRoot   string         // directory of iPXE builds (undionly.kpxe, ipxe.efi, ...); required with TFTP
+	// TFTPRoot is the site's directory of iPXE builds (undionly.kpxe, ipxe.efi, ...), served
+	// over TFTP and under /boot/files/. "" means siteboot's own builds (package ipxebin),
+	// named snponly-x86_64.efi and undionly.kpxe in proxy DHCP's answers.
+	TFTPRoot string
 	// TFTPLimits bound the TFTP server's transfers (tftpd.Limits, checked by its
 	// Validate): at once in all and per machine, the window granted, the first datagram's
 	// retries and wait, eviction and the queue of requests waiting for a slot. Zero fields:
@@ -51,6 +54,26 @@ type BootConfig struct {
 	// "" means http://ServerIP[:port], the port the HTTP listener got (HTTPListen's, or
 	// that of the listener the host handed in). A port of 0 is replaced by that port.
 	HTTPBase string
+
+	// Boot over HTTPS (examples/siteagent/README.md, "HTTPS boot"). TLSCertFile, when set, is the boot
+	// certificate: PEM, leaf first, for ServerIP (and ServerIP6) as IP names, issued by the
+	// site CA in TLSCAFile; TLSKeyFile is its key. The three are re-read when they change
+	// (sitetls), and the boot server then listens on HTTPSListen too: iPXE is handed its
+	// chain over https, and every URL in scripts (HTTPBase, HTTPBase6, CacheURL by default)
+	// is https. The agent's own iPXE builds (TFTPRoot unset) are patched to trust the CA
+	// the certificate chains to. "": plain HTTP only.
+	TLSCertFile, TLSKeyFile, TLSCAFile string
+	// HTTPSListen is the HTTPS address; zero means DefaultHTTPSListen (0.0.0.0:443).
+	HTTPSListen netip.AddrPort
+	// RefusePlainHTTP refuses every plain HTTP request (403, counted) except the iPXE builds
+	// under /boot/files/, which UEFI HTTP boot fetches before anything trusts the site CA.
+	// False: plain HTTP serves everything, for machines whose firmware cannot do TLS.
+	RefusePlainHTTP bool
+	// FirmwareHTTPS sends UEFI HTTP boot clients to the HTTPS side for the iPXE build too
+	// (proxydhcp.Server.HTTPBootTLS): for firmware with the site CA enrolled (OVMF takes it
+	// through QEMU's etc/edk2/https/cacerts). Needs TLSCertFile and ProxyDHCP. False: UEFI
+	// HTTP boot fetches the build over plain HTTP.
+	FirmwareHTTPS bool
 	// SyslogListen, if set, is the UDP address where the agent receives machines' own
 	// console (iPXE's syslog output) into their boot timeline (package syslogd; 514 is
 	// syslog's port). Zero, the default: off.
@@ -263,8 +286,8 @@ func (c *Config) Validate() error {
 	if b.NoTimeline && b.SyslogListen.IsValid() {
 		return bad("Boot.SyslogListen", "needs the boot timeline, which Boot.NoTimeline turns off")
 	}
-	if b.TFTP && b.TFTPRoot == "" {
-		return bad("Boot.TFTPRoot", "required with TFTP")
+	if err := c.validateBootTLS(); err != nil {
+		return err
 	}
 	if le := (*tftpd.LimitError)(nil); errors.As(b.TFTPLimits.Validate(), &le) {
 		return bad("Boot.TFTPLimits."+le.Field, "want %s, got %s", le.Want, le.Got)

@@ -9,8 +9,8 @@
 // are one bootserver.Server, served on the sockets the agent bound. Each rule it enforces
 // is the rule of one of those packages and is documented there;
 // examples/siteagent/README.md describes what the agent does as a whole, for an operator:
-// the walk of one MAC from its DHCP request to the assertion, the boot secrets, Secure
-// Boot, start-up and -check, the control plane and the link's security, BMC access, IPv6,
+// the walk of one MAC from its DHCP request to the assertion, the boot secrets, HTTPS
+// boot, Secure Boot, start-up and -check, the control plane and the link's security, BMC access, IPv6,
 // and the metrics.
 //
 // [New] binds the sockets its Config names (or takes those in Options) and builds the

@@ -38,6 +38,15 @@ func (a *Agent) limitListeners() error {
 	if err != nil {
 		return fmt.Errorf("agent: descriptor limit %d: %w", soft, err)
 	}
+	if a.socks.HTTPS != nil {
+		// The HTTPS side gets three quarters of the budget: with it, plain HTTP carries only
+		// the iPXE builds for UEFI HTTP boot (and refusals, when the site refuses it).
+		https := max(total-total/4, 1)
+		total = max(total/4, 1)
+		if a.httpsLimit, err = connlimit.New(a.socks.HTTPS, connlimit.Limits{Total: https, PerSource: min(connlimit.DefaultPerSource, https)}); err != nil {
+			return err
+		}
+	}
 	// Images go out by sendfile(2) without the scheduler's bookkeeping (internal/sendfile).
 	if a.httpLimit, err = connlimit.New(sendfile.Listener(a.socks.HTTP), connlimit.Limits{Total: total, PerSource: min(connlimit.DefaultPerSource, total)}); err != nil {
 		return err
@@ -50,6 +59,10 @@ func (a *Agent) limitListeners() error {
 	}
 	a.httpLimit.SetPreferred(a.prefer)
 	a.socks.HTTP = a.httpLimit
+	if a.httpsLimit != nil {
+		a.httpsLimit.SetPreferred(a.prefer)
+		a.socks.HTTPS = a.httpsLimit
+	}
 	if a.metricsLn != nil {
 		// Per source capped by connlimit; in all, the oldest connection gives way to a new one
 		// (16 slow connections never take /metrics down).

@@ -48,12 +48,19 @@ func metricShape(t *testing.T, a *running) string {
 // and the counter names of the status report are read by the control plane, e2e and
 // bootlab; they change only on purpose (go test -run TestMetricNamesStable -update).
 func TestMetricNamesStable(t *testing.T) {
-	for name, config := range map[string]func(h *harness, dir string) *agent.Config{
-		"ipv4": (*harness).config, "ipv6": (*harness).ipv6Config,
+	for name, config := range map[string]func(t *testing.T, h *harness, dir string) *agent.Config{
+		"ipv4": func(_ *testing.T, h *harness, dir string) *agent.Config { return h.config(dir) },
+		"ipv6": func(_ *testing.T, h *harness, dir string) *agent.Config { return h.ipv6Config(dir) },
+		// Boot over https: the plain refusals' family besides every other.
+		"https": func(t *testing.T, h *harness, dir string) *agent.Config {
+			c := h.config(dir)
+			h.bootTLS(t, c, "127.0.0.1")
+			return c
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
-			a, _ := h.start(t, config(h, t.TempDir()), h.plane.Link())
+			a, _ := h.start(t, config(t, h, t.TempDir()), h.plane.Link())
 			got := metricShape(t, a)
 			golden := filepath.Join("testdata", "metrics-"+name+".golden")
 			if *update {

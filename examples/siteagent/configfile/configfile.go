@@ -101,6 +101,12 @@ type file struct {
 		HTTPBase         string            `toml:"http_base"`
 		SyslogListen     string            `toml:"syslog_listen"`
 		Timeline         *bool             `toml:"timeline"`
+		TLSCert          string            `toml:"tls_cert"`
+		TLSKey           string            `toml:"tls_key"`
+		TLSCA            string            `toml:"tls_ca"`
+		HTTPSListen      string            `toml:"https_listen"`
+		PlainHTTP        *bool             `toml:"plain_http"`
+		FirmwareHTTPS    bool              `toml:"firmware_https"`
 		Kernel           image             `toml:"kernel"`
 		Initrd           image             `toml:"initrd"`
 		Cmdline          string            `toml:"cmdline"`
@@ -169,6 +175,8 @@ var keys = map[string]string{
 	"BMC.MaxConcurrent": "bmc.max_concurrent", "BMC.Timeout": "bmc.timeout", "BMC.CacheURL": "bmc.cache_url",
 	"Boot.ServerIP6": "boot.server_ip6", "Boot.DHCPv6": "boot.dhcpv6", "Boot.DHCPv6Listen": "boot.dhcpv6_listen",
 	"Boot.PXEListen6": "boot.pxe_listen6", "Boot.HTTPBase6": "boot.http_base6",
+	"Boot.TLSCertFile": "boot.tls_cert", "Boot.TLSKeyFile": "boot.tls_key", "Boot.TLSCAFile": "boot.tls_ca",
+	"Boot.HTTPSListen": "boot.https_listen", "Boot.RefusePlainHTTP": "boot.plain_http", "Boot.FirmwareHTTPS": "boot.firmware_https",
 	"Boot.SecureBoot": "boot.secure_boot", "Boot.Shim": "boot.shim", "Boot.GRUB": "boot.grub",
 }
 
@@ -299,6 +307,12 @@ func (f *file) toConfig() (*File, error) {
 	}
 	b.DHCPv6, b.HTTPBase6 = fb.DHCPv6, fb.HTTPBase6
 	b.NoTimeline = fb.Timeline != nil && !*fb.Timeline
+	b.TLSCertFile, b.TLSKeyFile, b.TLSCAFile = fb.TLSCert, fb.TLSKey, fb.TLSCA
+	b.RefusePlainHTTP = fb.PlainHTTP != nil && !*fb.PlainHTTP
+	b.FirmwareHTTPS = fb.FirmwareHTTPS
+	if err := addrPort("boot.https_listen", fb.HTTPSListen, &b.HTTPSListen); err != nil {
+		return nil, err
+	}
 	b.SecureBoot, b.Shim, b.GRUB = fb.SecureBoot, fb.Shim, fb.GRUB
 	if fb.ServerIP6 != "" {
 		ip, err := netip.ParseAddr(fb.ServerIP6)

@@ -98,7 +98,7 @@ func TestConfigErrors(t *testing.T) {
 		{`tftp        = true`, `tftp        = true` + "\ntftp_listen = \"69\"", "boot.tftp_listen"},
 		{`server_ip   = "192.0.2.2"`, `server_ip   = "2001:db8::2"`, "boot.server_ip"},
 		{`server_ip   = "192.0.2.2"`, `server_ip   = "not-an-ip"`, "boot.server_ip"},
-		{`tftp_root   = "/var/lib/siteagent/ipxe"`, ``, "boot.tftp_root"},
+		{`# tls_cert     = "/etc/siteagent/boot.pem"`, `tls_cert = "/etc/siteagent/boot.pem"`, "boot.tls_key"},
 		{`# tftp_max_transfers  = 64`, `tftp_max_transfers = -1`, "boot.tftp_max_transfers"},
 		{`# tftp_max_window     = 64`, `tftp_max_window = 70000`, "boot.tftp_max_window"},
 		{`# tftp_first_retries  = 0`, `tftp_first_retries = 17`, "boot.tftp_first_retries"},

@@ -9,7 +9,7 @@
 //   - [UndionlyKPXE]: BIOS PXE (undionly.kpxe)
 //   - [SnponlyX8664]: x86-64 UEFI, the firmware's own network stack (snponly.efi)
 //   - [IPXEX8664]: x86-64 UEFI with iPXE's native drivers (ipxe.efi)
-//   - arm64 UEFI snponly.efi: built by build.sh, not yet embedded
+//   - [SnponlyARM64]: arm64 UEFI, the firmware's own network stack (snponly.efi)
 //
 // A site supplies its own builds by setting [Builds.FS].
 //

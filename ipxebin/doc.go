@@ -3,8 +3,10 @@
 //
 // The builds come from firmware/ipxe in the siteboot repository: iPXE v2.0.0 from a pinned
 // source archive, reproducibly built, with HTTPS, IPv6, VLAN and NTP compiled in, EAPOL compiled
-// out, and an embedded script that runs autoboot on the NIC the firmware booted from and then
-// exits with status 1 so that the firmware tries its next boot entry:
+// out, iPXE's syslog console compiled in on every platform (a script's "set syslog ADDRESS"
+// sends what iPXE prints to that syslog receiver as well as to the screen and, on BIOS, the
+// first serial port), and an embedded script that runs autoboot on the NIC the firmware booted
+// from and then exits with status 1 so that the firmware tries its next boot entry:
 //
 //   - [UndionlyKPXE]: BIOS PXE (undionly.kpxe)
 //   - [SnponlyX8664]: x86-64 UEFI, the firmware's own network stack (snponly.efi)
@@ -29,6 +31,14 @@
 // ALLOW_TRUST_OVERRIDE), so an attacker on the segment cannot feed it a root of its own. Getting
 // the binary itself to the machine without tampering is the firmware's side: UEFI HTTPS boot
 // with the site CA enrolled, or a segment the site controls for TFTP and plain HTTP.
+//
+// # Syslog console
+//
+// The syslog console sends iPXE's output as plain UDP datagrams to port 514: anyone
+// on the segment reads it. iPXE prints the URIs it fetches without their user, password,
+// query and fragment, so a secret carried in a query string stays out of the log, and one in
+// a path does not. The EFI builds also have iPXE's encrypted syslog console ("set syslogs
+// NAME", syslog over TLS under the same trust as HTTPS); the BIOS build has the plain one only.
 //
 // # Limits
 //

@@ -3,13 +3,15 @@
 //
 // The builds come from firmware/ipxe in the siteboot repository: iPXE v2.0.0 from a pinned
 // source archive, reproducibly built, with HTTPS, IPv6, VLAN and NTP compiled in, EAPOL compiled
-// out, and an embedded script that runs autoboot on the NIC the firmware booted from and then
-// exits with status 1 so that the firmware tries its next boot entry:
+// out, iPXE's syslog console compiled in on every platform (a script's "set syslog ADDRESS"
+// sends what iPXE prints to that syslog receiver as well as to the screen and, on BIOS, the
+// first serial port), and an embedded script that runs autoboot on the NIC the firmware booted
+// from and then exits with status 1 so that the firmware tries its next boot entry:
 //
 //   - [UndionlyKPXE]: BIOS PXE (undionly.kpxe)
 //   - [SnponlyX8664]: x86-64 UEFI, the firmware's own network stack (snponly.efi)
 //   - [IPXEX8664]: x86-64 UEFI with iPXE's native drivers (ipxe.efi)
-//   - arm64 UEFI snponly.efi: built by build.sh, not yet embedded
+//   - [SnponlyARM64]: arm64 UEFI, the firmware's own network stack (snponly.efi)
 //
 // With real firmware (the e2e tests TestE2E_OVMFExitFallsThrough, TestE2E_LocalBootUEFI and
 // TestE2E_LocalBootBIOSOwnIPXE), OVMF boots its next Boot#### option whenever the x86-64
@@ -36,6 +38,14 @@
 // ALLOW_TRUST_OVERRIDE), so an attacker on the segment cannot feed it a root of its own. Getting
 // the binary itself to the machine without tampering is the firmware's side: UEFI HTTPS boot
 // with the site CA enrolled, or a segment the site controls for TFTP and plain HTTP.
+//
+// # Syslog console
+//
+// The syslog console sends iPXE's output as plain UDP datagrams to port 514: anyone
+// on the segment reads it. iPXE prints the URIs it fetches without their user, password,
+// query and fragment, so a secret carried in a query string stays out of the log, and one in
+// a path does not. The EFI builds also have iPXE's encrypted syslog console ("set syslogs
+// NAME", syslog over TLS under the same trust as HTTPS); the BIOS build has the plain one only.
 //
 // # Limits
 //

@@ -14,10 +14,10 @@ const (
 	UndionlyKPXE = "undionly.kpxe"      // BIOS PXE
 	SnponlyX8664 = "snponly-x86_64.efi" // x86-64 UEFI, firmware network stack
 	IPXEX8664    = "ipxe-x86_64.efi"    // x86-64 UEFI, iPXE's native drivers
-	// SnponlyARM64 (arm64 UEFI) is built by build.sh but not yet committed.
+	SnponlyARM64 = "snponly-arm64.efi"  // arm64 UEFI, firmware network stack
 )
 
-//go:embed bin/undionly.kpxe bin/snponly-x86_64.efi bin/ipxe-x86_64.efi
+//go:embed bin/undionly.kpxe bin/snponly-x86_64.efi bin/ipxe-x86_64.efi bin/snponly-arm64.efi
 var embedded embed.FS
 
 // Embedded returns siteboot's own builds, named as the constants above.

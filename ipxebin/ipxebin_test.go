@@ -49,7 +49,7 @@ func newCA(t *testing.T, name string) *x509.Certificate {
 func TestEmbeddedEFITrustPatch(t *testing.T) {
 	ca := newCA(t, "site CA")
 	fp := sha256.Sum256(ca.Raw)
-	for _, name := range []string{ipxebin.SnponlyX8664, ipxebin.IPXEX8664} {
+	for _, name := range []string{ipxebin.SnponlyX8664, ipxebin.IPXEX8664, ipxebin.SnponlyARM64} {
 		t.Run(name, func(t *testing.T) {
 			bin, err := fs.ReadFile(ipxebin.Embedded(), name)
 			if err != nil {

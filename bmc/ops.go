@@ -204,6 +204,14 @@ func (o SetPower) Validate() error {
 	return nil
 }
 func (o SetPower) do(ctx context.Context, d Driver) (any, error) {
+	if _, gates := d.(PowerOnGater); !gates && o.Action.powersOn() {
+		// The driver does not wait at the power-on gate itself: wait here, as close to
+		// the send as this side can, and take the gate away so it is not waited at twice.
+		if err := AwaitPowerOn(ctx); err != nil {
+			return nil, &OpError{Driver: d.Name(), Op: o.Name(), Kind: ErrTimeout, Message: "the power-on ramp's turn did not come before the deadline; nothing sent", Err: err}
+		}
+		ctx = WithPowerOnGate(ctx, nil)
+	}
 	return nil, d.(PowerController).SetPower(ctx, o.Action)
 }
 

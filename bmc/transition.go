@@ -231,7 +231,8 @@ type TransitionRunner struct {
 }
 
 // rateLimiter spaces events interval apart, burst at a time (a generic cell rate
-// algorithm over the monotonic clock).
+// algorithm over the monotonic clock): with a burst of 1, no two events are closer than
+// interval, so any one-second window holds at most ceil(1s/interval) of them.
 type rateLimiter struct {
 	mu       sync.Mutex
 	interval time.Duration
@@ -240,21 +241,24 @@ type rateLimiter struct {
 	started  bool
 }
 
-// ramp bounds power-ons twice: admit spaces the machines' turns, send spaces the sends
-// themselves (a turn may wait for a network slot and come close to the next), waited for
-// while the slot is held, which is short since the turns were spaced already. No two
-// sends are closer than half the ramp's interval (burst aside).
-type ramp struct{ admit, send *rateLimiter }
+// ramp bounds power-ons twice, at the same rate: admit spaces the machines' turns (taken
+// before a machine waits for a slot of its network, so that machines do not crowd the
+// network ahead of their turn), gate spaces the power-ons themselves, waited at by the
+// driver immediately before each power-on request it sends (WithPowerOnGate). The gate
+// is what the site's bound holds on: every power-on request sent passes it, a request
+// sent again after a busy answer too, and none gets its place back. Since the turns
+// are spaced already, the wait at the gate is short: it absorbs the time a turn takes
+// to reach its send (a read of the system, a cycle's off), which differs from one BMC to
+// the next.
+type ramp struct{ admit, gate *rateLimiter }
 
 func newRamp(rate float64, burst int) *ramp {
 	if rate <= 0 {
 		return nil
 	}
 	interval := time.Duration(float64(time.Second) / rate)
-	// The sends may come at twice the rate, so that a send that waited catches up with
-	// the turns instead of pushing every later one back; the turns keep the rate.
 	return &ramp{admit: &rateLimiter{interval: interval, burst: max(burst, 1)},
-		send: &rateLimiter{interval: interval / 2, burst: max(burst, 1)}}
+		gate: &rateLimiter{interval: interval, burst: max(burst, 1)}}
 }
 
 // reserve takes the next event's place and returns how long to wait for it.
@@ -268,24 +272,6 @@ func (l *rateLimiter) reserve(now time.Duration) time.Duration {
 	at := max(start-time.Duration(l.burst-1)*l.interval, now)
 	l.tat = start + l.interval
 	return at - now
-}
-
-// refund gives back the place of an event that did not happen (a send answered busy),
-// so that the next one may come that much sooner, as long as no event took a place
-// after it (tat is still what reserving it left).
-func (l *rateLimiter) refund(tat, now time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.tat == tat {
-		l.tat = max(l.tat-l.interval, now)
-	}
-}
-
-// next returns the place the next event would take (for refund).
-func (l *rateLimiter) next() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.tat
 }
 
 func (r *TransitionRunner) clk() clock.Clock { return clock.Or(r.Clock) }
@@ -542,9 +528,10 @@ func (run *TransitionRun) act(ctx context.Context, m Machine, step string, a Pow
 			return actAborted, last
 		}
 		// A machine takes one turn; a send again after a busy answer (which powered
-		// nothing on) is only spaced among the sends.
-		if run.t.Action.powersOn() && step == "act" && attempt == 1 {
-			if _, err := run.token(ctx, m, false); err != nil {
+		// nothing on) passes only the gate, as every power-on request does.
+		powerOn := run.t.Action.powersOn() && step == "act"
+		if powerOn && attempt == 1 {
+			if err := run.turn(ctx, m); err != nil {
 				return run.why(ctx, err), last
 			}
 		}
@@ -552,15 +539,12 @@ func (run *TransitionRun) act(ctx context.Context, m Machine, step string, a Pow
 		if err != nil {
 			return run.why(ctx, err), last
 		}
-		var tats [2]time.Duration
-		if run.t.Action.powersOn() && step == "act" {
-			if tats, err = run.token(ctx, m, true); err != nil {
-				release()
-				return run.why(ctx, err), last
-			}
+		opCtx := ctx
+		if powerOn {
+			opCtx = WithPowerOnGate(ctx, func(ctx context.Context) error { return run.gate(ctx, m) })
 		}
 		id := run.t.ID + "/" + m.Name + "/" + step + "/" + strconv.Itoa(attempt)
-		x := r.Executor.RunOp(ctx, id, m.Target, SetPower{Action: a})
+		x := r.Executor.RunOp(opCtx, id, m.Target, SetPower{Action: a})
 		release()
 		o := x.Outcome
 		if x.Replayed {
@@ -583,9 +567,6 @@ func (run *TransitionRun) act(ctx context.Context, m Machine, step string, a Pow
 			return actDeadline, o
 		case busy(o):
 			last = o
-			if run.t.Action.powersOn() && step == "act" {
-				run.refund(m, tats)
-			}
 			continue
 		case o.Status == StatusNotSent || o.Status == StatusFailed && notApplied(KindByName(o.Kind)):
 			return actGaveUp, o
@@ -608,37 +589,32 @@ func (run *TransitionRun) why(ctx context.Context, err error) actEnd {
 	return actStopped
 }
 
-// token waits for m's group's turn and then the site's to power on; send, for the
-// spacing of the sends.
-func (run *TransitionRun) token(ctx context.Context, m Machine, send bool) ([2]time.Duration, error) {
-	r := run.r
-	site, group := r.limiters(m)
-	var tats [2]time.Duration
-	for i, l := range []*ramp{group, site} {
-		if l == nil {
-			continue
-		}
-		lim := l.admit
-		if send {
-			lim = l.send
-		}
-		d := lim.reserve(r.clk().Monotonic())
-		tats[i] = lim.next()
-		if err := r.sleep(ctx, run.abort, d); err != nil {
-			return tats, err
+// turn waits for m's group's turn and then the site's to power on.
+func (run *TransitionRun) turn(ctx context.Context, m Machine) error {
+	site, group := run.r.limiters(m)
+	for _, l := range []*ramp{group, site} {
+		if l != nil {
+			if err := run.r.sleep(ctx, run.abort, l.admit.reserve(run.r.clk().Monotonic())); err != nil {
+				return err
+			}
 		}
 	}
-	return tats, nil
+	return nil
 }
 
-// refund gives back m's send places of a send answered busy.
-func (run *TransitionRun) refund(m Machine, tats [2]time.Duration) {
+// gate waits at m's group's power-on gate and then the site's: the driver calls it
+// immediately before a power-on request. Not aborted: a machine that had its turn
+// sends its power-on (the wait is short, the turns being spaced already).
+func (run *TransitionRun) gate(ctx context.Context, m Machine) error {
 	site, group := run.r.limiters(m)
-	for i, l := range []*ramp{group, site} {
+	for _, l := range []*ramp{group, site} {
 		if l != nil {
-			l.send.refund(tats[i], run.r.clk().Monotonic())
+			if err := run.r.sleep(ctx, nil, l.gate.reserve(run.r.clk().Monotonic())); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
 }
 
 // slot waits for a slot of m's network, until ctx ends or abort closes.

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 //go:embed testdata/public-rackmount1 testdata/hpe-dl325-ilo5 testdata/openbmc
@@ -660,9 +661,11 @@ func clean(p string) string {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	arrived := time.Now()
 	s.delay(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.faults.arrived = arrived
 	req := Request{Method: r.Method, Path: r.URL.Path, Body: string(body), IfMatch: r.Header.Get("If-Match")}
 	user, auth := s.authenticate(r)
 	req.Auth = auth

@@ -223,6 +223,9 @@ type TransitionRunner struct {
 	Logger *slog.Logger
 	// OnResult, when set, is called as each machine ends. It must not block.
 	OnResult func(transition string, r MachineResult)
+	// OnPowerOn, when set, is called as the ramp lets a power-on request go, immediately
+	// before the driver sends it (a host's counter of power-ons sent). It must not block.
+	OnPowerOn func(transition, machine string)
 
 	mu     sync.Mutex
 	site   *ramp
@@ -241,24 +244,58 @@ type rateLimiter struct {
 	started  bool
 }
 
-// ramp bounds power-ons twice, at the same rate: admit spaces the machines' turns (taken
+// ramp bounds power-ons twice: admit spaces the machines' turns at the rate (taken
 // before a machine waits for a slot of its network, so that machines do not crowd the
-// network ahead of their turn), gate spaces the power-ons themselves, waited at by the
+// network ahead of their turn), gate bounds the power-ons themselves, waited at by the
 // driver immediately before each power-on request it sends (WithPowerOnGate). The gate
-// is what the site's bound holds on: every power-on request sent passes it, a request
-// sent again after a busy answer too, and none gets its place back. Since the turns
-// are spaced already, the wait at the gate is short: it absorbs the time a turn takes
-// to reach its send (a read of the system, a cycle's off), which differs from one BMC to
-// the next.
-type ramp struct{ admit, gate *rateLimiter }
+// is what the site's bound holds on: every power-on request sent passes it (one sent
+// again after a busy answer too) and none gets its place back. It lets no more than the
+// rate's worth through in any window (windowLimiter), spaced at least half the rate's
+// interval apart (burst aside), so that power-ons whose turns reached their sends late
+// (a slow read, a cycle's off, a busy answer) catch up within the window instead of
+// pushing every later one back.
+type ramp struct {
+	admit *rateLimiter
+	gate  *windowLimiter
+}
 
 func newRamp(rate float64, burst int) *ramp {
 	if rate <= 0 {
 		return nil
 	}
 	interval := time.Duration(float64(time.Second) / rate)
+	k := max(int(rate), 1)
 	return &ramp{admit: &rateLimiter{interval: interval, burst: max(burst, 1)},
-		gate: &rateLimiter{interval: interval, burst: max(burst, 1)}}
+		gate: &windowLimiter{spacing: &rateLimiter{interval: interval / 2, burst: max(burst, 1)},
+			k: k, window: time.Duration(float64(k) / rate * float64(time.Second))}}
+}
+
+// windowLimiter lets at most k events through in any window of the given length (a
+// rate of r per second: k = floor(r), at least 1, per k/r seconds), each also spaced by
+// spacing.
+type windowLimiter struct {
+	mu      sync.Mutex
+	spacing *rateLimiter
+	k       int
+	window  time.Duration
+	last    []time.Duration // the times of the last k events, ascending
+}
+
+// reserve takes the next event's place and returns how long to wait for it.
+func (l *windowLimiter) reserve(now time.Duration) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at := now + l.spacing.reserve(now)
+	if len(l.last) > 0 {
+		at = max(at, l.last[len(l.last)-1])
+	}
+	if len(l.last) == l.k {
+		at = max(at, l.last[0]+l.window)
+		l.last = l.last[1:]
+	}
+	l.last = append(l.last, at)
+	l.spacing.push(at)
+	return at - now
 }
 
 // reserve takes the next event's place and returns how long to wait for it.
@@ -272,6 +309,14 @@ func (l *rateLimiter) reserve(now time.Duration) time.Duration {
 	at := max(start-time.Duration(l.burst-1)*l.interval, now)
 	l.tat = start + l.interval
 	return at - now
+}
+
+// push moves the next event's place to at least after at (an event the caller held back
+// past its place).
+func (l *rateLimiter) push(at time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tat = max(l.tat, at+l.interval)
 }
 
 func (r *TransitionRunner) clk() clock.Clock { return clock.Or(r.Clock) }
@@ -613,6 +658,9 @@ func (run *TransitionRun) gate(ctx context.Context, m Machine) error {
 				return err
 			}
 		}
+	}
+	if run.r.OnPowerOn != nil {
+		run.r.OnPowerOn(run.t.ID, m.Name)
 	}
 	return nil
 }

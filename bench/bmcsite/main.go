@@ -47,11 +47,13 @@ type Report struct {
 	RevertsOK    int // of them, reported done (not noticed)
 	PeakSessions int // most sessions open at one BMC
 	PeakPerSec   int // most power-ons carried out in any one-second window, site-wide
-	PeakSentSec  int // most power-on requests sent (arrived, before their latency) in any one-second window
+	PeakSentSec  int // most power-on requests sent (let go by the ramp, client side) in any one-second window
+	PeakArrived  int // most power-ons arrived at their BMCs (before their latency) in any one-second window
 	Transients   int
 	FirstOn      time.Duration // first and last power-on, from the start
 	LastOn       time.Duration
 	start        time.Time
+	sent         *sendTimes
 }
 
 type site struct {
@@ -101,7 +103,24 @@ func (s *site) measure(r *Report) {
 		r.FirstOn, r.LastOn = all[0].Sub(r.start), all[len(all)-1].Sub(r.start)
 	}
 	r.PeakPerSec = peakPerSecond(all)
-	r.PeakSentSec = peakPerSecond(sent)
+	r.PeakArrived = peakPerSecond(sent)
+	if r.sent == nil { // the plain loop: no ramp lets its sends go
+		r.PeakSentSec = r.PeakArrived
+	} else {
+		r.PeakSentSec = peakPerSecond(r.sent.times)
+	}
+}
+
+// sendTimes collects when the ramp let each power-on go.
+type sendTimes struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (s *sendTimes) add(string, string) {
+	s.mu.Lock()
+	s.times = append(s.times, time.Now())
+	s.mu.Unlock()
 }
 
 // peakPerSecond returns the most of ts in any half-open one-second window.
@@ -132,7 +151,8 @@ func Transition(ctx context.Context, c Config) Report {
 		Credentials: bmc.CredentialsFunc(func(context.Context, string) (bmc.Credential, error) {
 			return bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword}, nil
 		})}
-	r := &bmc.TransitionRunner{Executor: exec, Limits: bmc.TransitionLimits{PowerOnRate: c.Rate, NetworkInFlight: c.InFlight,
+	sent := &sendTimes{}
+	r := &bmc.TransitionRunner{Executor: exec, OnPowerOn: sent.add, Limits: bmc.TransitionLimits{PowerOnRate: c.Rate, NetworkInFlight: c.InFlight,
 		Settle: 100 * time.Millisecond, Backoff: 250 * time.Millisecond, Attempts: 8}}
 	tr := bmc.Transition{ID: "bench", Action: bmc.TransitionCycle}
 	for i, srv := range s.srvs {
@@ -141,7 +161,7 @@ func Transition(ctx context.Context, c Config) Report {
 	}
 	start := time.Now()
 	res, err := r.Run(ctx, tr)
-	rep := Report{Name: "transition", Took: time.Since(start), Statuses: map[string]int{}, start: start}
+	rep := Report{Name: "transition", Took: time.Since(start), Statuses: map[string]int{}, start: start, sent: sent}
 	_ = pool.Close()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bmcsite:", err)
@@ -207,8 +227,8 @@ func Loop(ctx context.Context, c Config) Report {
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("%-10s took %6.2fs power-ons from %.2fs to %.2fs statuses %v cycled-twice %d unreported %d reverts %d (reported failed %d, reported done %d) peak-sessions/BMC %d peak-power-ons/s sent %d carried-out %d busy-answers %d",
-		r.Name, r.Took.Seconds(), r.FirstOn.Seconds(), r.LastOn.Seconds(), r.Statuses, r.CycledTwice, r.Unreported, r.Reverts, r.RevertsFound, r.RevertsOK, r.PeakSessions, r.PeakSentSec, r.PeakPerSec, r.Transients)
+	return fmt.Sprintf("%-10s took %6.2fs power-ons from %.2fs to %.2fs statuses %v cycled-twice %d unreported %d reverts %d (reported failed %d, reported done %d) peak-sessions/BMC %d peak-power-ons/s sent %d arrived %d carried-out %d busy-answers %d",
+		r.Name, r.Took.Seconds(), r.FirstOn.Seconds(), r.LastOn.Seconds(), r.Statuses, r.CycledTwice, r.Unreported, r.Reverts, r.RevertsFound, r.RevertsOK, r.PeakSessions, r.PeakSentSec, r.PeakArrived, r.PeakPerSec, r.Transients)
 }
 
 // Check lists what the transition must show: within 10% of the ramp's bound, none cycled

@@ -213,6 +213,10 @@ type Options struct {
 
 	// Faults add latency, busy answers and power changes that revert (faults.go).
 	Faults Faults
+
+	// Storage, when set, gives the system a RAID controller with drives and volumes
+	// (storage.go).
+	Storage *StorageOptions
 }
 
 // Settings-object paths for Options.BootSettingsObject (relative to the system for
@@ -288,6 +292,7 @@ type Server struct {
 	settings string // the settings object's path (BootSettingsObject)
 	sysPath  string
 	faults   faultState
+	erasures []string
 }
 
 // SystemPath returns the path of the ComputerSystem the fake serves (the first one).
@@ -331,6 +336,7 @@ func NewServer(opts Options) *Server {
 	if err := s.load(); err != nil {
 		panic("bmctest: embedded mockup: " + err.Error())
 	}
+	s.addStorage()
 	s.srv = httptest.NewUnstartedServer(s)
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // failed handshakes are what TLS tests provoke
 	if opts.TLS {
@@ -938,6 +944,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p string, body []b
 		s.login(w, in)
 		return
 	}
+	if s.storagePost(w, p, body) {
+		return
+	}
 	i := strings.Index(p, "/Actions/")
 	if i < 0 {
 		writeError(w, http.StatusMethodNotAllowed, "Base.1.8.OperationNotAllowed", "POST not allowed at "+p)
@@ -1051,6 +1060,9 @@ func (s *Server) login(w http.ResponseWriter, in map[string]any) {
 }
 
 func (s *Server) delete(w http.ResponseWriter, p string) {
+	if s.storageDelete(w, p) {
+		return
+	}
 	if !strings.HasPrefix(p, "/redfish/v1/SessionService/Sessions/") || s.res[p] == nil {
 		writeError(w, http.StatusMethodNotAllowed, "Base.1.8.OperationNotAllowed", "DELETE not allowed at "+p)
 		return

@@ -266,36 +266,60 @@ func newRamp(rate float64, burst int) *ramp {
 	interval := time.Duration(float64(time.Second) / rate)
 	k := max(int(rate), 1)
 	return &ramp{admit: &rateLimiter{interval: interval, burst: max(burst, 1)},
-		gate: &windowLimiter{spacing: &rateLimiter{interval: interval / 2, burst: max(burst, 1)},
+		gate: &windowLimiter{spacing: interval / 2, burst: max(burst, 1),
 			k: k, window: time.Duration(float64(k) / rate * float64(time.Second))}}
 }
 
 // windowLimiter lets at most k events through in any window of the given length (a
 // rate of r per second: k = floor(r), at least 1, per k/r seconds), each also spaced by
-// spacing.
+// spacing (burst at a time). It holds on the times events really pass, read under its
+// lock as each passes, not on times reserved ahead: a waiter the scheduler wakes late
+// (a loaded machine) finds the place taken and waits again, so late wake-ups cannot
+// bunch power-ons.
 type windowLimiter struct {
 	mu      sync.Mutex
-	spacing *rateLimiter
+	spacing time.Duration
+	burst   int
 	k       int
 	window  time.Duration
+	tat     time.Duration   // spacing: the theoretical time of the next event
 	last    []time.Duration // the times of the last k events, ascending
 }
 
-// reserve takes the next event's place and returns how long to wait for it.
-func (l *windowLimiter) reserve(now time.Duration) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	at := now + l.spacing.reserve(now)
-	if len(l.last) > 0 {
-		at = max(at, l.last[len(l.last)-1])
+// maxGateWaits bounds the waits of one pass (each ends at a time the limiter named).
+const maxGateWaits = 1 << 20
+
+// pass waits (sleep) until an event may pass at the clock's reading (now), records it
+// and returns; sleep's error ends the wait.
+func (l *windowLimiter) pass(now func() time.Duration, sleep func(time.Duration) error) error {
+	for range maxGateWaits {
+		l.mu.Lock()
+		t := now()
+		at := t
+		if len(l.last) > 0 {
+			at = max(l.tat-time.Duration(l.burst-1)*l.spacing, l.last[len(l.last)-1])
+		}
+		if len(l.last) == l.k {
+			at = max(at, l.last[0]+l.window)
+		}
+		if t >= at {
+			if len(l.last) == 0 { // the clock's origin is its own: start from the first reading
+				l.tat = t
+			}
+			if len(l.last) == l.k {
+				l.last = l.last[1:]
+			}
+			l.last = append(l.last, t)
+			l.tat = max(l.tat, t) + l.spacing
+			l.mu.Unlock()
+			return nil
+		}
+		l.mu.Unlock()
+		if err := sleep(at - t); err != nil {
+			return err
+		}
 	}
-	if len(l.last) == l.k {
-		at = max(at, l.last[0]+l.window)
-		l.last = l.last[1:]
-	}
-	l.last = append(l.last, at)
-	l.spacing.push(at)
-	return at - now
+	return errors.New("bmc: power-on gate: too many waits")
 }
 
 // reserve takes the next event's place and returns how long to wait for it.
@@ -309,14 +333,6 @@ func (l *rateLimiter) reserve(now time.Duration) time.Duration {
 	at := max(start-time.Duration(l.burst-1)*l.interval, now)
 	l.tat = start + l.interval
 	return at - now
-}
-
-// push moves the next event's place to at least after at (an event the caller held back
-// past its place).
-func (l *rateLimiter) push(at time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.tat = max(l.tat, at+l.interval)
 }
 
 func (r *TransitionRunner) clk() clock.Clock { return clock.Or(r.Clock) }
@@ -652,9 +668,11 @@ func (run *TransitionRun) turn(ctx context.Context, m Machine) error {
 // sends its power-on (the wait is short, the turns being spaced already).
 func (run *TransitionRun) gate(ctx context.Context, m Machine) error {
 	site, group := run.r.limiters(m)
+	now := run.r.clk().Monotonic
+	sleep := func(d time.Duration) error { return run.r.sleep(ctx, nil, d) }
 	for _, l := range []*ramp{group, site} {
 		if l != nil {
-			if err := run.r.sleep(ctx, nil, l.gate.reserve(run.r.clk().Monotonic())); err != nil {
+			if err := l.gate.pass(now, sleep); err != nil {
 				return err
 			}
 		}

@@ -448,6 +448,11 @@ func TestTransitionResumesOnAnotherAgent(t *testing.T) {
 			}
 		}
 		st := byStatus(res)
+		for _, x := range res {
+			if x.Status != bmc.MachineDone {
+				t.Logf("%s: %s %s", x.Machine, x.Kind, x.Reason)
+			}
+		}
 		if len(st[bmc.MachineDone])+len(st[bmc.MachineUnknown]) != 20 || len(st[bmc.MachineDone]) < 18 {
 			t.Errorf("statuses %v", st)
 		}

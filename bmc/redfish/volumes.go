@@ -187,6 +187,9 @@ func (d *Driver) CreateVolume(ctx context.Context, spec bmc.VolumeSpec) (bmc.Vol
 			body["CapacityBytes"] = spec.CapacityBytes
 		}
 		a, err := d.action(c, st.Volumes.ID, "", body)
+		if isStatus(err, 501) || isStatus(err, 405) {
+			return d.opErr(op, bmc.ErrUnsupported, "the BMC does not create volumes on controller "+strconv.Quote(st.ID), d.classify(op, err))
+		}
 		if err != nil {
 			return err
 		}

@@ -165,8 +165,11 @@ const (
 // TransitionLimits are the limits a site sets on its transitions. Rates are shared by
 // every transition of one TransitionRunner.
 type TransitionLimits struct {
-	// PowerOnRate bounds power-ons per second across the site (the runner); zero means
-	// no bound. PowerOnBurst power-ons may start at once (zero: 1).
+	// PowerOnRate bounds power-ons per second across the site (the runner): at most
+	// floor(PowerOnRate) (at least 1, per 1/PowerOnRate s below 1) power-on requests sent
+	// in any window of a second, spaced half of 1/PowerOnRate apart; zero means
+	// no bound. PowerOnBurst power-ons may start at once (zero: 1), the window's bound
+	// still holding.
 	PowerOnRate  float64
 	PowerOnBurst int
 	// GroupPowerOnRate bounds power-ons per second within one Machine.Group; zero means
@@ -199,8 +202,9 @@ func orDefault[T int | time.Duration](v, d T) T {
 }
 
 // TransitionRunner runs power transitions over many machines: for each machine it takes a
-// power-on token (site-wide and per group) where the action powers on, a slot of its BMC
-// network, sends the action through the Executor (journaled and claimed, so that no step
+// turn to power on (site-wide and per group) where the action powers on, a slot of its
+// BMC network, sends the action through the Executor, its power-on request waiting at the
+// ramp's gate immediately before it goes out (journaled and claimed, so that no step
 // reaches a BMC twice across restarts and agents), backs off and sends again while the
 // BMC answers busy, and confirms by reading the power state after Settle. A soft-off that
 // has not reached off by its deadline is forced off. An aborted transition takes no new
@@ -271,11 +275,11 @@ func newRamp(rate float64, burst int) *ramp {
 }
 
 // windowLimiter lets at most k events through in any window of the given length (a
-// rate of r per second: k = floor(r), at least 1, per k/r seconds), each also spaced by
-// spacing (burst at a time). It holds on the times events really pass, read under its
-// lock as each passes, not on times reserved ahead: a waiter the scheduler wakes late
-// (a loaded machine) finds the place taken and waits again, so late wake-ups cannot
-// bunch power-ons.
+// rate of r per second: k = floor(r), at least 1, per k/r seconds), spaced by spacing
+// (burst at a time) where the clock keeps up. The window holds on the times events
+// really pass, read under its lock as each passes, not on times reserved ahead: a waiter
+// the scheduler wakes late (a loaded machine) finds the place taken and waits again, so
+// late wake-ups cannot crowd a window.
 type windowLimiter struct {
 	mu      sync.Mutex
 	spacing time.Duration
@@ -285,6 +289,10 @@ type windowLimiter struct {
 	tat     time.Duration   // spacing: the theoretical time of the next event
 	last    []time.Duration // the times of the last k events, ascending
 }
+
+// catchUp is how many spacings a gate's theoretical time may trail its clock: how far
+// power-ons woken late may come closer together than the spacing to catch up.
+const catchUp = 4
 
 // maxGateWaits bounds the waits of one pass (each ends at a time the limiter named).
 const maxGateWaits = 1 << 20
@@ -310,7 +318,10 @@ func (l *windowLimiter) pass(now func() time.Duration, sleep func(time.Duration)
 				l.last = l.last[1:]
 			}
 			l.last = append(l.last, t)
-			l.tat = max(l.tat, t) + l.spacing
+			// The spacing is kept on the theoretical times, up to catchUp behind the
+			// clock: a waiter the scheduler woke late is followed by the next without
+			// that lateness adding up (the window's bound still holds).
+			l.tat = max(l.tat, t-catchUp*l.spacing) + l.spacing
 			l.mu.Unlock()
 			return nil
 		}

@@ -59,7 +59,8 @@ type Config struct {
 	// PollInterval is the wait between task-monitor polls; zero means DefaultPollInterval.
 	// A Retry-After shorter than it is honoured.
 	PollInterval time.Duration
-	// TaskTimeout bounds following one firmware task; zero means DefaultTaskTimeout.
+	// TaskTimeout bounds following one firmware task, and the wait for a volume created
+	// or deleted to be listed so; zero means DefaultTaskTimeout.
 	TaskTimeout time.Duration
 	// PowerTimeout bounds the wait, after a power action the BMC accepted, for the machine
 	// to report the state asked for; zero means DefaultPowerTimeout.

@@ -300,7 +300,7 @@ const maxGateWaits = 1 << 20
 // pass waits (sleep) until an event may pass at the clock's reading (now), records it
 // and returns; sleep's error ends the wait.
 func (l *windowLimiter) pass(now func() time.Duration, sleep func(time.Duration) error) error {
-	for range maxGateWaits {
+	for i := range maxGateWaits {
 		l.mu.Lock()
 		t := now()
 		at := t
@@ -318,10 +318,15 @@ func (l *windowLimiter) pass(now func() time.Duration, sleep func(time.Duration)
 				l.last = l.last[1:]
 			}
 			l.last = append(l.last, t)
-			// The spacing is kept on the theoretical times, up to catchUp behind the
-			// clock: a waiter the scheduler woke late is followed by the next without
-			// that lateness adding up (the window's bound still holds).
-			l.tat = max(l.tat, t-catchUp*l.spacing) + l.spacing
+			// After a wait, the spacing is kept on the theoretical times, up to catchUp
+			// behind the clock: a waiter the scheduler woke late is followed by the
+			// next without that lateness adding up (the window's bound still holds).
+			// One that did not wait came to an idle gate: spaced from its own time.
+			from := t
+			if i > 0 {
+				from = t - catchUp*l.spacing
+			}
+			l.tat = max(l.tat, from) + l.spacing
 			l.mu.Unlock()
 			return nil
 		}

@@ -228,8 +228,9 @@ type TransitionRunner struct {
 	// OnResult, when set, is called as each machine ends. It must not block.
 	OnResult func(transition string, r MachineResult)
 	// OnPowerOn, when set, is called as the ramp lets a power-on request go, immediately
-	// before the driver sends it (a host's counter of power-ons sent). It must not block.
-	OnPowerOn func(transition, machine string)
+	// before the driver sends it (a host's counter of power-ons sent), with the time it
+	// passed the ramp (the times the ramp's bound holds on). It must not block.
+	OnPowerOn func(transition, machine string, at time.Time)
 
 	mu     sync.Mutex
 	site   *ramp
@@ -298,8 +299,9 @@ const catchUp = 4
 const maxGateWaits = 1 << 20
 
 // pass waits (sleep) until an event may pass at the clock's reading (now), records it
-// and returns; sleep's error ends the wait.
-func (l *windowLimiter) pass(now func() time.Duration, sleep func(time.Duration) error) error {
+// and returns the wall time (wall) read as it passed, under the lock; sleep's error ends
+// the wait.
+func (l *windowLimiter) pass(now func() time.Duration, wall func() time.Time, sleep func(time.Duration) error) (time.Time, error) {
 	for i := range maxGateWaits {
 		l.mu.Lock()
 		t := now()
@@ -327,15 +329,16 @@ func (l *windowLimiter) pass(now func() time.Duration, sleep func(time.Duration)
 				from = t - catchUp*l.spacing
 			}
 			l.tat = max(l.tat, from) + l.spacing
+			w := wall()
 			l.mu.Unlock()
-			return nil
+			return w, nil
 		}
 		l.mu.Unlock()
 		if err := sleep(at - t); err != nil {
-			return err
+			return time.Time{}, err
 		}
 	}
-	return errors.New("bmc: power-on gate: too many waits")
+	return time.Time{}, errors.New("bmc: power-on gate: too many waits")
 }
 
 // reserve takes the next event's place and returns how long to wait for it.
@@ -684,17 +687,19 @@ func (run *TransitionRun) turn(ctx context.Context, m Machine) error {
 // sends its power-on (the wait is short, the turns being spaced already).
 func (run *TransitionRun) gate(ctx context.Context, m Machine) error {
 	site, group := run.r.limiters(m)
-	now := run.r.clk().Monotonic
+	clk := run.r.clk()
 	sleep := func(d time.Duration) error { return run.r.sleep(ctx, nil, d) }
+	var at time.Time
 	for _, l := range []*ramp{group, site} {
 		if l != nil {
-			if err := l.gate.pass(now, sleep); err != nil {
+			var err error
+			if at, err = l.gate.pass(clk.Monotonic, clk.Now, sleep); err != nil {
 				return err
 			}
 		}
 	}
-	if run.r.OnPowerOn != nil {
-		run.r.OnPowerOn(run.t.ID, m.Name)
+	if run.r.OnPowerOn != nil && !at.IsZero() {
+		run.r.OnPowerOn(run.t.ID, m.Name, at)
 	}
 	return nil
 }

@@ -249,6 +249,13 @@ func TestTransitionRampHoldsInEveryWindow(t *testing.T) {
 			Executor: &bmc.Executor{Opener: site, MaxConcurrent: 64, Sessions: &bmc.SessionPool{}},
 			Limits:   bmc.TransitionLimits{PowerOnRate: 5, NetworkInFlight: 1, Settle: 100 * time.Millisecond},
 		}
+		var mu sync.Mutex
+		var passed []time.Time
+		r.OnPowerOn = func(_, _ string, at time.Time) {
+			mu.Lock()
+			passed = append(passed, at)
+			mu.Unlock()
+		}
 		defer r.Executor.Sessions.Close()
 		res, err := r.Run(t.Context(), bmc.Transition{ID: "w", Action: bmc.TransitionOn, Machines: ms})
 		if err != nil {
@@ -269,6 +276,11 @@ func TestTransitionRampHoldsInEveryWindow(t *testing.T) {
 		}
 		if gap := minGap(sent); gap < 100*time.Millisecond {
 			t.Errorf("two power-ons sent %v apart, the ramp allows 100ms (half its interval) at the closest", gap)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if n, _ := peakInWindow(passed, time.Second); len(passed) != 40 || n > 5 {
+			t.Errorf("OnPowerOn saw %d power-ons, %d in one second; want 40, at most 5", len(passed), n)
 		}
 	})
 }

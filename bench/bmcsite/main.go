@@ -47,7 +47,7 @@ type Report struct {
 	RevertsOK    int // of them, reported done (not noticed)
 	PeakSessions int // most sessions open at one BMC
 	PeakPerSec   int // most power-ons carried out in any one-second window, site-wide
-	PeakSentSec  int // most power-on requests sent (let go by the ramp, client side) in any one-second window
+	PeakSentSec  int // most power-on requests sent (as they passed the ramp, client side) in any one-second window
 	PeakArrived  int // most power-ons arrived at their BMCs (before their latency) in any one-second window
 	Transients   int
 	FirstOn      time.Duration // first and last power-on, from the start
@@ -117,9 +117,9 @@ type sendTimes struct {
 	times []time.Time
 }
 
-func (s *sendTimes) add(string, string) {
+func (s *sendTimes) add(_, _ string, at time.Time) {
 	s.mu.Lock()
-	s.times = append(s.times, time.Now())
+	s.times = append(s.times, at)
 	s.mu.Unlock()
 }
 

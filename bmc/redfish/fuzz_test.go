@@ -78,7 +78,7 @@ func FuzzBMCAnswers(f *testing.F) {
 		d, err := redfish.Dial(ctx, redfish.Config{BasicAuth: true, Timeout: 2 * time.Second,
 			PollInterval: time.Millisecond, PowerTimeout: 50 * time.Millisecond, SettleTime: time.Millisecond,
 			TaskTimeout: 100 * time.Millisecond,
-			RetryWait: time.Millisecond},
+			RetryWait:   time.Millisecond},
 			bmc.Target{Address: srv.URL, Username: "u", Password: "p"})
 		if err != nil {
 			t.Fatalf("Dial: %v", err)

@@ -86,9 +86,9 @@ func Has(d Driver, c Capability) bool {
 	return ok
 }
 
-// Op is one typed BMC operation: Query, ListStorage, SetPower, SetBoot, Rotate, Firmware,
-// InsertMedia or EjectMedia. It knows its command kind (and so, by Kind.Destructive,
-// whether it is destructive), its name in journals, claims and errors, and which
+// Op is one typed BMC operation: Query, ListStorage, CreateVolume, DeleteVolume,
+// EraseDrive, SetPower, SetBoot, Rotate, Firmware, InsertMedia or EjectMedia. It knows its
+// command kind (and so, by IsDestructive, whether it is destructive), its name in journals, claims and errors, and which
 // capability it needs; Do runs it on a driver
 // and Executor.RunOp under the Executor's rules. The set is closed: the library, not each
 // caller, maps an operation to the capability that carries it out.
@@ -96,8 +96,8 @@ type Op interface {
 	// Kind is the operation's command kind.
 	Kind() Kind
 	// Name names the operation in journals, claim records, errors and logs ("query",
-	// "storage", "power", "set-boot", "rotate", "firmware", "media-insert",
-	// "media-eject").
+	// "storage", "create-volume", "delete-volume", "erase-drive", "power", "set-boot",
+	// "rotate", "firmware", "media-insert", "media-eject").
 	Name() string
 	// Capability is the driver interface the operation needs.
 	Capability() Capability
@@ -115,6 +115,7 @@ var ErrNoCapability = errors.New("bmc: driver lacks the capability")
 // the capability answers an *OpError of kind ErrUnsupported (matching ErrNoCapability
 // too) without contacting the BMC. What the operation read is returned beside its error:
 // a QueryResult for Query (partly filled with a *PartialError), a []Disk for ListStorage,
+// a Volume for CreateVolume,
 // a FirmwareResult for Firmware, nil for the others.
 //
 // Do runs the operation once, as asked; it neither journals nor claims it. A host that

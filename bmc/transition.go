@@ -287,6 +287,7 @@ type windowLimiter struct {
 	burst   int
 	k       int
 	window  time.Duration
+	base    time.Time       // the first reading: times below are from it
 	tat     time.Duration   // spacing: the theoretical time of the next event
 	last    []time.Duration // the times of the last k events, ascending
 }
@@ -298,13 +299,17 @@ const catchUp = 4
 // maxGateWaits bounds the waits of one pass (each ends at a time the limiter named).
 const maxGateWaits = 1 << 20
 
-// pass waits (sleep) until an event may pass at the clock's reading (now), records it
-// and returns the wall time (wall) read as it passed, under the lock; sleep's error ends
-// the wait.
-func (l *windowLimiter) pass(now func() time.Duration, wall func() time.Time, sleep func(time.Duration) error) (time.Time, error) {
+// pass waits (sleep) until an event may pass at the clock's reading (wall, read under
+// the lock, its monotonic part compared), records it and returns that reading; sleep's
+// error ends the wait.
+func (l *windowLimiter) pass(wall func() time.Time, sleep func(time.Duration) error) (time.Time, error) {
 	for i := range maxGateWaits {
 		l.mu.Lock()
-		t := now()
+		w := wall() // one reading: the time checked is the time returned
+		if l.base.IsZero() {
+			l.base = w
+		}
+		t := w.Sub(l.base)
 		at := t
 		if len(l.last) > 0 {
 			at = max(l.tat-time.Duration(l.burst-1)*l.spacing, l.last[len(l.last)-1])
@@ -329,7 +334,6 @@ func (l *windowLimiter) pass(now func() time.Duration, wall func() time.Time, sl
 				from = t - catchUp*l.spacing
 			}
 			l.tat = max(l.tat, from) + l.spacing
-			w := wall()
 			l.mu.Unlock()
 			return w, nil
 		}
@@ -693,7 +697,7 @@ func (run *TransitionRun) gate(ctx context.Context, m Machine) error {
 	for _, l := range []*ramp{group, site} {
 		if l != nil {
 			var err error
-			if at, err = l.gate.pass(clk.Monotonic, clk.Now, sleep); err != nil {
+			if at, err = l.gate.pass(clk.Now, sleep); err != nil {
 				return err
 			}
 		}

@@ -1,7 +1,7 @@
 // Package bmc defines how siteboot talks to baseboard management controllers: a small
 // Driver interface, optional capability interfaces a driver implements when its protocol
 // and the BMC allow (power, one-time boot device, inspection, virtual media, firmware
-// update, storage listing, credential rotation), a Registry that opens a driver by name,
+// update, storage listing and changes, Secure Boot, credential rotation), a Registry that opens a driver by name,
 // typed errors that say what failed, a Journal that keeps a retried operation from being
 // sent twice (in memory, or persisted in a data dir), the claim protocol that keeps a
 // destructive operation from reaching a BMC twice across agents, and an Executor that runs
@@ -42,15 +42,21 @@
 // "bmc.power", "bmc.rotate", "bmc.firmware", "bmc.storage", "bmc.mediaInsert",
 // "bmc.mediaEject"):
 //
-//	kind             Op           name          destructive  capability
-//	bmc.query        Query        query         no           inspect (and power, if any)
-//	bmc.storage      ListStorage  storage       no           storage
+//	kind             Op            name           destructive  capability
+//	bmc.query        Query         query          no           inspect (and power, if any)
+//	bmc.storage      ListStorage   storage        no           storage
+//	bmc.storage      CreateVolume  create-volume  yes          volumes
+//	bmc.storage      DeleteVolume  delete-volume  yes          volumes
+//	bmc.storage      EraseDrive    erase-drive    yes          volumes
 //	bmc.power        SetPower     power         yes          power
 //	bmc.boot         SetBoot      set-boot      yes          boot
 //	bmc.rotate       Rotate       rotate        yes          rotate
 //	bmc.firmware     Firmware     firmware      yes          firmware
 //	bmc.mediaInsert  InsertMedia  media-insert  yes          media
 //	bmc.mediaEject   EjectMedia   media-eject   yes          media
+//
+// bmc.storage is a destructive kind (Kind.Destructive); its listing alone only reads
+// (IsDestructive, which the Executor uses). Args.StorageAction picks the operation.
 //
 // ParseOp makes one from a command's kind and arguments (Args, the wire body's fields;
 // this package does not import the link, the host maps its message to Args). Do runs an
@@ -99,14 +105,24 @@
 // While the marker exists the journal refuses every claim with a *JournalDamage
 // (errors.Is ErrJournalDamaged; outcome kind "journal-damaged", status "not-sent"): no
 // destructive operation is sent, since at-most-once cannot be promised, while queries and
-// storage listings, which are never journaled, keep working. FileJournal.Damage says so
+// storage listings, which are never journaled, keep working.
+//
+// # Storage
+//
+// A StorageManager (bmc/redfish) creates volumes (RAID level, drives, capacity), deletes
+// them and erases drives (Drive.SecureErase, or the Initialize of a volume made of that
+// drive alone), each read back: a volume kept with another RAID level, other drives or
+// less capacity is ErrDiffers (it exists and is not created again), one still listed
+// after its deletion is ErrTimeout. Through the Executor each is claimed and journaled
+// like any destructive operation. IPMI has no volumes: the operations answer an *OpError
+// of kind ErrUnsupported (ErrNoCapability), nothing sent. FileJournal.Damage says so
 // for a host's status and metrics. An operator who has checked the machines clears it
 // with FileJournal.ClearDamage or by removing the marker file (rm
 // DATA_DIR/bmc-journal.damaged), noticed at the next claim without a restart.
 //
 // # At most once across agents
 //
-// A destructive operation (power, boot, rotate, firmware, media) is claimed before it
+// A destructive operation (power, boot, rotate, firmware, media, storage changes) is claimed before it
 // reaches a BMC. The agent side: an Executor with a Journal (FileJournal in the agent's
 // data dir) and a Claimer (its link to the host; ClaimerFuncs adapts the link's two calls,
 // and Executor.OnClaim reports each ClaimAnswer for counters). The control-plane side: a
@@ -172,7 +188,7 @@
 // (TransitionLimits.PowerOnRate, and GroupPowerOnRate per Machine.Group, a PDU), takes a
 // slot of its BMC network (NetworkInFlight), sends the action as a destructive operation
 // journaled and claimed under "ID/machine/step/attempt", sends it again after a back-off
-// while the BMC answers busy (a busy send gives its place in the ramp back), and confirms
+// while the BMC answers busy, and confirms
 // by reading the state after Settle: a machine that took the change and dropped it is
 // failed ("differs", reverted). Each machine ends done, failed, unknown or aborted, with
 // a reason (MachineResult); TransitionRun gives Progress and the results as they end
@@ -181,6 +197,19 @@
 // are answered from the journal or the claim record, a step another agent claimed and
 // never reported is unknown, and nothing is sent twice. With Executor.Sessions (a
 // SessionPool) each BMC keeps one session, reused across operations.
+//
+// The ramp's bound holds on power-ons as sent to the BMCs: at most the rate's worth
+// (floor(PowerOnRate)) in any one-second window, spaced half the rate's interval apart
+// (bursts aside) as far as the machine's scheduler keeps time. A turn is not a send (a cycle reads the system, cuts the power
+// and waits for off before its power-on goes out), so the runner puts a gate in the
+// operation's context (WithPowerOnGate) and the driver waits at it immediately before
+// each power-on request it sends (AwaitPowerOn; bmc/redfish and bmc/ipmi do, and
+// SetPower does it for a driver that is no PowerOnGater). The gate counts the times
+// power-ons really pass it, so a waiter woken late cannot bunch them, and a request sent
+// again after a busy answer passes it again. The wait at the gate comes after the claim:
+// an agent stopped while waiting there leaves that step unknown to the next one (never
+// sent twice); the turns, spaced at the rate before the claim, keep that wait short.
+// OnPowerOn counts the power-ons as they pass.
 //
 // # Security
 //

@@ -237,7 +237,7 @@ func (e *Executor) RunOp(ctx context.Context, id string, t TargetRef, op Op) Res
 	if err := op.Validate(); err != nil {
 		return Result{ID: id, Outcome: NotSent(err)}
 	}
-	return e.run(ctx, operation{ID: id, Name: op.Name(), Destructive: op.Kind().Destructive(), Target: t,
+	return e.run(ctx, operation{ID: id, Name: op.Name(), Destructive: IsDestructive(op), Target: t,
 		Do: func(ctx context.Context, d Driver) (any, error) { return e.do(ctx, d, t, op) }})
 }
 

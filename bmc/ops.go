@@ -12,7 +12,8 @@ import (
 // A host maps its wire commands to an Op with ParseOp.
 type Kind string
 
-// Command kinds. Every one but KindQuery and KindStorage is destructive.
+// Command kinds. Every one but KindQuery is destructive (KindStorage's listing,
+// ListStorage, aside: IsDestructive).
 const (
 	// KindQuery reads the power state and inspects the machine (Query).
 	KindQuery Kind = "bmc.query"
@@ -24,7 +25,8 @@ const (
 	KindRotate Kind = "bmc.rotate"
 	// KindFirmware updates firmware from a URL (Firmware).
 	KindFirmware Kind = "bmc.firmware"
-	// KindStorage lists the machine's disks (ListStorage).
+	// KindStorage lists the machine's disks (ListStorage), creates and deletes volumes
+	// (CreateVolume, DeleteVolume) and erases drives (EraseDrive).
 	KindStorage Kind = "bmc.storage"
 	// KindMediaInsert inserts an image as virtual media (InsertMedia); KindMediaEject
 	// ejects it (EjectMedia).
@@ -38,11 +40,12 @@ var Kinds = []Kind{KindQuery, KindBoot, KindPower, KindRotate, KindFirmware, Kin
 // Valid reports whether k is one of the Kind constants.
 func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }
 
-// Destructive reports whether an operation of kind k changes the machine or its BMC, and
-// so is journaled and claimed before it is sent (at most once). False for a kind that is
-// not Valid.
+// Destructive reports whether an operation of kind k may change the machine or its BMC,
+// and so is journaled and claimed before it is sent (at most once). False for a kind that
+// is not Valid, and for KindQuery. An operation's own is IsDestructive (a ListStorage,
+// of the destructive kind bmc.storage, only reads).
 func (k Kind) Destructive() bool {
-	return k.Valid() && k != KindQuery && k != KindStorage
+	return k.Valid() && k != KindQuery
 }
 
 // Capability names one of the optional driver interfaces an operation needs.
@@ -77,13 +80,15 @@ func Has(d Driver, c Capability) bool {
 		_, ok = d.(StorageLister)
 	case CapRotate:
 		_, ok = d.(CredentialRotator)
+	case CapVolumes:
+		_, ok = d.(StorageManager)
 	}
 	return ok
 }
 
-// Op is one typed BMC operation: Query, ListStorage, SetPower, SetBoot, Rotate, Firmware,
-// InsertMedia or EjectMedia. It knows its command kind (and so, by Kind.Destructive,
-// whether it is destructive), its name in journals, claims and errors, and which
+// Op is one typed BMC operation: Query, ListStorage, CreateVolume, DeleteVolume,
+// EraseDrive, SetPower, SetBoot, Rotate, Firmware, InsertMedia or EjectMedia. It knows its
+// command kind (and so, by IsDestructive, whether it is destructive), its name in journals, claims and errors, and which
 // capability it needs; Do runs it on a driver
 // and Executor.RunOp under the Executor's rules. The set is closed: the library, not each
 // caller, maps an operation to the capability that carries it out.
@@ -91,8 +96,8 @@ type Op interface {
 	// Kind is the operation's command kind.
 	Kind() Kind
 	// Name names the operation in journals, claim records, errors and logs ("query",
-	// "storage", "power", "set-boot", "rotate", "firmware", "media-insert",
-	// "media-eject").
+	// "storage", "create-volume", "delete-volume", "erase-drive", "power", "set-boot",
+	// "rotate", "firmware", "media-insert", "media-eject").
 	Name() string
 	// Capability is the driver interface the operation needs.
 	Capability() Capability
@@ -110,6 +115,7 @@ var ErrNoCapability = errors.New("bmc: driver lacks the capability")
 // the capability answers an *OpError of kind ErrUnsupported (matching ErrNoCapability
 // too) without contacting the BMC. What the operation read is returned beside its error:
 // a QueryResult for Query (partly filled with a *PartialError), a []Disk for ListStorage,
+// a Volume for CreateVolume,
 // a FirmwareResult for Firmware, nil for the others.
 //
 // Do runs the operation once, as asked; it neither journals nor claims it. A host that
@@ -204,6 +210,14 @@ func (o SetPower) Validate() error {
 	return nil
 }
 func (o SetPower) do(ctx context.Context, d Driver) (any, error) {
+	if _, gates := d.(PowerOnGater); !gates && o.Action.powersOn() {
+		// The driver does not wait at the power-on gate itself: wait here, as close to
+		// the send as this side can, and take the gate away so it is not waited at twice.
+		if err := AwaitPowerOn(ctx); err != nil {
+			return nil, &OpError{Driver: d.Name(), Op: o.Name(), Kind: ErrTimeout, Message: "the power-on ramp's turn did not come before the deadline; nothing sent", Err: err}
+		}
+		ctx = WithPowerOnGate(ctx, nil)
+	}
 	return nil, d.(PowerController).SetPower(ctx, o.Action)
 }
 
@@ -366,6 +380,9 @@ var (
 	_ Op = Firmware{}
 	_ Op = InsertMedia{}
 	_ Op = EjectMedia{}
+	_ Op = CreateVolume{}
+	_ Op = DeleteVolume{}
+	_ Op = EraseDrive{}
 )
 
 // Args are a command's arguments as a wire message carries them (the seed's bmc.*
@@ -385,6 +402,18 @@ type Args struct {
 	Image ImageURL
 	// Components for KindFirmware: the BMC's ids of what it updates.
 	Components []string
+	// For KindStorage, StorageAction is StorageList (or ""), StorageCreateVolume,
+	// StorageDeleteVolume or StorageEraseDrive; Controller the storage controller's id
+	// ("" for the only one); Volume the volume deleted; Drives the drives of a volume
+	// created, or the one drive erased; RAIDType, VolumeName and CapacityBytes the
+	// volume created.
+	StorageAction string
+	Controller    string
+	Volume        string
+	Drives        []string
+	RAIDType      string
+	VolumeName    string
+	CapacityBytes int64
 }
 
 // ParseOp returns the operation of a command of kind with arguments a, validated. An
@@ -395,7 +424,10 @@ func ParseOp(kind string, a Args) (Op, error) {
 	case KindQuery:
 		op = Query{}
 	case KindStorage:
-		op = ListStorage{}
+		var err error
+		if op, err = parseStorage(a); err != nil {
+			return nil, err
+		}
 	case KindPower:
 		op = SetPower{Action: PowerAction(a.Action)}
 	case KindBoot:

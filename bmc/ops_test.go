@@ -47,10 +47,22 @@ func TestOpKinds(t *testing.T) {
 		if op.Kind() != k {
 			t.Errorf("ParseOp(%s).Kind() = %s", k, op.Kind())
 		}
-		got[k] = fmt.Sprintf("%s destructive=%v %s", op.Name(), op.Kind().Destructive(), op.Capability())
+		got[k] = fmt.Sprintf("%s destructive=%v %s", op.Name(), bmc.IsDestructive(op), op.Capability())
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("operations (-want +got):\n%s", diff)
+	}
+	if !bmc.KindStorage.Destructive() {
+		t.Error("bmc.storage is not destructive: its volume and erase operations are")
+	}
+	for _, a := range []string{bmc.StorageCreateVolume, bmc.StorageDeleteVolume, bmc.StorageEraseDrive} {
+		op, err := bmc.ParseOp("bmc.storage", bmc.Args{StorageAction: a, RAIDType: "RAID1", Drives: []string{"Disk.0"}, Volume: "1"})
+		if err != nil || !bmc.IsDestructive(op) || op.Name() != a || op.Capability() != bmc.CapVolumes {
+			t.Errorf("storage %s: %v, %v: want a destructive %s of capability volumes", a, op, err, a)
+		}
+	}
+	if _, err := bmc.ParseOp("bmc.storage", bmc.Args{StorageAction: "format"}); !errors.Is(err, bmc.ErrInvalid) {
+		t.Errorf("storage action format: %v, want ErrInvalid", err)
 	}
 	if bmc.Kind("bmc.reboot").Destructive() || bmc.Kind("bmc.reboot").Valid() {
 		t.Error("an unknown kind is valid or destructive")
@@ -154,8 +166,8 @@ func runOps(t *testing.T, e *bmc.Executor, j *bmc.MemoryJournal, tg bmc.TargetRe
 			continue
 		}
 		grew := j.Len() - before
-		if want := map[bool]int{true: 1, false: 0}[c.op.Kind().Destructive()]; grew != want {
-			t.Errorf("%s: journal grew by %d, want %d (destructive=%v)", c.name, grew, want, c.op.Kind().Destructive())
+		if want := map[bool]int{true: 1, false: 0}[bmc.IsDestructive(c.op)]; grew != want {
+			t.Errorf("%s: journal grew by %d, want %d (destructive=%v)", c.name, grew, want, bmc.IsDestructive(c.op))
 		}
 		c.check(t, r)
 	}

@@ -165,8 +165,11 @@ const (
 // TransitionLimits are the limits a site sets on its transitions. Rates are shared by
 // every transition of one TransitionRunner.
 type TransitionLimits struct {
-	// PowerOnRate bounds power-ons per second across the site (the runner); zero means
-	// no bound. PowerOnBurst power-ons may start at once (zero: 1).
+	// PowerOnRate bounds power-ons per second across the site (the runner): at most
+	// floor(PowerOnRate) (at least 1, per 1/PowerOnRate s below 1) power-on requests sent
+	// in any window of a second, spaced half of 1/PowerOnRate apart; zero means
+	// no bound. PowerOnBurst power-ons may start at once (zero: 1), the window's bound
+	// still holding.
 	PowerOnRate  float64
 	PowerOnBurst int
 	// GroupPowerOnRate bounds power-ons per second within one Machine.Group; zero means
@@ -199,8 +202,9 @@ func orDefault[T int | time.Duration](v, d T) T {
 }
 
 // TransitionRunner runs power transitions over many machines: for each machine it takes a
-// power-on token (site-wide and per group) where the action powers on, a slot of its BMC
-// network, sends the action through the Executor (journaled and claimed, so that no step
+// turn to power on (site-wide and per group) where the action powers on, a slot of its
+// BMC network, sends the action through the Executor, its power-on request waiting at the
+// ramp's gate immediately before it goes out (journaled and claimed, so that no step
 // reaches a BMC twice across restarts and agents), backs off and sends again while the
 // BMC answers busy, and confirms by reading the power state after Settle. A soft-off that
 // has not reached off by its deadline is forced off. An aborted transition takes no new
@@ -223,6 +227,10 @@ type TransitionRunner struct {
 	Logger *slog.Logger
 	// OnResult, when set, is called as each machine ends. It must not block.
 	OnResult func(transition string, r MachineResult)
+	// OnPowerOn, when set, is called as the ramp lets a power-on request go, immediately
+	// before the driver sends it (a host's counter of power-ons sent), with the time it
+	// passed the ramp (the times the ramp's bound holds on). It must not block.
+	OnPowerOn func(transition, machine string, at time.Time)
 
 	mu     sync.Mutex
 	site   *ramp
@@ -231,7 +239,8 @@ type TransitionRunner struct {
 }
 
 // rateLimiter spaces events interval apart, burst at a time (a generic cell rate
-// algorithm over the monotonic clock).
+// algorithm over the monotonic clock): with a burst of 1, no two events are closer than
+// interval, so any one-second window holds at most ceil(1s/interval) of them.
 type rateLimiter struct {
 	mu       sync.Mutex
 	interval time.Duration
@@ -240,21 +249,100 @@ type rateLimiter struct {
 	started  bool
 }
 
-// ramp bounds power-ons twice: admit spaces the machines' turns, send spaces the sends
-// themselves (a turn may wait for a network slot and come close to the next), waited for
-// while the slot is held, which is short since the turns were spaced already. No two
-// sends are closer than half the ramp's interval (burst aside).
-type ramp struct{ admit, send *rateLimiter }
+// ramp bounds power-ons twice: admit spaces the machines' turns at the rate (taken
+// before a machine waits for a slot of its network, so that machines do not crowd the
+// network ahead of their turn), gate bounds the power-ons themselves, waited at by the
+// driver immediately before each power-on request it sends (WithPowerOnGate). The gate
+// is what the site's bound holds on: every power-on request sent passes it (one sent
+// again after a busy answer too) and none gets its place back. It lets no more than the
+// rate's worth through in any window (windowLimiter), spaced at least half the rate's
+// interval apart (burst aside), so that power-ons whose turns reached their sends late
+// (a slow read, a cycle's off, a busy answer) catch up within the window instead of
+// pushing every later one back.
+type ramp struct {
+	admit *rateLimiter
+	gate  *windowLimiter
+}
 
 func newRamp(rate float64, burst int) *ramp {
 	if rate <= 0 {
 		return nil
 	}
 	interval := time.Duration(float64(time.Second) / rate)
-	// The sends may come at twice the rate, so that a send that waited catches up with
-	// the turns instead of pushing every later one back; the turns keep the rate.
+	k := max(int(rate), 1)
 	return &ramp{admit: &rateLimiter{interval: interval, burst: max(burst, 1)},
-		send: &rateLimiter{interval: interval / 2, burst: max(burst, 1)}}
+		gate: &windowLimiter{spacing: interval / 2, burst: max(burst, 1),
+			k: k, window: time.Duration(float64(k) / rate * float64(time.Second))}}
+}
+
+// windowLimiter lets at most k events through in any window of the given length (a
+// rate of r per second: k = floor(r), at least 1, per k/r seconds), spaced by spacing
+// (burst at a time) where the clock keeps up. The window holds on the times events
+// really pass, read under its lock as each passes, not on times reserved ahead: a waiter
+// the scheduler wakes late (a loaded machine) finds the place taken and waits again, so
+// late wake-ups cannot crowd a window.
+type windowLimiter struct {
+	mu      sync.Mutex
+	spacing time.Duration
+	burst   int
+	k       int
+	window  time.Duration
+	base    time.Time       // the first reading: times below are from it
+	tat     time.Duration   // spacing: the theoretical time of the next event
+	last    []time.Duration // the times of the last k events, ascending
+}
+
+// catchUp is how many spacings a gate's theoretical time may trail its clock: how far
+// power-ons woken late may come closer together than the spacing to catch up.
+const catchUp = 4
+
+// maxGateWaits bounds the waits of one pass (each ends at a time the limiter named).
+const maxGateWaits = 1 << 20
+
+// pass waits (sleep) until an event may pass at the clock's reading (wall, read under
+// the lock, its monotonic part compared), records it and returns that reading; sleep's
+// error ends the wait.
+func (l *windowLimiter) pass(wall func() time.Time, sleep func(time.Duration) error) (time.Time, error) {
+	for i := range maxGateWaits {
+		l.mu.Lock()
+		w := wall() // one reading: the time checked is the time returned
+		if l.base.IsZero() {
+			l.base = w
+		}
+		t := w.Sub(l.base)
+		at := t
+		if len(l.last) > 0 {
+			at = max(l.tat-time.Duration(l.burst-1)*l.spacing, l.last[len(l.last)-1])
+		}
+		if len(l.last) == l.k {
+			at = max(at, l.last[0]+l.window)
+		}
+		if t >= at {
+			if len(l.last) == 0 { // the clock's origin is its own: start from the first reading
+				l.tat = t
+			}
+			if len(l.last) == l.k {
+				l.last = l.last[1:]
+			}
+			l.last = append(l.last, t)
+			// After a wait, the spacing is kept on the theoretical times, up to catchUp
+			// behind the clock: a waiter the scheduler woke late is followed by the
+			// next without that lateness adding up (the window's bound still holds).
+			// One that did not wait came to an idle gate: spaced from its own time.
+			from := t
+			if i > 0 {
+				from = t - catchUp*l.spacing
+			}
+			l.tat = max(l.tat, from) + l.spacing
+			l.mu.Unlock()
+			return w, nil
+		}
+		l.mu.Unlock()
+		if err := sleep(at - t); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return time.Time{}, errors.New("bmc: power-on gate: too many waits")
 }
 
 // reserve takes the next event's place and returns how long to wait for it.
@@ -268,24 +356,6 @@ func (l *rateLimiter) reserve(now time.Duration) time.Duration {
 	at := max(start-time.Duration(l.burst-1)*l.interval, now)
 	l.tat = start + l.interval
 	return at - now
-}
-
-// refund gives back the place of an event that did not happen (a send answered busy),
-// so that the next one may come that much sooner, as long as no event took a place
-// after it (tat is still what reserving it left).
-func (l *rateLimiter) refund(tat, now time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.tat == tat {
-		l.tat = max(l.tat-l.interval, now)
-	}
-}
-
-// next returns the place the next event would take (for refund).
-func (l *rateLimiter) next() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.tat
 }
 
 func (r *TransitionRunner) clk() clock.Clock { return clock.Or(r.Clock) }
@@ -542,9 +612,10 @@ func (run *TransitionRun) act(ctx context.Context, m Machine, step string, a Pow
 			return actAborted, last
 		}
 		// A machine takes one turn; a send again after a busy answer (which powered
-		// nothing on) is only spaced among the sends.
-		if run.t.Action.powersOn() && step == "act" && attempt == 1 {
-			if _, err := run.token(ctx, m, false); err != nil {
+		// nothing on) passes only the gate, as every power-on request does.
+		powerOn := run.t.Action.powersOn() && step == "act"
+		if powerOn && attempt == 1 {
+			if err := run.turn(ctx, m); err != nil {
 				return run.why(ctx, err), last
 			}
 		}
@@ -552,15 +623,12 @@ func (run *TransitionRun) act(ctx context.Context, m Machine, step string, a Pow
 		if err != nil {
 			return run.why(ctx, err), last
 		}
-		var tats [2]time.Duration
-		if run.t.Action.powersOn() && step == "act" {
-			if tats, err = run.token(ctx, m, true); err != nil {
-				release()
-				return run.why(ctx, err), last
-			}
+		opCtx := ctx
+		if powerOn {
+			opCtx = WithPowerOnGate(ctx, func(ctx context.Context) error { return run.gate(ctx, m) })
 		}
 		id := run.t.ID + "/" + m.Name + "/" + step + "/" + strconv.Itoa(attempt)
-		x := r.Executor.RunOp(ctx, id, m.Target, SetPower{Action: a})
+		x := r.Executor.RunOp(opCtx, id, m.Target, SetPower{Action: a})
 		release()
 		o := x.Outcome
 		if x.Replayed {
@@ -583,9 +651,6 @@ func (run *TransitionRun) act(ctx context.Context, m Machine, step string, a Pow
 			return actDeadline, o
 		case busy(o):
 			last = o
-			if run.t.Action.powersOn() && step == "act" {
-				run.refund(m, tats)
-			}
 			continue
 		case o.Status == StatusNotSent || o.Status == StatusFailed && notApplied(KindByName(o.Kind)):
 			return actGaveUp, o
@@ -608,37 +673,39 @@ func (run *TransitionRun) why(ctx context.Context, err error) actEnd {
 	return actStopped
 }
 
-// token waits for m's group's turn and then the site's to power on; send, for the
-// spacing of the sends.
-func (run *TransitionRun) token(ctx context.Context, m Machine, send bool) ([2]time.Duration, error) {
-	r := run.r
-	site, group := r.limiters(m)
-	var tats [2]time.Duration
-	for i, l := range []*ramp{group, site} {
-		if l == nil {
-			continue
-		}
-		lim := l.admit
-		if send {
-			lim = l.send
-		}
-		d := lim.reserve(r.clk().Monotonic())
-		tats[i] = lim.next()
-		if err := r.sleep(ctx, run.abort, d); err != nil {
-			return tats, err
+// turn waits for m's group's turn and then the site's to power on.
+func (run *TransitionRun) turn(ctx context.Context, m Machine) error {
+	site, group := run.r.limiters(m)
+	for _, l := range []*ramp{group, site} {
+		if l != nil {
+			if err := run.r.sleep(ctx, run.abort, l.admit.reserve(run.r.clk().Monotonic())); err != nil {
+				return err
+			}
 		}
 	}
-	return tats, nil
+	return nil
 }
 
-// refund gives back m's send places of a send answered busy.
-func (run *TransitionRun) refund(m Machine, tats [2]time.Duration) {
+// gate waits at m's group's power-on gate and then the site's: the driver calls it
+// immediately before a power-on request. Not aborted: a machine that had its turn
+// sends its power-on (the wait is short, the turns being spaced already).
+func (run *TransitionRun) gate(ctx context.Context, m Machine) error {
 	site, group := run.r.limiters(m)
-	for i, l := range []*ramp{group, site} {
+	clk := run.r.clk()
+	sleep := func(d time.Duration) error { return run.r.sleep(ctx, nil, d) }
+	var at time.Time
+	for _, l := range []*ramp{group, site} {
 		if l != nil {
-			l.send.refund(tats[i], run.r.clk().Monotonic())
+			var err error
+			if at, err = l.gate.pass(clk.Now, sleep); err != nil {
+				return err
+			}
 		}
 	}
+	if run.r.OnPowerOn != nil && !at.IsZero() {
+		run.r.OnPowerOn(run.t.ID, m.Name, at)
+	}
+	return nil
 }
 
 // slot waits for a slot of m's network, until ctx ends or abort closes.

@@ -3,6 +3,7 @@ package bmc_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,11 +20,12 @@ import (
 type siteMachine struct {
 	state      bmc.PowerState
 	powerOns   []time.Time // when a cycle or on took effect
-	sent       []time.Time // when an on or a cycle reached the BMC (busy or not)
+	sent       []time.Time // when an on or a cycle reached the BMC (busy or not), before its work
 	busy       int         // SetPower calls still answered busy, nothing done
 	revertIn   int         // reads after a change before it reverts; 0: never
 	pendingRev int
-	ignoreACPI bool // a graceful off never ends
+	ignoreACPI bool          // a graceful off never ends
+	slowSet    time.Duration // each SetPower takes this much longer (a slow BMC)
 	network    string
 }
 
@@ -102,12 +104,15 @@ func (d *siteDriver) PowerState(context.Context) (bmc.PowerState, error) {
 
 func (d *siteDriver) SetPower(ctx context.Context, a bmc.PowerAction) error {
 	m := d.s.machines[d.addr]
+	if a == bmc.PowerActionOn || a == bmc.PowerActionCycle {
+		d.s.mu.Lock()
+		m.sent = append(m.sent, time.Now())
+		d.s.mu.Unlock()
+	}
 	d.busyWhile(m)
+	time.Sleep(m.slowSet)
 	d.s.mu.Lock()
 	d.s.calls = append(d.s.calls, d.addr+" "+string(a))
-	if a == bmc.PowerActionOn || a == bmc.PowerActionCycle {
-		m.sent = append(m.sent, time.Now())
-	}
 	if m.busy > 0 {
 		m.busy--
 		d.s.mu.Unlock()
@@ -204,10 +209,17 @@ func TestTransitionCycleKeepsTheRampConfirmsAndReportsReverts(t *testing.T) {
 		if sends != 22 {
 			t.Errorf("%d power-ons sent, want 22 (20 and two busy answers)", sends)
 		}
-		// The turns are 200ms apart; a send that waited may catch up, never closer than
-		// half of that. A send answered busy powered nothing on and gives its place back.
-		if gap := minGap(ons); gap < 100*time.Millisecond {
-			t.Errorf("two power-ons %v apart, the ramp allows 100ms at the closest", gap)
+		// Every power-on request, busy or not, passes the gate: at most 5 in any second,
+		// and 100ms apart at least (a late one catches up at twice the rate).
+		var sent []time.Time
+		for _, m := range site.machines {
+			sent = append(sent, m.sent...)
+		}
+		if n, at := peakInWindow(sent, time.Second); n > 5 {
+			t.Errorf("%d power-ons sent in the second from %v, the ramp allows 5", n, at)
+		}
+		if gap := minGap(sent); gap < 100*time.Millisecond {
+			t.Errorf("two power-ons sent %v apart, the ramp allows 100ms at the closest", gap)
 		}
 		for addr, n := range site.opens {
 			if n != 1 || site.peak[addr] != 1 {
@@ -219,6 +231,74 @@ func TestTransitionCycleKeepsTheRampConfirmsAndReportsReverts(t *testing.T) {
 			t.Errorf("%d sessions open after Close", n)
 		}
 	})
+}
+
+// TestTransitionRampHoldsInEveryWindow: a slow BMC holds the network's only slot while
+// the turns go on; when it lets go, the machines that had their turns send at once. The
+// site's bound (at most 5 power-ons in any one second) must hold on the power-ons as
+// sent, not only on the turns.
+func TestTransitionRampHoldsInEveryWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms := machines(40, func(int) string { return "" })
+		for i := range ms {
+			ms[i].Network = "one"
+		}
+		site := siteFor(ms, bmc.PowerOff)
+		site.machines["bmc-00"].slowSet = 2 * time.Second
+		r := &bmc.TransitionRunner{
+			Executor: &bmc.Executor{Opener: site, MaxConcurrent: 64, Sessions: &bmc.SessionPool{}},
+			Limits:   bmc.TransitionLimits{PowerOnRate: 5, NetworkInFlight: 1, Settle: 100 * time.Millisecond},
+		}
+		var mu sync.Mutex
+		var passed []time.Time
+		r.OnPowerOn = func(_, _ string, at time.Time) {
+			mu.Lock()
+			passed = append(passed, at)
+			mu.Unlock()
+		}
+		defer r.Executor.Sessions.Close()
+		res, err := r.Run(t.Context(), bmc.Transition{ID: "w", Action: bmc.TransitionOn, Machines: ms})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := byStatus(res); len(st[bmc.MachineDone]) != 40 {
+			t.Fatalf("statuses %v, want all done", st)
+		}
+		var sent []time.Time
+		for _, m := range site.machines {
+			sent = append(sent, m.sent...)
+		}
+		if len(sent) != 40 {
+			t.Fatalf("%d power-ons sent, want 40", len(sent))
+		}
+		if n, at := peakInWindow(sent, time.Second); n > 5 {
+			t.Errorf("%d power-ons sent in the second from %v, the ramp allows 5", n, at)
+		}
+		if gap := minGap(sent); gap < 100*time.Millisecond {
+			t.Errorf("two power-ons sent %v apart, the ramp allows 100ms (half its interval) at the closest", gap)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if n, _ := peakInWindow(passed, time.Second); len(passed) != 40 || n > 5 {
+			t.Errorf("OnPowerOn saw %d power-ons, %d in one second; want 40, at most 5", len(passed), n)
+		}
+	})
+}
+
+// peakInWindow returns the most times in any half-open window of length w, and where it
+// starts.
+func peakInWindow(ts []time.Time, w time.Duration) (int, time.Time) {
+	ts = slices.SortedFunc(slices.Values(ts), time.Time.Compare)
+	peak, at, j := 0, time.Time{}, 0
+	for i := range ts {
+		for ts[i].Sub(ts[j]) >= w {
+			j++
+		}
+		if i-j+1 > peak {
+			peak, at = i-j+1, ts[j]
+		}
+	}
+	return peak, at
 }
 
 func minGap(ts []time.Time) time.Duration {
@@ -256,8 +336,8 @@ func TestTransitionGroupRateAndNetworkInFlight(t *testing.T) {
 			if len(ons) != 4 {
 				t.Errorf("group %s: %d power-ons, want 4", g, len(ons))
 			}
-			if gap := minGap(ons); gap < time.Second/2 {
-				t.Errorf("group %s: power-ons %v apart, want at least 500ms (turns 1s apart)", g, gap)
+			if n, at := peakInWindow(ons, time.Second); n > 1 {
+				t.Errorf("group %s: %d power-ons in the second from %v, want at most 1", g, n, at)
 			}
 		}
 		for n, p := range site.netPeak {
@@ -380,6 +460,11 @@ func TestTransitionResumesOnAnotherAgent(t *testing.T) {
 			}
 		}
 		st := byStatus(res)
+		for _, x := range res {
+			if x.Status != bmc.MachineDone {
+				t.Logf("%s: %s %s", x.Machine, x.Kind, x.Reason)
+			}
+		}
 		if len(st[bmc.MachineDone])+len(st[bmc.MachineUnknown]) != 20 || len(st[bmc.MachineDone]) < 18 {
 			t.Errorf("statuses %v", st)
 		}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -45,11 +46,14 @@ type Report struct {
 	RevertsFound int // of them, reported failed with a reason
 	RevertsOK    int // of them, reported done (not noticed)
 	PeakSessions int // most sessions open at one BMC
-	PeakPerSec   int // most power-ons in any one-second window, site-wide
+	PeakPerSec   int // most power-ons carried out in any one-second window, site-wide
+	PeakSentSec  int // most power-on requests sent (as they passed the ramp, client side) in any one-second window
+	PeakArrived  int // most power-ons arrived at their BMCs (before their latency) in any one-second window
 	Transients   int
 	FirstOn      time.Duration // first and last power-on, from the start
 	LastOn       time.Duration
 	start        time.Time
+	sent         *sendTimes
 }
 
 type site struct {
@@ -80,13 +84,14 @@ func (s *site) close() {
 }
 
 func (s *site) measure(r *Report) {
-	var all []time.Time
+	var all, sent []time.Time
 	for i, srv := range s.srvs {
 		rs := srv.PowerOns()
 		if len(rs) > 1 {
 			r.CycledTwice++
 		}
 		all = append(all, rs...)
+		sent = append(sent, srv.PowerOnsSent()...)
 		r.PeakSessions = max(r.PeakSessions, srv.PeakSessions())
 		r.Transients += srv.Transients()
 		if s.revert[i] {
@@ -97,13 +102,38 @@ func (s *site) measure(r *Report) {
 	if len(all) > 0 {
 		r.FirstOn, r.LastOn = all[0].Sub(r.start), all[len(all)-1].Sub(r.start)
 	}
-	j := 0
-	for i := range all {
-		for all[i].Sub(all[j]) >= time.Second {
+	r.PeakPerSec = peakPerSecond(all)
+	r.PeakArrived = peakPerSecond(sent)
+	if r.sent == nil { // the plain loop: no ramp lets its sends go
+		r.PeakSentSec = r.PeakArrived
+	} else {
+		r.PeakSentSec = peakPerSecond(r.sent.times)
+	}
+}
+
+// sendTimes collects when the ramp let each power-on go.
+type sendTimes struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (s *sendTimes) add(_, _ string, at time.Time) {
+	s.mu.Lock()
+	s.times = append(s.times, at)
+	s.mu.Unlock()
+}
+
+// peakPerSecond returns the most of ts in any half-open one-second window.
+func peakPerSecond(ts []time.Time) int {
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	peak, j := 0, 0
+	for i := range ts {
+		for ts[i].Sub(ts[j]) >= time.Second {
 			j++
 		}
-		r.PeakPerSec = max(r.PeakPerSec, i-j+1)
+		peak = max(peak, i-j+1)
 	}
+	return peak
 }
 
 func driverConfig() redfish.Config {
@@ -121,7 +151,8 @@ func Transition(ctx context.Context, c Config) Report {
 		Credentials: bmc.CredentialsFunc(func(context.Context, string) (bmc.Credential, error) {
 			return bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword}, nil
 		})}
-	r := &bmc.TransitionRunner{Executor: exec, Limits: bmc.TransitionLimits{PowerOnRate: c.Rate, NetworkInFlight: c.InFlight,
+	sent := &sendTimes{}
+	r := &bmc.TransitionRunner{Executor: exec, OnPowerOn: sent.add, Limits: bmc.TransitionLimits{PowerOnRate: c.Rate, NetworkInFlight: c.InFlight,
 		Settle: 100 * time.Millisecond, Backoff: 250 * time.Millisecond, Attempts: 8}}
 	tr := bmc.Transition{ID: "bench", Action: bmc.TransitionCycle}
 	for i, srv := range s.srvs {
@@ -130,7 +161,7 @@ func Transition(ctx context.Context, c Config) Report {
 	}
 	start := time.Now()
 	res, err := r.Run(ctx, tr)
-	rep := Report{Name: "transition", Took: time.Since(start), Statuses: map[string]int{}, start: start}
+	rep := Report{Name: "transition", Took: time.Since(start), Statuses: map[string]int{}, start: start, sent: sent}
 	_ = pool.Close()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bmcsite:", err)
@@ -196,12 +227,13 @@ func Loop(ctx context.Context, c Config) Report {
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("%-10s took %6.2fs power-ons from %.2fs to %.2fs statuses %v cycled-twice %d unreported %d reverts %d (reported failed %d, reported done %d) peak-sessions/BMC %d peak-power-ons/s %d busy-answers %d",
-		r.Name, r.Took.Seconds(), r.FirstOn.Seconds(), r.LastOn.Seconds(), r.Statuses, r.CycledTwice, r.Unreported, r.Reverts, r.RevertsFound, r.RevertsOK, r.PeakSessions, r.PeakPerSec, r.Transients)
+	return fmt.Sprintf("%-10s took %6.2fs power-ons from %.2fs to %.2fs statuses %v cycled-twice %d unreported %d reverts %d (reported failed %d, reported done %d) peak-sessions/BMC %d peak-power-ons/s sent %d arrived %d carried-out %d busy-answers %d",
+		r.Name, r.Took.Seconds(), r.FirstOn.Seconds(), r.LastOn.Seconds(), r.Statuses, r.CycledTwice, r.Unreported, r.Reverts, r.RevertsFound, r.RevertsOK, r.PeakSessions, r.PeakSentSec, r.PeakArrived, r.PeakPerSec, r.Transients)
 }
 
 // Check lists what the transition must show: within 10% of the ramp's bound, none cycled
-// twice, none unreported, every revert reported failed, at most MaxSessions at any BMC.
+// twice, none unreported, every revert reported failed, at most MaxSessions at any BMC,
+// at most the ramp's rate (rounded up) of power-ons sent in any one second.
 func Check(c Config, r Report) []string {
 	var bad []string
 	bound := time.Duration(float64(c.N) / c.Rate * float64(time.Second))
@@ -216,6 +248,9 @@ func Check(c Config, r Report) []string {
 	}
 	if r.RevertsFound != r.Reverts {
 		bad = append(bad, fmt.Sprintf("%d of %d reverts reported failed", r.RevertsFound, r.Reverts))
+	}
+	if lim := int(math.Ceil(c.Rate)); r.PeakSentSec > lim {
+		bad = append(bad, fmt.Sprintf("%d power-ons sent in one second, ramp %d", r.PeakSentSec, lim))
 	}
 	if r.PeakSessions > c.MaxSessions {
 		bad = append(bad, fmt.Sprintf("%d sessions at one BMC, cap %d", r.PeakSessions, c.MaxSessions))

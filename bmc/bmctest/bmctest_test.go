@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/bettercompute/siteboot/bmc/bmctest"
 	"github.com/google/go-cmp/cmp"
@@ -301,4 +304,29 @@ func contains(list []any, v any) bool {
 		}
 	}
 	return false
+}
+
+// TestPowerOnsSentAreBeforeTheirLatency: a power-on is carried out after the request's
+// latency, and PowerOnsSent tells when it arrived (on fake time).
+func TestPowerOnsSentAreBeforeTheirLatency(t *testing.T) {
+	srv := bmctest.NewServer(bmctest.Options{Faults: bmctest.Faults{MinLatency: 150 * time.Millisecond, MaxLatency: 150 * time.Millisecond}})
+	defer srv.Close()
+	srv.SetPowerState("Off")
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		req := httptest.NewRequest(http.MethodPost, bmctest.SystemPath+"/Actions/ComputerSystem.Reset", strings.NewReader(`{"ResetType":"On"}`))
+		req.SetBasicAuth(bmctest.DefaultUsername, bmctest.DefaultPassword)
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		if rec.Code/100 != 2 {
+			t.Fatalf("reset answered %d: %s", rec.Code, rec.Body)
+		}
+		ons, sent := srv.PowerOns(), srv.PowerOnsSent()
+		if len(ons) != 1 || len(sent) != 1 {
+			t.Fatalf("%d power-ons, %d sent; want 1 each", len(ons), len(sent))
+		}
+		if !sent[0].Equal(start) || ons[0].Sub(sent[0]) != 150*time.Millisecond {
+			t.Errorf("sent at +%v, carried out %v later; want +0s and 150ms", sent[0].Sub(start), ons[0].Sub(sent[0]))
+		}
+	})
 }

@@ -38,6 +38,8 @@ type faultState struct {
 	peakSessions int
 	transients   int
 	powerOns     []time.Time
+	powerOnsSent []time.Time
+	arrived      time.Time // when the request being served arrived, before its latency
 }
 
 func (f *faultState) init(o Faults) {
@@ -87,6 +89,7 @@ func (s *Server) transient(w http.ResponseWriter, r *http.Request) bool {
 func (s *Server) armRevert(sys map[string]any) {
 	if sys["PowerState"] == "On" {
 		s.faults.powerOns = append(s.faults.powerOns, time.Now())
+		s.faults.powerOnsSent = append(s.faults.powerOnsSent, s.faults.arrived)
 	}
 	n := s.opts.Faults.RevertPowerAfterReads
 	if n <= 0 {
@@ -142,4 +145,13 @@ func (s *Server) PowerOns() []time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]time.Time(nil), s.faults.powerOns...)
+}
+
+// PowerOnsSent returns, for each of PowerOns, when its request arrived, before the
+// latency Faults add: on loopback, when it was sent. A site's power-on ramp bounds these;
+// PowerOns are later by each request's latency, which differs from one to the next.
+func (s *Server) PowerOnsSent() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.faults.powerOnsSent...)
 }

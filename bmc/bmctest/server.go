@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 //go:embed testdata/public-rackmount1 testdata/hpe-dl325-ilo5 testdata/openbmc
@@ -212,6 +213,10 @@ type Options struct {
 
 	// Faults add latency, busy answers and power changes that revert (faults.go).
 	Faults Faults
+
+	// Storage, when set, gives the system a RAID controller with drives and volumes
+	// (storage.go).
+	Storage *StorageOptions
 }
 
 // Settings-object paths for Options.BootSettingsObject (relative to the system for
@@ -287,6 +292,7 @@ type Server struct {
 	settings string // the settings object's path (BootSettingsObject)
 	sysPath  string
 	faults   faultState
+	erasures []string
 }
 
 // SystemPath returns the path of the ComputerSystem the fake serves (the first one).
@@ -330,6 +336,7 @@ func NewServer(opts Options) *Server {
 	if err := s.load(); err != nil {
 		panic("bmctest: embedded mockup: " + err.Error())
 	}
+	s.addStorage()
 	s.srv = httptest.NewUnstartedServer(s)
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // failed handshakes are what TLS tests provoke
 	if opts.TLS {
@@ -660,9 +667,11 @@ func clean(p string) string {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	arrived := time.Now()
 	s.delay(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.faults.arrived = arrived
 	req := Request{Method: r.Method, Path: r.URL.Path, Body: string(body), IfMatch: r.Header.Get("If-Match")}
 	user, auth := s.authenticate(r)
 	req.Auth = auth
@@ -935,6 +944,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p string, body []b
 		s.login(w, in)
 		return
 	}
+	if s.storagePost(w, p, body) {
+		return
+	}
 	i := strings.Index(p, "/Actions/")
 	if i < 0 {
 		writeError(w, http.StatusMethodNotAllowed, "Base.1.8.OperationNotAllowed", "POST not allowed at "+p)
@@ -1048,6 +1060,9 @@ func (s *Server) login(w http.ResponseWriter, in map[string]any) {
 }
 
 func (s *Server) delete(w http.ResponseWriter, p string) {
+	if s.storageDelete(w, p) {
+		return
+	}
 	if !strings.HasPrefix(p, "/redfish/v1/SessionService/Sessions/") || s.res[p] == nil {
 		writeError(w, http.StatusMethodNotAllowed, "Base.1.8.OperationNotAllowed", "DELETE not allowed at "+p)
 		return

@@ -411,6 +411,11 @@ func (d *Driver) SetPower(ctx context.Context, a bmc.PowerAction) error {
 		case bmc.PowerActionReset:
 			ctl = chassis.ChassisControlHardReset
 		}
+		if ctl == chassis.ChassisControlPowerUp || ctl == chassis.ChassisControlPowerCycle {
+			if err := d.awaitPowerOn(ctx, ctl); err != nil {
+				return err
+			}
+		}
 		_, err = c.ChassisControl(ctx, ctl)
 		if err != nil && ctl == chassis.ChassisControlPowerCycle && refusesCycle(err) {
 			d.log.Debug("ipmi: power cycle refused; sending power down, then power up", "addr", d.target.Address, "err", err)
@@ -497,9 +502,24 @@ func (d *Driver) offThenOn(ctx context.Context, c *client.Client) error {
 		case <-tick.C:
 		}
 	}
+	if err := d.awaitPowerOn(ctx, chassis.ChassisControlPowerUp); err != nil {
+		return err
+	}
 	_, err := c.ChassisControl(ctx, chassis.ChassisControlPowerUp)
 	return err
 }
+
+// awaitPowerOn waits at ctx's power-on gate (bmc.AwaitPowerOn) before ctl is sent.
+func (d *Driver) awaitPowerOn(ctx context.Context, ctl chassis.ChassisControl) error {
+	if err := bmc.AwaitPowerOn(ctx); err != nil {
+		return d.opErr("power", bmc.ErrTimeout, "the site's power-on ramp gave no turn before the deadline; "+controlNames[ctl]+" not sent", err)
+	}
+	return nil
+}
+
+// GatesPowerOn implements bmc.PowerOnGater: SetPower waits at the context's power-on gate
+// immediately before each power up or power cycle it sends.
+func (d *Driver) GatesPowerOn() {}
 
 var selectors = map[bmc.BootTarget]types.BootDeviceSelector{
 	bmc.BootNone:      types.BootDeviceSelectorNoOverride,

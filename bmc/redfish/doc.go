@@ -70,6 +70,16 @@
 //     where the drive has none. After a failed insert the drive is read back and, if it
 //     claims the image anyway (sushy-emulator), ejected; that image is not trusted as
 //     "already inserted" again on this Open.
+//   - Volumes: created by a POST to the controller's Volumes (RAIDType, Links.Drives, Name,
+//     CapacityBytes), read back from the Location or, without one (or a 202 job), by
+//     listing until a new member appears; a 501 or 405 to the POST is ErrUnsupported. A
+//     volume of VolumeType only (before Volume 1.3.1) reads as its RAIDType where one is
+//     implied. A drive without Drive.SecureErase is erased by its volume's
+//     Volume.Initialize (Slow where offered) only where the volume holds that drive
+//     alone.
+//   - Power-ons (On, ForceOn, PowerCycle, the On of ForceOff-then-On) wait at the
+//     context's power-on gate (bmc.AwaitPowerOn) immediately before each POST, retries
+//     included.
 //   - Firmware: SimpleUpdate's task is followed where DSP0266 puts it: 202 + Location (a
 //     task monitor), 204 or 200 + Location (sushy-emulator), a Task body; a monitor that
 //     answers 404 once its task ended is replaced by the task resource. An UpdateService
@@ -167,6 +177,18 @@
 //	firmware         fails: fake driver has no   "Completed": 204, no task   works               not offered (push
 //	                 versions (500)              (nothing to read back)                          only)
 //	storage          works 181 ms                works 3.7 ms                works 0.7 ms        works 0.36 ms
+//	volumes, erase   listed; creation 501 (its   no Storage (SimpleStorage   -                   -
+//	                 fake driver creates none:   only): ErrUnsupported
+//	                 libvirt only), no DELETE,
+//	                 no SecureErase:
+//	                 ErrUnsupported
+//	Secure Boot      works (fake driver keeps    linked, not served:         -                   -
+//	                 SecureBootEnable)           ErrUnsupported
+//
+// Volume creation, deletion and erasure are tested against bmctest's RAID controller
+// (Options.Storage: Location or none, a RAID level kept other than asked, drives without
+// SecureErase): TestVolumeCreatedReadBackAndDeleted, TestVolumeKeptDifferentlyIsErrDiffers,
+// TestVolumeRefusedBeforeSending, TestEraseDrive; no emulator here creates a volume.
 //
 // Dell iDRAC, Lenovo XCC and Supermicro have no capture here: their behaviours are
 // modelled in bmctest on DMTF's mockup and tested in the vendor tests.

@@ -49,6 +49,8 @@ func FuzzBMCAnswers(f *testing.F) {
 	f.Add([]byte(`{"@Redfish.Settings":{"SettingsObject":{"@odata.id":"//evil.example/x"}}}`), uint16(200))
 	f.Add([]byte(`{"error":{"code":"IDRAC.2.8.SYS518","@Message.ExtendedInfo":[{"MessageId":"IDRAC.2.8.SYS518"}]}}`), uint16(503))
 	f.Add([]byte(`{"error":{"code":"Base.1.8.GeneralError","@Message.ExtendedInfo":[{"MessageId":"iLO.2.15.InvalidOperationForSystemState"}]}}`), uint16(400))
+	f.Add([]byte(`{"Storage":{"@odata.id":"/redfish/v1/x"},"Members":[{"@odata.id":"/redfish/v1/x"}],"Id":"x","Drives":[{"@odata.id":"/redfish/v1/x"}],"Volumes":{"@odata.id":"/redfish/v1/x"},"RAIDType":"RAID1","Links":{"Drives":[{"@odata.id":"/redfish/v1/x"}]},"Actions":{"#Drive.SecureErase":{"target":"/redfish/v1/x"}}}`), uint16(201))
+	f.Add([]byte(`{"Storage":{"@odata.id":"/redfish/v1/x"},"Members":[{"@odata.id":"/redfish/v1/x"}],"Id":"x","Volumes":{"@odata.id":"/redfish/v1/x"},"VolumeType":"Mirrored","CapacityBytes":-5,"Links":{"Drives":[{"@odata.id":"//evil.example/x"}]},"Actions":{"#Volume.Initialize":{"target":"/redfish/v1/x"}}}`), uint16(200))
 	f.Add([]byte(`{"FirmwareInventory":{"@odata.id":"/redfish/v1/x"},"Members":[{"@odata.id":"/redfish/v1/x"}],"Version":"9.9"}`), uint16(200))
 
 	f.Fuzz(func(t *testing.T, body []byte, status uint16) {
@@ -75,7 +77,8 @@ func FuzzBMCAnswers(f *testing.F) {
 		defer cancel()
 		d, err := redfish.Dial(ctx, redfish.Config{BasicAuth: true, Timeout: 2 * time.Second,
 			PollInterval: time.Millisecond, PowerTimeout: 50 * time.Millisecond, SettleTime: time.Millisecond,
-			RetryWait: time.Millisecond},
+			TaskTimeout: 100 * time.Millisecond,
+			RetryWait:   time.Millisecond},
 			bmc.Target{Address: srv.URL, Username: "u", Password: "p"})
 		if err != nil {
 			t.Fatalf("Dial: %v", err)
@@ -132,5 +135,23 @@ func FuzzBMCAnswers(f *testing.F) {
 		if n := requests.Load(); n > 6*512+64 {
 			t.Errorf("%d requests for one round of operations", n)
 		}
+		// The storage changes: typed errors, and a volume read back only with what the
+		// BMC listed.
+		sctx, scancel := context.WithTimeout(ctx, time.Second)
+		defer scancel()
+		vs, err := d.Volumes(sctx, "")
+		check(err)
+		for _, v := range vs {
+			if v.CapacityBytes < 0 {
+				t.Errorf("volume %+v with a negative capacity", v)
+			}
+		}
+		v, err := d.CreateVolume(sctx, bmc.VolumeSpec{RAIDType: "RAID1", Drives: []string{"x", "y"}})
+		check(err)
+		if err == nil && (v.RAIDType != "RAID1" && v.RAIDType != "") {
+			t.Errorf("volume %+v kept another RAID type without ErrDiffers", v)
+		}
+		check(d.DeleteVolume(sctx, "", "1"))
+		check(d.EraseDrive(sctx, "", "x"))
 	})
 }

@@ -90,6 +90,9 @@ SUSHY_EMULATOR_DRIVES = {
         {"Id": "58CFF987A1B2C3D4", "Name": "Drive Two", "CapacityBytes": 480103981056, "Protocol": "SATA"}
     ]
 }
+SUSHY_EMULATOR_VOLUMES = {
+    ("27946b59-9e44-4fa7-8e91-f3527a1ef094", "1"): []
+}
 `
 
 func TestSushyEmulator(t *testing.T) {
@@ -220,6 +223,38 @@ func TestSushyEmulator(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, disks); diff != "" {
 			t.Errorf("disks (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("volumes: the fake driver lists them and creates none", func(t *testing.T) {
+		// sushy serves Volumes from its config and creates them only through libvirt: its
+		// fake driver answers a creation 501, which is ErrUnsupported. It has no DELETE of
+		// a volume and no Drive.SecureErase.
+		vs, err := d.Volumes(peerCtx(t, 30*time.Second), "")
+		if err != nil || len(vs) != 0 {
+			t.Fatalf("Volumes = %v, %v; want none", vs, err)
+		}
+		_, err = d.CreateVolume(peerCtx(t, 30*time.Second), bmc.VolumeSpec{RAIDType: "RAID1",
+			Drives: []string{"32ADF365C6C1B7BD", "58CFF987A1B2C3D4"}})
+		kindIs(t, err, bmc.ErrUnsupported)
+		kindIs(t, d.EraseDrive(peerCtx(t, 30*time.Second), "1", "32ADF365C6C1B7BD"), bmc.ErrUnsupported)
+		if vs, err := d.Volumes(peerCtx(t, 30*time.Second), "1"); err != nil || len(vs) != 0 {
+			t.Errorf("Volumes after the refused creation = %v, %v", vs, err)
+		}
+	})
+	t.Run("secure boot enable, read back", func(t *testing.T) {
+		st, err := d.SecureBoot(peerCtx(t, 30*time.Second))
+		if err != nil || st.Enabled {
+			t.Fatalf("SecureBoot = %+v, %v; want disabled (sushy's default)", st, err)
+		}
+		for _, on := range []bool{true, false} {
+			if err := d.SetSecureBoot(peerCtx(t, 30*time.Second), on); err != nil {
+				t.Fatalf("SetSecureBoot(%v): %v", on, err)
+			}
+			st, err := d.SecureBoot(peerCtx(t, 30*time.Second))
+			want := map[bool]string{true: "Enabled", false: "Disabled"}[on]
+			if err != nil || st.Enabled != on || st.CurrentBoot != want {
+				t.Errorf("after SetSecureBoot(%v): %+v, %v", on, st, err)
+			}
 		}
 	})
 }

@@ -56,6 +56,14 @@ var resetChoices = map[bmc.PowerAction][]string{
 	bmc.PowerActionCycle:    {"PowerCycle"},
 }
 
+// powerOnResets are the ResetType values that may power a machine on: each waits at the
+// context's power-on gate (bmc.AwaitPowerOn) immediately before it is sent.
+var powerOnResets = map[string]bool{"On": true, "ForceOn": true, "PowerCycle": true}
+
+// GatesPowerOn implements bmc.PowerOnGater: SetPower waits at the context's power-on gate
+// immediately before each On, ForceOn or PowerCycle it sends.
+func (d *Driver) GatesPowerOn() {}
+
 // allowedResets returns the ResetType values the BMC lists, from the action's annotation
 // or its ActionInfo; nil when it lists none (then the standard values are assumed).
 func (d *Driver) allowedResets(c *gofish.APIClient, sys rfPower) []string {
@@ -117,7 +125,16 @@ func (d *Driver) SetPower(ctx context.Context, a bmc.PowerAction) error {
 			return "", false
 		}
 		reset := func(rt, etag string) error {
-			_, err := d.action(c, sys.Actions.Reset.Target, etag, map[string]string{"ResetType": rt})
+			var gate func() error
+			if powerOnResets[rt] {
+				gate = func() error {
+					if err := bmc.AwaitPowerOn(ctx); err != nil {
+						return d.opErr("power", bmc.ErrTimeout, "the site's power-on ramp gave no turn before the deadline; "+rt+" not sent", err)
+					}
+					return nil
+				}
+			}
+			_, err := d.gatedAction(c, sys.Actions.Reset.Target, etag, map[string]string{"ResetType": rt}, gate)
 			return err
 		}
 		rt, ok := pick(a)

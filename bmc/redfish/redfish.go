@@ -59,7 +59,8 @@ type Config struct {
 	// PollInterval is the wait between task-monitor polls; zero means DefaultPollInterval.
 	// A Retry-After shorter than it is honoured.
 	PollInterval time.Duration
-	// TaskTimeout bounds following one firmware task; zero means DefaultTaskTimeout.
+	// TaskTimeout bounds following one firmware task, and the wait for a volume created
+	// or deleted to be listed so; zero means DefaultTaskTimeout.
 	TaskTimeout time.Duration
 	// PowerTimeout bounds the wait, after a power action the BMC accepted, for the machine
 	// to report the state asked for; zero means DefaultPowerTimeout.
@@ -649,6 +650,12 @@ func (d *Driver) patch(c *gofish.APIClient, p, etag string, payload any) (answer
 // is known and the BMC has not refused the header on actions (DSP0266 lets a service
 // check If-Match on POST); a 412 is retried once without it and remembered.
 func (d *Driver) action(c *gofish.APIClient, target, etag string, body any) (answer, error) {
+	return d.gatedAction(c, target, etag, body, nil)
+}
+
+// gatedAction is action, calling gate (when not nil) immediately before each time the
+// request is sent; nothing is sent when it fails.
+func (d *Driver) gatedAction(c *gofish.APIClient, target, etag string, body any, gate func() error) (answer, error) {
 	if !validPath(target) {
 		return answer{}, errBadLink
 	}
@@ -662,6 +669,11 @@ func (d *Driver) action(c *gofish.APIClient, target, etag string, body any) (ans
 	var a answer
 	post := func(h map[string]string) error {
 		return d.retrying(c, "POST "+target, func() error {
+			if gate != nil {
+				if err := gate(); err != nil {
+					return err
+				}
+			}
 			resp, err := c.PostWithHeaders(target, body, h)
 			if err != nil {
 				return err

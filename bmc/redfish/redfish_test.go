@@ -330,11 +330,27 @@ func TestPower(t *testing.T) {
 				srv.Patch(bmctest.SystemPath, map[string]any{"Actions": map[string]any{"#ComputerSystem.Reset": map[string]any{
 					"ResetType@Redfish.AllowableValues": []any{"On", "ForceOff", "ForceRestart", "PowerCycle"}}}})
 			}
-			if err := d.SetPower(ctx(t), tc.action); err != nil {
+			// The power-on gate is waited at immediately before each power-on sent: at
+			// each wait, the resets sent so far are those before it.
+			var atGate []int
+			gated := bmc.WithPowerOnGate(ctx(t), func(context.Context) error {
+				atGate = append(atGate, len(resets(srv.Requests())))
+				return nil
+			})
+			if err := d.SetPower(gated, tc.action); err != nil {
 				t.Fatalf("SetPower: %v", err)
 			}
 			if diff := cmp.Diff(tc.wantResets, resets(srv.Requests())); diff != "" {
 				t.Errorf("reset types sent (-want +got):\n%s", diff)
+			}
+			var wantGate []int
+			for i, rt := range tc.wantResets {
+				if rt == "On" || rt == "PowerCycle" {
+					wantGate = append(wantGate, i)
+				}
+			}
+			if diff := cmp.Diff(wantGate, atGate); diff != "" {
+				t.Errorf("resets sent at each wait at the power-on gate (-want +got):\n%s", diff)
 			}
 			if got := srv.Resource(bmctest.SystemPath)["PowerState"]; got != tc.wantState {
 				t.Errorf("PowerState = %v, want %s", got, tc.wantState)
@@ -350,6 +366,24 @@ func TestPower(t *testing.T) {
 	}
 	_, d := start(t, bmctest.Options{}, redfish.Config{})
 	kindIs(t, d.SetPower(ctx(t), "explode"), bmc.ErrInvalid)
+}
+
+func TestPowerOnGateThatFailsSendsNothing(t *testing.T) {
+	srv, d := start(t, bmctest.Options{}, redfish.Config{})
+	srv.SetPowerState("Off")
+	stop := errors.New("no turn")
+	gated := bmc.WithPowerOnGate(ctx(t), func(context.Context) error { return stop })
+	err := d.SetPower(gated, bmc.PowerActionOn)
+	kindIs(t, err, bmc.ErrTimeout)
+	if !errors.Is(err, stop) {
+		t.Errorf("error %v does not wrap the gate's", err)
+	}
+	if got := resets(srv.Requests()); len(got) != 0 {
+		t.Errorf("sent %q though the gate failed", got)
+	}
+	if got := srv.PowerState(); got != "Off" {
+		t.Errorf("PowerState %s, want Off", got)
+	}
 }
 
 func TestPowerWhenTheBMCOffersNoSuchReset(t *testing.T) {

@@ -197,13 +197,11 @@ func TestTransitionCycleKeepsTheRampConfirmsAndReportsReverts(t *testing.T) {
 		if took < 3800*time.Millisecond || took > 7*time.Second {
 			t.Errorf("transition took %v, want 4-7 s", took)
 		}
-		var ons []time.Time
 		sends := 0
 		for addr, m := range site.machines {
 			if len(m.powerOns) != 1 {
 				t.Errorf("%s powered on %d times, want once", addr, len(m.powerOns))
 			}
-			ons = append(ons, m.powerOns...)
 			sends += len(m.sent)
 		}
 		if sends != 22 {

@@ -212,10 +212,6 @@ func (s *Server) bootFile(req *Request) (string, bool) {
 	return f, true
 }
 
-func (s *Server) url(server netip.Addr, path string) string {
-	return s.urlHost(server.String(), path)
-}
-
 // urlHost is the boot HTTP server's URL for path on host (an IPv4 address or a bracketed
 // IPv6 one).
 func (s *Server) urlHost(host, path string) string {

@@ -23,8 +23,8 @@ import (
 func TestQuirkPersistentBootNotSupportedRearmedOnEachPowerOn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	open := func(t *testing.T) (*bmctest.Server, *redfish.Driver) {
-		srv := bmctest.NewServer(bmctest.Options{Vendor: bmctest.LenovoXCC})
+	open := func(t *testing.T, o bmctest.Options) (*bmctest.Server, *redfish.Driver) {
+		srv := bmctest.NewServer(o)
 		t.Cleanup(srv.Close)
 		d, err := redfish.Dial(ctx, redfish.Config{SettleTime: time.Millisecond, PollInterval: time.Millisecond},
 			bmc.Target{Driver: redfish.Name, Address: srv.URL, Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword})
@@ -51,7 +51,7 @@ func TestQuirkPersistentBootNotSupportedRearmedOnEachPowerOn(t *testing.T) {
 	}
 
 	t.Run("driver alone", func(t *testing.T) {
-		srv, d := open(t)
+		srv, d := open(t, bmctest.Options{Vendor: bmctest.LenovoXCC})
 		if err := d.SetBootDevice(ctx, pxe); !errors.Is(err, bmc.ErrUnsupported) {
 			t.Fatalf("persistent PXE on XCC: %v, want unsupported", err)
 		}
@@ -63,7 +63,7 @@ func TestQuirkPersistentBootNotSupportedRearmedOnEachPowerOn(t *testing.T) {
 		}
 	})
 	t.Run("kept", func(t *testing.T) {
-		srv, d := open(t)
+		srv, d := open(t, bmctest.Options{Vendor: bmctest.LenovoXCC})
 		k := bmc.NewBootKeeper(d)
 		if err := k.SetBootDevice(ctx, pxe); err != nil {
 			t.Fatalf("persistent PXE through the keeper: %v", err)
@@ -83,14 +83,7 @@ func TestQuirkPersistentBootNotSupportedRearmedOnEachPowerOn(t *testing.T) {
 		}
 	})
 	t.Run("a BMC that keeps it is left alone", func(t *testing.T) {
-		srv := bmctest.NewServer(bmctest.Options{})
-		t.Cleanup(srv.Close)
-		d, err := redfish.Dial(ctx, redfish.Config{SettleTime: time.Millisecond, PollInterval: time.Millisecond},
-			bmc.Target{Driver: redfish.Name, Address: srv.URL, Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = d.Close() })
+		_, d := open(t, bmctest.Options{})
 		k := bmc.NewBootKeeper(d)
 		if err := k.SetBootDevice(ctx, pxe); err != nil {
 			t.Fatal(err)

@@ -208,17 +208,10 @@ func (u *unpacker) uvarint() uint64 {
 	return v
 }
 
+// varint reads what binary.AppendVarint wrote: a uvarint of the zig-zag encoding.
 func (u *unpacker) varint() int64 {
-	if u.bad {
-		return 0
-	}
-	v, n := binary.Varint(u.b)
-	if n <= 0 {
-		u.bad = true
-		return 0
-	}
-	u.b = u.b[n:]
-	return v
+	x := u.uvarint()
+	return int64(x>>1) ^ -int64(x&1)
 }
 
 func (u *unpacker) addr() netip.Addr {

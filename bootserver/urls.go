@@ -47,6 +47,16 @@ func checkHost(u *url.URL) error {
 // that asked for any port); or, when set is "", http://IP[:PORT] from ip and port, the
 // port left out when it is 80; "" when ip is unset too.
 func BaseURL(set string, ip netip.Addr, port uint16) string {
+	return joinBaseURL("http", 80, set, ip, port)
+}
+
+// BaseURLTLS is [BaseURL] for the HTTPS listener: https://IP[:PORT], the port left out
+// when it is 443.
+func BaseURLTLS(set string, ip netip.Addr, port uint16) string {
+	return joinBaseURL("https", 443, set, ip, port)
+}
+
+func joinBaseURL(scheme string, defaultPort uint16, set string, ip netip.Addr, port uint16) string {
 	if set != "" {
 		if u, err := url.Parse(set); err == nil && u.Port() == "0" {
 			u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(int(port)))
@@ -61,8 +71,8 @@ func BaseURL(set string, ip netip.Addr, port uint16) string {
 	if ip.Is6() {
 		host = "[" + host + "]"
 	}
-	if port != 80 {
+	if port != defaultPort {
 		host += ":" + strconv.Itoa(int(port))
 	}
-	return "http://" + host
+	return scheme + "://" + host
 }

@@ -35,26 +35,39 @@ func TestCheckURLs(t *testing.T) {
 	}
 }
 
+// TestBaseURL: the plain and HTTPS sides' base URLs, the scheme's own port left out, IPv6
+// bracketed, a set URL kept with its port 0 replaced.
 func TestBaseURL(t *testing.T) {
 	for _, tc := range []struct {
+		tls  bool
 		set  string
 		ip   string
 		port uint16
 		want string
 	}{
-		{"", "192.0.2.2", 80, "http://192.0.2.2"},
-		{"", "192.0.2.2", 8080, "http://192.0.2.2:8080"},
-		{"", "2001:db8::2", 8080, "http://[2001:db8::2]:8080"},
-		{"http://boot.example.net:0", "192.0.2.2", 8081, "http://boot.example.net:8081"},
-		{"https://boot.example.net", "192.0.2.2", 8081, "https://boot.example.net"},
-		{"", "", 80, ""},
+		{false, "", "192.0.2.2", 80, "http://192.0.2.2"},
+		{false, "", "192.0.2.2", 8080, "http://192.0.2.2:8080"},
+		{false, "", "2001:db8::2", 8080, "http://[2001:db8::2]:8080"},
+		{false, "http://boot.example.net:0", "192.0.2.2", 8081, "http://boot.example.net:8081"},
+		{false, "https://boot.example.net", "192.0.2.2", 8081, "https://boot.example.net"},
+		{false, "", "", 80, ""},
+		{true, "", "192.0.2.2", 443, "https://192.0.2.2"},
+		{true, "", "192.0.2.2", 8443, "https://192.0.2.2:8443"},
+		{true, "", "2001:db8::2", 443, "https://[2001:db8::2]"},
+		{true, "", "2001:db8::2", 8443, "https://[2001:db8::2]:8443"},
+		{true, "https://boot.example.net:0", "192.0.2.2", 8443, "https://boot.example.net:8443"},
+		{true, "", "", 443, ""},
 	} {
 		var ip netip.Addr
 		if tc.ip != "" {
 			ip = netip.MustParseAddr(tc.ip)
 		}
-		if got := bootserver.BaseURL(tc.set, ip, tc.port); got != tc.want {
-			t.Errorf("BaseURL(%q, %v, %d) = %q, want %q", tc.set, ip, tc.port, got, tc.want)
+		f, name := bootserver.BaseURL, "BaseURL"
+		if tc.tls {
+			f, name = bootserver.BaseURLTLS, "BaseURLTLS"
+		}
+		if got := f(tc.set, ip, tc.port); got != tc.want {
+			t.Errorf("%s(%q, %v, %d) = %q, want %q", name, tc.set, ip, tc.port, got, tc.want)
 		}
 	}
 }

@@ -127,6 +127,15 @@
 //   - TestE2E_LocalBootUEFI: the same over UEFI with siteboot's snponly.efi: the local-boot
 //     script's "exit 1" makes OVMF boot its next options (HTTPv4, answered the same way,
 //     then the disk's EFI application); no kernel is fetched.
+//   - TestE2E_HTTPS: the agent with a boot certificate from the site's boot CA and plain
+//     HTTP refused; OVMF's PXE loads siteboot's snponly.efi (patched to trust that CA) over
+//     TFTP, and iPXE fetches the chain, the script, the kernel and the initrd over https to
+//     a verified assertion. A plain request is refused and counted, and the segment's
+//     capture holds no discovery token, assertion, grant or image bytes.
+//   - TestE2E_HTTPSOtherCA: iPXE trusting another CA stops at the chain with "Permission
+//     denied" on its console; the agent answers no boot request.
+//   - TestE2E_HTTPSFirmware: OVMF with the boot CA enrolled (fw_cfg etc/edk2/https/cacerts)
+//     fetches the iPXE build itself by UEFI HTTP boot over https, then boots as above.
 //
 // # Timings on a loaded machine
 //

@@ -5,16 +5,12 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/binary"
-	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bettercompute/siteboot/assertion"
-	"github.com/bettercompute/siteboot/internal/testpeer"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
@@ -37,60 +33,6 @@ func efiSignatureList(ca *x509.Certificate) []byte {
 	return b.Bytes()
 }
 
-// powerOnHTTPSBoot starts m, an OVMF machine that boots by UEFI HTTP boot only, with cacerts
-// as the CAs its HTTPS boot trusts (fw_cfg etc/edk2/https/cacerts), on a new tap of the
-// lab's bridge, once a machine slot is free. It is powerOn's UEFI HTTP case with the CA
-// enrolled.
-func (l *lab) powerOnHTTPSBoot(m *machine, cacerts []byte) {
-	t := l.t
-	t.Helper()
-	qemu := testpeer.LookPath(t, "qemu-system-x86_64", "qemu-system-x86")
-	for _, f := range []string{ovmfCode, ovmfVars} {
-		testpeer.File(t, f, "ovmf")
-	}
-	certs := filepath.Join(l.dir, m.name+".cacerts")
-	vars := filepath.Join(l.dir, m.name+".vars.fd")
-	b, err := os.ReadFile(ovmfVars)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []struct {
-		path string
-		b    []byte
-	}{{certs, cacerts}, {vars, b}} {
-		if err := os.WriteFile(f.path, f.b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	machineSlots <- struct{}{}
-	l.mu.Lock()
-	l.taps++
-	tap := l.seg.AddTap(t, fmt.Sprintf("tap%d", l.taps))
-	l.mu.Unlock()
-	m.serial = filepath.Join(l.dir, m.name+".serial.log")
-	args := []string{
-		"-accel", "tcg", "-m", "512", "-nodefaults", "-display", "none", "-serial", "file:" + m.serial,
-		"-uuid", m.uuid.String(), "-no-reboot", "-M", "q35,graphics=off",
-		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + ovmfCode,
-		"-drive", "if=pflash,format=raw,unit=1,file=" + vars,
-		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
-		"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mac=%s,bootindex=1,romfile=", m.mac),
-		"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=no",
-		"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=no",
-		"-fw_cfg", "name=etc/edk2/https/cacerts,file=" + certs,
-	}
-	m.start = time.Now()
-	m.p = testpeer.Start(t, testpeer.Cmd{Path: qemu, Args: args, Netns: l.seg.Bridge})
-	go func() {
-		<-m.p.Done()
-		<-machineSlots
-	}()
-	l.mu.Lock()
-	l.machines = append(l.machines, m)
-	l.mu.Unlock()
-	t.Cleanup(m.p.Stop)
-}
-
 // TestE2E_HTTPSFirmware: OVMF, with the boot CA enrolled through QEMU's
 // etc/edk2/https/cacerts, fetches the agent's snponly build by UEFI HTTP boot over https
 // (proxy DHCP names an https URL: firmware_https), and iPXE boots on over https to the
@@ -108,7 +50,7 @@ func TestE2E_HTTPSFirmware(t *testing.T) {
 
 	m := newMachine("https-firmware", fwUEFIHTTP, 43)
 	l.prepare(a.name, m, sitelink.ArchX86UEFI)
-	l.powerOnHTTPSBoot(m, efiSignatureList(ca.cert))
+	l.powerOn(m, bootOpts{httpsCACerts: efiSignatureList(ca.cert)})
 	words := m.waitCmdline(t)
 	m.logSlow(t, time.Minute)
 	t.Logf("%s: power-on to kernel %v, UEFI HTTPS boot then iPXE over https", m.name, m.kernel.Sub(m.start).Round(100*time.Millisecond))

@@ -586,11 +586,36 @@ func waitFor(limit time.Duration, cond func() bool) bool {
 // holds the ramdisk in its cache.
 func (l *lab) prepare(node string, m *machine, arch string) {
 	l.t.Helper()
+	l.prepareEntry(node, m, arch, false)
+}
+
+// prepareLocal is prepare for an entry that says "boot from the local disk"
+// (localboot_test.go, fallthrough_test.go).
+func (l *lab) prepareLocal(node string, m *machine, arch string) {
+	l.t.Helper()
+	l.prepareEntry(node, m, arch, true)
+}
+
+func (l *lab) prepareEntry(node string, m *machine, arch string, local bool) {
+	l.t.Helper()
 	l.plane.PrepareRamdisk(node, []sitelink.ProxyDhcpEntry{{
 		MAC: m.mac, UUID: m.entrySpelling().String(), Arch: arch, Workflow: m.workflow(), TokenRef: m.tokenRef(),
-		NotAfter: time.Now().Add(time.Hour),
+		NotAfter: time.Now().Add(time.Hour), LocalBoot: local,
 	}})
 	l.waitReady(node)
+}
+
+// checkLocalOnly checks that a booted m from its local disk: no kernel started, and a
+// counted local answers and no ramdisk script.
+func (l *lab) checkLocalOnly(a *labAgent, m *machine) {
+	l.t.Helper()
+	if !m.kernel.IsZero() {
+		l.t.Errorf("%s: a kernel started; want the local disk", m.name)
+	}
+	mt := a.metrics()
+	if local, script := mt.sum("siteboot_boot_answers_total", `answer="local"`), mt.sum("siteboot_boot_answers_total", `answer="script"`); local < 1 || script != 0 {
+		l.t.Errorf("answers counted: local %v, ramdisk script %v; want the local answer only", local, script)
+	}
 }
 
 // waitReady waits until node acknowledged every command and reported its images ready.

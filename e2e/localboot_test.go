@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
-	"time"
 
 	"github.com/bettercompute/siteboot/internal/testpeer"
 	"github.com/bettercompute/siteboot/ipxebin"
@@ -46,6 +45,17 @@ func localDiskImage() []byte {
 	return img
 }
 
+// waitLocalDisk waits until m's local disk (localDiskImage) booted, and returns m's serial log.
+func (l *lab) waitLocalDisk(m *machine) []byte {
+	l.t.Helper()
+	serial, _ := m.wait(bootTimeout, func(serial []byte) bool { return localDiskRE.Match(serial) })
+	if !localDiskRE.Match(serial) {
+		l.diagnose()
+		l.t.Fatalf("the local disk never booted\nserial:\n%s", tail(serial, 3000))
+	}
+	return serial
+}
+
 // TestE2E_LocalBootBIOS: local boot on purpose (MAAS LP#1642298, Foreman #10207, Sidero
 // Metal). A site keeps the network first in the boot order; the machine's entry says "boot
 // from the local disk". SeaBIOS's iPXE gets proxy DHCP's answer and the agent's script at
@@ -57,24 +67,10 @@ func TestE2E_LocalBootBIOS(t *testing.T) {
 	a := l.startAgent("agent-a", 1)
 	l.waitActive(a)
 	m := newMachine("local", fwBIOS, 4)
-	l.plane.PrepareRamdisk(a.name, []sitelink.ProxyDhcpEntry{{
-		MAC: m.mac, UUID: m.entrySpelling().String(), Arch: sitelink.ArchBIOS, Workflow: m.workflow(), TokenRef: m.tokenRef(),
-		NotAfter: time.Now().Add(time.Hour), LocalBoot: true,
-	}})
-	l.waitReady(a.name)
+	l.prepareLocal(a.name, m, sitelink.ArchBIOS)
 	l.powerOn(m, bootOpts{localDisk: true})
-	serial, _ := m.wait(bootTimeout, func(serial []byte) bool { return localDiskRE.Match(serial) })
-	if !localDiskRE.Match(serial) {
-		l.diagnose()
-		t.Fatalf("the local disk never booted\nserial:\n%s", tail(serial, 3000))
-	}
-	if !m.kernel.IsZero() {
-		t.Errorf("a kernel started; want the local disk")
-	}
-	mt := a.metrics()
-	if local, script := mt.sum("siteboot_boot_answers_total", `answer="local"`), mt.sum("siteboot_boot_answers_total", `answer="script"`); local < 1 || script != 0 {
-		t.Errorf("answers counted: local %v, ramdisk script %v; want the local answer only", local, script)
-	}
+	l.waitLocalDisk(m)
+	l.checkLocalOnly(a, m)
 }
 
 // ownIPXEScriptPort is the test's own HTTP server on the bridge namespace's address, which
@@ -111,28 +107,15 @@ func TestE2E_LocalBootBIOSOwnIPXE(t *testing.T) {
 	a := l.startAgent("agent-a", 1)
 	l.waitActive(a)
 	m := newMachine("local-own", fwBIOS, 0x95)
-	l.plane.PrepareRamdisk(a.name, []sitelink.ProxyDhcpEntry{{
-		MAC: m.mac, UUID: m.entrySpelling().String(), Arch: sitelink.ArchBIOS, Workflow: m.workflow(), TokenRef: m.tokenRef(),
-		NotAfter: time.Now().Add(time.Hour), LocalBoot: true,
-	}})
-	l.waitReady(a.name)
+	l.prepareLocal(a.name, m, sitelink.ArchBIOS)
 	l.powerOn(m, bootOpts{localDisk: true})
-	serial, _ := m.wait(bootTimeout, func(serial []byte) bool { return localDiskRE.Match(serial) })
-	if !localDiskRE.Match(serial) {
-		l.diagnose()
-		t.Fatalf("the local disk never booted\nserial:\n%s", tail(serial, 3000))
-	}
+	serial := l.waitLocalDisk(m)
 	t.Logf("%s: the disk's boot sector ran %v after power-on", m.name, timeSince(m.start))
 	if i := ownIPXERE.FindIndex(serial); i == nil || i[0] > localDiskRE.FindIndex(serial)[0] {
 		t.Errorf("the serial log never shows siteboot's iPXE (v2.0.0) running before the disk")
 	}
-	if !m.kernel.IsZero() {
-		t.Errorf("a kernel started; want the local disk")
-	}
+	l.checkLocalOnly(a, m)
 	mt := a.metrics()
-	if local, script := mt.sum("siteboot_boot_answers_total", `answer="local"`), mt.sum("siteboot_boot_answers_total", `answer="script"`); local < 1 || script != 0 {
-		t.Errorf("answers counted: local %v, ramdisk script %v; want the local answer only", local, script)
-	}
 	if n := mt.sum("siteboot_tftp_transfers_total", `outcome="ok"`); n < 1 {
 		t.Errorf("%v TFTP transfers completed, want undionly.kpxe", n)
 	}

@@ -125,6 +125,9 @@ type bootOpts struct {
 	// EFI/BOOT/BOOTX64.EFI prints efiDiskLine and powers off (efidisk_test.go), and turns
 	// IPv6 off so that the NIC's boot options are PXEv4 and HTTPv4 only.
 	efiDisk bool
+	// httpsCACerts (OVMF) are the CAs the firmware's HTTPS boot trusts, an EFI signature
+	// list passed as fw_cfg etc/edk2/https/cacerts (https_firmware_test.go).
+	httpsCACerts []byte
 }
 
 // powerOn starts m on a new tap of the lab's bridge, once a machine slot is free.
@@ -229,6 +232,13 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 		for _, nic := range nics {
 			// No ROM on the NIC: EDK2's own network stack boots, not QEMU's iPXE.
 			args = append(args, "-device", nic+",romfile=")
+		}
+		if o.httpsCACerts != nil {
+			certs := filepath.Join(l.dir, m.name+".cacerts")
+			if err := os.WriteFile(certs, o.httpsCACerts, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "-fw_cfg", "name=etc/edk2/https/cacerts,file="+certs)
 		}
 		switch {
 		case m.fw == fwUEFIPXE6: // IPv6 PXE only (ipv6_test.go)

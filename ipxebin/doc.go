@@ -2,11 +2,11 @@
 // installs nothing, and patches each binary at serve time to trust the site's CA.
 //
 // The builds come from firmware/ipxe in the siteboot repository: iPXE v2.0.0 from a pinned
-// source archive, reproducibly built, with HTTPS, IPv6, VLAN and NTP compiled in, EAPOL compiled
-// out, iPXE's syslog console compiled in on every platform (a script's "set syslog ADDRESS"
-// sends what iPXE prints to that syslog receiver as well as to the screen and, on BIOS, the
-// first serial port), and an embedded script that runs autoboot on the NIC the firmware booted
-// from and then exits with status 1 so that the firmware tries its next boot entry:
+// source archive, built to be reproducible (its README says what is verified), with HTTPS,
+// IPv6, VLAN and NTP compiled in, EAPOL compiled out, iPXE's syslog console compiled in on
+// every platform (a script's "set syslog ADDRESS" sends what iPXE prints to that syslog
+// receiver as well as to the screen), and an embedded script that runs autoboot on the NIC the firmware booted from and then exits with status 1
+// so that the firmware tries its next boot entry:
 //
 //   - [UndionlyKPXE]: BIOS PXE (undionly.kpxe)
 //   - [SnponlyX8664]: x86-64 UEFI, the firmware's own network stack (snponly.efi)

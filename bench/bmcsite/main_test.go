@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -37,20 +38,14 @@ func TestSmallSite(t *testing.T) {
 	}
 }
 
-func BenchmarkTransition(b *testing.B) {
-	c := small()
-	for b.Loop() {
-		r := Transition(b.Context(), c)
-		b.ReportMetric(r.Took.Seconds(), "s/transition")
-		b.ReportMetric(float64(r.PeakSentSec), "peak-power-ons-sent/s")
-		b.ReportMetric(float64(r.PeakPerSec), "peak-power-ons/s")
-	}
-}
+func BenchmarkTransition(b *testing.B) { benchmark(b, Transition) }
 
-func BenchmarkLoop(b *testing.B) {
+func BenchmarkLoop(b *testing.B) { benchmark(b, Loop) }
+
+func benchmark(b *testing.B, run func(context.Context, Config) Report) {
 	c := small()
 	for b.Loop() {
-		r := Loop(b.Context(), c)
+		r := run(b.Context(), c)
 		b.ReportMetric(r.Took.Seconds(), "s/transition")
 		b.ReportMetric(float64(r.PeakSentSec), "peak-power-ons-sent/s")
 		b.ReportMetric(float64(r.PeakPerSec), "peak-power-ons/s")

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -334,16 +333,9 @@ func (a *Agent) listen() (err error) {
 		if tcp, ok := a.socks.HTTPS.Addr().(*net.TCPAddr); ok {
 			tport = uint16(tcp.Port)
 		}
-		a.httpBase = bootserver.BaseURL(b.HTTPBase, netip.Addr{}, tport)
-		if a.httpBase == "" {
-			a.httpBase = tlsBase(b.ServerIP, tport)
-		}
+		a.httpBase = bootserver.BaseURLTLS(b.HTTPBase, b.ServerIP, tport)
 		if b.ServerIP6.IsValid() {
-			a.v6.httpBase = bootserver.BaseURL(b.HTTPBase6, netip.Addr{}, tport)
-			if a.v6.httpBase == "" {
-				a.v6.httpBase = tlsBase(b.ServerIP6, tport)
-			}
-			a.v6.httpBase = strings.TrimSuffix(a.v6.httpBase, "/")
+			a.v6.httpBase = strings.TrimSuffix(bootserver.BaseURLTLS(b.HTTPBase6, b.ServerIP6, tport), "/")
 		}
 	}
 	return nil

@@ -4,9 +4,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"strconv"
+	"strings"
 
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/ipxebin"
@@ -37,18 +36,14 @@ func (c *Config) validateBootTLS() error {
 		return bad("Boot.TLSKeyFile", "Boot.TLSKeyFile and Boot.TLSCAFile are required with Boot.TLSCertFile")
 	case b.tlsOn() && !b.ServerIP.IsValid():
 		return bad("Boot.ServerIP", "required with Boot.TLSCertFile: the boot certificate is for it")
-	case b.tlsOn() && b.HTTPBase != "" && !hasScheme(b.HTTPBase, "https"):
+	case b.tlsOn() && b.HTTPBase != "" && !strings.HasPrefix(b.HTTPBase, "https://"):
 		return bad("Boot.HTTPBase", "want https://... with Boot.TLSCertFile, got %q", b.HTTPBase)
-	case b.tlsOn() && b.CacheURL != "" && !hasScheme(b.CacheURL, "https"):
+	case b.tlsOn() && b.CacheURL != "" && !strings.HasPrefix(b.CacheURL, "https://"):
 		return bad("Boot.CacheURL", "want https://... with Boot.TLSCertFile (cache reads carry grants), got %q", b.CacheURL)
-	case b.tlsOn() && b.HTTPBase6 != "" && !hasScheme(b.HTTPBase6, "https"):
+	case b.tlsOn() && b.HTTPBase6 != "" && !strings.HasPrefix(b.HTTPBase6, "https://"):
 		return bad("Boot.HTTPBase6", "want https://... with Boot.TLSCertFile, got %q", b.HTTPBase6)
 	}
 	return nil
-}
-
-func hasScheme(u, scheme string) bool {
-	return len(u) > len(scheme)+3 && u[:len(scheme)+3] == scheme+"://"
 }
 
 // httpsListen is the HTTPS address to bind: HTTPSListen, else DefaultHTTPSListen; zero
@@ -122,21 +117,6 @@ func (a *Agent) bootTLSConfig() *tls.Config {
 	return cfg
 }
 
-// tlsBase is the https base URL for ip on port (443 left out).
-func tlsBase(ip netip.Addr, port uint16) string {
-	if !ip.IsValid() {
-		return ""
-	}
-	host := ip.String()
-	if port != 443 {
-		return "https://" + net.JoinHostPort(host, strconv.Itoa(int(port)))
-	}
-	if ip.Is6() {
-		host = "[" + host + "]"
-	}
-	return "https://" + host
-}
-
 // ownBuilds are siteboot's iPXE builds (ipxebin), served over TFTP and under /boot/files/
 // when the site names no directory of its own (Boot.TFTPRoot), trusting the boot
 // certificate's CA when the boot server has an HTTPS side.
@@ -148,16 +128,19 @@ func (a *Agent) ownBuilds() ipxebin.FS {
 	return f
 }
 
-// ownBootFiles is proxy DHCP's table for the agent's own builds: snponly for x86-64 UEFI
-// (PXE and HTTP boot: the firmware's network stack, which works where iPXE's own drivers
-// fail on some NICs), undionly.kpxe for BIOS unless the boot server is HTTPS (that build
-// cannot be made to trust the site CA: BIOS machines then need a site build, Boot.TFTPRoot).
+// ownBootFiles is proxy DHCP's table for the agent's own builds: snponly for x86-64 and
+// arm64 UEFI (PXE and HTTP boot: the firmware's network stack, which works where iPXE's own
+// drivers fail on some NICs), undionly.kpxe for BIOS unless the boot server is HTTPS (that
+// build cannot be made to trust the site CA: BIOS machines then need a site build,
+// Boot.TFTPRoot).
 func (a *Agent) ownBootFiles() proxydhcp.BootFiles {
 	t := proxydhcp.DefaultBootFiles()
 	t.ByArch = map[hwid.Arch]string{
 		hwid.ArchX86_64EFI:     ipxebin.SnponlyX8664,
 		hwid.ArchEFIBC:         ipxebin.SnponlyX8664,
 		hwid.ArchX86_64EFIHTTP: ipxebin.SnponlyX8664,
+		hwid.ArchARM64EFI:      ipxebin.SnponlyARM64,
+		hwid.ArchARM64EFIHTTP:  ipxebin.SnponlyARM64,
 	}
 	if a.bootTLS == nil {
 		t.ByArch[hwid.ArchBIOS] = ipxebin.UndionlyKPXE

@@ -1,27 +1,43 @@
 package agent
 
 import (
-	"net/netip"
 	"testing"
+
+	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/ipxebin"
+	"github.com/bettercompute/siteboot/sitetls"
 )
 
-// TestTLSBase: the https base URL of an address and port, 443 left out, IPv6 bracketed.
-func TestTLSBase(t *testing.T) {
-	for _, c := range []struct {
-		ip   string
-		port uint16
-		want string
-	}{
-		{"192.0.2.2", 443, "https://192.0.2.2"},
-		{"192.0.2.2", 8443, "https://192.0.2.2:8443"},
-		{"2001:db8::2", 443, "https://[2001:db8::2]"},
-		{"2001:db8::2", 8443, "https://[2001:db8::2]:8443"},
-	} {
-		if got := tlsBase(netip.MustParseAddr(c.ip), c.port); got != c.want {
-			t.Errorf("tlsBase(%s, %d) = %q, want %q", c.ip, c.port, got, c.want)
-		}
+// TestOwnBootFiles: with the agent's own builds every UEFI arch is named its snponly build,
+// and BIOS undionly.kpxe only while the boot server is plain (that build cannot be made to
+// trust the site CA).
+func TestOwnBootFiles(t *testing.T) {
+	want := map[hwid.Arch]string{
+		hwid.ArchX86_64EFI: ipxebin.SnponlyX8664, hwid.ArchEFIBC: ipxebin.SnponlyX8664, hwid.ArchX86_64EFIHTTP: ipxebin.SnponlyX8664,
+		hwid.ArchARM64EFI: ipxebin.SnponlyARM64, hwid.ArchARM64EFIHTTP: ipxebin.SnponlyARM64,
 	}
-	if got := tlsBase(netip.Addr{}, 443); got != "" {
-		t.Errorf("tlsBase of no address = %q, want empty", got)
+	for _, tlsOn := range []bool{false, true} {
+		a := &Agent{}
+		if tlsOn {
+			a.bootTLS = &sitetls.Credentials{}
+		}
+		got := a.ownBootFiles()
+		for arch, name := range want {
+			if got.ByArch[arch] != name {
+				t.Errorf("https %v: %v gets %q, want %q", tlsOn, arch, got.ByArch[arch], name)
+			}
+		}
+		if bios, ok := got.ByArch[hwid.ArchBIOS]; ok == tlsOn || ok && bios != ipxebin.UndionlyKPXE {
+			t.Errorf("https %v: BIOS gets %q (named %v)", tlsOn, bios, ok)
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("https %v: %v", tlsOn, err)
+		}
+		// Every name in the table is a build the agent has.
+		for arch, name := range got.ByArch {
+			if _, err := (&ipxebin.Builds{}).ReadFile(name); err != nil {
+				t.Errorf("https %v: %v gets %q, which is not embedded: %v", tlsOn, arch, name, err)
+			}
+		}
 	}
 }

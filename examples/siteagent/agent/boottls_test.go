@@ -135,8 +135,10 @@ func TestOwnBuildsPlain(t *testing.T) {
 	if err != nil || !bytes.Contains(efi, ipxebin.PlaceholderFingerprint[:]) {
 		t.Errorf("x86-64 build over TFTP: %v; want it as built, trusting only the placeholder", err)
 	}
-	if st := status(t, "http://"+r.Addrs()["http"]+"/boot/files/"+ipxebin.SnponlyX8664); st != http.StatusOK {
-		t.Errorf("/boot/files/%s: %d", ipxebin.SnponlyX8664, st)
+	for _, name := range []string{ipxebin.SnponlyX8664, ipxebin.SnponlyARM64} {
+		if st := status(t, "http://"+r.Addrs()["http"]+"/boot/files/"+name); st != http.StatusOK {
+			t.Errorf("/boot/files/%s: %d", name, st)
+		}
 	}
 }
 

@@ -63,10 +63,13 @@ func TestPullSources(t *testing.T) {
 			}
 			c := open(t, cfg)
 			img := imagecache.Image{URL: src.URL(), SHA256: digest, Format: "raw"}
-			if err := c.SetPinned([]imagecache.Image{img}); err != nil {
-				t.Fatal(err)
-			}
+			// Pull before pinning: pinning first starts a transfer of its own, and a
+			// failure quick enough to end before Pull is called would make Pull's a
+			// second one. Pinned after a failure, the image waits for its retry time.
 			err := c.Pull(context.Background(), img)
+			if perr := c.SetPinned([]imagecache.Image{img}); perr != nil {
+				t.Fatal(perr)
+			}
 			if diff := cmp.Diff(tt.wantReq, src.Requests()); diff != "" {
 				t.Errorf("requests (-want +got):\n%s", diff)
 			}

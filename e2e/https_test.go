@@ -144,6 +144,19 @@ func TestE2E_HTTPS(t *testing.T) {
 	m.logSlow(t, time.Minute)
 	t.Logf("%s: power-on to kernel %v over https, to the ramdisk's command line %v", m.name, m.kernel.Sub(m.start).Round(100*time.Millisecond), timeSince(m.start))
 
+	l.checkBootedHTTPS(m, words, a, before, capture, stopCapture, ipxebin.SnponlyX8664)
+}
+
+// checkBootedHTTPS checks a boot of m through a over https, with the iPXE build named
+// build (ipxebin) loaded over TFTP: the assertion on the command line verifies, the token
+// is the entry's, the cache URL is an https grant of a's cache, whose kernel and initrd it
+// served, a plain request is refused and counted, and the segment's capture (stopped here)
+// holds none of the secrets handed out, while it holds the build's bytes, which crossed in
+// clear. before are a's metrics from before the power-on.
+func (l *lab) checkBootedHTTPS(m *machine, words []string, a *labAgent, before metrics, capture string, stopCapture func(), build string) {
+	t := l.t
+	t.Helper()
+	agentIP := a.host.IP
 	ctx := context.Background()
 	text := param(words, "bc.assertion")
 	if _, err := l.verifier.Verify(ctx, text, assertion.Join{Site: siteID, MACs: m.nics, UUID: m.uuid}); err != nil {
@@ -177,12 +190,12 @@ func TestE2E_HTTPS(t *testing.T) {
 
 	time.Sleep(500 * time.Millisecond) // tcpdump -U writes each packet as it comes; let the last ones land
 	stopCapture()
-	build, err := fs.ReadFile(ipxebin.Embedded(), ipxebin.SnponlyX8664)
+	bin, err := fs.ReadFile(ipxebin.Embedded(), build)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The control: the iPXE build went over TFTP in clear, so its bytes are in the capture.
-	l.checkNoSecrets(capture, agentIP, build[len(build)/2:len(build)/2+64], token, text, grant)
+	l.checkNoSecrets(capture, agentIP, bin[len(bin)/2:len(bin)/2+64], token, text, grant)
 }
 
 // checkNoSecrets greps the boot traffic of capture (machineTraffic) for each secret handed
@@ -197,7 +210,10 @@ func (l *lab) checkNoSecrets(capture string, agentIP netip.Addr, control []byte,
 	if !bytes.Contains(seg, control) {
 		t.Fatalf("the capture (%d bytes) lacks bytes that crossed the segment in clear: it does not hold the boot's payloads", len(seg))
 	}
-	kernel, initrd := testpeer.Ramdisk(t)
+	kernel, initrd := l.kernelImage, l.initrdImage
+	if kernel == nil {
+		kernel, initrd = testpeer.Ramdisk(t)
+	}
 	secrets := map[string][]byte{
 		"discovery token": []byte(token), "assertion": []byte(assertionText), "grant": []byte(grant),
 		"kernel bytes": kernel[len(kernel)/2 : len(kernel)/2+64], "initrd bytes": initrd[len(initrd)/2 : len(initrd)/2+64],

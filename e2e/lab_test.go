@@ -176,6 +176,15 @@ type lab struct {
 	// kernelURL is where the agents pull the ramdisk kernel (sha256 kernel) from; "" means
 	// the origin's /images/vmlinuz (secureboot_test.go serves a modified one).
 	kernelURL string
+	// initrdURL is where the agents pull the ramdisk initrd (sha256 initrd) from; "" means
+	// the origin's /images/initrd.cpio (arm64_test.go serves arm64 ones).
+	initrdURL string
+	// cmdline is the site's kernel command line for the agents startAgent runs; "" means
+	// labCmdline.
+	cmdline string
+	// kernelImage and initrdImage are the bytes of the ramdisk the agents serve, when not
+	// testpeer.Ramdisk's (arm64_test.go), for checkNoSecrets.
+	kernelImage, initrdImage []byte
 	// noProxyDHCP runs the agents without proxy DHCP (boot.proxy_dhcp = false): the site's
 	// DHCP server names the files, and /boot/ipxe answers an entry's machine without a boot
 	// nonce (fallthrough_test.go).
@@ -394,13 +403,13 @@ func (l *lab) startAgent(node string, i int) *labAgent {
 	if err := cert.WriteFiles(siteCert, ""); err != nil {
 		t.Fatal(err)
 	}
-	kernelURL := bridgeURL(originPort, "/images/vmlinuz")
+	kernelURL, initrdURL := bridgeURL(originPort, "/images/vmlinuz"), bridgeURL(originPort, "/images/initrd.cpio")
 	if l.kernelURL != "" {
 		kernelURL = l.kernelURL
 	}
-	// The site's cmdline has no_timer_check: under TCG on a loaded host, Linux's check that
-	// the timer interrupt arrives through the IO-APIC can fail and panic the guest before
-	// the ramdisk runs (seen here: setup_IO_APIC), which says nothing of the boot path.
+	if l.initrdURL != "" {
+		initrdURL = l.initrdURL
+	}
 	conf := fmt.Sprintf(`site_id  = %q
 node_id  = %q
 data_dir = %q
@@ -416,7 +425,7 @@ interface  = %q
 server_ip  = %q
 tftp       = true
 tftp_root  = %q
-cmdline    = "console=ttyS0 panic=-1 no_timer_check"
+cmdline    = %q
 %s
 [boot.kernel]
 url    = %q
@@ -443,8 +452,8 @@ timeout   = %q
 
 [metrics]
 listen = "127.0.0.1:9464"
-`, siteID, node, dir, keyFile, !l.noProxyDHCP, h.Iface, h.IP, l.tftpRoot, strings.ReplaceAll(l.bootExtra, "{i}", strconv.Itoa(i)),
-		kernelURL, l.kernel, bridgeURL(originPort, "/images/initrd.cpio"), l.initrd,
+`, siteID, node, dir, keyFile, !l.noProxyDHCP, h.Iface, h.IP, l.tftpRoot, l.siteCmdline(), strings.ReplaceAll(l.bootExtra, "{i}", strconv.Itoa(i)),
+		kernelURL, l.kernel, initrdURL, l.initrd,
 		leaseTTL.String(), "https://"+strings.TrimPrefix(bridgeURL(controlPort, ""), "http://"), siteCert, l.caFile,
 		heartbeat.String(), controlTimeout.String())
 	confFile := filepath.Join(dir, "config.toml")
@@ -473,6 +482,21 @@ listen = "127.0.0.1:9464"
 		t.Logf("%s's metrics at the end (non-zero):\n%s", a.name, strings.Join(series, "\n"))
 	})
 	return a
+}
+
+// labCmdline is the site's kernel command line. It has no_timer_check: under TCG on a
+// loaded host, Linux's check that the timer interrupt arrives through the IO-APIC can fail
+// and panic the guest before the ramdisk runs (seen here: setup_IO_APIC), which says
+// nothing of the boot path.
+const labCmdline = "console=ttyS0 panic=-1 no_timer_check"
+
+// siteCmdline is the site's kernel command line the agents hand out: l.cmdline, else
+// labCmdline.
+func (l *lab) siteCmdline() string {
+	if l.cmdline != "" {
+		return l.cmdline
+	}
+	return labCmdline
 }
 
 // nsClient is an HTTP client whose connections are made inside ns.

@@ -134,7 +134,12 @@ type bootOpts struct {
 func (l *lab) powerOn(m *machine, o bootOpts) {
 	t := l.t
 	t.Helper()
-	qemu := testpeer.LookPath(t, "qemu-system-x86_64", "qemu-system-x86")
+	qemu := ""
+	if m.fw.arm64() {
+		qemu = testpeer.LookPath(t, "qemu-system-aarch64", "qemu-system-arm")
+	} else {
+		qemu = testpeer.LookPath(t, "qemu-system-x86_64", "qemu-system-x86")
+	}
 	machineSlots <- struct{}{}
 	started := false
 	defer func() {
@@ -194,6 +199,8 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 			"-device", fmt.Sprintf("virtio-blk-pci,drive=efidisk,bootindex=%d", len(m.nics)+1))
 	}
 	switch m.fw {
+	case fwARM64PXE, fwARM64HTTP:
+		args = append(args, l.aavmfArgs(m, nics)...)
 	case fwBIOS:
 		boot := "n"
 		if o.retry || o.rebootOnFail {
@@ -416,7 +423,8 @@ func (l *lab) checkBooted(m *machine, words []string, by *labAgent) assertion.As
 	if c := param(words, "bc.cache"); !strings.HasPrefix(c, "http://"+by.host.IP.String()+"/cache/t/") {
 		t.Errorf("bc.cache %q, want a grant of %s's cache", c, by.name)
 	}
-	if !slices.Contains(words, "console=ttyS0") || param(words, "bc.gateway") != "https://gateway.e2e.example:443" {
+	missing := slices.DeleteFunc(strings.Fields(l.siteCmdline()), func(w string) bool { return slices.Contains(words, w) })
+	if len(missing) > 0 || param(words, "bc.gateway") != "https://gateway.e2e.example:443" {
 		t.Errorf("command line %q lacks the site's cmdline or parameters", words)
 	}
 	// A second use of the same assertion is a replay.

@@ -65,19 +65,26 @@ func Ramdisk(t testing.TB) (kernel, initrd []byte) {
 			return
 		}
 		r.kernel = k
-		r.initrd = NewcArchive([]CpioFile{
-			{Name: "bin", Mode: 040755},
-			{Name: "dev", Mode: 040755},
-			{Name: "dev/console", Mode: 020600, RdevMajor: 5, RdevMinor: 1},
-			{Name: "proc", Mode: 040755},
-			{Name: "bin/busybox", Mode: 0100755, Data: bb},
-			{Name: "init", Mode: 0100755, Data: []byte(initScript)},
-		})
+		r.initrd = RamdiskInitrd(bb)
 	})
 	if r.err != "" {
 		Unavailable(t, "%s", r.err)
 	}
 	return r.kernel, r.initrd
+}
+
+// RamdiskInitrd returns the initramfs Ramdisk boots, with busybox as its /bin/busybox: a
+// static busybox for the architecture of the kernel it goes with (the arm64 e2e tests pass
+// Debian's arm64 busybox-static).
+func RamdiskInitrd(busybox []byte) []byte {
+	return NewcArchive([]CpioFile{
+		{Name: "bin", Mode: 040755},
+		{Name: "dev", Mode: 040755},
+		{Name: "dev/console", Mode: 020600, RdevMajor: 5, RdevMinor: 1},
+		{Name: "proc", Mode: 040755},
+		{Name: "bin/busybox", Mode: 0100755, Data: busybox},
+		{Name: "init", Mode: 0100755, Data: []byte(initScript)},
+	})
 }
 
 // initScript is the ramdisk's /init. The console's UART sends what init writes from a

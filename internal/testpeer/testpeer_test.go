@@ -125,6 +125,36 @@ func TestNewcArchive(t *testing.T) {
 	}
 }
 
+// TestRamdiskInitrd unpacks the ramdisk's initramfs for a given busybox with the system's
+// cpio: that busybox, executable, and an /init that prints the command line and powers off.
+func TestRamdiskInitrd(t *testing.T) {
+	cpio := testpeer.LookPath(t, "cpio", "cpio")
+	dir := t.TempDir()
+	bb := []byte("\x7fELF not really a busybox")
+	cmd := exec.Command(cpio, "-idm", "--quiet", "bin/busybox", "init")
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(string(testpeer.RamdiskInitrd(bb)))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cpio: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "bin/busybox"))
+	if err != nil || string(got) != string(bb) {
+		t.Errorf("bin/busybox = %q, %v; want %q", got, err, bb)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "bin/busybox")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("bin/busybox mode: %v, %v", fi, err)
+	}
+	init, err := os.ReadFile(filepath.Join(dir, "init"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SITEBOOT-CMDLINE:", "/proc/cmdline", "poweroff -f"} {
+		if !strings.Contains(string(init), want) {
+			t.Errorf("/init lacks %q:\n%s", want, init)
+		}
+	}
+}
+
 // run calls f with r on a goroutine of its own, so that a skip or failure ends only that
 // goroutine, and reports whether f returned.
 func (r *recorder) run(f func(testing.TB)) (returned bool) {

@@ -106,8 +106,9 @@ func newARM64Lab(t *testing.T) *lab {
 
 // aavmfArgs are QEMU's arguments for m on AAVMF: the virt board with a Cortex-A57, the
 // firmware with a copy of its variables, and the NICs without a ROM (EDK2's own virtio-net
-// driver and network stack). For HTTP boot, PXE is off (as for OVMF in powerOn).
-func (l *lab) aavmfArgs(m *machine, nics []string) []string {
+// driver and network stack). For HTTP boot, PXE is off (as for OVMF in powerOn). The CAs
+// of o.httpsCACerts go to the firmware as they do to OVMF.
+func (l *lab) aavmfArgs(m *machine, nics []string, o bootOpts) []string {
 	t := l.t
 	t.Helper()
 	vars := filepath.Join(l.dir, m.name+".vars.fd")
@@ -129,22 +130,29 @@ func (l *lab) aavmfArgs(m *machine, nics []string) []string {
 			"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=no",
 			"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=no")
 	}
+	if o.httpsCACerts != nil {
+		certs := filepath.Join(l.dir, m.name+".cacerts")
+		if err := os.WriteFile(certs, o.httpsCACerts, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-fw_cfg", "name=etc/edk2/https/cacerts,file="+certs)
+	}
 	return args
 }
 
 // arm64KernelRE is the arm64 kernel's first line: Debian's arm64 flavour.
 var arm64KernelRE = regexp.MustCompile(`Linux version [0-9][^ ]*-arm64 `)
 
-// bootARM64 gives a an entry for m, powers m on and waits for the ramdisk's command line;
+// bootARM64 gives a an entry for m, powers m on (with o) and waits for the ramdisk's command line;
 // it checks that the kernel that ran is Debian's arm64 one, and returns the command line's
 // words and a's metrics from before the power-on.
-func (l *lab) bootARM64(a *labAgent, m *machine) ([]string, metrics) {
+func (l *lab) bootARM64(a *labAgent, m *machine, o bootOpts) ([]string, metrics) {
 	t := l.t
 	t.Helper()
 	m.bootLimit = arm64BootTimeout
 	l.prepare(a.name, m, sitelink.ArchARM64EFI)
 	before := a.metrics()
-	l.powerOn(m, bootOpts{})
+	l.powerOn(m, o)
 	words := m.waitCmdline(t)
 	m.logSlow(t, 3*time.Minute)
 	t.Logf("%s: power-on to kernel %v, to the ramdisk's command line %v (bound %v)", m.name,
@@ -200,7 +208,7 @@ func TestE2E_ARM64PXE(t *testing.T) {
 	l.waitActive(a)
 
 	m := newMachine("arm64-pxe", fwARM64PXE, 0xa1)
-	words, before := l.bootARM64(a, m)
+	words, before := l.bootARM64(a, m, bootOpts{})
 	archs := l.dhcpArchs(m.mac)
 	t.Logf("client architectures in the machine's DHCP requests: %v", archs)
 	if !slices.Contains(archs, uint16(hwid.ArchARM64EFI)) || slices.Contains(archs, uint16(hwid.ArchARM64EFIHTTP)) {
@@ -227,7 +235,7 @@ func TestE2E_ARM64HTTP(t *testing.T) {
 	l.waitActive(a)
 
 	m := newMachine("arm64-http", fwARM64HTTP, 0xa2)
-	words, before := l.bootARM64(a, m)
+	words, before := l.bootARM64(a, m, bootOpts{})
 	l.checkBooted(m, words, a)
 	l.checkCacheServed(m, words, a, before)
 	archs := l.dhcpArchs(m.mac)
@@ -241,4 +249,29 @@ func TestE2E_ARM64HTTP(t *testing.T) {
 	if n := a.metrics().sum("siteboot_tftp_transfers_total"); n != 0 {
 		t.Errorf("%v TFTP transfers on an HTTP boot", n)
 	}
+}
+
+// TestE2E_ARM64HTTPSFirmware: AAVMF, with the boot CA enrolled through QEMU's
+// etc/edk2/https/cacerts, fetches the agent's arm64 snponly.efi by UEFI HTTP boot over https
+// (proxy DHCP names an https URL: firmware_https), and iPXE boots on over https to the
+// ramdisk, whose assertion verifies. Nothing of the boot goes over plain HTTP or TFTP, and
+// the segment's capture holds none of the secrets handed out.
+func TestE2E_ARM64HTTPSFirmware(t *testing.T) {
+	t.Parallel()
+	l := newARM64Lab(t)
+	capture, stopCapture := fullCapture(l)
+	agentIP := l.seg.Hosts[1].IP
+	ca := newBootCA(t, l.dir, "boot CA", net.IP(agentIP.AsSlice()))
+	l.bootExtra = ca.bootTLSKeys() + "firmware_https = true\n"
+	a := l.startAgent("agent-a", 1)
+	l.waitActive(a)
+
+	m := newMachine("arm64-https-firmware", fwARM64HTTP, 0xa3)
+	words, _ := l.bootARM64(a, m, bootOpts{httpsCACerts: efiSignatureList(ca.cert)})
+	archs := l.dhcpArchs(m.mac)
+	t.Logf("client architectures in the machine's DHCP requests: %v", archs)
+	if !slices.Contains(archs, uint16(hwid.ArchARM64EFIHTTP)) {
+		t.Errorf("client architectures in the machine's DHCP requests: %v, want arm64 UEFI HTTP boot (19)", archs)
+	}
+	l.checkFirmwareHTTPS(m, words, a, capture, stopCapture)
 }

@@ -54,6 +54,17 @@ func TestE2E_HTTPSFirmware(t *testing.T) {
 	words := m.waitCmdline(t)
 	m.logSlow(t, time.Minute)
 	t.Logf("%s: power-on to kernel %v, UEFI HTTPS boot then iPXE over https", m.name, m.kernel.Sub(m.start).Round(100*time.Millisecond))
+	l.checkFirmwareHTTPS(m, words, a, capture, stopCapture)
+}
+
+// checkFirmwareHTTPS checks a boot of m through a where the firmware fetched the iPXE build
+// over https and iPXE booted on over https: the assertion verifies, the cache URL is an
+// https grant, nothing went over TFTP or plain HTTP, and the segment's capture (stopped
+// here) holds none of the secrets handed out.
+func (l *lab) checkFirmwareHTTPS(m *machine, words []string, a *labAgent, capture string, stopCapture func()) {
+	t := l.t
+	t.Helper()
+	agentIP := a.host.IP
 	text := param(words, "bc.assertion")
 	if _, err := l.verifier.Verify(context.Background(), text, assertion.Join{Site: siteID, MACs: m.nics, UUID: m.uuid}); err != nil {
 		t.Fatalf("the assertion on the command line is refused: %v\ncommand line: %q", err, words)

@@ -200,7 +200,7 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 	}
 	switch m.fw {
 	case fwARM64PXE, fwARM64HTTP:
-		args = append(args, l.aavmfArgs(m, nics)...)
+		args = append(args, l.aavmfArgs(m, nics, o)...)
 	case fwBIOS:
 		boot := "n"
 		if o.retry || o.rebootOnFail {

@@ -37,8 +37,9 @@ type bootCA struct {
 	leafFile, keyFile string
 }
 
-// newBootCA makes a CA named name in dir and a boot certificate from it for ip.
-func newBootCA(t *testing.T, dir, name string, ip net.IP) *bootCA {
+// newBootCA makes a CA named name in dir and a boot certificate from it for ip and the
+// addresses more (an agent's IPv6 boot address).
+func newBootCA(t *testing.T, dir, name string, ip net.IP, more ...net.IP) *bootCA {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -62,7 +63,7 @@ func newBootCA(t *testing.T, dir, name string, ip net.IP) *bootCA {
 	}
 	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: ip.String()},
 		NotBefore: now.Add(-24 * time.Hour), NotAfter: now.Add(30 * 24 * time.Hour),
-		IPAddresses: []net.IP{ip}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		IPAddresses: append([]net.IP{ip}, more...), KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca.cert, &leafKey.PublicKey, key)
 	if err != nil {

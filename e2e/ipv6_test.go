@@ -50,6 +50,13 @@ func newLab6(t *testing.T, hosts int) *lab { return newLabIPv6(t, hosts, false) 
 // so the segment is dual-stack.
 func newLabIPv6(t *testing.T, hosts int, dual bool) *lab {
 	t.Helper()
+	return startLabIPv6(t, hosts, dual, "http")
+}
+
+// startLabIPv6 is newLabIPv6 where dnsmasq names the agent's chain URL under scheme
+// ("http", or "https" for agents that boot over https).
+func startLabIPv6(t *testing.T, hosts int, dual bool, scheme string) *lab {
+	t.Helper()
 	l := startLab(t, hosts, "ipxe.efi")
 	l.bootExtra = "server_ip6 = \"2001:db8::1{i}\"\ndhcpv6     = true\n"
 	for i, h := range l.seg.Hosts {
@@ -61,7 +68,7 @@ func newLabIPv6(t *testing.T, hosts int, dual bool) *lab {
 	}
 
 	h := l.seg.Hosts[0]
-	chain := "http://[" + agent6(1).String() + "]/boot/chain.ipxe"
+	chain := scheme + "://[" + agent6(1).String() + "]/boot/chain.ipxe"
 	var v4 []string
 	if dual {
 		v4 = []string{"--no-ping", "--dhcp-range=192.0.2.100,192.0.2.199,255.255.255.0,10m"}

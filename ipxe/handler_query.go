@@ -171,7 +171,8 @@ var archWords = []struct {
 // buildarch and n, the boot nonce (optional; empty is absent). Each may appear once; other
 // keys are ignored. A UUID is the
 // canonical or 32-digit form; an IP is a unicast IPv4 or IPv6 address without a zone
-// (IPv4-mapped IPv6 is unmapped); platform and buildarch are [a-z0-9_]{0,16}, mapped to
+// (IPv4-mapped IPv6 is unmapped), and "::" is no IP (iPXE 2's ${netX/ip6} without an IPv6
+// address of its own); platform and buildarch are [a-z0-9_]{0,16}, mapped to
 // [Query.Arch] when iPXE names a firmware it has a number for; a nonce is 1 to MaxNonceLen
 // of [A-Za-z0-9_-]. Anything else is a [*QueryError]. Remote is left zero: it is the
 // connection's, never the query's.
@@ -226,11 +227,16 @@ func ParseQuery(raw string) (Query, error) {
 			return q, &QueryError{Field: "ip", Err: errors.New("not an IP address")}
 		}
 		a = a.Unmap()
-		if a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() ||
-			a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		switch {
+		case a == netip.IPv6Unspecified():
+			// iPXE 2 reports ${netX/ip6} as "::" when it has no IPv6 address of its own
+			// (a DHCPv6 lease only, on a prefix without SLAAC): no address, as empty is.
+		case a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() ||
+			a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 			return q, &QueryError{Field: "ip", Err: errors.New("not a unicast address")}
+		default:
+			q.IP = a
 		}
-		q.IP = a
 	}
 	platform, err := one("platform")
 	if err != nil {

@@ -932,6 +932,39 @@ func TestFilesWithoutSeek(t *testing.T) {
 	}
 }
 
+// TestQueryIP: ip= is the machine's unicast address, unmapped; "::" (iPXE 2's ${netX/ip6}
+// when it has no IPv6 address of its own) is no address, as an empty one is, while
+// 0.0.0.0, a multicast address or one with a zone is refused.
+func TestQueryIP(t *testing.T) {
+	for _, tc := range []struct {
+		ip   string
+		want netip.Addr
+		bad  bool
+	}{
+		{"192.0.2.7", netip.MustParseAddr("192.0.2.7"), false},
+		{"2001:db8::148", netip.MustParseAddr("2001:db8::148"), false},
+		{"::ffff:192.0.2.7", netip.MustParseAddr("192.0.2.7"), false},
+		{"", netip.Addr{}, false},
+		{"::", netip.Addr{}, false},
+		{"0:0::0", netip.Addr{}, false},
+		{"0.0.0.0", netip.Addr{}, true},
+		{"::ffff:0.0.0.0", netip.Addr{}, true},
+		{"ff02::1", netip.Addr{}, true},
+		{"fe80::1%25eth0", netip.Addr{}, true},
+	} {
+		q, err := ipxe.ParseQuery("mac=52:54:00:12:34:56&ip=" + tc.ip)
+		var qe *ipxe.QueryError
+		switch {
+		case tc.bad && (!errors.As(err, &qe) || qe.Field != "ip"):
+			t.Errorf("ip=%s: error %v, want a *QueryError for ip", tc.ip, err)
+		case !tc.bad && err != nil:
+			t.Errorf("ip=%s: %v", tc.ip, err)
+		case !tc.bad && q.IP != tc.want:
+			t.Errorf("ip=%s: IP %v, want %v", tc.ip, q.IP, tc.want)
+		}
+	}
+}
+
 // TestQueryArch: the chain script's ${platform} and ${buildarch} become the option 93 arch
 // the host compares with the entry's; an unknown pair is no arch, a malformed one refused.
 func TestQueryArch(t *testing.T) {

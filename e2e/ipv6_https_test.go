@@ -63,6 +63,11 @@ func TestE2E_IPv6HTTPS(t *testing.T) {
 	if served := after.sum("siteboot_cache_served_total") - before.sum("siteboot_cache_served_total"); served < 2 {
 		t.Errorf("the cache served %v requests during the boot, want the kernel and the initrd", served)
 	}
+	// iPXE took its chain URL from dnsmasq (stateful DHCPv6: no nonce): the script request
+	// was bound by the pass of the agent's DHCPv6 answer to the firmware.
+	if n := after.sum("siteboot_boot_v6_passes_total", `event="used"`); n < 1 {
+		t.Errorf("%v IPv6 boot passes used, want the script request's", n)
+	}
 	if n := after.sum("siteboot_tftp_transfers_total", `outcome="ok"`); n != 1 {
 		t.Errorf("%v TFTP transfers completed, want the iPXE build over IPv6", n)
 	}

@@ -12,8 +12,12 @@
 // busybox-static, a kernel in /boot (linux-image-amd64; Debian's is signed) and the go
 // command (the tests build the agent); the Secure Boot scenarios also need shim-signed and
 // grub-efi-amd64-signed (and OVMF's Secure Boot build, in ovmf), the BMC scenarios
-// openipmi and sushy-emulator's sources (internal/testpeer installs them). Without one of
-// them the tests skip, and fail instead when SITEBOOT_REQUIRE_PEERS=1.
+// openipmi and sushy-emulator's sources (internal/testpeer installs them), the arm64
+// scenarios qemu-system-aarch64 (qemu-system-arm), AAVMF (qemu-efi-aarch64) and Debian's
+// arm64 kernel and static busybox, which e2e/arm64-ramdisk.sh downloads with apt-get
+// download and unpacks into /var/cache/siteboot-e2e/arm64 ($SITEBOOT_ARM64_CACHE), nothing
+// of arm64 installed. Without one of them the tests skip, and fail instead when
+// SITEBOOT_REQUIRE_PEERS=1.
 //
 // # Scenarios
 //
@@ -136,6 +140,22 @@
 //     denied" on its console; the agent answers no boot request.
 //   - TestE2E_HTTPSFirmware: OVMF with the boot CA enrolled (fw_cfg etc/edk2/https/cacerts)
 //     fetches the iPXE build itself by UEFI HTTP boot over https, then boots as above.
+//   - TestE2E_IPv6HTTPS: on the IPv6-only segment, the agent under a boot certificate for
+//     its IPv4 and IPv6 boot addresses, plain HTTP refused: OVMF's IPv6 PXE loads the
+//     agent's snponly.efi over TFTP, iPXE takes the https chain URL from dnsmasq (stateful
+//     DHCPv6) and fetches everything over https from [2001:db8::11]:443; the assertion names
+//     the DHCPv6 lease and the capture holds none of the secrets.
+//   - TestE2E_ARM64PXE: AAVMF on an emulated Cortex-A57 (qemu-system-aarch64, TCG), PXE
+//     (option 93 = 11): the agent's arm64 snponly.efi over TFTP, patched to trust the boot
+//     CA, then the chain, the script, Debian's arm64 kernel (a 33 MB Image) and the initrd
+//     over https; the assertion verifies, a plain request is refused, and the capture holds
+//     none of the secrets.
+//   - TestE2E_ARM64HTTP: AAVMF's UEFI HTTP boot (option 93 = 19, PXE off) fetches the arm64
+//     snponly.efi from /boot/files/ and boots the arm64 ramdisk over plain HTTP, the kernel
+//     and the initrd from the agent's cache; no TFTP.
+//   - TestE2E_ARM64HTTPSFirmware: AAVMF with the boot CA enrolled fetches the arm64 build by
+//     UEFI HTTP boot over https (firmware_https), and iPXE boots on over https; nothing over
+//     TFTP or plain HTTP, and the capture holds none of the secrets.
 //
 // # Timings on a loaded machine
 //
@@ -143,6 +163,18 @@
 // session timeout, so heartbeats late by seconds on a loaded 2-core machine never fence the
 // holder by accident. Every time bound a test asserts is stated from those settings (or
 // from a firmware figure measured in the same run), and the measured margin is logged.
+//
+// Power-on to the ramdisk's command line, measured on the 2-core machine shared with other
+// test runs (load average 9 to 17; "loaded": two CPU burners added), each test alone unless
+// said:
+//
+//	TestE2E_ARM64HTTP           25 s (kernel 21.7 s); loaded, beside ARM64PXE: 65 s
+//	TestE2E_ARM64PXE            33 s (kernel 29.6 s); loaded, beside ARM64HTTP: 89 s
+//	TestE2E_ARM64HTTPSFirmware  38 s (kernel 34.1 s); loaded, beside IPv6HTTPS: 68 s
+//	TestE2E_IPv6HTTPS           53 s (kernel 50.5 s); loaded, beside ARM64HTTPSFirmware: 120 s
+//
+// The arm64 machines are bounded by arm64BootTimeout (6 minutes, four times the slowest
+// loaded run), the IPv6 one by bootTimeout (4 minutes).
 //
 // # Nothing left behind
 //

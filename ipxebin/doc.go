@@ -16,7 +16,9 @@
 // With real firmware (the e2e tests TestE2E_OVMFExitFallsThrough, TestE2E_LocalBootUEFI and
 // TestE2E_LocalBootBIOSOwnIPXE), OVMF boots its next Boot#### option whenever the x86-64
 // snponly.efi gives up, even after a chained script's plain "exit", and undionly.kpxe boots
-// the local disk's boot sector with sanboot.
+// the local disk's boot sector with sanboot. AAVMF boots the arm64 snponly.efi over PXE and
+// over UEFI HTTP and HTTPS boot to Debian's arm64 kernel, over https with the CA patched in
+// (TestE2E_ARM64PXE, TestE2E_ARM64HTTP, TestE2E_ARM64HTTPSFirmware).
 //
 // A site supplies its own builds by setting [Builds.FS]. [FS] serves the builds as a file
 // system (to a TFTP server, or under an HTTP path), each open patched for the CA of that

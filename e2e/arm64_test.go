@@ -221,7 +221,7 @@ func TestE2E_ARM64PXE(t *testing.T) {
 	if b := a.metrics().sum("siteboot_tftp_bytes_total"); b < float64(len(build)) {
 		t.Errorf("TFTP sent %v bytes, want at least the arm64 build's %d", b, len(build))
 	}
-	l.checkBootedHTTPS(m, words, a, before, capture, stopCapture, ipxebin.SnponlyARM64)
+	l.checkBootedHTTPS(m, words, a, a.host.IP, before, capture, stopCapture, ipxebin.SnponlyARM64)
 }
 
 // TestE2E_ARM64HTTP: AAVMF's HTTP boot (arch 19) takes the URL of the agent's arm64

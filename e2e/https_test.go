@@ -145,22 +145,23 @@ func TestE2E_HTTPS(t *testing.T) {
 	m.logSlow(t, time.Minute)
 	t.Logf("%s: power-on to kernel %v over https, to the ramdisk's command line %v", m.name, m.kernel.Sub(m.start).Round(100*time.Millisecond), timeSince(m.start))
 
-	l.checkBootedHTTPS(m, words, a, before, capture, stopCapture, ipxebin.SnponlyX8664)
+	l.checkBootedHTTPS(m, words, a, a.host.IP, before, capture, stopCapture, ipxebin.SnponlyX8664)
 }
 
-// checkBootedHTTPS checks a boot of m through a over https, with the iPXE build named
-// build (ipxebin) loaded over TFTP: the assertion on the command line verifies, the token
-// is the entry's, the cache URL is an https grant of a's cache, whose kernel and initrd it
-// served, a plain request is refused and counted, and the segment's capture (stopped here)
-// holds none of the secrets handed out, while it holds the build's bytes, which crossed in
-// clear. before are a's metrics from before the power-on.
-func (l *lab) checkBootedHTTPS(m *machine, words []string, a *labAgent, before metrics, capture string, stopCapture func(), build string) {
+// checkBootedHTTPS checks a boot of m through a, at its boot address at, over https, with
+// the iPXE build named build (ipxebin) loaded over TFTP: the assertion on the command line
+// verifies, the token is the entry's, the cache URL is an https grant of a's cache under at,
+// whose kernel and initrd it served, a plain request is refused and counted, and the
+// segment's capture (stopped here) holds none of the secrets handed out, while it holds the
+// build's bytes, which crossed in clear. before are a's metrics from before the power-on.
+// It returns the verified assertion.
+func (l *lab) checkBootedHTTPS(m *machine, words []string, a *labAgent, at netip.Addr, before metrics, capture string, stopCapture func(), build string) assertion.Assertion {
 	t := l.t
 	t.Helper()
-	agentIP := a.host.IP
 	ctx := context.Background()
 	text := param(words, "bc.assertion")
-	if _, err := l.verifier.Verify(ctx, text, assertion.Join{Site: siteID, MACs: m.nics, UUID: m.uuid}); err != nil {
+	as, err := l.verifier.Verify(ctx, text, assertion.Join{Site: siteID, MACs: m.nics, UUID: m.uuid})
+	if err != nil {
 		t.Fatalf("the assertion on the command line is refused: %v\ncommand line: %q", err, words)
 	}
 	token := param(words, "bc.token")
@@ -168,10 +169,14 @@ func (l *lab) checkBootedHTTPS(m *machine, words []string, a *labAgent, before m
 		t.Errorf("bc.token %q, want the token minted for the entry %q", token, want)
 	}
 	cacheURL := param(words, "bc.cache")
-	grant, ok := strings.CutPrefix(cacheURL, "https://"+agentIP.String()+"/cache/t/")
+	host := at.String()
+	if at.Is6() {
+		host = "[" + host + "]"
+	}
+	grant, ok := strings.CutPrefix(cacheURL, "https://"+host+"/cache/t/")
 	grant, _, _ = strings.Cut(grant, "/")
 	if !ok || len(grant) < 16 {
-		t.Fatalf("bc.cache %q, want an https grant of the agent's cache", cacheURL)
+		t.Fatalf("bc.cache %q, want an https grant of the agent's cache under %s", cacheURL, host)
 	}
 	after := a.metrics()
 	if served := after.sum("siteboot_cache_served_total") - before.sum("siteboot_cache_served_total"); served < 2 {
@@ -181,8 +186,8 @@ func (l *lab) checkBootedHTTPS(m *machine, words []string, a *labAgent, before m
 		t.Errorf("%v TFTP transfers completed, want the iPXE build", n)
 	}
 
-	// A plain request, from the bridge: refused, and counted.
-	if code, body := get(l.seg.Bridge, "http://"+agentIP.String()+"/boot/chain.ipxe"); code != http.StatusForbidden || !strings.Contains(body, "https") {
+	// A plain request, from the bridge to the agent's IPv4 address: refused, and counted.
+	if code, body := get(l.seg.Bridge, "http://"+a.host.IP.String()+"/boot/chain.ipxe"); code != http.StatusForbidden || !strings.Contains(body, "https") {
 		t.Errorf("plain chain request: %d %q, want 403 naming https", code, body)
 	}
 	if n := a.metrics().sum("siteboot_boot_plain_http_refused_total"); n != 1 {
@@ -196,7 +201,8 @@ func (l *lab) checkBootedHTTPS(m *machine, words []string, a *labAgent, before m
 		t.Fatal(err)
 	}
 	// The control: the iPXE build went over TFTP in clear, so its bytes are in the capture.
-	l.checkNoSecrets(capture, agentIP, bin[len(bin)/2:len(bin)/2+64], token, text, grant)
+	l.checkNoSecrets(capture, at, bin[len(bin)/2:len(bin)/2+64], token, text, grant)
+	return as
 }
 
 // checkNoSecrets greps the boot traffic of capture (machineTraffic) for each secret handed

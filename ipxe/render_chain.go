@@ -83,8 +83,9 @@ func (c Chain) Render() ([]byte, error) {
 	}
 	// Over IPv6 (the URL's host an IPv6 literal) the address reported is the NIC's IPv6 one,
 	// iPXE's ${netX/ip6} (its NDP settings: the address SLAAC gives it from the router's
-	// prefix), since the request comes from an IPv6 address; it is empty when iPXE has no
-	// such address (a DHCPv6-only lease), and the handler then takes the connection's.
+	// prefix), since the request comes from an IPv6 address; it is empty (iPXE 1) or "::"
+	// (iPXE 2) when iPXE has no such address (a DHCPv6-only lease), and the handler then
+	// takes the connection's.
 	ipSetting := "/ip"
 	if strings.HasPrefix(u.Host, "[") {
 		ipSetting = "/ip6"

@@ -79,6 +79,11 @@ type BMCResult struct {
 	Disks []Disk `json:"disks,omitempty"`
 	// Firmware is how bmc.firmware's update task ended.
 	Firmware *FirmwareResult `json:"firmware,omitempty"`
+	// BootKept: a persistent bmc.boot the BMC would not keep (it has no persistent
+	// override) was set for the next boot, and the agent keeps it by arming it once again
+	// before each power-on it sends to that BMC (until another bmc.boot there, or its
+	// restart).
+	BootKept bool `json:"boot_kept,omitempty"`
 }
 
 // Outcome returns the result's outcome.

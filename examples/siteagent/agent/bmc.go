@@ -21,6 +21,7 @@ import (
 type bmcPart struct {
 	linked   bool // the link carries BMC access
 	exec     *bmc.Executor
+	keeps    *bootKeeps // the opener: boot devices kept by re-arming (bootkeep.go)
 	journal  *bmc.FileJournal
 	dispatch *bmc.Dispatcher[sitelink.BMCResult]
 }
@@ -45,12 +46,13 @@ func (a *Agent) setupBMC() error {
 		reg.Register(ipmi.Name, ipmi.Config{})
 		opener = reg
 	}
-	b := &bmcPart{journal: j, dispatch: &bmc.Dispatcher[sitelink.BMCResult]{
+	keeps := newBootKeeps(opener)
+	b := &bmcPart{journal: j, keeps: keeps, dispatch: &bmc.Dispatcher[sitelink.BMCResult]{
 		// The result goes back in the next report: ask for one now.
 		OnDone: func(string) { a.beat.Wake() },
 	}}
 	b.exec = &bmc.Executor{
-		Opener:        opener,
+		Opener:        keeps,
 		Journal:       j,
 		MaxConcurrent: a.cfg.BMC.MaxConcurrent,
 		Timeout:       a.cfg.BMC.Timeout,
@@ -85,8 +87,24 @@ func (a *Agent) runBMC(ctx context.Context, c sitelink.Command) sitelink.BMCResu
 	if c.BMC != nil && !a.bmc.linked {
 		return sitelink.NotSentResult(c, &bmc.OpError{Op: c.Kind, Kind: bmc.ErrUnsupported, Message: "the agent's link carries no BMC access"})
 	}
-	return sitelink.RunBMC(ctx, a.bmc.exec, bootserver.BMCImages{Cache: a.cache, BaseURL: a.bmcCacheBase()}, c)
+	if c.Kind == sitelink.KindBMCBoot || c.Kind == sitelink.KindBMCPower {
+		// Through the BMC's boot keeper: a persistent boot device the BMC refuses is kept
+		// by arming it before each power-on.
+		ctx = keepBoot(ctx)
+	}
+	res := sitelink.RunBMC(ctx, a.bmc.exec, bootserver.BMCImages{Cache: a.cache, BaseURL: a.bmcCacheBase()}, c)
+	if c.Kind == sitelink.KindBMCBoot && res.Status == sitelink.StatusOK && !res.Replayed && c.BMC != nil && c.BMC.Persistent {
+		if tg, err := c.BMC.Target.Ref(); err == nil {
+			if _, res.BootKept = a.bmc.keeps.Kept(tg); res.BootKept && res.Message == "" {
+				res.Message = keptMessage
+			}
+		}
+	}
+	return res
 }
+
+// keptMessage is the message of a persistent bmc.boot kept by re-arming.
+const keptMessage = "the BMC keeps no persistent boot device: set for the next boot, and armed again by this agent before each power-on it sends"
 
 // close waits for the operations in progress (their contexts have ended) and releases the
 // journal.

@@ -49,7 +49,8 @@ type BMCTarget struct {
 	Insecure bool `json:"insecure,omitempty"`
 }
 
-// Outcome statuses (BMCResult.Status, Outcome.Status), as package bmc spells them.
+// Outcome statuses (BMCResult.Status, Outcome.Status), as package bmc spells them; a
+// transition's machine may also end StatusAborted.
 const (
 	StatusOK      = "ok"
 	StatusFailed  = "failed"
@@ -84,6 +85,15 @@ type BMCResult struct {
 	// before each power-on it sends to that BMC (until another bmc.boot there, or its
 	// restart).
 	BootKept bool `json:"boot_kept,omitempty"`
+	// Transition and Machine name the bmc.transition and its machine a machine's result
+	// (ID "TRANSITION/MACHINE") is for; Forced says a soft-off cut the power after its
+	// deadline, Sends counts the action's sends.
+	Transition string `json:"transition,omitempty"`
+	Machine    string `json:"machine,omitempty"`
+	Forced     bool   `json:"forced,omitempty"`
+	Sends      int    `json:"sends,omitempty"`
+	// Progress is a bmc.transition's count of its machines by state, in its own result.
+	Progress *TransitionProgress `json:"progress,omitempty"`
 }
 
 // Outcome returns the result's outcome.

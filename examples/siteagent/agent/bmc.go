@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ type bmcPart struct {
 	keeps    *bootKeeps // the opener: boot devices kept by re-arming (bootkeep.go)
 	journal  *bmc.FileJournal
 	dispatch *bmc.Dispatcher[sitelink.BMCResult]
+	trans    *transitionPart // bmc.transition commands (transition.go)
 }
 
 // setupBMC opens the BMC journal in the data dir and builds the executor.
@@ -59,6 +61,7 @@ func (a *Agent) setupBMC() error {
 		Logger:        a.log.With("component", "bmc"),
 		Clock:         a.clock,
 	}
+	b.trans = newTransitionPart(b.exec, a.cfg.BMC, a)
 	// A link that carries BMC access (a *sitelink.Client does) claims and fetches
 	// credentials in this node's name; over any other, every bmc.* command is not sent.
 	if l, ok := a.link.(sitelink.BMCLink); ok {
@@ -77,7 +80,14 @@ func (a *Agent) bmcCommand(ctx context.Context, c sitelink.Command) bool {
 	if !sitelink.IsBMCKind(c.Kind) {
 		return false
 	}
-	a.bmc.dispatch.Start(ctx, c.ID, func(ctx context.Context) sitelink.BMCResult { return a.runBMC(ctx, c) })
+	run := a.runBMC
+	switch c.Kind {
+	case sitelink.KindBMCTransition:
+		run = a.runTransition
+	case sitelink.KindBMCTransitionAbort:
+		run = func(context.Context, sitelink.Command) sitelink.BMCResult { return a.abortTransition(c) }
+	}
+	a.bmc.dispatch.Start(ctx, c.ID, func(ctx context.Context) sitelink.BMCResult { return run(ctx, c) })
 	return true
 }
 
@@ -134,12 +144,44 @@ type BMCConfig struct {
 	// management network may reach this host under another name); "" means the machines'
 	// cache URL (Boot.CacheURL, or HTTPBase + "/cache").
 	CacheURL string
+
+	// PowerOnRate bounds the power-ons of bmc.transition commands sent to BMCs per second,
+	// across every transition this agent runs (bmc.TransitionLimits.PowerOnRate); zero
+	// means no bound. PowerOnBurst power-ons may start at once; zero means 1.
+	PowerOnRate  float64
+	PowerOnBurst int
+	// GroupPowerOnRate bounds them within one group of machines (a transition machine's
+	// group: its PDU or circuit); zero means no bound. GroupPowerOnBurst as PowerOnBurst.
+	GroupPowerOnRate  float64
+	GroupPowerOnBurst int
+	// NetworkInFlight bounds a transition's operations in flight on one BMC network; zero
+	// means bmc.DefaultNetworkInFlight. MaxConcurrent bounds them all as well.
+	NetworkInFlight int
+	// TransitionSettle is how long after a transition's action the machine's power state is
+	// read to confirm it (a BMC that took the change and dropped it is reported failed);
+	// zero means bmc.DefaultSettle.
+	TransitionSettle time.Duration
 }
 
 func (c BMCConfig) validate() error {
 	var le *bmc.LimitError
 	if errors.As((&bmc.Executor{MaxConcurrent: c.MaxConcurrent, Timeout: c.Timeout}).Validate(), &le) {
 		return &FieldError{Field: "BMC." + le.Field, Err: le.Err}
+	}
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"PowerOnRate", c.PowerOnRate < 0 || math.IsNaN(c.PowerOnRate) || math.IsInf(c.PowerOnRate, 0)},
+		{"PowerOnBurst", c.PowerOnBurst < 0},
+		{"GroupPowerOnRate", c.GroupPowerOnRate < 0 || math.IsNaN(c.GroupPowerOnRate) || math.IsInf(c.GroupPowerOnRate, 0)},
+		{"GroupPowerOnBurst", c.GroupPowerOnBurst < 0},
+		{"NetworkInFlight", c.NetworkInFlight < 0},
+		{"TransitionSettle", c.TransitionSettle < 0},
+	} {
+		if f.bad {
+			return &FieldError{Field: "BMC." + f.name, Err: errors.New("want a finite value, zero or more")}
+		}
 	}
 	if c.CacheURL != "" {
 		if err := bootserver.CheckCacheURL(c.CacheURL); err != nil {

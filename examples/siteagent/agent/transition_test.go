@@ -1,0 +1,240 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/bmc/bmctest"
+	"github.com/bettercompute/siteboot/bmc/redfish"
+	"github.com/bettercompute/siteboot/examples/siteagent/agent"
+	"github.com/bettercompute/siteboot/examples/siteagent/controlplane"
+	"github.com/bettercompute/siteboot/sitelink"
+)
+
+// recordingLink is the plane's in-process link (a sitelink.BMCLink) that keeps every
+// report the agent sent.
+type recordingLink struct {
+	*controlplane.LocalLink
+	mu      sync.Mutex
+	reports []sitelink.StatusReport
+}
+
+func (l *recordingLink) Sync(ctx context.Context, r sitelink.StatusReport) (sitelink.SyncResponse, error) {
+	l.mu.Lock()
+	l.reports = append(l.reports, r)
+	l.mu.Unlock()
+	return l.LocalLink.Sync(ctx, r)
+}
+
+// progress returns transition id's progress in each report that carried it, in order.
+func (l *recordingLink) progress(id string) []sitelink.TransitionProgress {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []sitelink.TransitionProgress
+	for _, r := range l.reports {
+		for _, p := range r.Transitions {
+			if p.ID == id {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// machineResults counts, by machine, the results of transition id the reports carried.
+func (l *recordingLink) machineResults(id string) map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int{}
+	for _, r := range l.reports {
+		for _, res := range r.BMC {
+			if res.Transition == id {
+				out[res.Machine]++
+			}
+		}
+	}
+	return out
+}
+
+// transitionSite is a control plane, n fake Redfish BMCs and an agent whose link to the
+// plane is recorded; the agent's transitions run at rate power-ons per second.
+type transitionSite struct {
+	plane *controlplane.Plane
+	link  *recordingLink
+	bmcs  map[string]*bmctest.Server // by machine name
+	body  sitelink.TransitionCommand
+}
+
+func newTransitionSite(t *testing.T, n int, rate float64) *transitionSite {
+	t.Helper()
+	s := &transitionSite{plane: controlplane.New(nil), bmcs: map[string]*bmctest.Server{}}
+	s.plane.Enroll("site-k", "agent-k")
+	s.plane.SetCredential("bmc/m", bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword})
+	s.body = sitelink.TransitionCommand{Action: "cycle"}
+	for i := range n {
+		srv := bmctest.NewServer(bmctest.Options{})
+		t.Cleanup(srv.Close)
+		name := fmt.Sprintf("m%02d", i)
+		s.bmcs[name] = srv
+		s.body.Machines = append(s.body.Machines, sitelink.TransitionMachine{Name: name, Group: "pdu-1",
+			Target: sitelink.BMCTarget{Driver: redfish.Name, Address: srv.URL, Credential: "bmc/m"}})
+	}
+	s.link = &recordingLink{LocalLink: s.plane.Link()}
+	runAgent(t, "site-k", "agent-k", s.link, func(c *agent.Config) {
+		c.BMC.PowerOnRate = rate
+		c.BMC.TransitionSettle = 10 * time.Millisecond
+	})
+	return s
+}
+
+// boots counts each machine's boots, and resets the reset requests its BMC got (a cycle
+// is sent as an off and an on).
+func (s *transitionSite) boots() (boots, resets map[string]int) {
+	boots, resets = map[string]int{}, map[string]int{}
+	for name, srv := range s.bmcs {
+		boots[name] = len(srv.Boots())
+		for _, r := range srv.Requests() {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.Path, "ComputerSystem.Reset") {
+				resets[name]++
+			}
+		}
+	}
+	return boots, resets
+}
+
+// checkProgress checks that every progress report adds up and never goes back.
+func checkProgress(t *testing.T, ps []sitelink.TransitionProgress, total int) {
+	t.Helper()
+	var last sitelink.TransitionProgress
+	for i, p := range ps {
+		if p.Total != total || p.Pending+p.Done+p.Failed+p.Unknown+p.Aborted != total {
+			t.Errorf("report %d: progress %+v does not add up to %d", i, p, total)
+		}
+		if p.Done < last.Done || p.Aborted < last.Aborted || p.Pending > last.Pending && i > 0 {
+			t.Errorf("report %d: progress went back: %+v after %+v", i, p, last)
+		}
+		last = p
+	}
+}
+
+// TestBMCTransition: a power cycle over six machines arrives as one bmc.transition command
+// from the control plane; the agent runs it under its power-on ramp (4 a second), each
+// step claimed through the plane, and reports its progress on each heartbeat (seen
+// growing over successive reports) and each machine's result once; the transition's own
+// result says every machine is done, and every BMC got one power cycle.
+func TestBMCTransition(t *testing.T) {
+	const n = 6
+	s := newTransitionSite(t, n, 4)
+	id, err := s.plane.Transition("site-k", s.body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := s.plane.WaitBMC(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != sitelink.StatusOK || res.Progress == nil || res.Progress.Done != n {
+		t.Fatalf("transition result %+v (progress %+v), want ok with %d done", res, res.Progress, n)
+	}
+	// The machines' results went in reports the plane answered before (or with) the
+	// transition's own.
+	st, ok := s.plane.TransitionState(id)
+	if !ok || len(st.Machines) != n || st.Repeats != 0 {
+		t.Fatalf("plane's state of the transition: %+v, want %d machines reported once", st, n)
+	}
+	for name, r := range st.Machines {
+		if r.Status != sitelink.StatusOK || r.Power != string(bmc.PowerOn) || r.Sends != 1 || r.ID != id+"/"+name {
+			t.Errorf("machine %s: %+v, want ok, on, one send", name, r)
+		}
+	}
+	for name, k := range s.link.machineResults(id) {
+		if k != 1 {
+			t.Errorf("machine %s reported %d times", name, k)
+		}
+	}
+	boots, _ := s.boots()
+	for name := range s.bmcs {
+		if boots[name] != 1 {
+			t.Errorf("machine %s booted %d times, want 1", name, boots[name])
+		}
+	}
+	ps := s.link.progress(id)
+	checkProgress(t, ps, n)
+	seen := map[int]bool{}
+	for _, p := range ps {
+		seen[p.Done] = true
+	}
+	// At 4 power-ons a second and a heartbeat every 100 ms, the reports see the count grow.
+	if len(seen) < 3 {
+		t.Errorf("done counts seen over %d heartbeats: %v; want the progress seen growing", len(ps), seen)
+	}
+}
+
+// TestBMCTransitionAbort: an abort sent while a transition runs (one power-on every half
+// second) stops its pending machines, which end "aborted" with nothing sent to their
+// BMCs; the machines cycled before it are done; every machine is reported once, and the
+// transition's result counts them.
+func TestBMCTransitionAbort(t *testing.T) {
+	const n = 8
+	s := newTransitionSite(t, n, 2)
+	id, err := s.plane.Transition("site-k", s.body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a machine done", func() bool {
+		st, _ := s.plane.TransitionState(id)
+		return len(st.Machines) > 0
+	})
+	aid, err := s.plane.AbortTransition("site-k", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ar, err := s.plane.WaitBMC(ctx, aid)
+	if err != nil || ar.Status != sitelink.StatusOK {
+		t.Fatalf("abort: %+v, %v", ar, err)
+	}
+	res, err := s.plane.WaitBMC(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.plane.TransitionState(id)
+	if len(st.Machines) != n || st.Repeats != 0 {
+		t.Fatalf("machines reported: %d (repeats %d), want %d once each", len(st.Machines), st.Repeats, n)
+	}
+	boots, resets := s.boots()
+	count := map[string]int{}
+	for name, r := range st.Machines {
+		count[r.Status]++
+		switch r.Status {
+		case sitelink.StatusAborted:
+			if resets[name] != 0 || boots[name] != 0 || r.Sends != 0 {
+				t.Errorf("aborted machine %s: %d reset requests sent, %d boots (%+v)", name, resets[name], boots[name], r)
+			}
+		case sitelink.StatusOK:
+			if boots[name] != 1 {
+				t.Errorf("done machine %s booted %d times, want 1", name, boots[name])
+			}
+		default:
+			t.Errorf("machine %s: %+v, want ok or aborted", name, r)
+		}
+	}
+	if count[sitelink.StatusAborted] == 0 || count[sitelink.StatusOK] == 0 {
+		t.Errorf("statuses %v: want some done before the abort and some aborted", count)
+	}
+	p := res.Progress
+	if res.Status != sitelink.StatusFailed || p == nil || p.Aborted != count[sitelink.StatusAborted] ||
+		p.Done != count[sitelink.StatusOK] || p.Pending != 0 || !p.Aborting {
+		t.Errorf("transition result %+v (progress %+v), want failed counting %v", res, p, count)
+	}
+	checkProgress(t, s.link.progress(id), n)
+}

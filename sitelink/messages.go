@@ -124,7 +124,9 @@ const (
 	// KindBMCFirmware updates firmware from the agent's cache (BMCCommand.SHA256,
 	// BMCCommand.Components).
 	KindBMCFirmware = "bmc.firmware"
-	// KindBMCStorage lists the machine's disks.
+	// KindBMCStorage lists the machine's disks, or with BMCCommand.StorageAction creates
+	// or deletes a volume or erases a drive. Destructive: a listing only reads (it is not
+	// claimed by the agent), but the kind is routed as every destructive one is.
 	KindBMCStorage = "bmc.storage"
 	// KindBMCMediaInsert inserts a cached image (BMCCommand.SHA256) as virtual media;
 	// KindBMCMediaEject ejects it.
@@ -152,10 +154,11 @@ func IsBMCKind(kind string) bool {
 // Destructive reports whether a bmc.* kind changes the machine or its BMC. A destructive
 // command is claimed (POST /v1/bmc/claim) before it reaches the BMC and is sent at most
 // once across a site's agents (DESIGN.md B5); a bmc.transition's steps are claimed each
-// under its own id ("ID/machine/step/attempt"). bmc.query and bmc.transitionAbort are not
-// destructive.
+// under its own id ("ID/machine/step/attempt"). bmc.storage is destructive as the seed
+// lists it (its volume and drive changes are claimed; its listing, which only reads, is
+// not: bmc.IsDestructive). bmc.query and bmc.transitionAbort are not destructive.
 func Destructive(kind string) bool {
-	return IsBMCKind(kind) && kind != KindBMCQuery && kind != KindBMCStorage && kind != KindBMCTransitionAbort
+	return IsBMCKind(kind) && kind != KindBMCQuery && kind != KindBMCTransitionAbort
 }
 
 // Command is one instruction of the control plane. The agent applies it, persists the

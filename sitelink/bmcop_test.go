@@ -237,7 +237,7 @@ func TestBMCResultOf(t *testing.T) {
 			r:    bmc.Result{Outcome: ok, Value: []bmc.Disk{{Name: "Disk 0", Model: "SSD 1", Serial: "S1", CapacityBytes: 960197124096, Controller: "RAID.1", Health: "OK"}}},
 			want: sitelink.BMCResult{Status: "ok", Disks: []sitelink.Disk{{Name: "Disk 0", Model: "SSD 1", Serial: "S1", CapacityBytes: 960197124096, Controller: "RAID.1", Health: "OK"}}}},
 		{name: "volume created", kind: sitelink.KindBMCStorage,
-			r: bmc.Result{Outcome: ok, Value: bmc.Volume{Controller: "RAID1", ID: "v7", Name: "os", RAIDType: "RAID1", CapacityBytes: 960197124096, Drives: []string{"Disk.0", "Disk.1"}}},
+			r:    bmc.Result{Outcome: ok, Value: bmc.Volume{Controller: "RAID1", ID: "v7", Name: "os", RAIDType: "RAID1", CapacityBytes: 960197124096, Drives: []string{"Disk.0", "Disk.1"}}},
 			want: sitelink.BMCResult{Status: "ok", Volume: &sitelink.Volume{Controller: "RAID1", ID: "v7", Name: "os", RAIDType: "RAID1", CapacityBytes: 960197124096, Drives: []string{"Disk.0", "Disk.1"}}}},
 		{name: "storage empty", kind: sitelink.KindBMCStorage,
 			r:    bmc.Result{Outcome: ok, Value: []bmc.Disk(nil)},

@@ -183,7 +183,7 @@ func TestBMCTransition(t *testing.T) {
 // BMCs; the machines cycled before it are done; every machine is reported once, and the
 // transition's result counts them.
 func TestBMCTransitionAbort(t *testing.T) {
-	const n = 8
+	const n = 10
 	s := newTransitionSite(t, n, 2)
 	id, err := s.plane.Transition("site-k", s.body)
 	if err != nil {

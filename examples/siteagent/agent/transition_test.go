@@ -166,6 +166,22 @@ func TestBMCTransition(t *testing.T) {
 			t.Errorf("machine %s booted %d times, want 1", name, boots[name])
 		}
 	}
+	// The agent's ramp (4 a second: at most 4 in any second) spread the six power-ons over
+	// more than a second; without it they all go out at once.
+	var first, last time.Time
+	for _, srv := range s.bmcs {
+		for _, at := range srv.PowerOnsSent() {
+			if first.IsZero() || at.Before(first) {
+				first = at
+			}
+			if at.After(last) {
+				last = at
+			}
+		}
+	}
+	if span := last.Sub(first); span < 800*time.Millisecond {
+		t.Errorf("the six power-ons went out within %v: the agent's power-on rate was not applied", span)
+	}
 	ps := s.link.progress(id)
 	checkProgress(t, ps, n)
 	seen := map[int]bool{}

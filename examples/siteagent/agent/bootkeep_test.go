@@ -70,6 +70,13 @@ func (h *scriptedHost) results(t *testing.T) []sitelink.BMCResult {
 // bmc/redfish whose boot overrides settle in a millisecond.
 func runAgent(t *testing.T, site, node string, host agent.Link, configure ...func(*agent.Config)) *agent.Agent {
 	t.Helper()
+	a, _ := startAgent(t, site, node, host, configure...)
+	return a
+}
+
+// startAgent is runAgent that also returns a function that stops the agent.
+func startAgent(t *testing.T, site, node string, host agent.Link, configure ...func(*agent.Config)) (*agent.Agent, func()) {
+	t.Helper()
 	origin := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(origin.Close)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
@@ -87,8 +94,10 @@ func runAgent(t *testing.T, site, node string, host agent.Link, configure ...fun
 	}
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return a
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return a, stop
 }
 
 // TestBMCBootKeptByRearming: Lenovo XCC refuses a persistent boot override (no Continuous;

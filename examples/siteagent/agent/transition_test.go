@@ -73,6 +73,14 @@ type transitionSite struct {
 
 func newTransitionSite(t *testing.T, n int, rate float64) *transitionSite {
 	t.Helper()
+	s := newTransitionPlane(t, n)
+	s.start(t, rate, t.TempDir())
+	return s
+}
+
+// newTransitionPlane is newTransitionSite without its agent.
+func newTransitionPlane(t *testing.T, n int) *transitionSite {
+	t.Helper()
 	s := &transitionSite{plane: controlplane.New(nil), bmcs: map[string]*bmctest.Server{}}
 	s.plane.Enroll("site-k", "agent-k")
 	s.plane.SetCredential("bmc/m", bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword})
@@ -85,12 +93,19 @@ func newTransitionSite(t *testing.T, n int, rate float64) *transitionSite {
 		s.body.Machines = append(s.body.Machines, sitelink.TransitionMachine{Name: name, Group: "pdu-1",
 			Target: sitelink.BMCTarget{Driver: redfish.Name, Address: srv.URL, Credential: "bmc/m"}})
 	}
+	return s
+}
+
+// start runs the site's agent on dataDir, linked to the plane by a new recorded link.
+func (s *transitionSite) start(t *testing.T, rate float64, dataDir string) (stop func()) {
+	t.Helper()
 	s.link = &recordingLink{LocalLink: s.plane.Link()}
-	runAgent(t, "site-k", "agent-k", s.link, func(c *agent.Config) {
+	_, stop = startAgent(t, "site-k", "agent-k", s.link, func(c *agent.Config) {
+		c.DataDir = dataDir
 		c.BMC.PowerOnRate = rate
 		c.BMC.TransitionSettle = 10 * time.Millisecond
 	})
-	return s
+	return stop
 }
 
 // boots counts each machine's boots, and resets the reset requests its BMC got (a cycle
@@ -244,6 +259,7 @@ func TestBMCTransitionAbort(t *testing.T) {
 			t.Errorf("machine %s: %+v, want ok or aborted", name, r)
 		}
 	}
+	t.Logf("statuses %v", count)
 	if count[sitelink.StatusAborted] == 0 || count[sitelink.StatusOK] == 0 {
 		t.Errorf("statuses %v: want some done before the abort and some aborted", count)
 	}
@@ -253,4 +269,69 @@ func TestBMCTransitionAbort(t *testing.T) {
 		t.Errorf("transition result %+v (progress %+v), want failed counting %v", res, p, count)
 	}
 	checkProgress(t, s.link.progress(id), n)
+}
+
+// TestBMCTransitionResumesAfterRestart: an agent stopped half way through a transition and
+// started again on its data dir gets the transition again from the control plane and
+// resumes it: the steps it took are answered from its journal and the claim records, so no
+// machine is cycled twice; every machine ends reported, those whose cycle was under way
+// when it stopped unknown (never sent again), the others done.
+func TestBMCTransitionResumesAfterRestart(t *testing.T) {
+	const n = 8
+	s := newTransitionPlane(t, n)
+	dir := t.TempDir()
+	stop := s.start(t, 2, dir)
+	id, err := s.plane.Transition("site-k", s.body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two machines done", func() bool {
+		st, _ := s.plane.TransitionState(id)
+		return len(st.Machines) >= 2
+	})
+	stop()
+	before, _ := s.plane.TransitionState(id)
+	if len(before.Machines) == n {
+		t.Fatal("the transition ended before the agent stopped")
+	}
+	s.start(t, 2, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := s.plane.WaitBMC(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.plane.TransitionState(id)
+	if len(st.Machines) != n {
+		t.Fatalf("%d machines reported, want %d", len(st.Machines), n)
+	}
+	boots, _ := s.boots()
+	count := map[string]int{}
+	for name, r := range st.Machines {
+		count[r.Status]++
+		if boots[name] > 1 {
+			t.Errorf("machine %s booted %d times across the restart", name, boots[name])
+		}
+		switch r.Status {
+		case sitelink.StatusOK:
+			if boots[name] != 1 {
+				t.Errorf("done machine %s booted %d times, want 1", name, boots[name])
+			}
+		case sitelink.StatusUnknown:
+		default:
+			t.Errorf("machine %s: %+v, want done, or unknown where its step was under way", name, r)
+		}
+	}
+	for name, r := range before.Machines {
+		if r.Status == sitelink.StatusOK && st.Machines[name].Status != sitelink.StatusOK {
+			t.Errorf("machine %s done before the restart reads %+v after it", name, st.Machines[name])
+		}
+	}
+	t.Logf("reported before the restart: %d; statuses after: %v; repeats %d", len(before.Machines), count, st.Repeats)
+	if count[sitelink.StatusOK] <= len(before.Machines) {
+		t.Errorf("statuses %v: the restarted agent carried out none of the machines left", count)
+	}
+	if p := res.Progress; p == nil || p.Total != n || p.Done+p.Unknown != n {
+		t.Errorf("transition result %+v (progress %+v)", res, res.Progress)
+	}
 }

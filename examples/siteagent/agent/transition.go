@@ -5,8 +5,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/metric"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
@@ -27,6 +30,9 @@ const maxEarlyAborts = 64
 type transitionPart struct {
 	runner *bmc.TransitionRunner
 
+	ended    [len(machineStatuses)]atomic.Uint64 // machines that ended, by machineStatuses
+	powerOns atomic.Uint64                       // power-ons let through the ramp
+
 	mu     sync.Mutex
 	runs   map[string]*transitionRun // by command id
 	aborts []string                  // aborts of transitions not running here when they came
@@ -45,7 +51,8 @@ type transitionRun struct {
 }
 
 func newTransitionPart(exec *bmc.Executor, cfg BMCConfig, a *Agent) *transitionPart {
-	return &transitionPart{runner: &bmc.TransitionRunner{
+	p := &transitionPart{}
+	p.runner = &bmc.TransitionRunner{
 		Executor: exec,
 		Limits: bmc.TransitionLimits{
 			PowerOnRate: cfg.PowerOnRate, PowerOnBurst: cfg.PowerOnBurst,
@@ -54,7 +61,46 @@ func newTransitionPart(exec *bmc.Executor, cfg BMCConfig, a *Agent) *transitionP
 		},
 		Clock:  a.clock,
 		Logger: a.log.With("component", "bmc-transition"),
-	}}
+		OnResult: func(_ string, r bmc.MachineResult) {
+			for i, st := range machineStatuses {
+				if r.Status == st {
+					p.ended[i].Add(1)
+				}
+			}
+		},
+		OnPowerOn: func(string, string, time.Time) { p.powerOns.Add(1) },
+	}
+	return p
+}
+
+// machineStatuses are the statuses a transition's machine ends with, in the order
+// transitionPart.ended counts them.
+var machineStatuses = [...]bmc.MachineStatus{bmc.MachineDone, bmc.MachineFailed, bmc.MachineUnknown, bmc.MachineAborted}
+
+var (
+	famTransitionMachines = metric.Family{Name: "bmc_transition_machines_total",
+		Help: "Machines of bmc.transition commands that ended, by status (done, failed, unknown, aborted).", Labels: []string{"status"}}
+	famTransitionPowerOns = metric.Family{Name: "bmc_transition_power_ons_total",
+		Help: "Power-on requests of bmc.transition commands the agent's power-on ramp let through to BMCs (none counted without a ramp: BMC.PowerOnRate zero)."}
+	famTransitionsRunning = metric.Family{Name: "bmc_transitions_running",
+		Help: "bmc.transition commands running now.", Kind: metric.Gauge}
+)
+
+// samples are the transitions' counters.
+func (p *transitionPart) samples() []metric.Sample {
+	var out []metric.Sample
+	for i, st := range machineStatuses {
+		out = append(out, famTransitionMachines.Sample(p.ended[i].Load(), string(st)))
+	}
+	p.mu.Lock()
+	running := 0
+	for _, tr := range p.runs {
+		if !tr.ended {
+			running++
+		}
+	}
+	p.mu.Unlock()
+	return append(out, famTransitionPowerOns.Sample(p.powerOns.Load()), famTransitionsRunning.Sample(uint64(running)))
 }
 
 // runTransition runs bmc.transition command c to its end (or until ctx ends: the agent

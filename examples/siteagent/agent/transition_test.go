@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bmc/bmctest"
@@ -69,6 +73,7 @@ type transitionSite struct {
 	link  *recordingLink
 	bmcs  map[string]*bmctest.Server // by machine name
 	body  sitelink.TransitionCommand
+	agent *agent.Agent // the agent running
 }
 
 func newTransitionSite(t *testing.T, n int, rate float64) *transitionSite {
@@ -96,16 +101,31 @@ func newTransitionPlane(t *testing.T, n int) *transitionSite {
 	return s
 }
 
-// start runs the site's agent on dataDir, linked to the plane by a new recorded link.
+// start runs the site's agent on dataDir, linked to the plane by a new recorded link, its
+// metrics on a loopback port.
 func (s *transitionSite) start(t *testing.T, rate float64, dataDir string) (stop func()) {
 	t.Helper()
 	s.link = &recordingLink{LocalLink: s.plane.Link()}
-	_, stop = startAgent(t, "site-k", "agent-k", s.link, func(c *agent.Config) {
+	s.agent, stop = startAgent(t, "site-k", "agent-k", s.link, func(c *agent.Config) {
 		c.DataDir = dataDir
 		c.BMC.PowerOnRate = rate
 		c.BMC.TransitionSettle = 10 * time.Millisecond
+		c.Metrics.Listen = netip.MustParseAddrPort("127.0.0.1:0")
 	})
 	return stop
+}
+
+// metrics returns the agent's /metrics samples whose series starts with prefix, by series.
+func (s *transitionSite) metrics(t *testing.T, prefix string) map[string]string {
+	t.Helper()
+	_, body := get(t, "http://"+s.agent.Addrs()["metrics"]+"/metrics")
+	out := map[string]string{}
+	for _, l := range strings.Split(body, "\n") {
+		if series, v, ok := strings.Cut(l, " "); ok && strings.HasPrefix(series, prefix) {
+			out[series] = v
+		}
+	}
+	return out
 }
 
 // boots counts each machine's boots, and resets the reset requests its BMC got (a cycle
@@ -269,6 +289,17 @@ func TestBMCTransitionAbort(t *testing.T) {
 		t.Errorf("transition result %+v (progress %+v), want failed counting %v", res, p, count)
 	}
 	checkProgress(t, s.link.progress(id), n)
+	want := map[string]string{
+		`siteboot_bmc_transition_machines_total{status="aborted"}`: strconv.Itoa(count[sitelink.StatusAborted]),
+		`siteboot_bmc_transition_machines_total{status="done"}`:    strconv.Itoa(count[sitelink.StatusOK]),
+		`siteboot_bmc_transition_machines_total{status="failed"}`:  "0",
+		`siteboot_bmc_transition_machines_total{status="unknown"}`: "0",
+		`siteboot_bmc_transition_power_ons_total`:                  strconv.Itoa(count[sitelink.StatusOK]),
+		`siteboot_bmc_transitions_running`:                         "0",
+	}
+	if diff := cmp.Diff(want, s.metrics(t, "siteboot_bmc_transition")); diff != "" {
+		t.Errorf("transition metrics (-want +got):\n%s", diff)
+	}
 }
 
 // TestBMCTransitionResumesAfterRestart: an agent stopped half way through a transition and

@@ -25,6 +25,20 @@ type BMCCommand struct {
 	SHA256 string `json:"sha256,omitempty"`
 	// Components are the BMC's ids of what bmc.firmware updates; empty lets the BMC decide.
 	Components []string `json:"components,omitempty"`
+	// StorageAction picks bmc.storage's operation: "" or "list" lists the disks (it only
+	// reads); "create-volume", "delete-volume" and "erase-drive" change the machine, each
+	// claimed and read back (bmc.CreateVolume, bmc.DeleteVolume, bmc.EraseDrive).
+	StorageAction string `json:"storage_action,omitempty"`
+	// Controller is the storage controller's id ("" for the system's only one with
+	// volumes); Volume the volume delete-volume deletes; Drives the drives of the volume
+	// create-volume makes, or the one drive erase-drive erases; RAIDType ("RAID1", ...),
+	// VolumeName and CapacityBytes (zero: all it can) the volume create-volume makes.
+	Controller    string   `json:"controller,omitempty"`
+	Volume        string   `json:"volume,omitempty"`
+	Drives        []string `json:"drives,omitempty"`
+	RAIDType      string   `json:"raid_type,omitempty"`
+	VolumeName    string   `json:"volume_name,omitempty"`
+	CapacityBytes int64    `json:"capacity_bytes,omitempty"`
 }
 
 // Refs returns the credential references the command names: its target's, and the new
@@ -49,7 +63,8 @@ type BMCTarget struct {
 	Insecure bool `json:"insecure,omitempty"`
 }
 
-// Outcome statuses (BMCResult.Status, Outcome.Status), as package bmc spells them.
+// Outcome statuses (BMCResult.Status, Outcome.Status), as package bmc spells them; a
+// transition's machine may also end StatusAborted.
 const (
 	StatusOK      = "ok"
 	StatusFailed  = "failed"
@@ -79,6 +94,22 @@ type BMCResult struct {
 	Disks []Disk `json:"disks,omitempty"`
 	// Firmware is how bmc.firmware's update task ended.
 	Firmware *FirmwareResult `json:"firmware,omitempty"`
+	// Volume is the volume a bmc.storage create-volume made, as read back.
+	Volume *Volume `json:"volume,omitempty"`
+	// BootKept: a persistent bmc.boot the BMC would not keep (it has no persistent
+	// override) was set for the next boot, and the agent keeps it by arming it once again
+	// before each power-on it sends to that BMC (until another bmc.boot there, or its
+	// restart).
+	BootKept bool `json:"boot_kept,omitempty"`
+	// Transition and Machine name the bmc.transition and its machine a machine's result
+	// (ID "TRANSITION/MACHINE") is for; Forced says a soft-off cut the power after its
+	// deadline, Sends counts the action's sends.
+	Transition string `json:"transition,omitempty"`
+	Machine    string `json:"machine,omitempty"`
+	Forced     bool   `json:"forced,omitempty"`
+	Sends      int    `json:"sends,omitempty"`
+	// Progress is a bmc.transition's count of its machines by state, in its own result.
+	Progress *TransitionProgress `json:"progress,omitempty"`
 }
 
 // Outcome returns the result's outcome.
@@ -110,6 +141,17 @@ type Disk struct {
 	CapacityBytes int64  `json:"CapacityBytes"`
 	Controller    string `json:"Controller"`
 	Health        string `json:"Health"`
+}
+
+// Volume is a logical volume of a storage controller, as bmc.storage create-volume read it
+// back.
+type Volume struct {
+	Controller    string   `json:"controller"`
+	ID            string   `json:"id"`
+	Name          string   `json:"name,omitempty"`
+	RAIDType      string   `json:"raid_type,omitempty"`
+	CapacityBytes int64    `json:"capacity_bytes"`
+	Drives        []string `json:"drives,omitempty"`
 }
 
 // FirmwareResult is how a firmware update task ended. Its JSON keys are capitalised, as

@@ -66,6 +66,10 @@ func BMCOp(c Command, image BMCImageFunc) (bmc.TargetRef, bmc.Op, error) {
 	b := c.BMC
 	args := bmc.Args{Device: b.Device, Mode: b.Mode, Persistent: b.Persistent, Action: b.Action,
 		Username: b.Username, NewCredential: b.NewCredential, Components: b.Components}
+	if c.Kind == KindBMCStorage {
+		args.StorageAction, args.Controller, args.Volume, args.Drives = b.StorageAction, b.Controller, b.Volume, b.Drives
+		args.RAIDType, args.VolumeName, args.CapacityBytes = b.RAIDType, b.VolumeName, b.CapacityBytes
+	}
 	if c.Kind == KindBMCFirmware || c.Kind == KindBMCMediaInsert {
 		sum, ok := imageDigest(b.SHA256)
 		if !ok {
@@ -114,8 +118,8 @@ func NotSentResult(c Command, err error) BMCResult {
 
 // BMCResultOf is the result of command c, run to r by a bmc.Executor: its outcome, and,
 // unless r was replayed (nothing ran, so nothing was read), what the operation read: the
-// power state and inventory of bmc.query, the disks of bmc.storage, the task of
-// bmc.firmware.
+// power state and inventory of bmc.query, the disks of a bmc.storage listing, the volume
+// of its create-volume, the task of bmc.firmware.
 func BMCResultOf(c Command, r bmc.Result) BMCResult {
 	res := BMCResult{ID: c.ID, Kind: c.Kind, Status: string(r.Outcome.Status), ErrorKind: r.Outcome.Kind,
 		Code: r.Outcome.Code, Message: r.Outcome.Message, Replayed: r.Replayed}
@@ -136,6 +140,9 @@ func BMCResultOf(c Command, r bmc.Result) BMCResult {
 	case bmc.FirmwareResult:
 		fr := FirmwareResult(v)
 		res.Firmware = &fr
+	case bmc.Volume:
+		vol := Volume(v)
+		res.Volume = &vol
 	}
 	return res
 }

@@ -24,6 +24,9 @@ func FuzzBMCOp(f *testing.F) {
 		`{"id":"b5","kind":"bmc.mediaInsert","bmc":{"target":{"driver":"redfish","address":"a","credential":"c"},"sha256":"sha256:` + digest + `"}}`,
 		`{"id":"b6","kind":"bmc.query","bmc":{"target":{"driver":"redfish","address":"a","credential":"c","cert_sha256":"zz"}}}`,
 		`{"id":"b7","kind":"bmc.storage"}`,
+		`{"id":"b10","kind":"bmc.storage","bmc":{"target":{"driver":"redfish","address":"a","credential":"c"},"storage_action":"create-volume","controller":"RAID1","raid_type":"RAID1","drives":["Disk.0","Disk.1"],"volume_name":"os","capacity_bytes":1073741824}}`,
+		`{"id":"b11","kind":"bmc.storage","bmc":{"target":{"driver":"redfish","address":"a","credential":"c"},"storage_action":"erase-drive","drives":["Disk.2"]}}`,
+		`{"id":"b12","kind":"bmc.storage","bmc":{"target":{"driver":"redfish","address":"a","credential":"c"},"storage_action":"delete-volume","volume":"v1"}}`,
 		`{"id":"b8","kind":"bmc.mediaEject","bmc":{"target":{"driver":"x","address":"y","credential":""}}}`,
 		`{"id":"b9","kind":"boot.cleanUp","bmc":{"target":{"driver":"x","address":"y"}}}`,
 	} {
@@ -58,6 +61,10 @@ func FuzzBMCOp(f *testing.F) {
 		}
 		if err := op.Validate(); err != nil {
 			t.Fatalf("%s: op does not validate: %v", b, err)
+		}
+		// Of bmc.storage, only a change is claimed; the listing only reads.
+		if list := c.Kind == sitelink.KindBMCStorage && (c.BMC.StorageAction == "" || c.BMC.StorageAction == "list"); bmc.IsDestructive(op) == (list || c.Kind == sitelink.KindBMCQuery) {
+			t.Fatalf("%s: %T destructive %v", b, op, bmc.IsDestructive(op))
 		}
 		wantImage := c.Kind == sitelink.KindBMCFirmware || c.Kind == sitelink.KindBMCMediaInsert
 		if wantImage != (len(asked) == 1) || len(asked) > 1 {

@@ -45,6 +45,14 @@ func TestBMCOpKinds(t *testing.T) {
 	}{
 		{kind: sitelink.KindBMCQuery, want: bmc.Query{}},
 		{kind: sitelink.KindBMCStorage, want: bmc.ListStorage{}},
+		{kind: sitelink.KindBMCStorage, body: sitelink.BMCCommand{StorageAction: "list", Volume: "ignored"}, want: bmc.ListStorage{}},
+		{kind: sitelink.KindBMCStorage, body: sitelink.BMCCommand{StorageAction: "create-volume", Controller: "RAID1", VolumeName: "os",
+			RAIDType: "RAID1", Drives: []string{"Disk.0", "Disk.1"}, CapacityBytes: 1 << 30},
+			want: bmc.CreateVolume{Spec: bmc.VolumeSpec{Controller: "RAID1", Name: "os", RAIDType: "RAID1", Drives: []string{"Disk.0", "Disk.1"}, CapacityBytes: 1 << 30}}},
+		{kind: sitelink.KindBMCStorage, body: sitelink.BMCCommand{StorageAction: "delete-volume", Controller: "RAID1", Volume: "v1"},
+			want: bmc.DeleteVolume{Controller: "RAID1", Volume: "v1"}},
+		{kind: sitelink.KindBMCStorage, body: sitelink.BMCCommand{StorageAction: "erase-drive", Drives: []string{"Disk.2"}},
+			want: bmc.EraseDrive{Drive: "Disk.2"}},
 		{kind: sitelink.KindBMCPower, body: sitelink.BMCCommand{Action: "cycle"}, want: bmc.SetPower{Action: bmc.PowerActionCycle}},
 		{kind: sitelink.KindBMCBoot, body: sitelink.BMCCommand{Device: "pxe", Mode: "uefi", Persistent: true},
 			want: bmc.SetBoot{Device: bmc.BootDevice{Target: bmc.BootTarget("pxe"), Mode: bmc.BootMode("uefi"), Persistent: true}}},
@@ -228,6 +236,9 @@ func TestBMCResultOf(t *testing.T) {
 		{name: "storage", kind: sitelink.KindBMCStorage,
 			r:    bmc.Result{Outcome: ok, Value: []bmc.Disk{{Name: "Disk 0", Model: "SSD 1", Serial: "S1", CapacityBytes: 960197124096, Controller: "RAID.1", Health: "OK"}}},
 			want: sitelink.BMCResult{Status: "ok", Disks: []sitelink.Disk{{Name: "Disk 0", Model: "SSD 1", Serial: "S1", CapacityBytes: 960197124096, Controller: "RAID.1", Health: "OK"}}}},
+		{name: "volume created", kind: sitelink.KindBMCStorage,
+			r:    bmc.Result{Outcome: ok, Value: bmc.Volume{Controller: "RAID1", ID: "v7", Name: "os", RAIDType: "RAID1", CapacityBytes: 960197124096, Drives: []string{"Disk.0", "Disk.1"}}},
+			want: sitelink.BMCResult{Status: "ok", Volume: &sitelink.Volume{Controller: "RAID1", ID: "v7", Name: "os", RAIDType: "RAID1", CapacityBytes: 960197124096, Drives: []string{"Disk.0", "Disk.1"}}}},
 		{name: "storage empty", kind: sitelink.KindBMCStorage,
 			r:    bmc.Result{Outcome: ok, Value: []bmc.Disk(nil)},
 			want: sitelink.BMCResult{Status: "ok", Disks: []sitelink.Disk{}}},
@@ -251,5 +262,43 @@ func TestBMCResultOf(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestBMCStorageChanges: bmc.storage is a destructive kind on the wire, as the seed lists
+// it; its changes are destructive operations (claimed), its listing is not; arguments no
+// BMC accepts are refused before anything is sent.
+func TestBMCStorageChanges(t *testing.T) {
+	if !sitelink.Destructive(sitelink.KindBMCStorage) {
+		t.Error("bmc.storage is not destructive")
+	}
+	for action, destructive := range map[string]bool{"": false, "list": false, "create-volume": true, "delete-volume": true, "erase-drive": true} {
+		body := sitelink.BMCCommand{StorageAction: action, RAIDType: "RAID0", Drives: []string{"Disk.0"}, Volume: "v1"}
+		_, op, err := sitelink.BMCOp(bmcCommand(sitelink.KindBMCStorage, body), nil)
+		if err != nil {
+			t.Errorf("%q: %v", action, err)
+			continue
+		}
+		if bmc.IsDestructive(op) != destructive {
+			t.Errorf("%q: %T destructive %v, want %v", action, op, bmc.IsDestructive(op), destructive)
+		}
+	}
+	for name, body := range map[string]sitelink.BMCCommand{
+		"unknown action":           {StorageAction: "format"},
+		"erase two drives":         {StorageAction: "erase-drive", Drives: []string{"Disk.0", "Disk.1"}},
+		"erase no drive":           {StorageAction: "erase-drive"},
+		"delete no volume":         {StorageAction: "delete-volume"},
+		"create an unknown RAID":   {StorageAction: "create-volume", RAIDType: "RAID7", Drives: []string{"Disk.0"}},
+		"create without drives":    {StorageAction: "create-volume", RAIDType: "RAID1"},
+		"create a negative volume": {StorageAction: "create-volume", RAIDType: "RAID1", Drives: []string{"Disk.0"}, CapacityBytes: -1},
+	} {
+		c := bmcCommand(sitelink.KindBMCStorage, body)
+		_, op, err := sitelink.BMCOp(c, nil)
+		if !errors.Is(err, bmc.ErrInvalid) || op != nil {
+			t.Errorf("%s: %v, %v; want invalid", name, op, err)
+		}
+		if r := sitelink.NotSentResult(c, err); r.Status != sitelink.StatusNotSent || r.ErrorKind != "invalid" {
+			t.Errorf("%s: %+v, want not sent, invalid", name, r)
+		}
 	}
 }

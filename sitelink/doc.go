@@ -57,6 +57,24 @@
 // link), in its node's name: a bmc.Claimer and bmc.Credentials for a bmc.Executor. This package imports bmc's core package only, never
 // a driver.
 //
+// bmc.storage is destructive, as the seed lists it: its StorageAction picks the listing
+// (which only reads and is not claimed) or a volume created, a volume deleted or a drive
+// erased (bmc.CreateVolume, bmc.DeleteVolume, bmc.EraseDrive), each claimed; a created
+// volume comes back in [BMCResult.Volume].
+//
+// # Power transitions
+//
+// A bmc.transition ([TransitionCommand]) is one power transition over many machines:
+// [BMCTransition] makes the bmc.Transition a bmc.TransitionRunner runs under the command's
+// id, each step claimed as "ID/machine/step/attempt" (a control plane grants those only to
+// the node the transition is routed to, for its machines). The agent reports its
+// [TransitionProgress] on each heartbeat ([StatusReport.Transitions]), each machine's
+// result as it ends ([TransitionResultOf]: id "ID/MACHINE", status ok, failed, unknown or
+// [StatusAborted]) in [StatusReport.BMC], and the transition's own result once every
+// machine ended ([TransitionSummary]). A bmc.transitionAbort names the transition in
+// [Command.Abort]. Each field is optional on the wire: a peer that knows none of them
+// sends and reads the messages as before.
+//
 // # Why OpenAPI and not protobuf
 //
 // The wire is HTTP with JSON bodies, and agents in the field already speak it; this package

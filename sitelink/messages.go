@@ -30,8 +30,11 @@ type StatusReport struct {
 	// Acked are the ids of commands the agent applied and persisted since its last report.
 	Acked []string `json:"acked,omitempty"`
 	// BMC are the results of bmc.* commands that ended since the last report the control
-	// plane answered.
+	// plane answered; a bmc.transition's machines' results among them, each as it ends.
 	BMC []BMCResult `json:"bmc,omitempty"`
+	// Transitions is the progress of the bmc.transition commands running, and of those
+	// that ended until their result is delivered.
+	Transitions []TransitionProgress `json:"transitions,omitempty"`
 }
 
 // DiscoveredMachine is one unknown machine of StatusReport.Discovered (DESIGN.md D1).
@@ -121,19 +124,28 @@ const (
 	// KindBMCFirmware updates firmware from the agent's cache (BMCCommand.SHA256,
 	// BMCCommand.Components).
 	KindBMCFirmware = "bmc.firmware"
-	// KindBMCStorage lists the machine's disks.
+	// KindBMCStorage lists the machine's disks, or with BMCCommand.StorageAction creates
+	// or deletes a volume or erases a drive. Destructive: a listing only reads (it is not
+	// claimed by the agent), but the kind is routed as every destructive one is.
 	KindBMCStorage = "bmc.storage"
 	// KindBMCMediaInsert inserts a cached image (BMCCommand.SHA256) as virtual media;
 	// KindBMCMediaEject ejects it.
 	KindBMCMediaInsert = "bmc.mediaInsert"
 	KindBMCMediaEject  = "bmc.mediaEject"
+	// KindBMCTransition runs a power transition over many machines (Command.Transition):
+	// its machines' results are reported as each ends, its progress on each heartbeat
+	// (StatusReport.Transitions), and its own result once every machine ended.
+	KindBMCTransition = "bmc.transition"
+	// KindBMCTransitionAbort aborts the bmc.transition Command.Abort names: its machines
+	// still pending take no new action and end aborted.
+	KindBMCTransitionAbort = "bmc.transitionAbort"
 )
 
 // IsBMCKind reports whether kind is one of the bmc.* command kinds.
 func IsBMCKind(kind string) bool {
 	switch kind {
 	case KindBMCQuery, KindBMCBoot, KindBMCPower, KindBMCRotate, KindBMCFirmware,
-		KindBMCStorage, KindBMCMediaInsert, KindBMCMediaEject:
+		KindBMCStorage, KindBMCMediaInsert, KindBMCMediaEject, KindBMCTransition, KindBMCTransitionAbort:
 		return true
 	}
 	return false
@@ -141,9 +153,12 @@ func IsBMCKind(kind string) bool {
 
 // Destructive reports whether a bmc.* kind changes the machine or its BMC. A destructive
 // command is claimed (POST /v1/bmc/claim) before it reaches the BMC and is sent at most
-// once across a site's agents (DESIGN.md B5); bmc.query and bmc.storage are not.
+// once across a site's agents (DESIGN.md B5); a bmc.transition's steps are claimed each
+// under its own id ("ID/machine/step/attempt"). bmc.storage is destructive as the seed
+// lists it (its volume and drive changes are claimed; its listing, which only reads, is
+// not: bmc.IsDestructive). bmc.query and bmc.transitionAbort are not destructive.
 func Destructive(kind string) bool {
-	return IsBMCKind(kind) && kind != KindBMCQuery && kind != KindBMCStorage
+	return IsBMCKind(kind) && kind != KindBMCQuery && kind != KindBMCTransitionAbort
 }
 
 // Command is one instruction of the control plane. The agent applies it, persists the
@@ -155,8 +170,12 @@ type Command struct {
 	Entries  []ProxyDhcpEntry `json:"entries,omitempty"`  // KindPrepareRamdisk
 	Workflow string           `json:"workflow,omitempty"` // KindCleanUp: every entry of this workflow
 	MACs     []hwid.MAC       `json:"macs,omitempty"`     // KindCleanUp: these MACs' entries
-	// BMC is the body of the bmc.* kinds.
+	// BMC is the body of the bmc.* kinds but bmc.transition and bmc.transitionAbort.
 	BMC *BMCCommand `json:"bmc,omitempty"`
+	// Transition is the body of bmc.transition.
+	Transition *TransitionCommand `json:"transition,omitempty"`
+	// Abort is the id of the bmc.transition command a bmc.transitionAbort aborts.
+	Abort string `json:"abort,omitempty"`
 }
 
 // Architectures a ProxyDhcpEntry may name.

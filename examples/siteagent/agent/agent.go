@@ -200,7 +200,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if err := a.setupLink(signer.Public()); err != nil {
 		return nil, err
 	}
-	a.issuer = &assertion.Issuer{Site: c.SiteID, Agent: c.NodeID, Signer: signer, Clock: clock}
+	// The issuer's events say why an assertion was refused (no epoch, a lapsed entry), where
+	// the boot handler's own event names only an error.
+	a.issuer = &assertion.Issuer{Site: c.SiteID, Agent: c.NodeID, Signer: signer, Clock: clock, Events: a.sink}
 	if err := a.issuer.Validate(); err != nil {
 		return nil, err
 	}

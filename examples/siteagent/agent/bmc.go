@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -21,8 +22,10 @@ import (
 type bmcPart struct {
 	linked   bool // the link carries BMC access
 	exec     *bmc.Executor
+	keeps    *bootKeeps // the opener: boot devices kept by re-arming (bootkeep.go)
 	journal  *bmc.FileJournal
 	dispatch *bmc.Dispatcher[sitelink.BMCResult]
+	trans    *transitionPart // bmc.transition commands (transition.go)
 }
 
 // setupBMC opens the BMC journal in the data dir and builds the executor.
@@ -45,18 +48,20 @@ func (a *Agent) setupBMC() error {
 		reg.Register(ipmi.Name, ipmi.Config{})
 		opener = reg
 	}
-	b := &bmcPart{journal: j, dispatch: &bmc.Dispatcher[sitelink.BMCResult]{
+	keeps := newBootKeeps(opener)
+	b := &bmcPart{journal: j, keeps: keeps, dispatch: &bmc.Dispatcher[sitelink.BMCResult]{
 		// The result goes back in the next report: ask for one now.
 		OnDone: func(string) { a.beat.Wake() },
 	}}
 	b.exec = &bmc.Executor{
-		Opener:        opener,
+		Opener:        keeps,
 		Journal:       j,
 		MaxConcurrent: a.cfg.BMC.MaxConcurrent,
 		Timeout:       a.cfg.BMC.Timeout,
 		Logger:        a.log.With("component", "bmc"),
 		Clock:         a.clock,
 	}
+	b.trans = newTransitionPart(b.exec, a.cfg.BMC, a)
 	// A link that carries BMC access (a *sitelink.Client does) claims and fetches
 	// credentials in this node's name; over any other, every bmc.* command is not sent.
 	if l, ok := a.link.(sitelink.BMCLink); ok {
@@ -75,7 +80,14 @@ func (a *Agent) bmcCommand(ctx context.Context, c sitelink.Command) bool {
 	if !sitelink.IsBMCKind(c.Kind) {
 		return false
 	}
-	a.bmc.dispatch.Start(ctx, c.ID, func(ctx context.Context) sitelink.BMCResult { return a.runBMC(ctx, c) })
+	run := a.runBMC
+	switch c.Kind {
+	case sitelink.KindBMCTransition:
+		run = a.runTransition
+	case sitelink.KindBMCTransitionAbort:
+		run = func(context.Context, sitelink.Command) sitelink.BMCResult { return a.abortTransition(c) }
+	}
+	a.bmc.dispatch.Start(ctx, c.ID, func(ctx context.Context) sitelink.BMCResult { return run(ctx, c) })
 	return true
 }
 
@@ -85,8 +97,24 @@ func (a *Agent) runBMC(ctx context.Context, c sitelink.Command) sitelink.BMCResu
 	if c.BMC != nil && !a.bmc.linked {
 		return sitelink.NotSentResult(c, &bmc.OpError{Op: c.Kind, Kind: bmc.ErrUnsupported, Message: "the agent's link carries no BMC access"})
 	}
-	return sitelink.RunBMC(ctx, a.bmc.exec, bootserver.BMCImages{Cache: a.cache, BaseURL: a.bmcCacheBase()}, c)
+	if c.Kind == sitelink.KindBMCBoot || c.Kind == sitelink.KindBMCPower {
+		// Through the BMC's boot keeper: a persistent boot device the BMC refuses is kept
+		// by arming it before each power-on.
+		ctx = keepBoot(ctx)
+	}
+	res := sitelink.RunBMC(ctx, a.bmc.exec, bootserver.BMCImages{Cache: a.cache, BaseURL: a.bmcCacheBase()}, c)
+	if c.Kind == sitelink.KindBMCBoot && res.Status == sitelink.StatusOK && !res.Replayed && c.BMC != nil && c.BMC.Persistent {
+		if tg, err := c.BMC.Target.Ref(); err == nil {
+			if _, res.BootKept = a.bmc.keeps.Kept(tg); res.BootKept && res.Message == "" {
+				res.Message = keptMessage
+			}
+		}
+	}
+	return res
 }
+
+// keptMessage is the message of a persistent bmc.boot kept by re-arming.
+const keptMessage = "the BMC keeps no persistent boot device: set for the next boot, and armed again by this agent before each power-on it sends"
 
 // close waits for the operations in progress (their contexts have ended) and releases the
 // journal.
@@ -116,12 +144,44 @@ type BMCConfig struct {
 	// management network may reach this host under another name); "" means the machines'
 	// cache URL (Boot.CacheURL, or HTTPBase + "/cache").
 	CacheURL string
+
+	// PowerOnRate bounds the power-ons of bmc.transition commands sent to BMCs per second,
+	// across every transition this agent runs (bmc.TransitionLimits.PowerOnRate); zero
+	// means no bound. PowerOnBurst power-ons may start at once; zero means 1.
+	PowerOnRate  float64
+	PowerOnBurst int
+	// GroupPowerOnRate bounds them within one group of machines (a transition machine's
+	// group: its PDU or circuit); zero means no bound. GroupPowerOnBurst as PowerOnBurst.
+	GroupPowerOnRate  float64
+	GroupPowerOnBurst int
+	// NetworkInFlight bounds a transition's operations in flight on one BMC network; zero
+	// means bmc.DefaultNetworkInFlight. MaxConcurrent bounds them all as well.
+	NetworkInFlight int
+	// TransitionSettle is how long after a transition's action the machine's power state is
+	// read to confirm it (a BMC that took the change and dropped it is reported failed);
+	// zero means bmc.DefaultSettle.
+	TransitionSettle time.Duration
 }
 
 func (c BMCConfig) validate() error {
 	var le *bmc.LimitError
 	if errors.As((&bmc.Executor{MaxConcurrent: c.MaxConcurrent, Timeout: c.Timeout}).Validate(), &le) {
 		return &FieldError{Field: "BMC." + le.Field, Err: le.Err}
+	}
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"PowerOnRate", c.PowerOnRate < 0 || math.IsNaN(c.PowerOnRate) || math.IsInf(c.PowerOnRate, 0)},
+		{"PowerOnBurst", c.PowerOnBurst < 0},
+		{"GroupPowerOnRate", c.GroupPowerOnRate < 0 || math.IsNaN(c.GroupPowerOnRate) || math.IsInf(c.GroupPowerOnRate, 0)},
+		{"GroupPowerOnBurst", c.GroupPowerOnBurst < 0},
+		{"NetworkInFlight", c.NetworkInFlight < 0},
+		{"TransitionSettle", c.TransitionSettle < 0},
+	} {
+		if f.bad {
+			return &FieldError{Field: "BMC." + f.name, Err: errors.New("want a finite value, zero or more")}
+		}
 	}
 	if c.CacheURL != "" {
 		if err := bootserver.CheckCacheURL(c.CacheURL); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
 
+	"github.com/bettercompute/siteboot/assertion"
 	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/lease"
@@ -259,5 +261,40 @@ func TestTimelineSwitch(t *testing.T) {
 			}
 			wantDiagnosis(t, a, bios.MAC, bootevents.DiagArchMismatch, "BIOS")
 		})
+	}
+}
+
+// TestTimelineHoldsIssuerAssertion: the assertion issuer reports into the agent's
+// timeline, so a booted machine's timeline holds the issuer's own assertion event (signed,
+// under the lease's epoch, with how long signing took) beside the boot handler's, and
+// /debug/machines names the signing (the boot handler's event names no reason).
+func TestTimelineHoldsIssuerAssertion(t *testing.T) {
+	h := newHarness(t)
+	a, _ := h.start(t, h.config(t.TempDir()), h.plane.Link())
+	e := entry(96, h.clk.Now().Add(2*time.Hour))
+	h.prepare(t, a, e)
+	u := a.HTTPBase() + "/boot/ipxe?mac=" + e.MAC.String() + nonceParam(a, e.MAC)
+	if st, body := getFrom(t, "127.0.0.1", u, http.MethodGet); st != http.StatusOK || !hasSecret(body) {
+		t.Fatalf("boot script: status %d\n%s", st, body)
+	}
+	rep := wantDiagnosis(t, a, e.MAC, bootevents.DiagBooted, "assertion")
+	b, ok := rep.Machine.Last()
+	if !ok {
+		t.Fatal("a booted machine without a boot")
+	}
+	var signed []bootevents.Event
+	for _, ev := range b.Events {
+		if ev.Stage == bootevents.StageAssertion && ev.Reason == assertion.IssueSigned {
+			signed = append(signed, ev)
+		}
+	}
+	if len(signed) != 1 {
+		j, _ := json.MarshalIndent(b.Events, "", " ")
+		t.Fatalf("%d issuer assertion events (reason %q), want 1; the boot's events:\n%s", len(signed), assertion.IssueSigned, j)
+	}
+	ev := signed[0]
+	if ev.Outcome != bootevents.OutcomeOK || ev.MAC != e.MAC || ev.Detail != "epoch "+strconv.FormatUint(a.Fence().Epoch, 10) ||
+		ev.Bytes == 0 || ev.Addr != netip.MustParseAddr("127.0.0.1") {
+		t.Errorf("issuer's assertion event = %+v; want ok, MAC %s, epoch %d, bytes, addr 127.0.0.1", ev, e.MAC, a.Fence().Epoch)
 	}
 }

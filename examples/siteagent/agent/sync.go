@@ -38,6 +38,8 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 	r.Section = &section
 	r.Acked = a.applier.Acked()
 	r.BMC = a.bmc.dispatch.Pending()
+	machines, progress := a.bmc.trans.pending()
+	r.BMC, r.Transitions = append(r.BMC, machines...), progress
 	a.mu.Lock()
 	sendList := snap.Digest != a.sentDigest
 	a.mu.Unlock()
@@ -63,6 +65,7 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 	// The control plane has these acknowledgements now; it stops resending those commands.
 	a.applier.Delivered(r.Acked)
 	a.bmc.dispatch.Delivered(r.BMC)
+	a.bmc.trans.delivered(r.BMC)
 
 	var boot []sitelink.Command
 	for _, c := range d.Commands {

@@ -144,9 +144,15 @@ type file struct {
 		Listen string `toml:"listen"`
 	} `toml:"metrics"`
 	BMC struct {
-		MaxConcurrent int    `toml:"max_concurrent"`
-		Timeout       string `toml:"timeout"`
-		CacheURL      string `toml:"cache_url"`
+		MaxConcurrent     int     `toml:"max_concurrent"`
+		Timeout           string  `toml:"timeout"`
+		CacheURL          string  `toml:"cache_url"`
+		PowerOnRate       float64 `toml:"power_on_rate"`
+		PowerOnBurst      int     `toml:"power_on_burst"`
+		GroupPowerOnRate  float64 `toml:"group_power_on_rate"`
+		GroupPowerOnBurst int     `toml:"group_power_on_burst"`
+		NetworkInFlight   int     `toml:"network_in_flight"`
+		TransitionSettle  string  `toml:"transition_settle"`
 	} `toml:"bmc"`
 }
 
@@ -173,6 +179,9 @@ var keys = map[string]string{
 	"Boot.NonceWindow": "boot.nonce_window",
 	"Control.CertFile": "control.cert", "Control.KeyFile": "control.key", "Control.CAFile": "control.ca", "Control.IssuerFile": "control.issuer",
 	"BMC.MaxConcurrent": "bmc.max_concurrent", "BMC.Timeout": "bmc.timeout", "BMC.CacheURL": "bmc.cache_url",
+	"BMC.PowerOnRate": "bmc.power_on_rate", "BMC.PowerOnBurst": "bmc.power_on_burst",
+	"BMC.GroupPowerOnRate": "bmc.group_power_on_rate", "BMC.GroupPowerOnBurst": "bmc.group_power_on_burst",
+	"BMC.NetworkInFlight": "bmc.network_in_flight", "BMC.TransitionSettle": "bmc.transition_settle",
 	"Boot.ServerIP6": "boot.server_ip6", "Boot.DHCPv6": "boot.dhcpv6", "Boot.DHCPv6Listen": "boot.dhcpv6_listen",
 	"Boot.PXEListen6": "boot.pxe_listen6", "Boot.HTTPBase6": "boot.http_base6",
 	"Boot.TLSCertFile": "boot.tls_cert", "Boot.TLSKeyFile": "boot.tls_key", "Boot.TLSCAFile": "boot.tls_ca",
@@ -374,6 +383,16 @@ func (f *file) toConfig() (*File, error) {
 			return nil, &KeyError{Key: "bmc.timeout", Err: fmt.Errorf("want a duration such as \"2m\", got %q", f.BMC.Timeout)}
 		}
 		c.BMC.Timeout = v
+	}
+	c.BMC.PowerOnRate, c.BMC.PowerOnBurst = f.BMC.PowerOnRate, f.BMC.PowerOnBurst
+	c.BMC.GroupPowerOnRate, c.BMC.GroupPowerOnBurst = f.BMC.GroupPowerOnRate, f.BMC.GroupPowerOnBurst
+	c.BMC.NetworkInFlight = f.BMC.NetworkInFlight
+	if f.BMC.TransitionSettle != "" {
+		v, err := time.ParseDuration(f.BMC.TransitionSettle)
+		if err != nil {
+			return nil, &KeyError{Key: "bmc.transition_settle", Err: fmt.Errorf("want a duration such as \"2s\", got %q", f.BMC.TransitionSettle)}
+		}
+		c.BMC.TransitionSettle = v
 	}
 	return out, nil
 }

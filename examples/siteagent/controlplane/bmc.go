@@ -2,8 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -41,6 +39,8 @@ type bmcCmd struct {
 	result sitelink.BMCResult
 	// reused: finished from the claim record, not from an agent's report.
 	reused bool
+	// trans is a bmc.transition's state; nil for any other kind.
+	trans *transitionState
 }
 
 // ramdiskRun is one metal.ensureRamdisk in progress: its entries go to every agent its
@@ -83,17 +83,11 @@ func (p *Plane) BMC(site, kind string, body sitelink.BMCCommand) (string, error)
 	if !sitelink.IsBMCKind(kind) {
 		return "", fmt.Errorf("controlplane: %q is not a bmc command", kind)
 	}
-	var r [12]byte
-	rand.Read(r[:])
-	id := "bmc-" + hex.EncodeToString(r[:])
-	b := &p.bmcs
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cmds == nil {
-		b.cmds = map[string]*bmcCmd{}
+	if kind == sitelink.KindBMCTransition || kind == sitelink.KindBMCTransitionAbort {
+		return "", fmt.Errorf("controlplane: %s has no bmc body: use Transition or AbortTransition", kind)
 	}
-	b.cmds[id] = &bmcCmd{site: site, cmd: sitelink.Command{ID: id, Kind: kind, BMC: &body}, done: make(chan struct{})}
-	b.order = append(b.order, id)
+	id := newCommandID()
+	p.queueBMC(site, sitelink.Command{ID: id, Kind: kind, BMC: &body}, nil)
 	return id, nil
 }
 
@@ -177,7 +171,11 @@ func (b *bmcPlane) finish(c *bmcCmd, r sitelink.BMCResult, reused bool) {
 func (p *Plane) bmcSync(ctx context.Context, r sitelink.StatusReport, rec lease.Record) []sitelink.Command {
 	b := &p.bmcs
 	b.mu.Lock()
+	b.transitionReport(r)
 	for _, res := range r.BMC {
+		if res.Machine != "" {
+			continue // a transition's machine: transitionReport's
+		}
 		// Only the node a command was routed to can end it.
 		if c := b.cmds[res.ID]; c != nil && c.site == r.Site && c.node == r.Node {
 			b.finish(c, res, false)
@@ -373,10 +371,21 @@ func (p *Plane) claim(ctx context.Context, node string, req bmc.ClaimRequest) (b
 	// Only the node the command is routed to may claim it: a claim on an id nobody routed
 	// (one another site's agent read or made up) would otherwise take the grant from the
 	// agent that is to run it.
-	if !p.routedTo(node, func(c *bmcCmd) bool { return c.cmd.ID == req.ID && sitelink.Destructive(c.cmd.Kind) }) {
+	b := &p.bmcs
+	b.mu.Lock()
+	step := b.transitionStep(node, req.ID)
+	b.mu.Unlock()
+	if !step && !p.routedTo(node, func(c *bmcCmd) bool { return c.cmd.ID == req.ID && sitelink.Destructive(c.cmd.Kind) }) {
 		p.refused.notRouted.Add(1)
 		p.Logger.Warn("bmc claim refused: no live command of that id is routed to the node", "node", node, "id", req.ID)
 		return bmc.Grant{}, errNotRouted
+	}
+	if step {
+		// A transition's step is routed when it is first claimed: to its claimer, unless
+		// another node claimed it (before a failover), whose it stays.
+		if _, err := p.Claims().Route(ctx, req.ID, req.Op, node); err != nil {
+			return bmc.Grant{}, err
+		}
 	}
 	g, err := p.Claims().Claim(ctx, node, req)
 	if errors.Is(err, bmc.ErrNotRouted) {
@@ -386,7 +395,6 @@ func (p *Plane) claim(ctx context.Context, node string, req bmc.ClaimRequest) (b
 		return bmc.Grant{}, fmt.Errorf("%w: %w", sitelink.ErrForbidden, err)
 	}
 	if err == nil && g.Granted {
-		b := &p.bmcs
 		b.mu.Lock()
 		h := p.OnBMCClaim
 		var c sitelink.Command
@@ -429,7 +437,8 @@ func (p *Plane) credential(node, ref string) (bmc.Credential, error) {
 		return bmc.Credential{}, errUnknownAgent
 	}
 	if ref == "" || !p.routedTo(node, func(c *bmcCmd) bool {
-		return c.cmd.BMC != nil && (c.cmd.BMC.Target.Credential == ref || c.cmd.BMC.NewCredential == ref)
+		return c.cmd.BMC != nil && (c.cmd.BMC.Target.Credential == ref || c.cmd.BMC.NewCredential == ref) ||
+			slices.Contains(transitionRefs(c.cmd), ref)
 	}) {
 		p.refused.notRouted.Add(1)
 		p.Logger.Warn("bmc credential refused: no live command routed to the node names it", "node", node, "ref", ref)

@@ -361,7 +361,10 @@ func TestBMCCommandMovesOrIsUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rm.Status != "ok" || rm.Replayed {
+	// Run by agent-b: its outcome may reach the plane as agent-b's result or, when a sync
+	// routes the command again after agent-b reported its claim and before the result
+	// arrived, from that claim record (Replayed); the claim's node below says who ran it.
+	if rm.Status != "ok" {
 		t.Errorf("moved command: %+v, want run by agent-b", rm)
 	}
 	if ru.Status != "unknown" || ru.ErrorKind != "outcome-unknown" {

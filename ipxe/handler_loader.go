@@ -39,8 +39,10 @@ const (
 	// parse); what /boot/ipxe answers with the exit script, as a 200 (iPXE runs only a 2xx
 	// body).
 	AnswerExit
-	// AnswerFenced: this agent is not the active boot server; wait Delay and reboot, so the
-	// firmware reaches the active one (status 503).
+	// AnswerFenced: this agent is not the active boot server (status 503); wait Delay (a
+	// failover within it is still reached by a loader that asks again meanwhile) and then
+	// give up as AnswerExit does, so that the firmware boots something other than this
+	// network boot.
 	AnswerFenced
 	// AnswerWait: not ready (the discovery token, status 503) or a host interface failed
 	// (status 500); wait Delay and ask again.

@@ -84,6 +84,34 @@
 // empty, or GRUB looks for its configuration on whatever server the acknowledgement names
 // (dnsmasq: dhcp-boot=,,AGENT).
 //
+// # Giving up: the local disk
+//
+// Every configuration that gives up on the machine boots its local disk itself: [Exit] (no
+// entry, a refusal), [LocalBoot] (an entry that says so), [Fenced] after its wait, and a
+// [Chain] or a [Boot] without a fallback after its last attempt. Each runs, in order:
+//
+//	if search --no-floppy --file --set=root '/EFI/debian/grub.cfg'; then
+//		configfile '/EFI/debian/grub.cfg'
+//	fi
+//	(the same for '/EFI/ubuntu/grub.cfg')
+//	if search --no-floppy --file --set=root '/EFI/BOOT/BOOTX64.EFI'; then
+//		chainloader '/EFI/BOOT/BOOTX64.EFI'
+//		boot
+//	fi
+//	exit 1
+//
+// That is: the ESP's own GRUB configuration ([DiskConfigs]), read by this GRUB (it has the
+// search, fat and configfile modules built in, and the ESP's configuration names the root
+// file system and its /boot/grub/grub.cfg itself); else the ESP's removable-media loader
+// ([DiskLoader]: shim on a disk installed for Secure Boot, Windows' boot manager), which
+// GRUB's shim_lock verifier checks through shim before the firmware starts it; and "exit 1"
+// only when no disk holds either. GRUB's exit cannot be the way to the disk: Debian 12's
+// shim and signed GRUB 2.06 hand the firmware success whatever the status, on which OVMF
+// opens its Boot Manager instead of its next boot option; and a reboot comes back to the
+// same network boot, over and over where the site's DHCP names the agent and no agent is
+// active. A [Boot] or [Wait] whose fallback fails (the server gone mid-boot) still waits
+// 10 s and reboots, to reach whichever agent is active now.
+//
 // # The boot key
 //
 // A [Chain] presents the machine's boot key as n=KEY, in the query where iPXE's chain script

@@ -21,7 +21,8 @@ const (
 	DefaultMaxDelay = bootscript.DefaultMaxDelay
 	// MaxSleep bounds every sleep a configuration holds.
 	MaxSleep = bootscript.MaxSleep
-	// DefaultFencedDelay is how long the fenced configuration waits before it reboots.
+	// DefaultFencedDelay is how long the fenced configuration waits before it gives up (boots
+	// the local disk).
 	DefaultFencedDelay = bootscript.DefaultFencedDelay
 	// DefaultWaitDelay is how long the wait-and-retry configuration sleeps.
 	DefaultWaitDelay = bootscript.DefaultWaitDelay
@@ -78,6 +79,48 @@ func (c *config) Again(target string) { c.line(0, "configfile", quote(target)) }
 // Reboot writes "reboot".
 func (c *config) Reboot() { c.line(0, "reboot") }
 
+// The local disk as a configuration that gives up boots it (see [LocalBoot]): the ESP's own
+// GRUB configuration, the first of DiskConfigs found on any disk, else the ESP's default
+// loader (DiskLoader) chainloaded. Package vars, so that the documentation and the tests
+// read the same list.
+var (
+	// DiskConfigs are the GRUB configurations an ESP holds for the distributions whose
+	// signed GRUB boots through shim (Debian's and Ubuntu's installers write them), in the
+	// order they are looked for.
+	DiskConfigs = []string{"/EFI/debian/grub.cfg", "/EFI/ubuntu/grub.cfg"}
+	// DiskLoader is the x86-64 removable-media path: the loader a UEFI firmware boots from
+	// a disk without a Boot#### entry of its own (shim, on a disk installed for Secure Boot;
+	// Windows' boot manager).
+	DiskLoader = "/EFI/BOOT/BOOTX64.EFI"
+)
+
+// GiveUp boots the local disk, and leaves GRUB with "exit 1" only where no disk holds any
+// of them. GRUB's own exit cannot be trusted to hand a failure back: Debian 12's shim and
+// signed GRUB 2.06 return success, on which OVMF opens its Boot Manager instead of booting
+// its next Boot#### entry (e2e TestE2E_SecureBootGRUBGiveUpReturnsToFirmware), so the
+// configuration boots the disk itself.
+//
+// The signed network GRUB has the search, configfile, fat and chain modules built in, and
+// loads none from the disk (Secure Boot): it reads the ESP's own configuration with them
+// (which names the root file system and its /boot/grub/grub.cfg by itself, as the disk's
+// own GRUB would), or chainloads the ESP's loader, which shim's protocol verifies (GRUB's
+// shim_lock verifier checks a chainloaded image as it does a kernel) before the firmware
+// starts it.
+func (c *config) GiveUp() {
+	c.Echo("booting the local disk")
+	for _, p := range DiskConfigs {
+		c.line(0, "if", "search", "--no-floppy", "--file", "--set=root", quote(p)+";", "then")
+		c.line(1, "configfile", quote(p))
+		c.line(0, "fi")
+	}
+	c.line(0, "if", "search", "--no-floppy", "--file", "--set=root", quote(DiskLoader)+";", "then")
+	c.line(1, "chainloader", quote(DiskLoader))
+	c.line(1, "boot")
+	c.line(0, "fi")
+	c.Echo("no local disk to boot, leaving GRUB")
+	c.line(0, "exit", "1")
+}
+
 func (c *config) bytes() []byte { return []byte(c.b.String()) }
 
 // Boot is the machine's ramdisk configuration: load the kernel (which shim verifies) with
@@ -92,7 +135,8 @@ type Boot struct {
 
 	Retry Retry
 	// Again is the configuration loaded when every attempt failed, normally the agent's
-	// per-machine URL again; empty means wait 10 s and reboot.
+	// per-machine URL again (when that fails too, the configuration waits 10 s and
+	// reboots); empty means give up: boot the local disk as [Exit] does.
 	Again string
 	// MaxCmdline bounds the kernel command line in bytes; 0 means DefaultMaxCmdline.
 	MaxCmdline int
@@ -284,34 +328,37 @@ func (k KeyFile) Render() ([]byte, error) {
 	return []byte("# siteboot: boot key\nset " + keyVar + "=" + quote(k.Key) + "\n"), nil
 }
 
-// Exit is the configuration for a machine without a boot entry: leave GRUB with a failure
-// status ("exit 1") so the firmware falls through to its next boot option; a successful
-// exit makes UEFI open its Boot Manager. That needs a GRUB that hands the status back to
-// the firmware: with Debian 12's shim and signed GRUB 2.06 OVMF gets success and opens its
-// menu (e2e TestE2E_SecureBootGRUBGiveUpReturnsToFirmware), as with Debian's 2019 iPXE.
+// Exit is the configuration for a machine without a boot entry (unknown, refused, a query
+// that does not parse): boot the local disk the way [LocalBoot] does, at once, and leave
+// GRUB with "exit 1" only when there is no disk to boot. A plain "exit 1" is not enough:
+// with Debian 12's shim and signed GRUB 2.06 OVMF gets success from it and opens its menu
+// (e2e TestE2E_SecureBootGRUBGiveUpReturnsToFirmware), as with Debian's 2019 iPXE.
 type Exit struct{}
 
 // Render returns the configuration; it never fails.
 func (Exit) Render() ([]byte, error) {
-	c := newConfig("no boot entry for this machine; falling through to the next boot option")
-	c.line(0, "exit", "1")
+	c := newConfig("no boot entry for this machine; booting the local disk")
+	c.GiveUp()
 	return c.bytes(), nil
 }
 
-// LocalBoot is the configuration for an entry that says "boot from the local disk": leave
-// GRUB with a failure status, so the firmware boots its next boot option (the disk's own
-// loader and the ESP's own configuration), at once.
+// LocalBoot is the configuration for an entry that says "boot from the local disk", at
+// once: the ESP's own GRUB configuration (the first of [DiskConfigs] found on a disk), else
+// the ESP's default loader ([DiskLoader], chainloaded and verified through shim), else
+// "exit 1" for the firmware's next boot option.
 type LocalBoot struct{}
 
 // Render returns the configuration; it never fails.
 func (LocalBoot) Render() ([]byte, error) {
-	c := newConfig("boot from the local disk: the firmware's next boot option")
-	c.line(0, "exit", "1")
+	c := newConfig("boot from the local disk")
+	c.GiveUp()
 	return c.bytes(), nil
 }
 
-// Fenced is the configuration a fenced boot server answers: wait, then reboot, so the
-// firmware asks proxy DHCP again and reaches whichever agent is active by then.
+// Fenced is the configuration a fenced boot server answers: wait, then boot the local disk
+// as [Exit] does, instead of rebooting into the same network boot, which would come back
+// here for as long as no agent is active. A failover within the wait is not reached by
+// this configuration (GRUB does not ask again); the machine's next power-on is.
 type Fenced struct {
 	Delay time.Duration // whole seconds; 0 means DefaultFencedDelay
 }

@@ -77,10 +77,42 @@ func retrySteps(r grubcfg.Retry, again string, body func() []grubStep) []grubSte
 		}
 	}
 	out = append(out, echo(0))
-	if again != "" {
-		out = append(out, grubStep{Argv: []string{"configfile", grubName(again)}})
+	if again == "" {
+		return append(out, giveUpSteps()...)
 	}
+	out = append(out, grubStep{Argv: []string{"configfile", grubName(again)}})
 	return append(out, grubStep{Argv: []string{"sleep", "10"}}, grubStep{Argv: []string{"reboot"}})
+}
+
+// giveUpSteps is how every configuration that gives up ends: the ESP's own GRUB
+// configuration on whichever disk holds it, then the ESP's default loader through shim,
+// and "exit 1" only after both.
+func giveUpSteps() []grubStep {
+	out := []grubStep{echo(0)}
+	for _, p := range []string{"/EFI/debian/grub.cfg", "/EFI/ubuntu/grub.cfg"} {
+		out = append(out,
+			grubStep{Argv: []string{"search", "--no-floppy", "--file", "--set=root", p}, Cond: true},
+			grubStep{Depth: 1, Argv: []string{"configfile", p}})
+	}
+	return append(out,
+		grubStep{Argv: []string{"search", "--no-floppy", "--file", "--set=root", "/EFI/BOOT/BOOTX64.EFI"}, Cond: true},
+		grubStep{Depth: 1, Argv: []string{"chainloader", "/EFI/BOOT/BOOTX64.EFI"}},
+		grubStep{Depth: 1, Argv: []string{"boot"}},
+		echo(0),
+		grubStep{Argv: []string{"exit", "1"}})
+}
+
+func exitShape() shape {
+	return shape{steps: append([]grubStep{{Argv: []string{"set", "timeout=0"}}}, giveUpSteps()...)}
+}
+
+func fencedShape(f grubcfg.Fenced) shape {
+	d := int(f.Delay.Seconds())
+	if d == 0 {
+		d = int(grubcfg.DefaultFencedDelay.Seconds())
+	}
+	steps := []grubStep{{Argv: []string{"set", "timeout=0"}}, echo(0), {Argv: []string{"sleep", strconv.Itoa(d)}}}
+	return shape{steps: append(steps, giveUpSteps()...)}
 }
 
 func bootShape(b grubcfg.Boot) shape {

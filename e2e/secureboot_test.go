@@ -234,14 +234,16 @@ func TestE2E_SecureBootRefusesModifiedKernel(t *testing.T) {
 var grubReturnedRE = regexp.MustCompile(`BdsDxe: loading (Boot0002|Boot0000 "UiApp")`)
 
 // TestE2E_SecureBootGRUBGiveUpReturnsToFirmware: every GRUB give-up answers the exit
-// configuration ("exit 1"), so that the firmware gets control back at once, where a
+// configuration, which on this machine (no disk) finds nothing to boot and runs "exit 1",
+// so that the firmware gets control back at once, where a
 // missing configuration made the Chain retry and then reboot into the same network boot
 // (tinkerbell/tinkerbell #984 for the "exit must fall through" half). A Secure Boot machine
 // gets shim and GRUB under its entry; the entry is then withdrawn, so the configuration
 // GRUB asks for is a give-up ("unknown"). GRUB runs the exit configuration and OVMF's boot
 // manager gets control back in the same boot. Whether it then moves on to its next boot
 // option depends on GRUB returning the error: Debian 12's shim and signed GRUB 2.06 return
-// success, and OVMF opens its menu (UiApp) instead; the test logs which.
+// success, and OVMF opens its menu (UiApp) instead; the test logs which. That is why the
+// exit configuration boots the disk itself (TestE2E_SecureBootGiveUpBootsDisk).
 func TestE2E_SecureBootGRUBGiveUpReturnsToFirmware(t *testing.T) {
 	t.Parallel()
 	l, a := newSecureBootLab(t)

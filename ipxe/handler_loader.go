@@ -50,9 +50,10 @@ const (
 	// AnswerSanboot: boot the ISO at URL (a cache grant URL), iPXE only (status 200).
 	AnswerSanboot
 	// AnswerLocal: the entry says boot from the local disk, now (status 200): iPXE on BIOS
-	// boots drive 0x80, iPXE on UEFI exits with failure and GRUB leaves, so that the
-	// firmware boots its next boot entry. A site that keeps the network first in the boot
-	// order keeps control without making the firmware wait out DHCP timeouts.
+	// boots drive 0x80, iPXE on UEFI exits with failure, so that the firmware boots its next
+	// boot entry, and GRUB boots the disk's ESP itself (its exit returns success under
+	// Debian's shim). A site that keeps the network first in the boot order keeps control
+	// without making the firmware wait out DHCP timeouts.
 	AnswerLocal
 )
 

@@ -92,8 +92,9 @@ func TestQuirk_LocalBootOnPurposeGRUB(t *testing.T) {
 // and its http module reads only a 200's body), and a missing one makes the Chain's
 // back-off retry and then reboot into the same network boot. So every path that gives up
 // on the machine, whatever the boot handler's reason, and a query no Chain sends, answers
-// the exit configuration ("exit 1": a plain exit makes UEFI open its Boot Manager), over
-// TFTP and over HTTP, with no secret. On 3328321 each of these was "file not found" or 404.
+// the exit configuration (the local disk, else "exit 1": a plain exit makes UEFI open its
+// Boot Manager), over TFTP and over HTTP, with no secret. On 3328321 each of these was
+// "file not found" or 404.
 func TestQuirk_GRUBGiveUpsFallThrough(t *testing.T) {
 	var (
 		chain    *secureboot.Chain

@@ -34,6 +34,7 @@ func Example() {
 	// configfile "(tftp,192.0.2.1)/boot/grub.cfg?mac=${net_default_mac}&uuid=${siteboot_uuid}&n=${siteboot_key}"
 	// echo 'siteboot: giving up after 1 attempts'
 	// echo 'siteboot: booting the local disk'
+	// set siteboot_self="$root"
 	// if search --no-floppy --file --set=root '/EFI/debian/grub.cfg'; then
 	// 	configfile '/EFI/debian/grub.cfg'
 	// fi
@@ -41,8 +42,10 @@ func Example() {
 	// 	configfile '/EFI/ubuntu/grub.cfg'
 	// fi
 	// if search --no-floppy --file --set=root '/EFI/BOOT/BOOTX64.EFI'; then
-	// 	chainloader '/EFI/BOOT/BOOTX64.EFI'
-	// 	boot
+	// 	if test "$root" != "$siteboot_self"; then
+	// 		chainloader '/EFI/BOOT/BOOTX64.EFI'
+	// 		boot
+	// 	fi
 	// fi
 	// echo 'siteboot: no local disk to boot, leaving GRUB'
 	// exit 1

@@ -106,16 +106,26 @@ var (
 // own GRUB would), or chainloads the ESP's loader, which shim's protocol verifies (GRUB's
 // shim_lock verifier checks a chainloaded image as it does a kernel) before the firmware
 // starts it.
+//
+// The loader is not chainloaded from the device GRUB itself came from ($root before the
+// search: "tftp,SERVER" after PXE, the RAM disk after UEFI HTTP boot, whose shim is
+// EFI/BOOT/BOOTX64.EFI too): that would run the same network boot again, for ever. search
+// names the first device that holds the file only, so when the RAM disk comes first the
+// machine gets "exit 1" instead of the disk's loader (the ESP's configuration is still
+// found: the RAM disk holds none).
 func (c *config) GiveUp() {
 	c.Echo("booting the local disk")
+	c.line(0, "set", selfVar+`="$root"`)
 	for _, p := range DiskConfigs {
 		c.line(0, "if", "search", "--no-floppy", "--file", "--set=root", quote(p)+";", "then")
 		c.line(1, "configfile", quote(p))
 		c.line(0, "fi")
 	}
 	c.line(0, "if", "search", "--no-floppy", "--file", "--set=root", quote(DiskLoader)+";", "then")
-	c.line(1, "chainloader", quote(DiskLoader))
-	c.line(1, "boot")
+	c.line(1, "if", "test", `"$root"`, "!=", `"$`+selfVar+`";`, "then")
+	c.line(2, "chainloader", quote(DiskLoader))
+	c.line(2, "boot")
+	c.line(1, "fi")
 	c.line(0, "fi")
 	c.Echo("no local disk to boot, leaving GRUB")
 	c.line(0, "exit", "1")
@@ -229,6 +239,7 @@ type Chain struct {
 const (
 	uuidVar = "siteboot_uuid"
 	keyVar  = "siteboot_key"
+	selfVar = "siteboot_self" // the device GRUB came from, which a give-up does not chainload from
 )
 
 // MaxKeyLen bounds a boot key ([Chain.Key], [KeyFile.Key]).

@@ -77,7 +77,7 @@ func TestQuirk_LocalBootOnPurposeGRUB(t *testing.T) {
 	if last := lines[len(lines)-1]; last != "exit 1" || strings.Contains(string(body), "linux") {
 		t.Errorf("configuration ends %q, want \"exit 1\" and no kernel\n%s", last, body)
 	}
-	cfg, loader := strings.Index(string(body), "\tconfigfile '/EFI/debian/grub.cfg'\n"), strings.Index(string(body), "\tchainloader '/EFI/BOOT/BOOTX64.EFI'\n")
+	cfg, loader := strings.Index(string(body), "\tconfigfile '/EFI/debian/grub.cfg'\n"), strings.Index(string(body), "\t\tchainloader '/EFI/BOOT/BOOTX64.EFI'\n")
 	if cfg < 0 || loader < cfg || strings.LastIndex(string(body), "exit 1") < loader {
 		t.Errorf("the configuration does not load the ESP's configuration, then its loader, then exit:\n%s", body)
 	}

@@ -237,7 +237,7 @@ func TestDecisions(t *testing.T) {
 	name := "boot/grub.cfg?mac=" + mac.String() + "&uuid=4c4c4544-0031-3510-8052-b4c04f4e4b33&n=" + key
 	again := "configfile '(tftp,127.0.0.1)/boot/grub.cfg?mac=" + mac.String() + "&uuid=4c4c4544-0031-3510-8052-b4c04f4e4b33&n=" + key + "'"
 	disk := []string{"if search --no-floppy --file --set=root '/EFI/debian/grub.cfg'; then\n\tconfigfile '/EFI/debian/grub.cfg'\nfi\n",
-		"if search --no-floppy --file --set=root '/EFI/BOOT/BOOTX64.EFI'; then\n\tchainloader '/EFI/BOOT/BOOTX64.EFI'\n\tboot\nfi\n",
+		"if search --no-floppy --file --set=root '/EFI/BOOT/BOOTX64.EFI'; then\n\tif test \"$root\" != \"$siteboot_self\"; then\n\t\tchainloader '/EFI/BOOT/BOOTX64.EFI'\n\t\tboot\n\tfi\nfi\n",
 		"\nexit 1\n"}
 	for _, c := range []struct {
 		name   string

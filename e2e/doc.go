@@ -118,6 +118,10 @@
 //     the ESP's /EFI/debian/grub.cfg itself, and on a second machine (a local-boot entry,
 //     its ESP without /EFI/debian) chainloads the ESP's shim, whose GRUB reads the disk's
 //     configuration; OVMF's boot manager starts the PXEv4 option only and never its menu.
+//     TestE2E_SecureBootHTTPGiveUpNoLoop: after UEFI HTTP boot the give-up does not
+//     chainload the RAM disk's own shim (the same network boot again); GRUB's search finds
+//     the RAM disk before the machine's disk there, so GRUB exits and OVMF opens its menu
+//     (logged), once, with one local answer.
 //   - TestE2E_OVMFExitFallsThrough: OVMF with a disk after its NIC in the boot order (an
 //     ESP, through QEMU's vvfat, whose BOOTX64.EFI is a minimal EFI application that prints
 //     a line and powers off) runs siteboot's own snponly.efi (package ipxebin), handed out by

@@ -144,3 +144,45 @@ func TestE2E_SecureBootGiveUpBootsDisk(t *testing.T) {
 		t.Errorf("%v boot configurations answered", n)
 	}
 }
+
+// TestE2E_SecureBootHTTPGiveUpNoLoop: after UEFI HTTP boot GRUB runs from the RAM disk the
+// agent served, whose shim is EFI/BOOT/BOOTX64.EFI too; the give-up (here a local-boot
+// entry) must not chainload that shim, which would run the same network boot again, for
+// ever. The machine's own disk holds shim, GRUB and its configuration in EFI/BOOT only
+// (the chainload route). GRUB's search names the first device holding the loader: where
+// that is the disk, its GRUB runs; where it is the RAM disk, GRUB skips it and exits, and
+// OVMF (Debian 12's GRUB returns success) opens its menu. The test logs which, and fails on
+// a second configuration request or a second RAM disk.
+func TestE2E_SecureBootHTTPGiveUpNoLoop(t *testing.T) {
+	t.Parallel()
+	l, a := newSecureBootLab(t)
+	m := newMachine("sb-http-local", fwUEFIHTTP, 0x76)
+	l.prepareLocal(a.name, m, sitelink.ArchX86UEFI)
+	l.powerOn(m, bootOpts{secureBoot: true, efiDisk: true, espDir: sbESP(t, filepath.Join(l.dir, m.name), "EFI/BOOT")})
+	serial, exited := m.wait(sbBootTimeout, func(b []byte) bool { return sbDiskRE.Match(b) || uiAppRE.Match(b) })
+	if !bytes.Contains(serial, []byte("siteboot: booting the local disk")) {
+		l.diagnose()
+		t.Fatalf("%s: GRUB never ran the local-boot configuration (QEMU exited %v after %v)\nserial:\n%s", m.name, exited, timeSince(m.start), tail(serial, 4000))
+	}
+	// Give a loop the time to show: another round through shim and GRUB from the RAM disk
+	// asks the agent for the configuration again.
+	time.Sleep(20 * time.Second)
+	serial, _ = os.ReadFile(m.serial)
+	if got := sbDiskRE.FindSubmatch(serial); got != nil {
+		t.Logf("%s: the disk's own GRUB ran (prefix %s) %v after power-on: search found the disk before the RAM disk", m.name, got[1], timeSince(m.start))
+	} else if uiAppRE.Match(serial) {
+		t.Logf("%s: GRUB skipped the RAM disk's shim and exited; OVMF opened its menu (Debian 12's GRUB returns success)", m.name)
+	} else {
+		t.Errorf("%s: neither the disk's GRUB nor OVMF's menu after the give-up\nserial:\n%s", m.name, tail(serial, 4000))
+	}
+	if n := bytes.Count(serial, []byte("siteboot: booting the local disk")); n != 1 {
+		t.Errorf("%s: the local-boot configuration ran %d times: the give-up went round the network boot again", m.name, n)
+	}
+	mt := a.metrics()
+	if n := mt.sum("siteboot_boot_answers_total", `answer="local"`); n != 1 {
+		t.Errorf("%v local answers, want the one", n)
+	}
+	if !m.kernel.IsZero() {
+		t.Errorf("a kernel started")
+	}
+}

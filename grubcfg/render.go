@@ -79,20 +79,17 @@ func (c *config) Again(target string) { c.line(0, "configfile", quote(target)) }
 // Reboot writes "reboot".
 func (c *config) Reboot() { c.line(0, "reboot") }
 
-// The local disk as a configuration that gives up boots it (see [LocalBoot]): the ESP's own
-// GRUB configuration, the first of DiskConfigs found on any disk, else the ESP's default
-// loader (DiskLoader) chainloaded. Package vars, so that the documentation and the tests
-// read the same list.
-var (
-	// DiskConfigs are the GRUB configurations an ESP holds for the distributions whose
-	// signed GRUB boots through shim (Debian's and Ubuntu's installers write them), in the
-	// order they are looked for.
-	DiskConfigs = []string{"/EFI/debian/grub.cfg", "/EFI/ubuntu/grub.cfg"}
-	// DiskLoader is the x86-64 removable-media path: the loader a UEFI firmware boots from
-	// a disk without a Boot#### entry of its own (shim, on a disk installed for Secure Boot;
-	// Windows' boot manager).
-	DiskLoader = "/EFI/BOOT/BOOTX64.EFI"
-)
+// DiskLoader is where a configuration that gives up finds the local disk's loader (see
+// [LocalBoot]): the x86-64 removable-media path, the loader a UEFI firmware boots from a
+// disk without a Boot#### entry of its own (shim, on a disk installed for Secure Boot;
+// Windows' boot manager).
+const DiskLoader = "/EFI/BOOT/BOOTX64.EFI"
+
+// DiskConfigs returns the GRUB configurations on an ESP that a configuration which gives up
+// loads, the first found on any disk, before it tries [DiskLoader]: the ones the
+// distributions whose signed GRUB boots through shim write (Debian's and Ubuntu's
+// installers), in the order they are looked for. Each call returns a new slice.
+func DiskConfigs() []string { return []string{"/EFI/debian/grub.cfg", "/EFI/ubuntu/grub.cfg"} }
 
 // GiveUp boots the local disk, and leaves GRUB with "exit 1" only where no disk holds any
 // of them. GRUB's own exit cannot be trusted to hand a failure back: Debian 12's shim and
@@ -116,7 +113,7 @@ var (
 func (c *config) GiveUp() {
 	c.Echo("booting the local disk")
 	c.line(0, "set", selfVar+`="$root"`)
-	for _, p := range DiskConfigs {
+	for _, p := range DiskConfigs() {
 		c.line(0, "if", "search", "--no-floppy", "--file", "--set=root", quote(p)+";", "then")
 		c.line(1, "configfile", quote(p))
 		c.line(0, "fi")
@@ -369,7 +366,10 @@ func (LocalBoot) Render() ([]byte, error) {
 // Fenced is the configuration a fenced boot server answers: wait, then boot the local disk
 // as [Exit] does, instead of rebooting into the same network boot, which would come back
 // here for as long as no agent is active. A failover within the wait is not reached by
-// this configuration (GRUB does not ask again); the machine's next power-on is.
+// this configuration (GRUB does not ask again); the machine's next power-on is. Behind
+// package bootserver a fenced agent's TFTP refuses GRUB's request before any answer is
+// spelled, so there the [Chain]'s back-off is the wait, as it is for iPXE, and its give-up
+// boots the disk the same way.
 type Fenced struct {
 	Delay time.Duration // whole seconds; 0 means DefaultFencedDelay
 }

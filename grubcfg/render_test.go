@@ -164,7 +164,7 @@ func TestGiveUpBootsTheDisk(t *testing.T) {
 				}
 			}
 			// The disk's configuration is looked for before its loader, and both before the exit.
-			if disk < 0 || !slices.Equal(steps[disk+1].Argv, []string{"configfile", grubcfg.DiskConfigs[0]}) {
+			if disk < 0 || !slices.Equal(steps[disk+1].Argv, []string{"configfile", grubcfg.DiskConfigs()[0]}) {
 				t.Errorf("the give-up does not load the ESP's configuration first\n%s", cfg)
 			}
 		})

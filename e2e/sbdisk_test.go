@@ -115,18 +115,7 @@ func TestE2E_SecureBootGiveUpBootsDisk(t *testing.T) {
 	local := newMachine("sb-local-disk", fwUEFIPXE, 0x75)
 	l.prepare(a.name, giveUp, sitelink.ArchX86UEFI)
 	l.powerOn(giveUp, bootOpts{secureBoot: true, efiDisk: true, espDir: sbESP(t, filepath.Join(l.dir, giveUp.name), "EFI/debian")})
-	// Withdraw the entry once proxy DHCP named shim at 4011, before GRUB asks for its
-	// configuration (shim and GRUB go over TFTP first).
-	if !waitFor(sbBootTimeout, func() bool {
-		return a.metrics().sum("siteboot_secureboot_answers_total", `kind="pxe"`) >= 2
-	}) {
-		l.diagnose()
-		t.Fatalf("proxy DHCP never named the signed chain at 4011")
-	}
-	l.plane.CleanUp(a.name, giveUp.workflow())
-	if !waitFor(30*time.Second, func() bool { return len(l.plane.Pending(a.name)) == 0 }) {
-		t.Fatalf("%s never applied the clean-up", a.name)
-	}
+	l.withdrawAfterShim(a, giveUp)
 	l.prepareLocal(a.name, local, sitelink.ArchX86UEFI)
 	l.powerOn(local, bootOpts{secureBoot: true, efiDisk: true, espDir: sbESP(t, filepath.Join(l.dir, local.name), "EFI/BOOT")})
 

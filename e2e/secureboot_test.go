@@ -228,6 +228,24 @@ func TestE2E_SecureBootRefusesModifiedKernel(t *testing.T) {
 	}
 }
 
+// withdrawAfterShim withdraws m's entry at a once proxy DHCP named shim at 4011 (the only
+// Secure Boot machine so far), before GRUB asks for its configuration (shim and GRUB go
+// over TFTP first), so that the configuration GRUB gets is a give-up ("unknown").
+func (l *lab) withdrawAfterShim(a *labAgent, m *machine) {
+	t := l.t
+	t.Helper()
+	if !waitFor(sbBootTimeout, func() bool {
+		return a.metrics().sum("siteboot_secureboot_answers_total", `kind="pxe"`) >= 2
+	}) {
+		l.diagnose()
+		t.Fatalf("proxy DHCP never named the signed chain at 4011")
+	}
+	l.plane.CleanUp(a.name, m.workflow())
+	if !waitFor(30*time.Second, func() bool { return len(l.plane.Pending(a.name)) == 0 }) {
+		t.Fatalf("%s never applied the clean-up", a.name)
+	}
+}
+
 // grubReturnedRE is what OVMF's boot manager prints when the boot option it started (shim,
 // then GRUB) came back to it: it loads the next boot option (Boot0002) when that option
 // returned an error, and its own menu (Boot0000 "UiApp") when it returned success.
@@ -250,18 +268,7 @@ func TestE2E_SecureBootGRUBGiveUpReturnsToFirmware(t *testing.T) {
 	m := newMachine("sb-giveup", fwUEFIPXE, 0x73)
 	l.prepare(a.name, m, sitelink.ArchX86UEFI)
 	l.powerOn(m, bootOpts{secureBoot: true})
-	// Withdraw the entry once proxy DHCP named shim at 4011, before GRUB asks for its
-	// configuration (shim and GRUB go over TFTP first).
-	if !waitFor(sbBootTimeout, func() bool {
-		return a.metrics().sum("siteboot_secureboot_answers_total", `kind="pxe"`) >= 2
-	}) {
-		l.diagnose()
-		t.Fatalf("proxy DHCP never named the signed chain at 4011")
-	}
-	l.plane.CleanUp(a.name, m.workflow())
-	if !waitFor(30*time.Second, func() bool { return len(l.plane.Pending(a.name)) == 0 }) {
-		t.Fatalf("%s never applied the clean-up", a.name)
-	}
+	l.withdrawAfterShim(a, m)
 	serial, exited := m.wait(sbBootTimeout, func(b []byte) bool { return grubReturnedRE.Match(b) })
 	unknown := a.metrics().sum("siteboot_boot_answers_total", `answer="unknown"`)
 	if unknown < 1 || !bytes.Contains(serial, []byte("Welcome to GRUB!")) {

@@ -113,9 +113,19 @@
 //     or no-4011, naming option 60 PXEClient without option 43).
 //   - TestE2E_SecureBootGRUBGiveUpReturnsToFirmware: a Secure Boot machine's entry is
 //     withdrawn after proxy DHCP named shim, so GRUB's configuration is a give-up: the
-//     agent answers "exit 1" and OVMF's boot manager gets control back in the same boot
-//     (no reboot into PXE); with Debian 12's shim and GRUB 2.06 it opens its menu (UiApp)
-//     rather than the next boot option, and the test logs which.
+//     agent's configuration looks for a disk, finds none, and runs "exit 1", and OVMF's
+//     boot manager gets control back in the same boot (no reboot into PXE); with Debian
+//     12's shim and GRUB 2.06 it opens its menu (UiApp) rather than the next boot option,
+//     and the test logs which.
+//   - TestE2E_SecureBootGiveUpBootsDisk: the same give-up on a machine whose disk holds an
+//     ESP installed for Secure Boot (Debian's signed shim and GRUB): the network GRUB runs
+//     the ESP's /EFI/debian/grub.cfg itself, and on a second machine (a local-boot entry,
+//     its ESP without /EFI/debian) chainloads the ESP's shim, whose GRUB reads the disk's
+//     configuration; OVMF's boot manager starts the PXEv4 option only and never its menu.
+//     TestE2E_SecureBootHTTPGiveUpNoLoop: after UEFI HTTP boot the give-up does not
+//     chainload the RAM disk's own shim (the same network boot again); GRUB's search finds
+//     the RAM disk before the machine's disk there, so GRUB exits and OVMF opens its menu
+//     (logged), once, with one local answer.
 //   - TestE2E_OVMFExitFallsThrough: OVMF with a disk after its NIC in the boot order (an
 //     ESP, through QEMU's vvfat, whose BOOTX64.EFI is a minimal EFI application that prints
 //     a line and powers off) runs siteboot's own snponly.efi (package ipxebin), handed out by
@@ -124,6 +134,11 @@
 //     chains a site script ending in a plain "exit": each iPXE returns an error to the
 //     firmware, and OVMF's boot manager goes on to its next Boot#### option (HTTPv4 on the
 //     same NIC, then the disk), never to its menu (UiApp); the disk's application runs.
+//   - TestE2E_OVMFFencedFallsThrough: the same machine and disk, the site's DHCP server
+//     naming the chain URL (and serving iPXE over its own TFTP), the agent fenced (another
+//     node holds the lease): each iPXE run asks /boot/ipxe DefaultAttempts times over the
+//     back-off (2 + 4 + 8 s), gives up with "exit 1", and OVMF goes on to HTTPv4 and then
+//     the disk instead of rebooting into the same network boot.
 //   - TestE2E_LocalBootBIOS: an entry that says "boot from the local disk": SeaBIOS's iPXE
 //     ROM gets the local-boot script at once and sanboot --no-describe --drive 0x80 runs the
 //     disk's boot sector. TestE2E_LocalBootBIOSOwnIPXE does the same through siteboot's own

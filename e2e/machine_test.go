@@ -125,6 +125,9 @@ type bootOpts struct {
 	// EFI/BOOT/BOOTX64.EFI prints efiDiskLine and powers off (efidisk_test.go), and turns
 	// IPv6 off so that the NIC's boot options are PXEv4 and HTTPv4 only.
 	efiDisk bool
+	// espDir (OVMF), with efiDisk, is the ESP's tree the disk shows in place of
+	// efiDiskDir's (sbdisk_test.go: shim and GRUB, for a machine that enforces Secure Boot).
+	espDir string
 	// httpsCACerts (OVMF) are the CAs the firmware's HTTPS boot trusts, an EFI signature
 	// list passed as fw_cfg etc/edk2/https/cacerts (https_firmware_test.go).
 	httpsCACerts []byte
@@ -194,7 +197,10 @@ func (l *lab) powerOn(m *machine, o bootOpts) {
 			"-device", fmt.Sprintf("virtio-blk-pci,drive=localdisk,bootindex=%d", len(m.nics)+1))
 	}
 	if o.efiDisk {
-		esp := efiDiskDir(t, filepath.Join(l.dir, m.name))
+		esp := o.espDir
+		if esp == "" {
+			esp = efiDiskDir(t, filepath.Join(l.dir, m.name))
+		}
 		args = append(args, "-drive", "if=none,id=efidisk,format=raw,readonly=on,file=fat:"+esp,
 			"-device", fmt.Sprintf("virtio-blk-pci,drive=efidisk,bootindex=%d", len(m.nics)+1))
 	}

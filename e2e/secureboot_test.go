@@ -228,28 +228,12 @@ func TestE2E_SecureBootRefusesModifiedKernel(t *testing.T) {
 	}
 }
 
-// grubReturnedRE is what OVMF's boot manager prints when the boot option it started (shim,
-// then GRUB) came back to it: it loads the next boot option (Boot0002) when that option
-// returned an error, and its own menu (Boot0000 "UiApp") when it returned success.
-var grubReturnedRE = regexp.MustCompile(`BdsDxe: loading (Boot0002|Boot0000 "UiApp")`)
-
-// TestE2E_SecureBootGRUBGiveUpReturnsToFirmware: every GRUB give-up answers the exit
-// configuration ("exit 1"), so that the firmware gets control back at once, where a
-// missing configuration made the Chain retry and then reboot into the same network boot
-// (tinkerbell/tinkerbell #984 for the "exit must fall through" half). A Secure Boot machine
-// gets shim and GRUB under its entry; the entry is then withdrawn, so the configuration
-// GRUB asks for is a give-up ("unknown"). GRUB runs the exit configuration and OVMF's boot
-// manager gets control back in the same boot. Whether it then moves on to its next boot
-// option depends on GRUB returning the error: Debian 12's shim and signed GRUB 2.06 return
-// success, and OVMF opens its menu (UiApp) instead; the test logs which.
-func TestE2E_SecureBootGRUBGiveUpReturnsToFirmware(t *testing.T) {
-	t.Parallel()
-	l, a := newSecureBootLab(t)
-	m := newMachine("sb-giveup", fwUEFIPXE, 0x73)
-	l.prepare(a.name, m, sitelink.ArchX86UEFI)
-	l.powerOn(m, bootOpts{secureBoot: true})
-	// Withdraw the entry once proxy DHCP named shim at 4011, before GRUB asks for its
-	// configuration (shim and GRUB go over TFTP first).
+// withdrawAfterShim withdraws m's entry at a once proxy DHCP named shim at 4011 (the only
+// Secure Boot machine so far), before GRUB asks for its configuration (shim and GRUB go
+// over TFTP first), so that the configuration GRUB gets is a give-up ("unknown").
+func (l *lab) withdrawAfterShim(a *labAgent, m *machine) {
+	t := l.t
+	t.Helper()
 	if !waitFor(sbBootTimeout, func() bool {
 		return a.metrics().sum("siteboot_secureboot_answers_total", `kind="pxe"`) >= 2
 	}) {
@@ -260,6 +244,31 @@ func TestE2E_SecureBootGRUBGiveUpReturnsToFirmware(t *testing.T) {
 	if !waitFor(30*time.Second, func() bool { return len(l.plane.Pending(a.name)) == 0 }) {
 		t.Fatalf("%s never applied the clean-up", a.name)
 	}
+}
+
+// grubReturnedRE is what OVMF's boot manager prints when the boot option it started (shim,
+// then GRUB) came back to it: it loads the next boot option (Boot0002) when that option
+// returned an error, and its own menu (Boot0000 "UiApp") when it returned success.
+var grubReturnedRE = regexp.MustCompile(`BdsDxe: loading (Boot0002|Boot0000 "UiApp")`)
+
+// TestE2E_SecureBootGRUBGiveUpReturnsToFirmware: every GRUB give-up answers the exit
+// configuration, which on this machine (no disk) finds nothing to boot and runs "exit 1",
+// so that the firmware gets control back at once, where a
+// missing configuration made the Chain retry and then reboot into the same network boot
+// (tinkerbell/tinkerbell #984 for the "exit must fall through" half). A Secure Boot machine
+// gets shim and GRUB under its entry; the entry is then withdrawn, so the configuration
+// GRUB asks for is a give-up ("unknown"). GRUB runs the exit configuration and OVMF's boot
+// manager gets control back in the same boot. Whether it then moves on to its next boot
+// option depends on GRUB returning the error: Debian 12's shim and signed GRUB 2.06 return
+// success, and OVMF opens its menu (UiApp) instead; the test logs which. That is why the
+// exit configuration boots the disk itself (TestE2E_SecureBootGiveUpBootsDisk).
+func TestE2E_SecureBootGRUBGiveUpReturnsToFirmware(t *testing.T) {
+	t.Parallel()
+	l, a := newSecureBootLab(t)
+	m := newMachine("sb-giveup", fwUEFIPXE, 0x73)
+	l.prepare(a.name, m, sitelink.ArchX86UEFI)
+	l.powerOn(m, bootOpts{secureBoot: true})
+	l.withdrawAfterShim(a, m)
 	serial, exited := m.wait(sbBootTimeout, func(b []byte) bool { return grubReturnedRE.Match(b) })
 	unknown := a.metrics().sum("siteboot_boot_answers_total", `answer="unknown"`)
 	if unknown < 1 || !bytes.Contains(serial, []byte("Welcome to GRUB!")) {

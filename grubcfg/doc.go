@@ -84,6 +84,41 @@
 // empty, or GRUB looks for its configuration on whatever server the acknowledgement names
 // (dnsmasq: dhcp-boot=,,AGENT).
 //
+// # Giving up: the local disk
+//
+// Every configuration that gives up on the machine boots its local disk itself: [Exit] (no
+// entry, a refusal), [LocalBoot] (an entry that says so), [Fenced] after its wait, and a
+// [Chain] or a [Boot] without a fallback after its last attempt. Each runs, in order:
+//
+//	set siteboot_self="$root"
+//	if search --no-floppy --file --set=root '/EFI/debian/grub.cfg'; then
+//		configfile '/EFI/debian/grub.cfg'
+//	fi
+//	(the same for '/EFI/ubuntu/grub.cfg')
+//	if search --no-floppy --file --set=root '/EFI/BOOT/BOOTX64.EFI'; then
+//		if test "$root" != "$siteboot_self"; then
+//			chainloader '/EFI/BOOT/BOOTX64.EFI'
+//			boot
+//		fi
+//	fi
+//	exit 1
+//
+// That is: the ESP's own GRUB configuration ([DiskConfigs]), read by this GRUB (it has the
+// search, fat and configfile modules built in, and the ESP's configuration names the root
+// file system and its /boot/grub/grub.cfg itself); else the ESP's removable-media loader
+// ([DiskLoader]: shim on a disk installed for Secure Boot, Windows' boot manager), which
+// GRUB's shim_lock verifier checks through shim before the firmware starts it; and "exit 1"
+// only when no disk holds either. The loader is never chainloaded from the device GRUB came
+// from (siteboot_self): after UEFI HTTP boot that is the RAM disk, whose shim would run the
+// same network boot again. search names only the first device holding a file, so where
+// the RAM disk comes first such a machine gets "exit 1" rather than the disk's loader (a
+// limit; the ESP's configuration is found either way). GRUB's exit cannot be the way to
+// the disk: Debian 12's shim and signed GRUB 2.06 hand the firmware success whatever the
+// status, on which OVMF opens its Boot Manager instead of its next boot option; and a
+// reboot comes back to the same network boot, over and over where the site's DHCP names
+// the agent and no agent is active. A [Boot] or [Wait] whose fallback fails (the server gone mid-boot) still waits
+// 10 s and reboots, to reach whichever agent is active now.
+//
 // # The boot key
 //
 // A [Chain] presents the machine's boot key as n=KEY, in the query where iPXE's chain script
@@ -103,8 +138,9 @@
 // stands inside single quotes, and a value may not contain a single quote, a control byte or
 // a non-ASCII byte; kernel parameters follow ipxe's rules on top (no space, '"', backslash
 // or '$', because Linux reads the command line again). The only expansions in any output are
-// the ones [Chain] writes itself, inside double quotes: GRUB's own ${net_default_mac}, the
-// SMBIOS UUID that GRUB's smbios command reads and the key its key file sets; the MAC and
+// the ones [Chain] and a give-up write themselves, inside double quotes: GRUB's own
+// ${net_default_mac} and $root, the SMBIOS UUID that GRUB's smbios command reads, the key
+// its key file sets and the device a give-up saved; the MAC and
 // key a Chain is given are hex digits and separators, and [A-Za-z0-9_-]. A value that
 // cannot be written safely is refused with [ErrUnsafe], never escaped or trimmed.
 package grubcfg

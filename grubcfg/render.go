@@ -21,7 +21,8 @@ const (
 	DefaultMaxDelay = bootscript.DefaultMaxDelay
 	// MaxSleep bounds every sleep a configuration holds.
 	MaxSleep = bootscript.MaxSleep
-	// DefaultFencedDelay is how long the fenced configuration waits before it reboots.
+	// DefaultFencedDelay is how long the fenced configuration waits before it gives up (boots
+	// the local disk).
 	DefaultFencedDelay = bootscript.DefaultFencedDelay
 	// DefaultWaitDelay is how long the wait-and-retry configuration sleeps.
 	DefaultWaitDelay = bootscript.DefaultWaitDelay
@@ -78,6 +79,55 @@ func (c *config) Again(target string) { c.line(0, "configfile", quote(target)) }
 // Reboot writes "reboot".
 func (c *config) Reboot() { c.line(0, "reboot") }
 
+// DiskLoader is where a configuration that gives up finds the local disk's loader (see
+// [LocalBoot]): the x86-64 removable-media path, the loader a UEFI firmware boots from a
+// disk without a Boot#### entry of its own (shim, on a disk installed for Secure Boot;
+// Windows' boot manager).
+const DiskLoader = "/EFI/BOOT/BOOTX64.EFI"
+
+// DiskConfigs returns the GRUB configurations on an ESP that a configuration which gives up
+// loads, the first found on any disk, before it tries [DiskLoader]: the ones the
+// distributions whose signed GRUB boots through shim write (Debian's and Ubuntu's
+// installers), in the order they are looked for. Each call returns a new slice.
+func DiskConfigs() []string { return []string{"/EFI/debian/grub.cfg", "/EFI/ubuntu/grub.cfg"} }
+
+// GiveUp boots the local disk, and leaves GRUB with "exit 1" only where no disk holds any
+// of them. GRUB's own exit cannot be trusted to hand a failure back: Debian 12's shim and
+// signed GRUB 2.06 return success, on which OVMF opens its Boot Manager instead of booting
+// its next Boot#### entry (e2e TestE2E_SecureBootGRUBGiveUpReturnsToFirmware), so the
+// configuration boots the disk itself.
+//
+// The signed network GRUB has the search, configfile, fat and chain modules built in, and
+// loads none from the disk (Secure Boot): it reads the ESP's own configuration with them
+// (which names the root file system and its /boot/grub/grub.cfg by itself, as the disk's
+// own GRUB would), or chainloads the ESP's loader, which shim's protocol verifies (GRUB's
+// shim_lock verifier checks a chainloaded image as it does a kernel) before the firmware
+// starts it.
+//
+// The loader is not chainloaded from the device GRUB itself came from ($root before the
+// search: "tftp,SERVER" after PXE, the RAM disk after UEFI HTTP boot, whose shim is
+// EFI/BOOT/BOOTX64.EFI too): that would run the same network boot again, for ever. search
+// names the first device that holds the file only, so when the RAM disk comes first the
+// machine gets "exit 1" instead of the disk's loader (the ESP's configuration is still
+// found: the RAM disk holds none).
+func (c *config) GiveUp() {
+	c.Echo("booting the local disk")
+	c.line(0, "set", selfVar+`="$root"`)
+	for _, p := range DiskConfigs() {
+		c.line(0, "if", "search", "--no-floppy", "--file", "--set=root", quote(p)+";", "then")
+		c.line(1, "configfile", quote(p))
+		c.line(0, "fi")
+	}
+	c.line(0, "if", "search", "--no-floppy", "--file", "--set=root", quote(DiskLoader)+";", "then")
+	c.line(1, "if", "test", `"$root"`, "!=", `"$`+selfVar+`";`, "then")
+	c.line(2, "chainloader", quote(DiskLoader))
+	c.line(2, "boot")
+	c.line(1, "fi")
+	c.line(0, "fi")
+	c.Echo("no local disk to boot, leaving GRUB")
+	c.line(0, "exit", "1")
+}
+
 func (c *config) bytes() []byte { return []byte(c.b.String()) }
 
 // Boot is the machine's ramdisk configuration: load the kernel (which shim verifies) with
@@ -92,7 +142,8 @@ type Boot struct {
 
 	Retry Retry
 	// Again is the configuration loaded when every attempt failed, normally the agent's
-	// per-machine URL again; empty means wait 10 s and reboot.
+	// per-machine URL again (when that fails too, the configuration waits 10 s and
+	// reboots); empty means give up: boot the local disk as [Exit] does.
 	Again string
 	// MaxCmdline bounds the kernel command line in bytes; 0 means DefaultMaxCmdline.
 	MaxCmdline int
@@ -185,6 +236,7 @@ type Chain struct {
 const (
 	uuidVar = "siteboot_uuid"
 	keyVar  = "siteboot_key"
+	selfVar = "siteboot_self" // the device GRUB came from, which a give-up does not chainload from
 )
 
 // MaxKeyLen bounds a boot key ([Chain.Key], [KeyFile.Key]).
@@ -284,34 +336,40 @@ func (k KeyFile) Render() ([]byte, error) {
 	return []byte("# siteboot: boot key\nset " + keyVar + "=" + quote(k.Key) + "\n"), nil
 }
 
-// Exit is the configuration for a machine without a boot entry: leave GRUB with a failure
-// status ("exit 1") so the firmware falls through to its next boot option; a successful
-// exit makes UEFI open its Boot Manager. That needs a GRUB that hands the status back to
-// the firmware: with Debian 12's shim and signed GRUB 2.06 OVMF gets success and opens its
-// menu (e2e TestE2E_SecureBootGRUBGiveUpReturnsToFirmware), as with Debian's 2019 iPXE.
+// Exit is the configuration for a machine without a boot entry (unknown, refused, a query
+// that does not parse): boot the local disk the way [LocalBoot] does, at once, and leave
+// GRUB with "exit 1" only when there is no disk to boot. A plain "exit 1" is not enough:
+// with Debian 12's shim and signed GRUB 2.06 OVMF gets success from it and opens its menu
+// (e2e TestE2E_SecureBootGRUBGiveUpReturnsToFirmware), as with Debian's 2019 iPXE.
 type Exit struct{}
 
 // Render returns the configuration; it never fails.
 func (Exit) Render() ([]byte, error) {
-	c := newConfig("no boot entry for this machine; falling through to the next boot option")
-	c.line(0, "exit", "1")
+	c := newConfig("no boot entry for this machine; booting the local disk")
+	c.GiveUp()
 	return c.bytes(), nil
 }
 
-// LocalBoot is the configuration for an entry that says "boot from the local disk": leave
-// GRUB with a failure status, so the firmware boots its next boot option (the disk's own
-// loader and the ESP's own configuration), at once.
+// LocalBoot is the configuration for an entry that says "boot from the local disk", at
+// once: the ESP's own GRUB configuration (the first of [DiskConfigs] found on a disk), else
+// the ESP's default loader ([DiskLoader], chainloaded and verified through shim), else
+// "exit 1" for the firmware's next boot option.
 type LocalBoot struct{}
 
 // Render returns the configuration; it never fails.
 func (LocalBoot) Render() ([]byte, error) {
-	c := newConfig("boot from the local disk: the firmware's next boot option")
-	c.line(0, "exit", "1")
+	c := newConfig("boot from the local disk")
+	c.GiveUp()
 	return c.bytes(), nil
 }
 
-// Fenced is the configuration a fenced boot server answers: wait, then reboot, so the
-// firmware asks proxy DHCP again and reaches whichever agent is active by then.
+// Fenced is the configuration a fenced boot server answers: wait, then boot the local disk
+// as [Exit] does, instead of rebooting into the same network boot, which would come back
+// here for as long as no agent is active. A failover within the wait is not reached by
+// this configuration (GRUB does not ask again); the machine's next power-on is. Behind
+// package bootserver a fenced agent's TFTP refuses GRUB's request before any answer is
+// spelled, so there the [Chain]'s back-off is the wait, as it is for iPXE, and its give-up
+// boots the disk the same way.
 type Fenced struct {
 	Delay time.Duration // whole seconds; 0 means DefaultFencedDelay
 }

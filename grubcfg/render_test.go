@@ -63,6 +63,7 @@ func TestGolden(t *testing.T) {
 		{"key.cfg", grubcfg.KeyFile{Key: "0123456789abcdef0123456789abcdef"}},
 		{"exit.cfg", grubcfg.Exit{}},
 		{"fenced.cfg", grubcfg.Fenced{}},
+		{"local.cfg", grubcfg.LocalBoot{}},
 		{"wait.cfg", grubcfg.Wait{URL: "http://boot.site.example/boot/grub.cfg?mac=52-54-00-12-34-56", Delay: 20 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,6 +112,62 @@ func TestChainSteps(t *testing.T) {
 	}
 	if err := keyShape(k).check(cfg); err != nil {
 		t.Fatalf("%v\n%s", err, cfg)
+	}
+}
+
+// TestGiveUpBootsTheDisk: every configuration that gives up on the machine (no entry or a
+// refusal, the fenced answer after its wait, the Chain after its last attempt) and the
+// local-boot one boot the local disk themselves: the ESP's own GRUB configuration, else the
+// ESP's default loader through shim, and "exit 1" only when no disk holds either. Debian
+// 12's shim and signed GRUB 2.06 hand OVMF success for any exit, on which it opens its menu
+// instead of its next boot option (e2e TestE2E_SecureBootGRUBGiveUpReturnsToFirmware), so
+// an exit cannot be the way to the disk; nor can a reboot, which comes back to the same
+// network boot. Nothing in them reboots.
+func TestGiveUpBootsTheDisk(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    renderer
+		sh   shape
+	}{
+		{"exit", grubcfg.Exit{}, exitShape()},
+		{"local", grubcfg.LocalBoot{}, exitShape()},
+		{"fenced", grubcfg.Fenced{}, fencedShape(grubcfg.Fenced{})},
+		{"fenced 45 s", grubcfg.Fenced{Delay: 45 * time.Second}, fencedShape(grubcfg.Fenced{Delay: 45 * time.Second})},
+		{"chain", grubcfg.Chain{URL: "tftp://192.0.2.1/boot/grub.cfg", KeyURL: "tftp://192.0.2.1/sb/key", Retry: grubcfg.Retry{Attempts: 2}},
+			chainShape(grubcfg.Chain{URL: "tftp://192.0.2.1/boot/grub.cfg", KeyURL: "tftp://192.0.2.1/sb/key", Retry: grubcfg.Retry{Attempts: 2}})},
+		{"boot without a fallback", grubcfg.Boot{Kernel: "tftp://192.0.2.1/k", Retry: grubcfg.Retry{Attempts: 1}},
+			bootShape(grubcfg.Boot{Kernel: "tftp://192.0.2.1/k", Retry: grubcfg.Retry{Attempts: 1}})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := tc.r.Render()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.sh.check(cfg); err != nil {
+				t.Fatalf("%v\n%s", err, cfg)
+			}
+			steps, err := stepsGRUB(string(cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := steps[len(steps)-1]
+			if !slices.Equal(last.Argv, []string{"exit", "1"}) || last.Depth != 0 {
+				t.Errorf("the last command is %q, want exit 1 outside every if", last.Argv)
+			}
+			disk := -1
+			for i, s := range steps {
+				if s.Argv[0] == "reboot" {
+					t.Errorf("%s reboots", tc.name)
+				}
+				if s.Argv[0] == "search" && disk < 0 {
+					disk = i
+				}
+			}
+			// The disk's configuration is looked for before its loader, and both before the exit.
+			if disk < 0 || !slices.Equal(steps[disk+1].Argv, []string{"configfile", grubcfg.DiskConfigs()[0]}) {
+				t.Errorf("the give-up does not load the ESP's configuration first\n%s", cfg)
+			}
+		})
 	}
 }
 

@@ -77,10 +77,47 @@ func retrySteps(r grubcfg.Retry, again string, body func() []grubStep) []grubSte
 		}
 	}
 	out = append(out, echo(0))
-	if again != "" {
-		out = append(out, grubStep{Argv: []string{"configfile", grubName(again)}})
+	if again == "" {
+		return append(out, giveUpSteps()...)
 	}
+	out = append(out, grubStep{Argv: []string{"configfile", grubName(again)}})
 	return append(out, grubStep{Argv: []string{"sleep", "10"}}, grubStep{Argv: []string{"reboot"}})
+}
+
+// giveUpSteps is how every configuration that gives up ends: the ESP's own GRUB
+// configuration on whichever disk holds it, then the ESP's default loader through shim,
+// and "exit 1" only after both.
+func giveUpSteps() []grubStep {
+	out := []grubStep{echo(0), {Argv: []string{"set", "siteboot_self=${root}"}}}
+	for _, p := range []string{"/EFI/debian/grub.cfg", "/EFI/ubuntu/grub.cfg"} {
+		out = append(out,
+			grubStep{Argv: []string{"search", "--no-floppy", "--file", "--set=root", p}, Cond: true},
+			grubStep{Depth: 1, Argv: []string{"configfile", p}})
+	}
+	return append(out,
+		grubStep{Argv: []string{"search", "--no-floppy", "--file", "--set=root", "/EFI/BOOT/BOOTX64.EFI"}, Cond: true},
+		grubStep{Depth: 1, Argv: []string{"test", "${root}", "!=", "${siteboot_self}"}, Cond: true},
+		grubStep{Depth: 2, Argv: []string{"chainloader", "/EFI/BOOT/BOOTX64.EFI"}},
+		grubStep{Depth: 2, Argv: []string{"boot"}},
+		echo(0),
+		grubStep{Argv: []string{"exit", "1"}})
+}
+
+// giveUpVars are the variables giveUpSteps expand, in order: GRUB's root, saved as the
+// device GRUB came from, then compared with the device search found.
+var giveUpVars = []string{"root", "root", "siteboot_self"}
+
+func exitShape() shape {
+	return shape{steps: append([]grubStep{{Argv: []string{"set", "timeout=0"}}}, giveUpSteps()...), vars: giveUpVars}
+}
+
+func fencedShape(f grubcfg.Fenced) shape {
+	d := int(f.Delay.Seconds())
+	if d == 0 {
+		d = int(grubcfg.DefaultFencedDelay.Seconds())
+	}
+	steps := []grubStep{{Argv: []string{"set", "timeout=0"}}, echo(0), {Argv: []string{"sleep", strconv.Itoa(d)}}}
+	return shape{steps: append(steps, giveUpSteps()...), vars: giveUpVars}
 }
 
 func bootShape(b grubcfg.Boot) shape {
@@ -103,6 +140,9 @@ func bootShape(b grubcfg.Boot) shape {
 		}
 		return append(out, grubStep{Depth: depth, Argv: []string{"boot"}})
 	})...)
+	if b.Again == "" {
+		return shape{steps: steps, vars: giveUpVars}
+	}
 	return shape{steps: steps}
 }
 
@@ -127,7 +167,7 @@ func chainShape(c grubcfg.Chain) shape {
 		}
 		return append(out, grubStep{Argv: []string{"configfile", target}})
 	})...)
-	return shape{steps: steps, vars: slices.Clip(vars)}
+	return shape{steps: steps, vars: append(slices.Clip(vars), giveUpVars...)}
 }
 
 func keyShape(k grubcfg.KeyFile) shape {

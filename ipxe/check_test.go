@@ -114,18 +114,23 @@ func attemptsOf(r ipxe.Retry) int {
 	return r.Attempts
 }
 
-// fallback adds the commands that end every retrying script.
+// fallback adds the commands that end every retrying script: with again, chain to it and,
+// failing that, sleep and reboot; without, "exit 1".
 func (sh shape) fallback(attempts int, again string) shape {
 	sh.counts["echo"] += attempts // one per failed attempt but the last, one on giving up
-	sh.counts["sleep"] += attempts
-	sh.counts["reboot"]++
+	sh.counts["sleep"] += attempts - 1
 	sh.args["echo"] = anyArgs
 	sh.args["sleep"] = oneInt
-	sh.args["reboot"] = exactly()
-	if again != "" {
-		sh.counts["chain"]++
-		sh.args["chain"] = exactly("--replace", "--autofree", again)
+	if again == "" {
+		sh.counts["exit"]++
+		sh.args["exit"] = exactly("1")
+		return sh
 	}
+	sh.counts["sleep"]++
+	sh.counts["reboot"]++
+	sh.args["reboot"] = exactly()
+	sh.counts["chain"]++
+	sh.args["chain"] = exactly("--replace", "--autofree", again)
 	return sh
 }
 

@@ -78,7 +78,7 @@ func (h *Handler) decide(ctx context.Context, q Query) Answer {
 	epoch, active := h.cfg.Fence.Active()
 	if !active || epoch == 0 {
 		h.n.fenced.Add(1)
-		log.Info("ipxe: fenced, machine told to reboot")
+		log.Info("ipxe: fenced, machine told to wait and then give up")
 		return Answer{Kind: AnswerFenced, Status: http.StatusServiceUnavailable, Reason: ReasonFenced, Query: q, Delay: h.cfg.FencedDelay}
 	}
 	now := clock.Or(h.cfg.Clock).Now()

@@ -5,11 +5,10 @@
 // # Scripts
 //
 // The renderer is pure: [Boot] (kernel, initrds, kernel command line), [Chain], [Exit],
-// [Fenced] (wait, reboot), [Wait] (sleep, chain again) and [Sanboot]
+// [Fenced] (wait, exit 1), [Wait] (sleep, chain again), [LocalBoot] and [Sanboot]
 // (sanboot --no-describe URL) each have a Render method that returns the script or a
-// [*ValueError]. Scripts that fetch retry with a bounded back-off ([Retry]) and, when every
-// attempt failed, chain to a fallback URL or wait 10 s and reboot, so the firmware asks
-// proxy DHCP again and reaches whichever agent is active by then. Package grubcfg, which
+// [*ValueError]. Scripts that fetch retry with a bounded back-off ([Retry]); what they do
+// when every attempt failed is in "Giving up" below. Package grubcfg, which
 // renders GRUB configurations for Secure Boot machines, shares the renderer's core: the
 // kernel command line's grammar, assembly and cap, [Param], [Retry] and [ValueError] are the
 // same types there.
@@ -76,11 +75,40 @@
 //
 // Every answer that gives up on the machine is a 200 whose script ends in "exit 1": iPXE
 // runs no body of a 4xx answer (its chain command fails instead, and the chain script
-// retries and reboots into the same network boot), and a plain "exit" returns success, on
+// would back off through its attempts first), and a plain "exit" returns success, on
 // which UEFI opens its Boot Manager instead of booting its next Boot#### entry. A
 // [Loader] answers with [Answer.Status] (404 and 400 for these); package secureboot's GRUB
-// configuration answers them as a 200 with GRUB's own exit configuration, for the same
+// configuration answers them as a 200 with GRUB's own give-up configuration, for the same
 // reason.
+//
+// # Giving up
+//
+// Every path on which a machine's network boot gives up ends so that the firmware boots
+// something else, normally the next Boot#### entry, the local disk (tinkerbell/tinkerbell
+// #984; Sidero Metal's notes): a reboot would bring it back to the same network boot, and
+// where the site's own DHCP server names the chain URL, or no agent is active for a while,
+// it would loop there and never reach its disk.
+//
+//   - Unknown, refused or unparsable: the exit script at once (200, "exit 1").
+//   - Fenced: 503, whose body iPXE does not run, and no Retry-After (iPXE would ask again
+//     for ever). The chain script's fetch fails and it backs off through its attempts
+//     ([Config.Retry]: by default 4 tries, 2 + 4 + 8 s apart), so an agent that takes over
+//     within that wait (a failover where the chain URL follows the active agent, or this
+//     agent fenced for a moment) still boots the machine from the network; then it says
+//     "giving up after N attempts" and runs "exit 1". The [Fenced] script itself (the
+//     body, for people and for a loader that runs it) waits [Config.FencedDelay] and ends
+//     in "exit 1" too.
+//   - The chain script's fetch failing for any other reason (the agent unreachable, a 4xx
+//     or 5xx without Retry-After): the same back-off, then "exit 1".
+//
+// "reboot" is left in one place: a script that boots what the server told it to ([Boot],
+// [Sanboot]) or waits to ask again ([Wait]) chains to its fallback (/boot/chain.ipxe) when
+// its own attempts failed, and only when that chain fails too, so the server is gone in
+// the middle of a boot the machine has an entry for, waits 10 s and reboots. That reboot
+// is what reaches whichever agent is active now (the firmware asks DHCP again); when none
+// is, nobody names a boot file, or the one named cannot be fetched, and the firmware (or
+// iPXE's own autoboot) moves on to the next entry by itself, so it does not loop. A
+// [Boot] or [Sanboot] without a fallback gives up with "exit 1".
 //
 // HEAD of the chain script and of the files is answered as GET without the body (UEFI HTTP
 // boot sends HEAD before GET). HEAD /boot/ipxe is 405 with "Allow: GET": the headers of a
@@ -93,8 +121,8 @@
 //
 // iPXE runs the body of a 2xx answer only. A waiting answer therefore also carries
 // Retry-After, which iPXE honours by asking the same URL again after that many seconds; the
-// fenced and unknown answers make the chain script's fetch fail, and its own back-off then
-// ends in a reboot. The bodies say the same for people and tools reading them.
+// fenced answer makes the chain script's fetch fail, and its own back-off then ends in
+// "exit 1" (see Giving up). The bodies say the same for people and tools reading them.
 //
 // Every script answer has Content-Type text/plain and Cache-Control: no-store.
 //
@@ -167,7 +195,9 @@
 // (1.0.0+git-20190125) on QEMU's user-mode network, so no root is needed: the chain script
 // reports the machine's MAC, SMBIOS UUID and IP; a 503 with Retry-After is asked again by
 // iPXE itself; Debian's kernel boots with a busybox initramfs and /proc/cmdline holds
-// exactly the rendered parameters; a fenced agent makes iPXE back off and reboot; a sanboot
+// exactly the rendered parameters; a fenced agent makes iPXE back off, give up and hand
+// the firmware back a failure, on which SeaBIOS moves on (TestQEMU_RealIPXEFencedGivesUp;
+// e2e TestE2E_OVMFFencedFallsThrough shows OVMF booting its disk after it); a sanboot
 // entry waits, then boots the ISO by HTTP ranges. They skip when qemu-system-x86_64
 // (qemu-system-x86), busybox (busybox-static), the iPXE ROM (ipxe-qemu) or a kernel in
 // /boot is missing, and fail instead under SITEBOOT_REQUIRE_PEERS=1.

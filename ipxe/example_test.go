@@ -25,6 +25,7 @@ func ExampleBoot() {
 		Params:  []ipxe.Param{{Name: "bc.token", Value: "bcjt_01k5w.c2VjcmV0"}},
 		Cmdline: []string{"console=ttyS0"},
 		Retry:   ipxe.Retry{Attempts: 2},
+		Again:   "/boot/chain.ipxe",
 	}.Render()
 	if err != nil {
 		panic(err)
@@ -53,6 +54,7 @@ func ExampleBoot() {
 	// boot || goto failed
 	// :failed
 	// echo siteboot: giving up after 2 attempts
+	// chain --replace --autofree /boot/chain.ipxe || goto reboot
 	// :reboot
 	// sleep 10
 	// reboot

@@ -349,8 +349,8 @@ func (h *Handler) spell(w http.ResponseWriter, ld *Loader, a Answer) {
 
 // scriptStatus is the HTTP status an answer in iPXE's language goes with: a.Status, except
 // that the exit script goes with 200. iPXE runs only the body of a 2xx answer; after a 4xx
-// its chain command fails, and the chain script retries and reboots into the same network
-// boot, so the firmware never reaches its next boot entry. The exit script run says
+// its chain command fails, and the chain script retries with back-off before it gives up,
+// so the firmware would reach its next boot entry only after that wait. The exit script says
 // "exit 1": a plain exit returns success, and UEFI then opens its Boot Manager instead of
 // booting the next Boot#### entry (tinkerbell/tinkerbell #984).
 func scriptStatus(a Answer) int {

@@ -39,8 +39,10 @@ const (
 	// parse); what /boot/ipxe answers with the exit script, as a 200 (iPXE runs only a 2xx
 	// body).
 	AnswerExit
-	// AnswerFenced: this agent is not the active boot server; wait Delay and reboot, so the
-	// firmware reaches the active one (status 503).
+	// AnswerFenced: this agent is not the active boot server (status 503); wait Delay (a
+	// failover within it is still reached by a loader that asks again meanwhile) and then
+	// give up as AnswerExit does, so that the firmware boots something other than this
+	// network boot.
 	AnswerFenced
 	// AnswerWait: not ready (the discovery token, status 503) or a host interface failed
 	// (status 500); wait Delay and ask again.
@@ -48,9 +50,10 @@ const (
 	// AnswerSanboot: boot the ISO at URL (a cache grant URL), iPXE only (status 200).
 	AnswerSanboot
 	// AnswerLocal: the entry says boot from the local disk, now (status 200): iPXE on BIOS
-	// boots drive 0x80, iPXE on UEFI exits with failure and GRUB leaves, so that the
-	// firmware boots its next boot entry. A site that keeps the network first in the boot
-	// order keeps control without making the firmware wait out DHCP timeouts.
+	// boots drive 0x80, iPXE on UEFI exits with failure, so that the firmware boots its next
+	// boot entry, and GRUB boots the disk's ESP itself (its exit returns success under
+	// Debian's shim). A site that keeps the network first in the boot order keeps control
+	// without making the firmware wait out DHCP timeouts.
 	AnswerLocal
 )
 

@@ -13,8 +13,8 @@ import (
 // `exit` must fall through (tinkerbell/tinkerbell #984; Sidero Metal's notes on UEFI boot
 // order): iPXE's plain `exit` returns success and UEFI then opens its Boot Manager instead of
 // the next Boot#### entry, and iPXE runs no body of a 4xx answer at all (http.c: 404 is
-// ENOENT_404), so its chain fails, retries and reboots into the same network boot. Every
-// answer that gives up on the machine is a 2xx whose script ends in `exit 1`.
+// ENOENT_404), so its chain fails and retries before it gives up. Every answer that gives up
+// on the machine is a 2xx whose script ends in `exit 1`.
 func TestQuirk_ExitMustFallThrough(t *testing.T) {
 	unknown := hwid.MAC{0x52, 0x54, 0x00, 0x99, 0x99, 0x99}
 	for _, tc := range []struct {
@@ -88,5 +88,41 @@ func TestQuirk_LocalBootOnPurpose(t *testing.T) {
 	// The machine's own checks still hold: another machine's UUID gets the exit script.
 	if a := get(t, srv, http.MethodGet, bootPath(mac1, uuid2, "")); strings.Contains(string(a.body), "sanboot") {
 		t.Errorf("a refused request got the local boot script\n%s", a.body)
+	}
+}
+
+// `exit` must fall through, past a fenced agent's wait too (tinkerbell/tinkerbell #984): a
+// fenced agent answers 503, whose body iPXE does not run, and no Retry-After (iPXE would ask
+// again for ever). The chain script's back-off is the wait, so an agent that takes over
+// within it still boots the machine from the network; after it the chain script runs
+// `exit 1`, as the fenced body does after its own wait, never `reboot`, which would bring
+// the machine back to the same fenced answer for as long as no agent is active (where the
+// site's DHCP server names the chain URL). e2e TestE2E_OVMFFencedFallsThrough shows OVMF
+// booting its disk after it.
+func TestQuirk_FencedGivesUpWithExit1(t *testing.T) {
+	host := newFakeHost()
+	host.active = false
+	h, srv := serve(t, host.config())
+	chain := get(t, srv, http.MethodGet, ipxe.PathChain+"?n=n0nce")
+	fenced := get(t, srv, http.MethodGet, bootPath(mac1, uuid1, ""))
+	if fenced.status != http.StatusServiceUnavailable || fenced.header.Get("Retry-After") != "" {
+		t.Errorf("fenced answer %d, Retry-After %q; want 503 without it", fenced.status, fenced.header.Get("Retry-After"))
+	}
+	for name, a := range map[string]answer{"chain script": chain, "fenced script": fenced} {
+		lines := strings.Split(strings.TrimSpace(string(a.body)), "\n")
+		if last := lines[len(lines)-1]; last != "exit 1" {
+			t.Errorf("the %s ends %q, want \"exit 1\"\n%s", name, last, a.body)
+		}
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == "reboot" {
+				t.Errorf("the %s reboots:\n%s", name, a.body)
+			}
+		}
+	}
+	if !strings.Contains(string(chain.body), "sleep 8\n") || !strings.Contains(string(fenced.body), "sleep 10\n") {
+		t.Errorf("the waits are not the settings' (back-off 2, 4, 8 s; fenced delay 10 s):\n%s\n%s", chain.body, fenced.body)
+	}
+	if st := h.Stats(); st.Fenced != 1 {
+		t.Errorf("fenced answers counted %d, want 1", st.Fenced)
 	}
 }

@@ -21,7 +21,8 @@ type Boot struct {
 
 	Retry Retry
 	// Again is the URL chained when every attempt failed, normally /boot/chain.ipxe so the
-	// machine asks for a fresh script; empty means wait 10 s and reboot.
+	// machine asks for a fresh script (when that chain fails, the script waits 10 s and
+	// reboots); empty means give up with "exit 1".
 	Again string
 	// MaxCmdline bounds the kernel command line in bytes; 0 means DefaultMaxCmdline.
 	MaxCmdline int
@@ -82,7 +83,7 @@ func (b Boot) Render() ([]byte, error) {
 type Sanboot struct {
 	URL   string // http or https URL of the ISO (a cache grant URL)
 	Retry Retry
-	Again string // chained when every attempt failed; empty: wait 10 s and reboot
+	Again string // chained when every attempt failed (failing that: wait 10 s, reboot); empty: exit 1
 }
 
 // Render returns the script, or a [*ValueError] when a value is refused.

@@ -31,8 +31,10 @@ func (LocalBoot) Render() ([]byte, error) {
 	return s.bytes(), nil
 }
 
-// Fenced is the script a fenced boot server answers: wait, then reboot, so the firmware asks
-// proxy DHCP again and reaches whichever agent is active by then.
+// Fenced is the script a fenced boot server answers: wait, then give up with "exit 1", so
+// the firmware boots its next boot entry (the disk) instead of this network boot again. The
+// handler sends it with 503, whose body iPXE does not run: there the chain script's own
+// back-off is the wait, and it ends in the same "exit 1".
 type Fenced struct {
 	Delay time.Duration // whole seconds; 0 means DefaultFencedDelay
 }
@@ -41,7 +43,8 @@ type Fenced struct {
 func (f Fenced) Render() ([]byte, error) { return render(lang.Fenced(f.Delay)) }
 
 // Wait is the wait-and-retry script: sleep, then chain to URL again (normally
-// /boot/chain.ipxe); if that fetch fails, wait 10 s and reboot.
+// /boot/chain.ipxe); if that fetch fails (the server is gone), wait 10 s and reboot, so the
+// firmware asks DHCP again and reaches whichever agent is active.
 type Wait struct {
 	Delay time.Duration // whole seconds; 0 means DefaultWaitDelay
 	URL   string

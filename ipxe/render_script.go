@@ -19,7 +19,7 @@ const (
 	DefaultMaxDelay = bootscript.DefaultMaxDelay
 	// MaxSleep bounds every sleep a script holds.
 	MaxSleep = bootscript.MaxSleep
-	// DefaultFencedDelay is how long the fenced script waits before it reboots.
+	// DefaultFencedDelay is how long the fenced script waits before it gives up (exit 1).
 	DefaultFencedDelay = bootscript.DefaultFencedDelay
 	// DefaultWaitDelay is how long the wait-and-retry script sleeps.
 	DefaultWaitDelay = bootscript.DefaultWaitDelay
@@ -39,9 +39,10 @@ type Param = bootscript.Param
 // Retry is the bounded back-off of a script's fetch: Attempts tries (1..MaxAttempts; 0 means
 // DefaultAttempts), sleeping Delay (whole seconds; 0 means DefaultDelay) after the first
 // failure, doubling up to MaxDelay (whole seconds, >= Delay; 0 means DefaultMaxDelay, or
-// Delay if larger). When every attempt has failed the script chains to its fallback URL, or
-// waits 10 s and reboots (so the firmware asks proxy DHCP again and finds whichever agent is
-// active now). It is the type package grubcfg takes too.
+// Delay if larger). When every attempt has failed the script chains to its fallback URL
+// (and, when that fails too, waits 10 s and reboots, so the firmware asks DHCP again and
+// finds whichever agent is active now), or, without one, gives up with "exit 1" so that the
+// firmware boots its next boot entry. It is the type package grubcfg takes too.
 type Retry = bootscript.Retry
 
 // lang is iPXE as the renderer core knows it: its sentinels, and what its syntax makes of a
@@ -123,6 +124,11 @@ func (s *script) Again(target string) {
 
 // Reboot writes "reboot".
 func (s *script) Reboot() { s.line("reboot") }
+
+// GiveUp writes "exit 1": iPXE returns a failure to the firmware, which boots its next boot
+// entry (a plain "exit" returns success, on which UEFI opens its Boot Manager instead; a
+// BIOS goes on to its next boot device either way).
+func (s *script) GiveUp() { s.line("exit", "1") }
 
 // SiteParams returns a site's boot parameters, named without the ReservedPrefix ("gateway"
 // for "bc.gateway"), as Params in a stable order: by name. Config.Validate checks them.

@@ -64,8 +64,8 @@ var goldens = []struct {
 		return shape{counts: map[string]int{"exit": 1}, args: map[string]func([]string) bool{"exit": exactly("1")}}
 	}},
 	{"fenced", ipxe.Fenced{}, func() shape {
-		return shape{counts: map[string]int{"echo": 1, "sleep": 1, "reboot": 1},
-			args: map[string]func([]string) bool{"echo": anyArgs, "sleep": exactly("10"), "reboot": exactly()}}
+		return shape{counts: map[string]int{"echo": 1, "sleep": 1, "exit": 1},
+			args: map[string]func([]string) bool{"echo": anyArgs, "sleep": exactly("10"), "exit": exactly("1")}}
 	}},
 	{"wait", ipxe.Wait{URL: "/boot/chain.ipxe"}, func() shape { return waitShape(ipxe.Wait{URL: "/boot/chain.ipxe"}) }},
 	{"sanboot", sampleSanboot, func() shape { return sanbootShape(sampleSanboot) }},
@@ -271,7 +271,7 @@ func TestBackoff(t *testing.T) {
 		{ipxe.Retry{Attempts: 1}, []string{"10"}},
 		{ipxe.Retry{Attempts: 3, Delay: time.Minute}, []string{"60", "60", "10"}},
 	} {
-		got, err := ipxe.Sanboot{URL: "http://h/x.iso", Retry: tc.r}.Render()
+		got, err := ipxe.Sanboot{URL: "http://h/x.iso", Retry: tc.r, Again: "/boot/chain.ipxe"}.Render()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,9 +287,100 @@ func TestBackoff(t *testing.T) {
 				}
 			}
 		}
-		// The last sleep is the pause before the reboot.
+		// The last sleep is the pause before the reboot, after a failed chain to Again.
 		if diff := cmp.Diff(tc.want, sleeps); diff != "" {
 			t.Errorf("%+v: sleeps (-want +got):\n%s", tc.r, diff)
+		}
+	}
+}
+
+// giveUpTail is what a script runs from its ":failed" label on, each command as its words
+// joined by spaces, with "goto L" spelled out after the command it guards.
+func giveUpTail(t *testing.T, script []byte) []string {
+	t.Helper()
+	lines, err := parseIPXE(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	on := false
+	for _, l := range lines {
+		if l.Label != "" {
+			on = on || l.Label == "failed"
+			if on {
+				out = append(out, ":"+l.Label)
+			}
+			continue
+		}
+		if !on {
+			continue
+		}
+		var words []string
+		for _, c := range l.Cmds {
+			words = append(words, c.Argv...)
+			if c.Sep != "" {
+				words = append(words, c.Sep)
+			}
+		}
+		out = append(out, strings.Join(words, " "))
+	}
+	return out
+}
+
+// TestGiveUpFallsThrough: every script that gives up on the machine ends in "exit 1", a
+// failure on which UEFI boots its next Boot#### entry, never in "reboot", which brings the
+// machine back to the same network boot (for ever, where the site's DHCP names the chain
+// URL and no agent is active), nor in a plain "exit", on which UEFI opens its Boot Manager
+// (tinkerbell/tinkerbell #984). The fenced script waits its delay first; the chain script
+// backs off through its attempts first. Only a script with a fallback URL, whose chain to
+// it failed (the server gone mid-boot), still reboots, to reach whichever agent is active.
+func TestGiveUpFallsThrough(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    renderer
+		tail []string // from ":failed" on; nil: the whole script after its header
+	}{
+		{"chain", ipxe.Chain{URL: "/boot/ipxe", Retry: ipxe.Retry{Attempts: 3}},
+			[]string{":failed", "echo siteboot: giving up after 3 attempts", "exit 1"}},
+		{"chain on a VLAN", ipxe.Chain{URL: "/boot/ipxe", Interface: "net0", VLAN: 7, Retry: ipxe.Retry{Attempts: 1}},
+			[]string{":failed", "echo siteboot: giving up after 1 attempts", "exit 1"}},
+		{"boot without a fallback", ipxe.Boot{Kernel: "/k", Retry: ipxe.Retry{Attempts: 1}},
+			[]string{":failed", "echo siteboot: giving up after 1 attempts", "exit 1"}},
+		{"boot with a fallback", ipxe.Boot{Kernel: "/k", Retry: ipxe.Retry{Attempts: 1}, Again: "/boot/chain.ipxe"},
+			[]string{":failed", "echo siteboot: giving up after 1 attempts", "chain --replace --autofree /boot/chain.ipxe || goto reboot",
+				":reboot", "sleep 10", "reboot"}},
+		{"sanboot with a fallback", ipxe.Sanboot{URL: "http://h/x.iso", Retry: ipxe.Retry{Attempts: 1}, Again: "/boot/chain.ipxe"},
+			[]string{":failed", "echo siteboot: giving up after 1 attempts", "chain --replace --autofree /boot/chain.ipxe || goto reboot",
+				":reboot", "sleep 10", "reboot"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.r.Render()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.tail, giveUpTail(t, got)); diff != "" {
+				t.Errorf("the give-up (-want +got):\n%s\n%s", diff, got)
+			}
+		})
+	}
+
+	for _, d := range []time.Duration{0, 45 * time.Second} {
+		got, err := ipxe.Fenced{Delay: d}.Render()
+		if err != nil {
+			t.Fatal(err)
+		}
+		secs := int(d / time.Second)
+		if d == 0 {
+			secs = int(ipxe.DefaultFencedDelay / time.Second)
+		}
+		lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+		want := []string{
+			"echo siteboot: boot server fenced, giving up in " + strconv.Itoa(secs) + " s",
+			"sleep " + strconv.Itoa(secs),
+			"exit 1",
+		}
+		if diff := cmp.Diff(want, lines[2:]); diff != "" {
+			t.Errorf("fenced, delay %v (-want +got):\n%s", d, diff)
 		}
 	}
 }

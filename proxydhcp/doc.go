@@ -191,6 +191,14 @@
 //	  GRUB reads none, over TFTP or HTTP)                                                  (each give-up, TFTP and HTTP);
 //	  and OVMF then boots its next Boot####                                                e2e TestE2E_OVMFExitFallsThrough (OVMF,
 //	                                                                                         siteboot's snponly.efi, real firmware)
+//	  fenced past its wait, and the chain                                                ipxe TestQuirk_FencedGivesUpWithExit1,
+//	  script's own give-up: "exit 1" after the                                             TestGiveUpFallsThrough,
+//	  back-off, never "reboot" (which loops                                                TestQEMU_RealIPXEFencedGivesUp (SeaBIOS);
+//	  while no agent is active)                                                            e2e TestE2E_OVMFFencedFallsThrough (OVMF)
+//	  GRUB (Secure Boot): its exit returns                                                 grubcfg TestGiveUpBootsTheDisk,
+//	  success, so every give-up boots the                                                  secureboot TestDecisions;
+//	  ESP's own grub.cfg, else its shim                                                    e2e TestE2E_SecureBootGiveUpBootsDisk
+//	  chainloaded; exit 1 only without a disk                                                (OVMF enforcing Secure Boot)
 //	local boot on purpose (entry local_boot)     MAAS LP#1642298; Foreman #10207; Sidero  ipxe TestQuirk_LocalBootOnPurpose,
 //	                                                                                       secureboot TestQuirk_LocalBootOnPurposeGRUB,
 //	                                                                                       sitelink TestQuirk_LocalBootEntry;
@@ -223,9 +231,13 @@
 // showed that build returning the error of "exit 1" to the firmware too; what returned
 // success was a plain "exit", on which OVMF opened its menu (UiApp). Siteboot's build ends its embedded
 // script in "exit 1" after autoboot returns, so even a site script's plain "exit" falls
-// through with it. GRUB's give-ups do reach the firmware at once now, but Debian 12's shim
-// and signed GRUB 2.06 return success for "exit 1": OVMF opens its menu (e2e
-// TestE2E_SecureBootGRUBGiveUpReturnsToFirmware).
+// through with it. A fenced agent's answer ends the same way once the chain script's
+// back-off (2 + 4 + 8 s by default) is over: OVMF boots its disk (e2e
+// TestE2E_OVMFFencedFallsThrough). Debian 12's shim and signed GRUB 2.06 return success
+// for GRUB's "exit 1", and OVMF opens its menu (e2e
+// TestE2E_SecureBootGRUBGiveUpReturnsToFirmware, a machine without a disk), so GRUB's
+// give-ups and local boot boot the disk themselves: the ESP's own configuration, else its
+// shim chainloaded (e2e TestE2E_SecureBootGiveUpBootsDisk).
 //
 // A site DHCP server that sends option 60 PXEClient without option 43 defeats proxy DHCP
 // for iPXE: iPXE takes that offer as a ProxyDHCP offer too (it names PXEClient and a

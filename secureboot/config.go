@@ -163,9 +163,10 @@ func (s *Chain) decide(ctx context.Context, q ipxe.Query) (int, []byte) {
 // configuration only when it got one (TFTP has no status; its http module reads only a
 // 200's body), so every answer is a configuration sent as 200: the fenced and waiting
 // answers, and "no" (an ipxe.AnswerExit, whatever its Status: unknown, mismatch, unbound,
-// a refused address or UUID) the exit configuration, "exit 1", so that the firmware boots
-// its next boot option. A "no" sent as a missing file would make the Chain's back-off
-// retry and then reboot into the same network boot, over and over. A boot
+// a refused address or UUID) the exit configuration, which boots the local disk (the
+// ESP's own configuration, else its loader through shim) and exits only without one. The
+// fenced configuration does the same after its wait, and so does local boot at once. A "no"
+// sent as a missing file would make the Chain's back-off retry first. A boot
 // answer's kernel and initrds become TFTP URLs ([TFTPCacheURL]); an answer GRUB cannot
 // carry out (an ipxe.AnswerSanboot, or a kind it does not know) is an error wrapping
 // ErrUnsupported. Every error is a [*SpellError].

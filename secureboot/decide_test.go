@@ -110,8 +110,9 @@ func TestWithIPXEHandler(t *testing.T) {
 	}
 
 	active.Store(false)
-	if cfg, err := open(mac, key); err != nil || !strings.Contains(cfg, "reboot") || hasSecret(cfg) {
-		t.Errorf("fenced: %v\n%s", err, cfg)
+	if cfg, err := open(mac, key); err != nil || !strings.Contains(cfg, "sleep 10\n") || strings.Contains(cfg, "reboot") ||
+		!strings.Contains(cfg, "chainloader '/EFI/BOOT/BOOTX64.EFI'") || hasSecret(cfg) {
+		t.Errorf("fenced: %v, want a wait and then the local disk\n%s", err, cfg)
 	}
 	active.Store(true)
 	if cfg, err := open(other, otherKey); err != nil || !strings.HasSuffix(cfg, "\nexit 1\n") || hasSecret(cfg) {

@@ -54,9 +54,13 @@
 // is set), a guesser (128-bit keys) or a replay after the window cannot. Every refusal is
 // counted by reason ([Stats]) and answered "file not found" (TFTP) or 404 (HTTP), and no
 // refused request reaches the Decider. (A refused key may be one whose file's transfer is
-// not yet reported: the Chain's back-off asks again, and after its last attempt reboots,
-// which hands the machine a new key. What gives up on the machine, the Decider's "no" and
-// a query no Chain sends, is the exit configuration instead, so the firmware moves on.) Names from the network are parsed by [ParseName] and
+// not yet reported: the Chain's back-off asks again, and after its last attempt gives up
+// and boots the local disk, as every give-up does: the Decider's "no" and a query no Chain
+// sends get the exit configuration, the fenced answer the fenced one, which boot the ESP's
+// own configuration, else its loader through shim, and exit only without a disk; see
+// grubcfg.Exit. A reboot would come back to the same network boot, and Debian 12's GRUB
+// hands the firmware success for any exit, on which OVMF opens its menu.) Names from the
+// network are parsed by [ParseName] and
 // ipxe.ParseQuery, bounded, and never reflected into a configuration: the configuration
 // URLs are rebuilt from parsed values, and every value goes through grubcfg's checks.
 //

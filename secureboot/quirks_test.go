@@ -62,9 +62,11 @@ func TestQuirk_GRUBConfigNameByVersion(t *testing.T) {
 }
 
 // Local boot on purpose under Secure Boot (MAAS LP#1642298, Foreman #10207, Sidero Metal):
-// GRUB is told to leave with a failure status at once, so the firmware boots its next boot
-// option, the disk's own loader with the ESP's own configuration; a plain `exit` would make
-// UEFI open its Boot Manager (tinkerbell/tinkerbell #984).
+// GRUB boots the local disk itself at once, the ESP's own configuration (search, then
+// configfile) or else the ESP's loader through shim (chainloader), and leaves with a
+// failure status only where there is no disk. Leaving is not enough: Debian 12's shim and
+// GRUB 2.06 hand the firmware success for any exit, and UEFI then opens its Boot Manager
+// (tinkerbell/tinkerbell #984).
 func TestQuirk_LocalBootOnPurposeGRUB(t *testing.T) {
 	h := newHarness(t, fakeSh, fakeGr)
 	status, body, err := h.chain.Spell(ipxe.Answer{Kind: ipxe.AnswerLocal, Status: http.StatusOK}, ipxe.Query{MAC: mac, Nonce: "k"})
@@ -74,6 +76,10 @@ func TestQuirk_LocalBootOnPurposeGRUB(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
 	if last := lines[len(lines)-1]; last != "exit 1" || strings.Contains(string(body), "linux") {
 		t.Errorf("configuration ends %q, want \"exit 1\" and no kernel\n%s", last, body)
+	}
+	cfg, loader := strings.Index(string(body), "\tconfigfile '/EFI/debian/grub.cfg'\n"), strings.Index(string(body), "\t\tchainloader '/EFI/BOOT/BOOTX64.EFI'\n")
+	if cfg < 0 || loader < cfg || strings.LastIndex(string(body), "exit 1") < loader {
+		t.Errorf("the configuration does not load the ESP's configuration, then its loader, then exit:\n%s", body)
 	}
 	_, body, err = h.chain.Spell(ipxe.Answer{Kind: ipxe.AnswerExit, Status: http.StatusNotFound}, ipxe.Query{MAC: mac, Nonce: "k"})
 	if err != nil || !strings.HasSuffix(string(body), "\nexit 1\n") {
@@ -86,8 +92,9 @@ func TestQuirk_LocalBootOnPurposeGRUB(t *testing.T) {
 // and its http module reads only a 200's body), and a missing one makes the Chain's
 // back-off retry and then reboot into the same network boot. So every path that gives up
 // on the machine, whatever the boot handler's reason, and a query no Chain sends, answers
-// the exit configuration ("exit 1": a plain exit makes UEFI open its Boot Manager), over
-// TFTP and over HTTP, with no secret. On 3328321 each of these was "file not found" or 404.
+// the exit configuration (the local disk, else "exit 1": a plain exit makes UEFI open its
+// Boot Manager), over TFTP and over HTTP, with no secret. On 3328321 each of these was
+// "file not found" or 404.
 func TestQuirk_GRUBGiveUpsFallThrough(t *testing.T) {
 	var (
 		chain    *secureboot.Chain

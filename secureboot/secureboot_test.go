@@ -223,7 +223,9 @@ func TestAnswerDHCPRefusals(t *testing.T) {
 
 // TestDecisions: each kind of decision in GRUB's words. Fenced and waiting configurations
 // are sent (200), with the delay and, for the wait, the machine's own configuration URL
-// again; "no" is not found; a decision GRUB cannot carry out makes the machine wait, counted.
+// again; "no", local boot and the fenced one after its wait boot the local disk (the ESP's
+// own configuration, else its loader through shim, exit only without a disk), never
+// reboot; a decision GRUB cannot carry out makes the machine wait, counted.
 func TestDecisions(t *testing.T) {
 	keys := bootbind.NewKeys(bootbind.Config{})
 	h := newHarness(t, fakeSh, fakeGr, func(c *secureboot.Config) { c.Keys = keys })
@@ -234,17 +236,22 @@ func TestDecisions(t *testing.T) {
 	}
 	name := "boot/grub.cfg?mac=" + mac.String() + "&uuid=4c4c4544-0031-3510-8052-b4c04f4e4b33&n=" + key
 	again := "configfile '(tftp,127.0.0.1)/boot/grub.cfg?mac=" + mac.String() + "&uuid=4c4c4544-0031-3510-8052-b4c04f4e4b33&n=" + key + "'"
+	disk := []string{"if search --no-floppy --file --set=root '/EFI/debian/grub.cfg'; then\n\tconfigfile '/EFI/debian/grub.cfg'\nfi\n",
+		"if search --no-floppy --file --set=root '/EFI/BOOT/BOOTX64.EFI'; then\n\tif test \"$root\" != \"$siteboot_self\"; then\n\t\tchainloader '/EFI/BOOT/BOOTX64.EFI'\n\t\tboot\n\tfi\nfi\n",
+		"\nexit 1\n"}
 	for _, c := range []struct {
 		name   string
 		answer ipxe.Answer
 		want   []string // "" for not found
+		reboot bool     // the configuration may reboot
 	}{
-		{"fenced", ipxe.Answer{Kind: ipxe.AnswerFenced, Status: 503, Delay: 10 * time.Second}, []string{"sleep 10", "reboot"}},
-		{"wait", ipxe.Answer{Kind: ipxe.AnswerWait, Status: 503, Delay: 5 * time.Second}, []string{"sleep 5", again}},
-		{"exit", ipxe.Answer{Kind: ipxe.AnswerExit, Status: 404}, []string{"exit 1"}},
-		{"unknown kind", ipxe.Answer{Kind: 99, Status: 503}, []string{"sleep 1", again}},
-		{"sanboot", ipxe.Answer{Kind: ipxe.AnswerSanboot, Status: 200, URL: cache + "/t/" + grant + "/" + kernel}, []string{"sleep 1", again}},
-		{"kernel elsewhere", ipxe.Answer{Kind: ipxe.AnswerBoot, Status: 200, Kernel: "http://198.51.100.1/vmlinuz"}, []string{"sleep 1", again}},
+		{"fenced", ipxe.Answer{Kind: ipxe.AnswerFenced, Status: 503, Delay: 10 * time.Second}, append([]string{"sleep 10"}, disk...), false},
+		{"wait", ipxe.Answer{Kind: ipxe.AnswerWait, Status: 503, Delay: 5 * time.Second}, []string{"sleep 5", again}, true},
+		{"exit", ipxe.Answer{Kind: ipxe.AnswerExit, Status: 404}, disk, false},
+		{"local", ipxe.Answer{Kind: ipxe.AnswerLocal, Status: 200}, disk, false},
+		{"unknown kind", ipxe.Answer{Kind: 99, Status: 503}, []string{"sleep 1", again}, true},
+		{"sanboot", ipxe.Answer{Kind: ipxe.AnswerSanboot, Status: 200, URL: cache + "/t/" + grant + "/" + kernel}, []string{"sleep 1", again}, true},
+		{"kernel elsewhere", ipxe.Answer{Kind: ipxe.AnswerBoot, Status: 200, Kernel: "http://198.51.100.1/vmlinuz"}, []string{"sleep 1", again}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h.d.set(func(context.Context, ipxe.Query) ipxe.Answer { return c.answer })
@@ -263,6 +270,9 @@ func TestDecisions(t *testing.T) {
 				if !strings.Contains(string(b), w) {
 					t.Errorf("configuration lacks %q:\n%s", w, b)
 				}
+			}
+			if !c.reboot && strings.Contains(string(b), "reboot") {
+				t.Errorf("the configuration reboots into the same network boot:\n%s", b)
 			}
 		})
 	}

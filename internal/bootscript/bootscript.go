@@ -13,9 +13,9 @@ const (
 	DefaultDelay       = 2 * time.Second  // the first back-off; each further one doubles
 	DefaultMaxDelay    = 30 * time.Second // the longest back-off
 	MaxSleep           = time.Hour        // the longest sleep a script holds
-	DefaultFencedDelay = 10 * time.Second // the fenced script's wait before it reboots
+	DefaultFencedDelay = 10 * time.Second // the fenced script's wait before it gives up
 	DefaultWaitDelay   = 30 * time.Second // the wait-and-retry script's sleep
-	RebootDelay        = 10               // seconds a script that has given up waits before it reboots
+	RebootDelay        = 10               // seconds a script whose server is gone waits before it reboots
 	MaxURLLen          = 2048             // the longest URL a renderer accepts
 	MaxValueLen        = 1024             // the longest parameter value or command-line token
 	MaxNameLen         = 64               // the longest parameter name
@@ -34,7 +34,8 @@ type Param struct {
 
 // Retry is the bounded back-off of a script's fetch: Attempts tries, sleeping Delay after the
 // first failure, doubling up to MaxDelay. When every attempt has failed the script loads its
-// fallback, or waits RebootDelay seconds and reboots.
+// fallback (and when that fails too, waits RebootDelay seconds and reboots), or, without
+// one, gives up so that the firmware boots something else (see [Attempts]).
 type Retry struct {
 	Attempts int           // 1..MaxAttempts; 0 means DefaultAttempts
 	Delay    time.Duration // whole seconds; 0 means DefaultDelay

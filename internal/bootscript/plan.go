@@ -29,12 +29,26 @@ type Writer interface {
 	Again(target string)
 	// Reboot restarts the machine.
 	Reboot()
+	// GiveUp leaves the boot loader so that the firmware boots something other than this
+	// network boot: its next boot option (iPXE: "exit 1", a failure, on which UEFI boots its
+	// next Boot#### option where a success opens its Boot Manager), or the local disk
+	// itself where the loader cannot hand a failure back (GRUB). It does not return.
+	GiveUp()
 }
 
 // Attempts writes a fetch retried with back-off: body(onFail) writes one attempt, whose
 // failure goes on at the label onFail (in a language with labels); between attempts the
-// script says which failed and sleeps sleeps[i]. After the last it says it gives up, loads
-// again when it is set and otherwise, or when that fails, waits RebootDelay and reboots.
+// script says which failed and sleeps sleeps[i]. After the last it says it gives up and then:
+//
+//   - with again set (a script that boots what the server told it to: the machine has a
+//     live entry), loads again, and when that fails too (the server is gone), waits
+//     RebootDelay and reboots, so that the firmware asks DHCP again and reaches whichever
+//     boot server is active now; where none is, nobody names a boot file and the firmware
+//     moves on by itself, so the reboot does not bring it back here;
+//   - without (the chain, which asks the server what to do and got no answer it could run:
+//     the server fenced, refusing or unreachable), gives up ([Writer.GiveUp]), so that a
+//     site whose DHCP server names the chain URL and whose boot server stays away boots
+//     the machine's disk instead of the same network boot over and over.
 func Attempts(w Writer, sleeps []int, again string, body func(onFail string)) {
 	n := len(sleeps) + 1
 	for i := 1; i <= n; i++ {
@@ -51,9 +65,11 @@ func Attempts(w Writer, sleeps []int, again string, body func(onFail string)) {
 	}
 	w.Label(LabelFailed)
 	w.Echo(fmt.Sprintf("giving up after %d attempts", n))
-	if again != "" {
-		w.Again(again)
+	if again == "" {
+		w.GiveUp()
+		return
 	}
+	w.Again(again)
 	rebootLater(w)
 }
 
@@ -66,22 +82,26 @@ type Script struct {
 }
 
 // Fenced is the fenced script: say so, wait delay (whole seconds; 0 means
-// DefaultFencedDelay), reboot.
+// DefaultFencedDelay), give up ([Writer.GiveUp]). A reboot would bring the machine back to
+// the same answer wherever the site's own DHCP server names this boot server, over and
+// over while no agent is active; giving up boots its disk instead. A failover within the
+// wait is still reached where the loader asks again during it (iPXE's chain script retries
+// its fetch before it gets here).
 func (l *Lang) Fenced(delay time.Duration) (Script, error) {
 	d, err := l.Seconds("delay", delay, DefaultFencedDelay)
 	if err != nil {
 		return Script{}, err
 	}
 	return Script{Comment: "this boot server is not the active one", Steps: func(w Writer) {
-		w.Echo(fmt.Sprintf("boot server fenced, rebooting in %d s", d))
+		w.Echo(fmt.Sprintf("boot server fenced, giving up in %d s", d))
 		w.Sleep(d)
-		w.Reboot()
+		w.GiveUp()
 	}}, nil
 }
 
 // Wait is the wait-and-retry script: say so, sleep delay (whole seconds; 0 means
-// DefaultWaitDelay), load target (checked by the renderer); when that fails, wait
-// RebootDelay and reboot.
+// DefaultWaitDelay), load target (checked by the renderer); when that fails (the server is
+// gone), wait RebootDelay and reboot, as [Attempts] does after loading again.
 func (l *Lang) Wait(delay time.Duration, target string) (Script, error) {
 	d, err := l.Seconds("delay", delay, DefaultWaitDelay)
 	if err != nil {

@@ -1,11 +1,14 @@
 package ipmi_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/bmc/ipmi"
 	"github.com/bettercompute/siteboot/bmc/ipmi/ipmitest"
 )
 
@@ -14,7 +17,19 @@ import (
 // devices it does not carry out.
 func TestQEMUVirtualBMC(t *testing.T) {
 	v := ipmitest.StartVirtualBMC(t)
-	d := ipmitest.Dial(t, v.Target())
+	// virtualbmc answers a power command only once libvirt has started or stopped the QEMU
+	// process, which a loaded machine can make take longer than the default attempts (2 s,
+	// sent 3 times): one attempt here waits as long as that start may take.
+	d, err := ipmi.Dial(ctx(t), ipmi.Config{CipherSuites: []int{3}, Timeout: 15 * time.Second}, v.Target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	long := func() context.Context {
+		c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		t.Cleanup(cancel)
+		return c
+	}
 	if st, err := d.PowerState(ctx(t)); err != nil || st != bmc.PowerOff {
 		t.Fatalf("a defined domain: %s, %v", st, err)
 	}
@@ -36,7 +51,7 @@ func TestQEMUVirtualBMC(t *testing.T) {
 			t.Errorf("after %s the BMC reads %q, %v", target, got, err)
 		}
 	}
-	if err := d.SetPower(ctx(t), bmc.PowerActionOn); err != nil {
+	if err := d.SetPower(long(), bmc.PowerActionOn); err != nil {
 		t.Fatal(err)
 	}
 	if st := v.Virsh(t, "domstate", ipmitest.VirtualBMCDomain); st != "running" {
@@ -45,7 +60,7 @@ func TestQEMUVirtualBMC(t *testing.T) {
 	before := v.Virsh(t, "domid", ipmitest.VirtualBMCDomain)
 	// virtualbmc refuses Chassis Control power cycle (0xcc): the driver powers the domain
 	// off, waits for off, and on again: a new QEMU process, so a new domain id.
-	if err := d.SetPower(ctx(t), bmc.PowerActionCycle); err != nil {
+	if err := d.SetPower(long(), bmc.PowerActionCycle); err != nil {
 		t.Fatalf("cycle: %v", err)
 	}
 	after := v.Virsh(t, "domid", ipmitest.VirtualBMCDomain)
@@ -53,7 +68,7 @@ func TestQEMUVirtualBMC(t *testing.T) {
 		t.Errorf("after the cycle: state %q, domain id %s (was %s)", st, after, before)
 	}
 	// Inspection: virtualbmc answers none of the parts; each is named.
-	_, err := d.Inspect(ctx(t))
+	_, err = d.Inspect(ctx(t))
 	var oe *bmc.OpError
 	if !errors.As(err, &oe) || !errors.Is(err, bmc.ErrUnsupported) || oe.Code != "0xc1" {
 		t.Fatalf("inspect: %v", err)
@@ -63,7 +78,7 @@ func TestQEMUVirtualBMC(t *testing.T) {
 			t.Errorf("error %q does not name %s", err, part)
 		}
 	}
-	if err := d.SetPower(ctx(t), bmc.PowerActionForceOff); err != nil {
+	if err := d.SetPower(long(), bmc.PowerActionForceOff); err != nil {
 		t.Fatal(err)
 	}
 	if st := v.Virsh(t, "domstate", ipmitest.VirtualBMCDomain); st != "shut off" {

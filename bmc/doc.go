@@ -196,7 +196,8 @@
 // restart, or on another agent sharing the ClaimRegistry, resumes it: steps already taken
 // are answered from the journal or the claim record, a step another agent claimed and
 // never reported is unknown, and nothing is sent twice. With Executor.Sessions (a
-// SessionPool) each BMC keeps one session, reused across operations.
+// SessionPool) each BMC keeps one session, reused across operations; Executor.Wrap lets a
+// host run each operation through state it keeps per BMC (a BootKeeper) over that session.
 //
 // The ramp's bound holds on power-ons as sent to the BMCs: at most the rate's worth
 // (floor(PowerOnRate)) in any one-second window, spaced half the rate's interval apart

@@ -132,6 +132,13 @@ type Executor struct {
 	// instead of logging in and out around every one (see SessionPool); nil opens and
 	// closes a session per operation.
 	Sessions *SessionPool
+	// Wrap, when set, is given each operation's context, target and driver (its session:
+	// lent by Sessions or opened for it) and returns the driver the operation runs on,
+	// and a function (or nil) called once the operation ended, before the session is given
+	// back or closed. The session is given back or closed as it is, never through the
+	// driver Wrap returns. A host keeps per-BMC state over whatever session an operation
+	// has this way (a BootKeeper over each BMC's). nil runs each operation on its session.
+	Wrap func(ctx context.Context, t TargetRef, d Driver) (Driver, func())
 
 	once  sync.Once
 	slots chan struct{}
@@ -402,6 +409,11 @@ func (e *Executor) sendLocked(ctx context.Context, op operation) (v any, sent bo
 		return nil, false, err
 	}
 	defer func() {
+		if errors.Is(err, ErrAuth) && op.Target.Credential != "" {
+			// Refused during the operation (a session that expired, logging in again with
+			// a password changed since): fetch the credential again next time.
+			e.Forget(op.Target.Credential)
+		}
 		if release != nil {
 			release(spoils(err) || op.Name == "rotate")
 			return
@@ -415,7 +427,14 @@ func (e *Executor) sendLocked(ctx context.Context, op operation) (v any, sent bo
 			err = &OpError{Driver: d.Name(), Op: op.Name, Addr: op.Target.Address, Message: fmt.Sprintf("driver panic: %v", r)}
 		}
 	}()
-	v, err = op.Do(ctx, d)
+	run := d
+	if e.Wrap != nil {
+		var done func()
+		if run, done = e.Wrap(ctx, op.Target, d); done != nil {
+			defer done() // before the session is given back or closed
+		}
+	}
+	v, err = op.Do(ctx, run)
 	return v, true, err
 }
 

@@ -65,3 +65,51 @@ func TestSessionPoolReusesDropsAndEvicts(t *testing.T) {
 		t.Errorf("an operation through a closed pool: %+v, want not sent, closed", o)
 	}
 }
+
+// countedPower is the driver Wrap hands an operation: the session, its power actions counted.
+type countedPower struct {
+	*siteDriver
+	n *int
+}
+
+func (c countedPower) SetPower(ctx context.Context, a bmc.PowerAction) error {
+	*c.n++
+	return c.siteDriver.SetPower(ctx, a)
+}
+
+func TestExecutorWrapsThePooledSession(t *testing.T) {
+	ctx := context.Background()
+	site := newFakeSite()
+	site.add("a", &siteMachine{state: bmc.PowerOff})
+	pool := &bmc.SessionPool{}
+	var sessions []bmc.Driver
+	actions, done := 0, 0
+	e := &bmc.Executor{Opener: site, Sessions: pool,
+		Wrap: func(_ context.Context, tg bmc.TargetRef, d bmc.Driver) (bmc.Driver, func()) {
+			if tg.Address != "a" {
+				t.Errorf("Wrap given target %+v", tg)
+			}
+			sessions = append(sessions, d)
+			if pool.Open() != 1 {
+				t.Errorf("Wrap called with %d sessions in the pool, want the operation's", pool.Open())
+			}
+			return countedPower{d.(*siteDriver), &actions}, func() { done++ }
+		}}
+	for i, a := range []bmc.PowerAction{bmc.PowerActionOn, bmc.PowerActionForceOff, bmc.PowerActionOn} {
+		o := e.RunOp(ctx, "op-"+string(rune('0'+i)), bmc.TargetRef{Driver: "fake", Address: "a"}, bmc.SetPower{Action: a}).Outcome
+		if o.Status != bmc.StatusOK {
+			t.Fatalf("power %s: %+v", a, o)
+		}
+	}
+	if actions != 3 || done != 3 {
+		t.Errorf("%d power actions through the wrapped driver, %d ends told; want 3 and 3", actions, done)
+	}
+	for _, d := range sessions[1:] {
+		if d != sessions[0] {
+			t.Errorf("Wrap given another session (%p, first %p): want the pooled one each time", d, sessions[0])
+		}
+	}
+	if site.opens["a"] != 1 || site.sessions["a"] != 1 {
+		t.Errorf("a: %d opened, %d open; want the one pooled session (never closed through the wrapper)", site.opens["a"], site.sessions["a"])
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/bettercompute/siteboot/bmc/ipmi"
 	"github.com/bettercompute/siteboot/bmc/redfish"
 	"github.com/bettercompute/siteboot/bootserver"
+	"github.com/bettercompute/siteboot/metric"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
@@ -22,7 +23,8 @@ import (
 type bmcPart struct {
 	linked   bool // the link carries BMC access
 	exec     *bmc.Executor
-	keeps    *bootKeeps // the opener: boot devices kept by re-arming (bootkeep.go)
+	sessions *bmc.SessionPool // one session per BMC, lent to each operation in turn
+	keeps    *bootKeeps       // the executor's Wrap: boot devices kept by re-arming (bootkeep.go)
 	journal  *bmc.FileJournal
 	dispatch *bmc.Dispatcher[sitelink.BMCResult]
 	trans    *transitionPart // bmc.transition commands (transition.go)
@@ -48,13 +50,16 @@ func (a *Agent) setupBMC() error {
 		reg.Register(ipmi.Name, ipmi.Config{})
 		opener = reg
 	}
-	keeps := newBootKeeps(opener)
-	b := &bmcPart{journal: j, keeps: keeps, dispatch: &bmc.Dispatcher[sitelink.BMCResult]{
+	keeps := newBootKeeps()
+	sessions := &bmc.SessionPool{MaxOpen: a.cfg.BMC.MaxSessions, Logger: a.log.With("component", "bmc")}
+	b := &bmcPart{journal: j, keeps: keeps, sessions: sessions, dispatch: &bmc.Dispatcher[sitelink.BMCResult]{
 		// The result goes back in the next report: ask for one now.
 		OnDone: func(string) { a.beat.Wake() },
 	}}
 	b.exec = &bmc.Executor{
-		Opener:        keeps,
+		Opener:        opener,
+		Sessions:      sessions,
+		Wrap:          keeps.wrap,
 		Journal:       j,
 		MaxConcurrent: a.cfg.BMC.MaxConcurrent,
 		Timeout:       a.cfg.BMC.Timeout,
@@ -116,11 +121,20 @@ func (a *Agent) runBMC(ctx context.Context, c sitelink.Command) sitelink.BMCResu
 // keptMessage is the message of a persistent bmc.boot kept by re-arming.
 const keptMessage = "the BMC keeps no persistent boot device: set for the next boot, and armed again by this agent before each power-on it sends"
 
-// close waits for the operations in progress (their contexts have ended) and releases the
-// journal.
+// close waits for the operations in progress (their contexts have ended), logs every BMC
+// session out and releases the journal.
 func (b *bmcPart) close() {
 	b.dispatch.Close()
+	_ = b.sessions.Close()
 	b.journal.Close()
+}
+
+var famBMCSessions = metric.Family{Name: "bmc_sessions_open",
+	Help: "BMC sessions the agent holds open, one at most per BMC (and credential), reused across operations.", Kind: metric.Gauge}
+
+// samples are the BMC side's own gauges.
+func (b *bmcPart) samples() []metric.Sample {
+	return []metric.Sample{famBMCSessions.Sample(uint64(b.sessions.Open()))}
 }
 
 // bmcCacheBase is where BMCs reach the image cache: BMC.CacheURL, else the machines' cache
@@ -140,6 +154,11 @@ type BMCConfig struct {
 	// Timeout is each operation's deadline (the wait for its BMC, the claim, the login, the
 	// operation, the logout); zero means bmc.DefaultOpTimeout.
 	Timeout time.Duration
+	// MaxSessions bounds the BMC sessions kept open across BMCs: each BMC keeps at most
+	// one (per credential), reused by one operation after another and logged out after an
+	// error that may have spoilt it, when more than MaxSessions are open (the least
+	// recently used first) and when the agent stops. Zero means bmc.DefaultMaxOpenSessions.
+	MaxSessions int
 	// CacheURL is where BMCs reach the image cache for firmware and virtual media (their
 	// management network may reach this host under another name); "" means the machines'
 	// cache URL (Boot.CacheURL, or HTTPBase + "/cache").
@@ -177,6 +196,7 @@ func (c BMCConfig) validate() error {
 		{"GroupPowerOnRate", c.GroupPowerOnRate < 0 || math.IsNaN(c.GroupPowerOnRate) || math.IsInf(c.GroupPowerOnRate, 0)},
 		{"GroupPowerOnBurst", c.GroupPowerOnBurst < 0},
 		{"NetworkInFlight", c.NetworkInFlight < 0},
+		{"MaxSessions", c.MaxSessions < 0},
 		{"TransitionSettle", c.TransitionSettle < 0},
 	} {
 		if f.bad {

@@ -79,6 +79,7 @@ func (a *Agent) samples() []metric.Sample {
 	s = append(s, a.bmc.dispatch.Stats().Samples()...)
 	s = append(s, a.bmc.journal.Samples()...)
 	s = append(s, a.bmc.trans.samples()...)
+	s = append(s, a.bmc.samples()...)
 	for _, l := range []struct {
 		name string
 		l    *connlimit.Listener

@@ -152,6 +152,7 @@ type file struct {
 		GroupPowerOnRate  float64 `toml:"group_power_on_rate"`
 		GroupPowerOnBurst int     `toml:"group_power_on_burst"`
 		NetworkInFlight   int     `toml:"network_in_flight"`
+		MaxSessions       int     `toml:"max_sessions"`
 		TransitionSettle  string  `toml:"transition_settle"`
 	} `toml:"bmc"`
 }
@@ -182,7 +183,8 @@ var keys = map[string]string{
 	"BMC.PowerOnRate": "bmc.power_on_rate", "BMC.PowerOnBurst": "bmc.power_on_burst",
 	"BMC.GroupPowerOnRate": "bmc.group_power_on_rate", "BMC.GroupPowerOnBurst": "bmc.group_power_on_burst",
 	"BMC.NetworkInFlight": "bmc.network_in_flight", "BMC.TransitionSettle": "bmc.transition_settle",
-	"Boot.ServerIP6": "boot.server_ip6", "Boot.DHCPv6": "boot.dhcpv6", "Boot.DHCPv6Listen": "boot.dhcpv6_listen",
+	"BMC.MaxSessions": "bmc.max_sessions",
+	"Boot.ServerIP6":  "boot.server_ip6", "Boot.DHCPv6": "boot.dhcpv6", "Boot.DHCPv6Listen": "boot.dhcpv6_listen",
 	"Boot.PXEListen6": "boot.pxe_listen6", "Boot.HTTPBase6": "boot.http_base6",
 	"Boot.TLSCertFile": "boot.tls_cert", "Boot.TLSKeyFile": "boot.tls_key", "Boot.TLSCAFile": "boot.tls_ca",
 	"Boot.HTTPSListen": "boot.https_listen", "Boot.RefusePlainHTTP": "boot.plain_http", "Boot.FirmwareHTTPS": "boot.firmware_https",
@@ -386,7 +388,7 @@ func (f *file) toConfig() (*File, error) {
 	}
 	c.BMC.PowerOnRate, c.BMC.PowerOnBurst = f.BMC.PowerOnRate, f.BMC.PowerOnBurst
 	c.BMC.GroupPowerOnRate, c.BMC.GroupPowerOnBurst = f.BMC.GroupPowerOnRate, f.BMC.GroupPowerOnBurst
-	c.BMC.NetworkInFlight = f.BMC.NetworkInFlight
+	c.BMC.NetworkInFlight, c.BMC.MaxSessions = f.BMC.NetworkInFlight, f.BMC.MaxSessions
 	if f.BMC.TransitionSettle != "" {
 		v, err := time.ParseDuration(f.BMC.TransitionSettle)
 		if err != nil {

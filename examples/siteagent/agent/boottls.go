@@ -9,7 +9,6 @@ import (
 
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/ipxebin"
-	"github.com/bettercompute/siteboot/metric"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/sitetls"
 )
@@ -146,15 +145,4 @@ func (a *Agent) ownBootFiles() proxydhcp.BootFiles {
 		t.ByArch[hwid.ArchBIOS] = ipxebin.UndionlyKPXE
 	}
 	return t
-}
-
-var famPlainRefused = metric.Family{Name: "boot_plain_http_refused_total",
-	Help: "Boot requests refused for coming over plain HTTP to a site that boots over https only."}
-
-// bootTLSSamples are the HTTPS side's counters; none without it.
-func (a *Agent) bootTLSSamples() []metric.Sample {
-	if a.bootTLS == nil {
-		return nil
-	}
-	return []metric.Sample{famPlainRefused.Sample(a.srv.Stats().PlainRefused)}
 }

@@ -107,6 +107,7 @@ type file struct {
 		HTTPSListen      string            `toml:"https_listen"`
 		PlainHTTP        *bool             `toml:"plain_http"`
 		FirmwareHTTPS    bool              `toml:"firmware_https"`
+		TLSExpiryWarning string            `toml:"tls_expiry_warning"`
 		Kernel           image             `toml:"kernel"`
 		Initrd           image             `toml:"initrd"`
 		Cmdline          string            `toml:"cmdline"`
@@ -188,7 +189,8 @@ var keys = map[string]string{
 	"Boot.PXEListen6": "boot.pxe_listen6", "Boot.HTTPBase6": "boot.http_base6",
 	"Boot.TLSCertFile": "boot.tls_cert", "Boot.TLSKeyFile": "boot.tls_key", "Boot.TLSCAFile": "boot.tls_ca",
 	"Boot.HTTPSListen": "boot.https_listen", "Boot.RefusePlainHTTP": "boot.plain_http", "Boot.FirmwareHTTPS": "boot.firmware_https",
-	"Boot.SecureBoot": "boot.secure_boot", "Boot.Shim": "boot.shim", "Boot.GRUB": "boot.grub",
+	"Boot.TLSExpiryWarning": "boot.tls_expiry_warning",
+	"Boot.SecureBoot":       "boot.secure_boot", "Boot.Shim": "boot.shim", "Boot.GRUB": "boot.grub",
 }
 
 // Parse is Load on the file's text.
@@ -347,6 +349,7 @@ func (f *file) toConfig() (*File, error) {
 		{"lease.ttl", f.Lease.TTL, &c.Lease.TTL}, {"control.heartbeat", f.Control.Heartbeat, &c.Control.Heartbeat},
 		{"control.timeout", f.Control.Timeout, &c.Control.Timeout},
 		{"boot.nonce_window", fb.NonceWindow, &b.NonceWindow},
+		{"boot.tls_expiry_warning", fb.TLSExpiryWarning, &b.TLSExpiryWarning},
 		{"boot.tftp_evict_after", fb.TFTPEvictAfter, &b.TFTPLimits.EvictAfter},
 		{"boot.tftp_first_wait", fb.TFTPFirstWait, &b.TFTPLimits.FirstWait},
 		{"boot.tftp_queue_wait", fb.TFTPQueueWait, &b.TFTPLimits.QueueWait},

@@ -2,9 +2,12 @@ package bmc_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 )
 
 // timingOut is a session whose power actions time out.
@@ -111,5 +114,48 @@ func TestExecutorWrapsThePooledSession(t *testing.T) {
 	}
 	if site.opens["a"] != 1 || site.sessions["a"] != 1 {
 		t.Errorf("a: %d opened, %d open; want the one pooled session (never closed through the wrapper)", site.opens["a"], site.sessions["a"])
+	}
+}
+
+// TestSessionPoolIdleTimeout: a session idle longer than IdleTimeout is not lent again (the
+// BMC may have ended it): the next operation logs in anew, and CloseIdle logs idle ones out
+// meanwhile, leaving a session in use and one used recently alone.
+func TestSessionPoolIdleTimeout(t *testing.T) {
+	ctx := context.Background()
+	site := newFakeSite()
+	for _, a := range []string{"a", "b"} {
+		site.add(a, &siteMachine{state: bmc.PowerOff})
+	}
+	clk := clocktest.New(time.Unix(1e9, 0))
+	pool := &bmc.SessionPool{IdleTimeout: 30 * time.Second, Clock: clk}
+	e := &bmc.Executor{Opener: site, Sessions: pool}
+	n := 0
+	on := func(addr string) {
+		t.Helper()
+		n++
+		if o := e.RunOp(ctx, fmt.Sprint("q", n), bmc.TargetRef{Driver: "fake", Address: addr}, bmc.SetPower{Action: bmc.PowerActionOn}).Outcome; o.Status != bmc.StatusOK {
+			t.Fatalf("power on %s: %+v", addr, o)
+		}
+	}
+	on("a")
+	clk.Advance(20 * time.Second)
+	on("a") // idle 20 s: reused
+	if site.opens["a"] != 1 {
+		t.Fatalf("a: %d sessions opened after 20 s idle, want the first reused", site.opens["a"])
+	}
+	clk.Advance(31 * time.Second)
+	on("a") // idle 31 s: logged out, a new one opened
+	if site.opens["a"] != 2 || site.sessions["a"] != 1 {
+		t.Errorf("a after 31 s idle: %d opened, %d open; want a second session, the first logged out", site.opens["a"], site.sessions["a"])
+	}
+	on("b")
+	clk.Advance(25 * time.Second)
+	on("b")
+	clk.Advance(10 * time.Second) // a idle 35 s, b 10 s
+	if got := pool.CloseIdle(); got != 1 || site.sessions["a"] != 0 || site.sessions["b"] != 1 || pool.Open() != 1 {
+		t.Errorf("CloseIdle: %d closed; open by BMC %v, pool %d; want a's alone logged out", got, site.sessions, pool.Open())
+	}
+	if got := (&bmc.SessionPool{}).CloseIdle(); got != 0 {
+		t.Errorf("CloseIdle without IdleTimeout: %d", got)
 	}
 }

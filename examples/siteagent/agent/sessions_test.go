@@ -176,3 +176,36 @@ func TestBMCSessionPerBMC(t *testing.T) {
 		}
 	}
 }
+
+// TestBMCIdleSessionLoggedOut: a BMC session idle longer than BMC.SessionIdle is logged out
+// by the agent (swept on its heartbeat) before the BMC's own timeout would end it, and the
+// next operation there logs in again.
+func TestBMCIdleSessionLoggedOut(t *testing.T) {
+	plane := controlplane.New(nil)
+	plane.Enroll("site-k", "agent-k")
+	plane.SetCredential("bmc/m", bmc.Credential{Username: bmctest.DefaultUsername, Password: bmctest.DefaultPassword})
+	srv := bmctest.NewServer(bmctest.Options{MaxSessions: 1})
+	t.Cleanup(srv.Close)
+	startAgent(t, "site-k", "agent-k", plane.Link(), func(c *agent.Config) { c.BMC.SessionIdle = 2 * time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	query := func() {
+		t.Helper()
+		id, err := plane.BMC("site-k", sitelink.KindBMCQuery, sitelink.BMCCommand{Target: sitelink.BMCTarget{Driver: redfish.Name, Address: srv.URL, Credential: "bmc/m"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := plane.WaitBMC(ctx, id); err != nil || res.Status != sitelink.StatusOK {
+			t.Fatalf("query: %+v, %v", res, err)
+		}
+	}
+	query()
+	if srv.Sessions() != 1 {
+		t.Fatalf("%d sessions open after a query, want the agent's one kept", srv.Sessions())
+	}
+	waitFor(t, "the idle session logged out", func() bool { return srv.Sessions() == 0 })
+	query()
+	if n := logins(srv); n != 2 {
+		t.Errorf("%d logins, want a second one after the idle session was logged out", n)
+	}
+}

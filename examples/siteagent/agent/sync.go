@@ -26,6 +26,7 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 		_ = a.bootTLS.Check()
 	}
 	a.sweepSilent()
+	a.bmc.sweepSessions()
 	// Lapsed entries are pruned (a write) by the applier, off this loop.
 	a.applier.Kick()
 	snap := a.found.Snapshot()

@@ -154,6 +154,7 @@ type file struct {
 		GroupPowerOnBurst int     `toml:"group_power_on_burst"`
 		NetworkInFlight   int     `toml:"network_in_flight"`
 		MaxSessions       int     `toml:"max_sessions"`
+		SessionIdle       string  `toml:"session_idle"`
 		TransitionSettle  string  `toml:"transition_settle"`
 	} `toml:"bmc"`
 }
@@ -184,8 +185,8 @@ var keys = map[string]string{
 	"BMC.PowerOnRate": "bmc.power_on_rate", "BMC.PowerOnBurst": "bmc.power_on_burst",
 	"BMC.GroupPowerOnRate": "bmc.group_power_on_rate", "BMC.GroupPowerOnBurst": "bmc.group_power_on_burst",
 	"BMC.NetworkInFlight": "bmc.network_in_flight", "BMC.TransitionSettle": "bmc.transition_settle",
-	"BMC.MaxSessions": "bmc.max_sessions",
-	"Boot.ServerIP6":  "boot.server_ip6", "Boot.DHCPv6": "boot.dhcpv6", "Boot.DHCPv6Listen": "boot.dhcpv6_listen",
+	"BMC.MaxSessions": "bmc.max_sessions", "BMC.SessionIdle": "bmc.session_idle",
+	"Boot.ServerIP6": "boot.server_ip6", "Boot.DHCPv6": "boot.dhcpv6", "Boot.DHCPv6Listen": "boot.dhcpv6_listen",
 	"Boot.PXEListen6": "boot.pxe_listen6", "Boot.HTTPBase6": "boot.http_base6",
 	"Boot.TLSCertFile": "boot.tls_cert", "Boot.TLSKeyFile": "boot.tls_key", "Boot.TLSCAFile": "boot.tls_ca",
 	"Boot.HTTPSListen": "boot.https_listen", "Boot.RefusePlainHTTP": "boot.plain_http", "Boot.FirmwareHTTPS": "boot.firmware_https",
@@ -392,6 +393,13 @@ func (f *file) toConfig() (*File, error) {
 	c.BMC.PowerOnRate, c.BMC.PowerOnBurst = f.BMC.PowerOnRate, f.BMC.PowerOnBurst
 	c.BMC.GroupPowerOnRate, c.BMC.GroupPowerOnBurst = f.BMC.GroupPowerOnRate, f.BMC.GroupPowerOnBurst
 	c.BMC.NetworkInFlight, c.BMC.MaxSessions = f.BMC.NetworkInFlight, f.BMC.MaxSessions
+	if f.BMC.SessionIdle != "" {
+		v, err := time.ParseDuration(f.BMC.SessionIdle)
+		if err != nil {
+			return nil, &KeyError{Key: "bmc.session_idle", Err: fmt.Errorf("want a duration such as \"25s\", got %q", f.BMC.SessionIdle)}
+		}
+		c.BMC.SessionIdle = v
+	}
 	if f.BMC.TransitionSettle != "" {
 		v, err := time.ParseDuration(f.BMC.TransitionSettle)
 		if err != nil {

@@ -383,29 +383,25 @@ func (f *file) toConfig() (*File, error) {
 		}
 	}
 	c.BMC.MaxConcurrent, c.BMC.CacheURL = f.BMC.MaxConcurrent, f.BMC.CacheURL
-	if f.BMC.Timeout != "" {
-		v, err := time.ParseDuration(f.BMC.Timeout)
-		if err != nil {
-			return nil, &KeyError{Key: "bmc.timeout", Err: fmt.Errorf("want a duration such as \"2m\", got %q", f.BMC.Timeout)}
-		}
-		c.BMC.Timeout = v
-	}
 	c.BMC.PowerOnRate, c.BMC.PowerOnBurst = f.BMC.PowerOnRate, f.BMC.PowerOnBurst
 	c.BMC.GroupPowerOnRate, c.BMC.GroupPowerOnBurst = f.BMC.GroupPowerOnRate, f.BMC.GroupPowerOnBurst
 	c.BMC.NetworkInFlight, c.BMC.MaxSessions = f.BMC.NetworkInFlight, f.BMC.MaxSessions
-	if f.BMC.SessionIdle != "" {
-		v, err := time.ParseDuration(f.BMC.SessionIdle)
-		if err != nil {
-			return nil, &KeyError{Key: "bmc.session_idle", Err: fmt.Errorf("want a duration such as \"25s\", got %q", f.BMC.SessionIdle)}
+	for _, d := range []struct {
+		key, in, example string
+		out              *time.Duration
+	}{
+		{"bmc.timeout", f.BMC.Timeout, "2m", &c.BMC.Timeout},
+		{"bmc.session_idle", f.BMC.SessionIdle, "25s", &c.BMC.SessionIdle},
+		{"bmc.transition_settle", f.BMC.TransitionSettle, "2s", &c.BMC.TransitionSettle},
+	} {
+		if d.in == "" {
+			continue
 		}
-		c.BMC.SessionIdle = v
-	}
-	if f.BMC.TransitionSettle != "" {
-		v, err := time.ParseDuration(f.BMC.TransitionSettle)
+		v, err := time.ParseDuration(d.in)
 		if err != nil {
-			return nil, &KeyError{Key: "bmc.transition_settle", Err: fmt.Errorf("want a duration such as \"2s\", got %q", f.BMC.TransitionSettle)}
+			return nil, &KeyError{Key: d.key, Err: fmt.Errorf("want a duration such as %q, got %q", d.example, d.in)}
 		}
-		c.BMC.TransitionSettle = v
+		*d.out = v
 	}
 	return out, nil
 }

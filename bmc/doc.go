@@ -152,10 +152,11 @@
 //
 // Executor.RunOp runs one typed Op: one at a time per BMC (driver and address), at most
 // MaxConcurrent at once, each under its own deadline (Timeout, covering the wait for the
-// BMC), the session closed after every operation. A BMC that hangs holds its own queue and
-// one slot until its deadline; others go on. Credentials are named by reference
-// (TargetRef.Credential), fetched through Credentials when first needed, cached in memory
-// only and dropped after a failed login; Credential prints redacted with every fmt verb
+// BMC), the session closed after every operation (or, with Sessions, kept for the next).
+// A BMC that hangs holds its own queue and one slot until its deadline; others go on.
+// Credentials are named by reference (TargetRef.Credential), fetched through Credentials
+// when first needed, cached in memory only and dropped after a refused login (when the
+// session opens or during an operation); Credential prints redacted with every fmt verb
 // and in slog.
 //
 // # Dispatcher

@@ -97,7 +97,8 @@ type Result struct {
 }
 
 // Executor runs BMC operations for an agent: one operation at a time per BMC, at most
-// MaxConcurrent at once overall, each under its own deadline, the session always closed.
+// MaxConcurrent at once overall, each under its own deadline, the session always closed
+// after it or given back to Sessions.
 // A destructive operation is journaled, and claimed through Claims, before it reaches the
 // BMC, so that neither a repeat, a restart nor a failover sends it twice. Credentials are
 // fetched by reference when an operation needs them and kept in memory only; they never
@@ -382,8 +383,9 @@ func (e *Executor) send(ctx context.Context, op operation) (any, bool, error) {
 	return e.sendLocked(ctx, op)
 }
 
-// sendLocked opens the driver, runs op and closes the session. sent is false when the
-// operation never reached the BMC (no credential, the session could not be opened).
+// sendLocked opens the driver (or borrows it from Sessions), runs op (through Wrap) and
+// closes the session (or gives it back). sent is false when the operation never reached
+// the BMC (no credential, the session could not be opened).
 func (e *Executor) sendLocked(ctx context.Context, op operation) (v any, sent bool, err error) {
 	tg := Target{Driver: op.Target.Driver, Address: op.Target.Address, CertSHA256: op.Target.CertSHA256,
 		Insecure: op.Target.Insecure}

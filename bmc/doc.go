@@ -152,10 +152,11 @@
 //
 // Executor.RunOp runs one typed Op: one at a time per BMC (driver and address), at most
 // MaxConcurrent at once, each under its own deadline (Timeout, covering the wait for the
-// BMC), the session closed after every operation. A BMC that hangs holds its own queue and
-// one slot until its deadline; others go on. Credentials are named by reference
-// (TargetRef.Credential), fetched through Credentials when first needed, cached in memory
-// only and dropped after a failed login; Credential prints redacted with every fmt verb
+// BMC), the session closed after every operation (or, with Sessions, kept for the next).
+// A BMC that hangs holds its own queue and one slot until its deadline; others go on.
+// Credentials are named by reference (TargetRef.Credential), fetched through Credentials
+// when first needed, cached in memory only and dropped after a refused login (when the
+// session opens or during an operation); Credential prints redacted with every fmt verb
 // and in slog.
 //
 // # Dispatcher
@@ -196,7 +197,8 @@
 // restart, or on another agent sharing the ClaimRegistry, resumes it: steps already taken
 // are answered from the journal or the claim record, a step another agent claimed and
 // never reported is unknown, and nothing is sent twice. With Executor.Sessions (a
-// SessionPool) each BMC keeps one session, reused across operations.
+// SessionPool) each BMC keeps one session, reused across operations; Executor.Wrap lets a
+// host run each operation through state it keeps per BMC (a BootKeeper) over that session.
 //
 // The ramp's bound holds on power-ons as sent to the BMCs: at most the rate's worth
 // (floor(PowerOnRate)) in any one-second window, spaced half the rate's interval apart

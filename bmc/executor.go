@@ -97,7 +97,8 @@ type Result struct {
 }
 
 // Executor runs BMC operations for an agent: one operation at a time per BMC, at most
-// MaxConcurrent at once overall, each under its own deadline, the session always closed.
+// MaxConcurrent at once overall, each under its own deadline, the session always closed
+// after it or given back to Sessions.
 // A destructive operation is journaled, and claimed through Claims, before it reaches the
 // BMC, so that neither a repeat, a restart nor a failover sends it twice. Credentials are
 // fetched by reference when an operation needs them and kept in memory only; they never
@@ -132,6 +133,13 @@ type Executor struct {
 	// instead of logging in and out around every one (see SessionPool); nil opens and
 	// closes a session per operation.
 	Sessions *SessionPool
+	// Wrap, when set, is given each operation's context, target and driver (its session:
+	// lent by Sessions or opened for it) and returns the driver the operation runs on,
+	// and a function (or nil) called once the operation ended, before the session is given
+	// back or closed. The session is given back or closed as it is, never through the
+	// driver Wrap returns. A host keeps per-BMC state over whatever session an operation
+	// has this way (a BootKeeper over each BMC's). nil runs each operation on its session.
+	Wrap func(ctx context.Context, t TargetRef, d Driver) (Driver, func())
 
 	once  sync.Once
 	slots chan struct{}
@@ -375,8 +383,9 @@ func (e *Executor) send(ctx context.Context, op operation) (any, bool, error) {
 	return e.sendLocked(ctx, op)
 }
 
-// sendLocked opens the driver, runs op and closes the session. sent is false when the
-// operation never reached the BMC (no credential, the session could not be opened).
+// sendLocked opens the driver (or borrows it from Sessions), runs op (through Wrap) and
+// closes the session (or gives it back). sent is false when the operation never reached
+// the BMC (no credential, the session could not be opened).
 func (e *Executor) sendLocked(ctx context.Context, op operation) (v any, sent bool, err error) {
 	tg := Target{Driver: op.Target.Driver, Address: op.Target.Address, CertSHA256: op.Target.CertSHA256,
 		Insecure: op.Target.Insecure}
@@ -402,6 +411,11 @@ func (e *Executor) sendLocked(ctx context.Context, op operation) (v any, sent bo
 		return nil, false, err
 	}
 	defer func() {
+		if errors.Is(err, ErrAuth) && op.Target.Credential != "" {
+			// Refused during the operation (a session that expired, logging in again with
+			// a password changed since): fetch the credential again next time.
+			e.Forget(op.Target.Credential)
+		}
 		if release != nil {
 			release(spoils(err) || op.Name == "rotate")
 			return
@@ -415,7 +429,14 @@ func (e *Executor) sendLocked(ctx context.Context, op operation) (v any, sent bo
 			err = &OpError{Driver: d.Name(), Op: op.Name, Addr: op.Target.Address, Message: fmt.Sprintf("driver panic: %v", r)}
 		}
 	}()
-	v, err = op.Do(ctx, d)
+	run := d
+	if e.Wrap != nil {
+		var done func()
+		if run, done = e.Wrap(ctx, op.Target, d); done != nil {
+			defer done() // before the session is given back or closed
+		}
+	}
+	v, err = op.Do(ctx, run)
 	return v, true, err
 }
 

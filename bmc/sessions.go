@@ -5,6 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
+
+	"github.com/bettercompute/siteboot/clock"
 )
 
 // DefaultMaxOpenSessions bounds a SessionPool's open sessions when MaxOpen is zero.
@@ -19,13 +22,23 @@ const DefaultMaxOpenSessions = 1024
 // A session is dropped (closed, and opened again by the next operation) after an
 // operation that failed in a way that may have spoilt it (auth, unreachable, timeout, no
 // session, closed) and after a rotation of credentials. When more than MaxOpen are open,
-// the least recently used idle ones are logged out. Close logs every session out.
+// the least recently used idle ones are logged out; with IdleTimeout, a session idle longer
+// is logged out before it would be lent again (and by CloseIdle). Close logs every session
+// out.
 //
 // Set the fields before first use; it is safe for concurrent use.
 type SessionPool struct {
 	// MaxOpen bounds the sessions kept open across BMCs; zero means
 	// DefaultMaxOpenSessions.
 	MaxOpen int
+	// IdleTimeout logs out a session idle (lent to no operation) longer than this: the next
+	// operation at its BMC logs in again, and CloseIdle logs such sessions out meanwhile.
+	// BMCs end idle sessions themselves (IPMI after about a minute of inactivity, Redfish
+	// after its SessionTimeout, 30 s at the least), and an operation that finds its session
+	// ended fails; set it below the shortest. Zero means no limit.
+	IdleTimeout time.Duration
+	// Clock is IdleTimeout's clock; nil means [clock.Real].
+	Clock clock.Clock
 	// Logger receives a line per failed logout; nil discards.
 	Logger *slog.Logger
 
@@ -39,6 +52,7 @@ type pooled struct {
 	lock chan struct{} // held by the operation using d
 	d    Driver        // nil: not open
 	used uint64        // pool tick of the last release
+	idle time.Time     // when it was last given back
 }
 
 // Open returns the number of sessions open.
@@ -80,6 +94,13 @@ func (p *SessionPool) acquire(ctx context.Context, key string, open func(context
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
+	p.mu.Lock()
+	var stale Driver
+	if e.d != nil && p.staleLocked(e, clock.Or(p.Clock).Now()) {
+		stale, e.d = e.d, nil
+	}
+	p.mu.Unlock()
+	p.closeAll([]Driver{stale})
 	if e.d == nil {
 		d, err := open(ctx)
 		if err != nil {
@@ -97,7 +118,7 @@ func (p *SessionPool) acquire(ctx context.Context, key string, open func(context
 func (p *SessionPool) release(e *pooled, drop bool) {
 	p.mu.Lock()
 	p.tick++
-	e.used = p.tick
+	e.used, e.idle = p.tick, clock.Or(p.Clock).Now()
 	var closing []Driver
 	if drop || p.closed {
 		closing = append(closing, e.d)
@@ -152,6 +173,39 @@ func (p *SessionPool) closeAll(ds []Driver) {
 			p.Logger.Debug("bmc: logout failed", "driver", d.Name(), "err", err)
 		}
 	}
+}
+
+// staleLocked reports whether e's session has been idle longer than IdleTimeout at now.
+// Called under p.mu.
+func (p *SessionPool) staleLocked(e *pooled, now time.Time) bool {
+	return p.IdleTimeout > 0 && now.Sub(e.idle) > p.IdleTimeout
+}
+
+// CloseIdle logs out the sessions idle longer than IdleTimeout (none without one) and
+// returns how many it logged out. A host calls it now and then, so that a BMC it stopped
+// using gets its session back before the BMC's own timeout ends it.
+func (p *SessionPool) CloseIdle() int {
+	if p.IdleTimeout <= 0 {
+		return 0
+	}
+	now := clock.Or(p.Clock).Now()
+	p.mu.Lock()
+	var closing []Driver
+	for _, e := range p.m {
+		if e.d == nil || !p.staleLocked(e, now) {
+			continue
+		}
+		select {
+		case e.lock <- struct{}{}: // every write of d holds both locks
+			closing = append(closing, e.d)
+			e.d = nil
+			<-e.lock
+		default: // in use: not idle
+		}
+	}
+	p.mu.Unlock()
+	p.closeAll(closing)
+	return len(closing)
 }
 
 // Close logs out every idle session and, as they are given back, the ones in use; later

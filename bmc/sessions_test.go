@@ -2,9 +2,12 @@ package bmc_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
+	"github.com/bettercompute/siteboot/clock/clocktest"
 )
 
 // timingOut is a session whose power actions time out.
@@ -63,5 +66,96 @@ func TestSessionPoolReusesDropsAndEvicts(t *testing.T) {
 	}
 	if o := on("a"); o.Status != bmc.StatusNotSent || o.Kind != "closed" {
 		t.Errorf("an operation through a closed pool: %+v, want not sent, closed", o)
+	}
+}
+
+// countedPower is the driver Wrap hands an operation: the session, its power actions counted.
+type countedPower struct {
+	*siteDriver
+	n *int
+}
+
+func (c countedPower) SetPower(ctx context.Context, a bmc.PowerAction) error {
+	*c.n++
+	return c.siteDriver.SetPower(ctx, a)
+}
+
+func TestExecutorWrapsThePooledSession(t *testing.T) {
+	ctx := context.Background()
+	site := newFakeSite()
+	site.add("a", &siteMachine{state: bmc.PowerOff})
+	pool := &bmc.SessionPool{}
+	var sessions []bmc.Driver
+	actions, done := 0, 0
+	e := &bmc.Executor{Opener: site, Sessions: pool,
+		Wrap: func(_ context.Context, tg bmc.TargetRef, d bmc.Driver) (bmc.Driver, func()) {
+			if tg.Address != "a" {
+				t.Errorf("Wrap given target %+v", tg)
+			}
+			sessions = append(sessions, d)
+			if pool.Open() != 1 {
+				t.Errorf("Wrap called with %d sessions in the pool, want the operation's", pool.Open())
+			}
+			return countedPower{d.(*siteDriver), &actions}, func() { done++ }
+		}}
+	for i, a := range []bmc.PowerAction{bmc.PowerActionOn, bmc.PowerActionForceOff, bmc.PowerActionOn} {
+		o := e.RunOp(ctx, "op-"+string(rune('0'+i)), bmc.TargetRef{Driver: "fake", Address: "a"}, bmc.SetPower{Action: a}).Outcome
+		if o.Status != bmc.StatusOK {
+			t.Fatalf("power %s: %+v", a, o)
+		}
+	}
+	if actions != 3 || done != 3 {
+		t.Errorf("%d power actions through the wrapped driver, %d ends told; want 3 and 3", actions, done)
+	}
+	for _, d := range sessions[1:] {
+		if d != sessions[0] {
+			t.Errorf("Wrap given another session (%p, first %p): want the pooled one each time", d, sessions[0])
+		}
+	}
+	if site.opens["a"] != 1 || site.sessions["a"] != 1 {
+		t.Errorf("a: %d opened, %d open; want the one pooled session (never closed through the wrapper)", site.opens["a"], site.sessions["a"])
+	}
+}
+
+// TestSessionPoolIdleTimeout: a session idle longer than IdleTimeout is not lent again (the
+// BMC may have ended it): the next operation logs in anew, and CloseIdle logs idle ones out
+// meanwhile, leaving a session in use and one used recently alone.
+func TestSessionPoolIdleTimeout(t *testing.T) {
+	ctx := context.Background()
+	site := newFakeSite()
+	for _, a := range []string{"a", "b"} {
+		site.add(a, &siteMachine{state: bmc.PowerOff})
+	}
+	clk := clocktest.New(time.Unix(1e9, 0))
+	pool := &bmc.SessionPool{IdleTimeout: 30 * time.Second, Clock: clk}
+	e := &bmc.Executor{Opener: site, Sessions: pool}
+	n := 0
+	on := func(addr string) {
+		t.Helper()
+		n++
+		if o := e.RunOp(ctx, fmt.Sprint("q", n), bmc.TargetRef{Driver: "fake", Address: addr}, bmc.SetPower{Action: bmc.PowerActionOn}).Outcome; o.Status != bmc.StatusOK {
+			t.Fatalf("power on %s: %+v", addr, o)
+		}
+	}
+	on("a")
+	clk.Advance(20 * time.Second)
+	on("a") // idle 20 s: reused
+	if site.opens["a"] != 1 {
+		t.Fatalf("a: %d sessions opened after 20 s idle, want the first reused", site.opens["a"])
+	}
+	clk.Advance(31 * time.Second)
+	on("a") // idle 31 s: logged out, a new one opened
+	if site.opens["a"] != 2 || site.sessions["a"] != 1 {
+		t.Errorf("a after 31 s idle: %d opened, %d open; want a second session, the first logged out", site.opens["a"], site.sessions["a"])
+	}
+	on("b")
+	clk.Advance(25 * time.Second)
+	on("b")
+	clk.Advance(10 * time.Second) // a idle 35 s, b 10 s
+	if got := pool.CloseIdle(); got != 1 || site.sessions["a"] != 0 || site.sessions["b"] != 1 || pool.Open() != 1 {
+		t.Errorf("CloseIdle: %d closed; open by BMC %v, pool %d; want a's alone logged out", got, site.sessions, pool.Open())
+	}
+	if got := (&bmc.SessionPool{}).CloseIdle(); got != 0 {
+		t.Errorf("CloseIdle without IdleTimeout: %d", got)
 	}
 }

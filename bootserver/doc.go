@@ -58,7 +58,8 @@
 // certificate and sends its CA, which iPXE checks by fingerprint), serves the same handlers
 // over TLS. With an https BaseURL, New sets proxy DHCP's HTTPSPort, so iPXE is handed its
 // chain over https and every URL in the scripts is https. Config.RefusePlainHTTP answers
-// plain requests with 403, counted in [Stats].PlainRefused, except the iPXE builds under
+// plain requests with 403, counted in [Stats].PlainRefused (exported as
+// boot_plain_http_refused_total by [Server.Samples]), except the iPXE builds under
 // /boot/files/, which UEFI HTTP boot fetches before anything trusts the site CA.
 //
 // # Security

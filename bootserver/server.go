@@ -705,6 +705,20 @@ func (s *Server) Stats() Stats {
 	return st
 }
 
+var famPlainRefused = metric.Family{Name: "boot_plain_http_refused_total",
+	Help: "Boot requests refused for coming over plain HTTP to a site that boots over https only."}
+
+// Samples lists the counters the Server keeps itself, under the names of package metric's
+// convention: boot_plain_http_refused_total (Stats.PlainRefused) when it has an HTTPS side
+// (Config.TLS), none without one. Its parts' counters are their own: each Stats field's
+// Samples.
+func (s *Server) Samples() []metric.Sample {
+	if s.cfg.TLS == nil {
+		return nil
+	}
+	return []metric.Sample{famPlainRefused.Sample(s.plain.Load())}
+}
+
 var famUnbound = metric.Family{Name: "boot_unbound_total",
 	Help: "Script requests refused any secret for not being bound to this agent's DHCP answer to the machine, by reason.", Labels: []string{"reason"}}
 

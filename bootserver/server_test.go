@@ -134,6 +134,9 @@ func TestServer(t *testing.T) {
 		st.Cache.RefusedPath != 1 || st.Cache.RefusedGrant != 1 || st.TFTP.Transfers != 1 || st.TFTP.NotFound != 1 {
 		t.Errorf("stats: %+v", st)
 	}
+	if s := srv.Samples(); len(s) != 0 {
+		t.Errorf("Samples() of a server without an HTTPS side: %+v, want none", s)
+	}
 
 	if err := srv.Shutdown(t.Context()); err != nil {
 		t.Errorf("Shutdown: %v", err)

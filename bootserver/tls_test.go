@@ -18,6 +18,7 @@ import (
 
 	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/ipxe"
+	"github.com/bettercompute/siteboot/metric"
 )
 
 // selfSigned is a certificate for 127.0.0.1 and a pool trusting it.
@@ -94,6 +95,14 @@ func TestServerHTTPS(t *testing.T) {
 	}
 	if got := srv.Stats().PlainRefused; got != 1 {
 		t.Errorf("PlainRefused = %d, want 1", got)
+	}
+	// An embedder exports the refusals under the Server's own family.
+	samples := srv.Samples()
+	if err := metric.Check(samples); err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 1 || samples[0].Name != "boot_plain_http_refused_total" || samples[0].Value != 1 {
+		t.Errorf("Samples() = %+v, want boot_plain_http_refused_total 1", samples)
 	}
 }
 

@@ -7,12 +7,14 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
 	"github.com/bettercompute/siteboot/bmc/ipmi"
 	"github.com/bettercompute/siteboot/bmc/redfish"
 	"github.com/bettercompute/siteboot/bootserver"
+	"github.com/bettercompute/siteboot/metric"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
@@ -22,10 +24,16 @@ import (
 type bmcPart struct {
 	linked   bool // the link carries BMC access
 	exec     *bmc.Executor
-	keeps    *bootKeeps // the opener: boot devices kept by re-arming (bootkeep.go)
+	sessions *bmc.SessionPool // one session per BMC, lent to each operation in turn
+	keeps    *bootKeeps       // the executor's Wrap: boot devices kept by re-arming (bootkeep.go)
 	journal  *bmc.FileJournal
 	dispatch *bmc.Dispatcher[sitelink.BMCResult]
 	trans    *transitionPart // bmc.transition commands (transition.go)
+
+	sweepMu  sync.Mutex
+	sweeping bool // a sweep of idle sessions runs (sweepSessions)
+	closing  bool // close has begun
+	sweeps   sync.WaitGroup
 }
 
 // setupBMC opens the BMC journal in the data dir and builds the executor.
@@ -48,13 +56,21 @@ func (a *Agent) setupBMC() error {
 		reg.Register(ipmi.Name, ipmi.Config{})
 		opener = reg
 	}
-	keeps := newBootKeeps(opener)
-	b := &bmcPart{journal: j, keeps: keeps, dispatch: &bmc.Dispatcher[sitelink.BMCResult]{
+	keeps := newBootKeeps()
+	idle := a.cfg.BMC.SessionIdle
+	if idle == 0 {
+		idle = DefaultSessionIdle
+	}
+	sessions := &bmc.SessionPool{MaxOpen: a.cfg.BMC.MaxSessions, IdleTimeout: idle, Clock: a.clock,
+		Logger: a.log.With("component", "bmc")}
+	b := &bmcPart{journal: j, keeps: keeps, sessions: sessions, dispatch: &bmc.Dispatcher[sitelink.BMCResult]{
 		// The result goes back in the next report: ask for one now.
 		OnDone: func(string) { a.beat.Wake() },
 	}}
 	b.exec = &bmc.Executor{
-		Opener:        keeps,
+		Opener:        opener,
+		Sessions:      sessions,
+		Wrap:          keeps.wrap,
 		Journal:       j,
 		MaxConcurrent: a.cfg.BMC.MaxConcurrent,
 		Timeout:       a.cfg.BMC.Timeout,
@@ -116,11 +132,45 @@ func (a *Agent) runBMC(ctx context.Context, c sitelink.Command) sitelink.BMCResu
 // keptMessage is the message of a persistent bmc.boot kept by re-arming.
 const keptMessage = "the BMC keeps no persistent boot device: set for the next boot, and armed again by this agent before each power-on it sends"
 
-// close waits for the operations in progress (their contexts have ended) and releases the
-// journal.
+// DefaultSessionIdle is BMCConfig.SessionIdle's default: below the shortest idle timeout
+// BMCs apply (Redfish's SessionTimeout is 30 s at the least, IPMI's about a minute).
+const DefaultSessionIdle = 25 * time.Second
+
+// sweepSessions logs out the BMC sessions idle longer than BMC.SessionIdle, off the caller
+// (a logout waits for its BMC), one sweep at a time.
+func (b *bmcPart) sweepSessions() {
+	b.sweepMu.Lock()
+	defer b.sweepMu.Unlock()
+	if b.closing || b.sweeping {
+		return
+	}
+	b.sweeping = true
+	b.sweeps.Go(func() {
+		b.sessions.CloseIdle()
+		b.sweepMu.Lock()
+		b.sweeping = false
+		b.sweepMu.Unlock()
+	})
+}
+
+// close waits for the operations in progress (their contexts have ended) and a sweep of
+// sessions, logs every BMC session out and releases the journal.
 func (b *bmcPart) close() {
 	b.dispatch.Close()
+	b.sweepMu.Lock()
+	b.closing = true // the heartbeat may still run: no sweep starts from here
+	b.sweepMu.Unlock()
+	b.sweeps.Wait()
+	_ = b.sessions.Close()
 	b.journal.Close()
+}
+
+var famBMCSessions = metric.Family{Name: "bmc_sessions_open",
+	Help: "BMC sessions the agent holds open, one at most per BMC (and credential), reused across operations.", Kind: metric.Gauge}
+
+// samples are the BMC side's own gauges.
+func (b *bmcPart) samples() []metric.Sample {
+	return []metric.Sample{famBMCSessions.Sample(uint64(b.sessions.Open()))}
 }
 
 // bmcCacheBase is where BMCs reach the image cache: BMC.CacheURL, else the machines' cache
@@ -140,6 +190,16 @@ type BMCConfig struct {
 	// Timeout is each operation's deadline (the wait for its BMC, the claim, the login, the
 	// operation, the logout); zero means bmc.DefaultOpTimeout.
 	Timeout time.Duration
+	// MaxSessions bounds the BMC sessions kept open across BMCs: each BMC keeps at most
+	// one (per credential), reused by one operation after another and logged out after an
+	// error that may have spoilt it, when more than MaxSessions are open (the least
+	// recently used first), once idle for SessionIdle and when the agent stops. Zero means
+	// bmc.DefaultMaxOpenSessions.
+	MaxSessions int
+	// SessionIdle logs out a BMC session idle this long: the next operation there logs in
+	// again. BMCs end idle sessions themselves (IPMI after about a minute, Redfish after its
+	// SessionTimeout, 30 s at the least); zero means DefaultSessionIdle.
+	SessionIdle time.Duration
 	// CacheURL is where BMCs reach the image cache for firmware and virtual media (their
 	// management network may reach this host under another name); "" means the machines'
 	// cache URL (Boot.CacheURL, or HTTPBase + "/cache").
@@ -177,6 +237,8 @@ func (c BMCConfig) validate() error {
 		{"GroupPowerOnRate", c.GroupPowerOnRate < 0 || math.IsNaN(c.GroupPowerOnRate) || math.IsInf(c.GroupPowerOnRate, 0)},
 		{"GroupPowerOnBurst", c.GroupPowerOnBurst < 0},
 		{"NetworkInFlight", c.NetworkInFlight < 0},
+		{"MaxSessions", c.MaxSessions < 0},
+		{"SessionIdle", c.SessionIdle < 0},
 		{"TransitionSettle", c.TransitionSettle < 0},
 	} {
 		if f.bad {

@@ -7,22 +7,21 @@ import (
 	"github.com/bettercompute/siteboot/bmc"
 )
 
-// bootKeeps is the agent's bmc.Opener around the drivers' own. An operation that sets a
-// boot device or a machine's power (a bmc.boot or bmc.power command, a transition's steps:
-// their contexts are marked with keepBoot) gets its driver through a bmc.BootKeeper kept
-// per BMC across operations, so that a persistent boot device the BMC refuses (Lenovo XCC
-// has no Continuous override) is set once and armed once again before each power-on the
-// agent sends (Ironic's workaround). Any other operation gets the driver as it is, with
-// every capability it has.
+// bootKeeps is the agent's bmc.Executor.Wrap. An operation that sets a boot device or a
+// machine's power (a bmc.boot or bmc.power command, a transition's steps: their contexts
+// are marked with keepBoot) runs through a bmc.BootKeeper kept per BMC across operations,
+// so that a persistent boot device the BMC refuses (Lenovo XCC has no Continuous override)
+// is set once and armed once again before each power-on the agent sends (Ironic's
+// workaround). Any other operation gets its session as it is, with every capability it
+// has.
 //
-// The Executor opens a session per operation; the keeper lives on between them, over a
-// stand-in driver (keptBMC) that is the session of the operation in progress. The
-// Executor runs one operation at a time per BMC, and keptBMC's lock holds that too. What
-// is kept is in memory only: a restarted agent (or another one after a failover) does not
-// re-arm a device kept before.
+// The keeper lives on between operations, over a stand-in driver (keptBMC) that is the
+// session of the operation in progress: the BMC's pooled session (bmc.SessionPool), which
+// the Executor lends to one operation at a time and logs out itself. The Executor runs one
+// operation at a time per BMC (by driver and address, the key here too), so cur has one
+// writer at a time. What is kept is in memory only: a restarted agent (or another one
+// after a failover) does not re-arm a device kept before.
 type bootKeeps struct {
-	inner bmc.Opener
-
 	mu   sync.Mutex
 	bmcs map[string]*keptBMC // by driver and address; dropped when idle and keeping nothing
 }
@@ -31,9 +30,8 @@ type bootKeeps struct {
 // operation in progress.
 type keptBMC struct {
 	key    string
-	lock   chan struct{} // held from Open to the session's Close
-	refs   int           // operations holding or waiting for lock; under bootKeeps.mu
-	cur    bmc.Driver    // the open session; set while lock is held
+	refs   int        // operations running through it; under bootKeeps.mu
+	cur    bmc.Driver // the session of the operation in progress
 	keeper *bmc.BootKeeper
 }
 
@@ -44,41 +42,31 @@ func keepBoot(ctx context.Context) context.Context {
 	return context.WithValue(ctx, keepBootKey{}, true)
 }
 
-func newBootKeeps(inner bmc.Opener) *bootKeeps { return &bootKeeps{inner: inner} }
+func newBootKeeps() *bootKeeps { return &bootKeeps{} }
 
-// Open opens t's driver; under a keepBoot context, a driver that is a PowerController and
-// a BootController comes back as those two capabilities through t's keeper.
-func (k *bootKeeps) Open(ctx context.Context, t bmc.Target) (bmc.Driver, error) {
+// wrap is the Executor's Wrap: under a keepBoot context, a session that is a
+// PowerController and a BootController runs the operation as those two capabilities
+// through t's keeper, until done; any other runs it as it is.
+func (k *bootKeeps) wrap(ctx context.Context, t bmc.TargetRef, d bmc.Driver) (bmc.Driver, func()) {
 	if keep, _ := ctx.Value(keepBootKey{}).(bool); !keep {
-		return k.inner.Open(ctx, t)
-	}
-	b := k.take(t.Driver + "\x00" + t.Address)
-	select {
-	case b.lock <- struct{}{}:
-	case <-ctx.Done():
-		k.put(b)
-		return nil, ctx.Err()
-	}
-	d, err := k.inner.Open(ctx, t)
-	if err != nil {
-		<-b.lock
-		k.put(b)
-		return nil, err
+		return d, nil
 	}
 	_, pc := d.(bmc.PowerController)
 	_, bc := d.(bmc.BootController)
 	if !pc || !bc {
-		// Nothing to keep on a driver without both: give it back as it is.
-		<-b.lock
-		k.put(b)
-		return d, nil
+		return d, nil // nothing to keep on a driver without both
 	}
+	b := k.take(t.Driver + "\x00" + t.Address)
 	b.cur = d
-	s := &keptSession{k: k, b: b}
-	if _, ok := d.(bmc.PowerOnGater); ok {
-		return &keptGatingSession{s}, nil
+	done := func() {
+		b.cur = nil
+		k.put(b)
 	}
-	return s, nil
+	s := &keptSession{b: b}
+	if _, ok := d.(bmc.PowerOnGater); ok {
+		return &keptGatingSession{s}, done
+	}
+	return s, done
 }
 
 // Kept returns the boot device armed before each power-on at t's BMC, if there is one.
@@ -101,7 +89,7 @@ func (k *bootKeeps) take(key string) *keptBMC {
 	}
 	b := k.bmcs[key]
 	if b == nil {
-		b = &keptBMC{key: key, lock: make(chan struct{}, 1)}
+		b = &keptBMC{key: key}
 		b.keeper = bmc.NewBootKeeper(b)
 		k.bmcs[key] = b
 	}
@@ -127,7 +115,7 @@ var (
 
 func (b *keptBMC) Name() string { return b.cur.Name() }
 
-// Close is the session's to do (keptSession.Close).
+// Close is the Executor's to do, on the session itself.
 func (b *keptBMC) Close() error { return nil }
 
 func (b *keptBMC) PowerState(ctx context.Context) (bmc.PowerState, error) {
@@ -143,11 +131,7 @@ func (b *keptBMC) SetBootDevice(ctx context.Context, d bmc.BootDevice) error {
 }
 
 // keptSession is the driver an operation gets: power and boot through the BMC's keeper.
-type keptSession struct {
-	k    *bootKeeps
-	b    *keptBMC
-	once sync.Once
-}
+type keptSession struct{ b *keptBMC }
 
 var (
 	_ bmc.PowerController = (*keptSession)(nil)
@@ -157,17 +141,8 @@ var (
 
 func (s *keptSession) Name() string { return s.b.cur.Name() }
 
-// Close logs the session out and lets the BMC's next operation have the keeper.
-func (s *keptSession) Close() error {
-	var err error
-	s.once.Do(func() {
-		err = s.b.cur.Close()
-		s.b.cur = nil
-		<-s.b.lock
-		s.k.put(s.b)
-	})
-	return err
-}
+// Close is the Executor's to do, on the session itself.
+func (s *keptSession) Close() error { return nil }
 
 func (s *keptSession) PowerState(ctx context.Context) (bmc.PowerState, error) {
 	return s.b.keeper.PowerState(ctx)

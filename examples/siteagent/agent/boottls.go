@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/ipxebin"
@@ -32,6 +35,8 @@ func (c *Config) validateBootTLS() error {
 		return bad("Boot.TLSCertFile", "required with Boot.TLSKeyFile, Boot.TLSCAFile, Boot.HTTPSListen, Boot.RefusePlainHTTP and Boot.FirmwareHTTPS")
 	case b.FirmwareHTTPS && !b.ProxyDHCP:
 		return bad("Boot.FirmwareHTTPS", "needs Boot.ProxyDHCP: proxy DHCP names the build's URL")
+	case b.TLSExpiryWarning < 0:
+		return bad("Boot.TLSExpiryWarning", "want zero (the default, %v) or more, got %v", DefaultTLSExpiryWarning, b.TLSExpiryWarning)
 	case b.tlsOn() && (b.TLSKeyFile == "" || b.TLSCAFile == ""):
 		return bad("Boot.TLSKeyFile", "Boot.TLSKeyFile and Boot.TLSCAFile are required with Boot.TLSCertFile")
 	case b.tlsOn() && !b.ServerIP.IsValid():
@@ -148,13 +153,78 @@ func (a *Agent) ownBootFiles() proxydhcp.BootFiles {
 	return t
 }
 
-var famPlainRefused = metric.Family{Name: "boot_plain_http_refused_total",
-	Help: "Boot requests refused for coming over plain HTTP to a site that boots over https only."}
+// DefaultTLSExpiryWarning is how long before the boot certificate expires /healthz warns
+// of it, when Boot.TLSExpiryWarning is zero.
+const DefaultTLSExpiryWarning = 7 * 24 * time.Hour
 
-// bootTLSSamples are the HTTPS side's counters; none without it.
+// tlsExpiryWarning is Boot.TLSExpiryWarning, else DefaultTLSExpiryWarning.
+func (b *BootConfig) tlsExpiryWarning() time.Duration {
+	if b.TLSExpiryWarning > 0 {
+		return b.TLSExpiryWarning
+	}
+	return DefaultTLSExpiryWarning
+}
+
+var famBootCertNotAfter = metric.Family{Name: "boot_tls_cert_not_after_seconds",
+	Help: "Expiry of the boot certificate in use on the boot server's HTTPS side, in Unix seconds.", Kind: metric.Gauge}
+
+// bootTLSSamples are the boot certificate's gauges; none without it.
 func (a *Agent) bootTLSSamples() []metric.Sample {
 	if a.bootTLS == nil {
 		return nil
 	}
-	return []metric.Sample{famPlainRefused.Sample(a.srv.Stats().PlainRefused)}
+	return []metric.Sample{famBootCertNotAfter.Sample(uint64(max(a.bootTLS.Status().NotAfter.Unix(), 0)))}
+}
+
+// bootCert is what /healthz says of the boot certificate in use: its public parts, never
+// its key.
+type bootCert struct {
+	Subject     string    `json:"subject"`
+	Issuer      string    `json:"issuer"`
+	DNSNames    []string  `json:"dns_names,omitempty"`
+	IPAddresses []string  `json:"ip_addresses,omitempty"`
+	NotBefore   time.Time `json:"not_before"`
+	NotAfter    time.Time `json:"not_after"`
+	// SHA256 is the fingerprint of the certificate (its DER bytes), hex.
+	SHA256 string `json:"sha256"`
+	// ExpiresSoon: it expires within Boot.TLSExpiryWarning (or has expired).
+	ExpiresSoon bool `json:"expires_soon"`
+	// Error is why the files on disk are not what is served (the last good pair stays in
+	// use), or that the one in use has expired.
+	Error string `json:"error,omitempty"`
+}
+
+// bootCertStatus describes the boot certificate in use; nil without one.
+func (a *Agent) bootCertStatus() *bootCert {
+	if a.bootTLS == nil {
+		return nil
+	}
+	st := a.bootTLS.Status()
+	leaf := st.Leaf
+	fp := sha256.Sum256(leaf.Raw)
+	c := &bootCert{Subject: leaf.Subject.String(), Issuer: leaf.Issuer.String(), DNSNames: leaf.DNSNames,
+		NotBefore: leaf.NotBefore.UTC(), NotAfter: leaf.NotAfter.UTC(), SHA256: hex.EncodeToString(fp[:]),
+		ExpiresSoon: !a.clock.Now().Add(a.cfg.Boot.tlsExpiryWarning()).Before(leaf.NotAfter)}
+	for _, ip := range leaf.IPAddresses {
+		c.IPAddresses = append(c.IPAddresses, ip.String())
+	}
+	if st.Err != nil {
+		c.Error = st.Err.Error()
+	}
+	return c
+}
+
+// bootTLSHealth is /healthz's line on the boot certificate: "" while it is in order, else
+// why not (a file that does not load, an expiry within Boot.TLSExpiryWarning).
+func (a *Agent) bootTLSHealth(c *bootCert) string {
+	switch {
+	case c == nil:
+		return ""
+	case c.Error != "":
+		return "boot certificate: " + c.Error
+	case c.ExpiresSoon:
+		return "boot certificate expires " + c.NotAfter.Format(time.RFC3339) + ", within " +
+			a.cfg.Boot.tlsExpiryWarning().String() + ": renew " + a.cfg.Boot.TLSCertFile
+	}
+	return ""
 }

@@ -6,10 +6,13 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -214,4 +217,105 @@ func TestBootOverHTTPSNoSyslog(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBootCertHealth: the boot certificate in use is on /healthz (JSON: subject, SANs,
+// validity and fingerprint; never its key) and its expiry in
+// siteboot_boot_tls_cert_not_after_seconds. A renewal written over the files is seen on the
+// next heartbeat; one that expires within Boot.TLSExpiryWarning (default 7 days) is named
+// in a /healthz note, serving going on (200).
+func TestBootCertHealth(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		margin  time.Duration // Boot.TLSExpiryWarning
+		renewed time.Duration // the renewed certificate's lifetime
+		warn    bool
+	}{
+		{"default margin, 3 days left", 0, 72 * time.Hour, true},
+		{"default margin, 8 days left", 0, 8 * 24 * time.Hour, false},
+		{"1h margin, 3 days left", time.Hour, 72 * time.Hour, false},
+		{"4 days margin, 3 days left", 96 * time.Hour, 72 * time.Hour, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			cfg := h.config(t.TempDir())
+			h.bootTLS(t, cfg, "127.0.0.1")
+			cfg.Boot.TLSExpiryWarning = tt.margin
+			// Start with a certificate far from its expiry: no warning under any margin.
+			first, err := h.tls.CA.Issue(sitetlstest.Request{Hosts: []string{"127.0.0.1"}, NotBefore: h.clk.Now(), Lifetime: 30 * 24 * time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := first.WriteFiles(cfg.Boot.TLSCertFile, cfg.Boot.TLSKeyFile); err != nil {
+				t.Fatal(err)
+			}
+			r, _ := h.start(t, cfg, h.plane.Link())
+			check := func(p *sitetlstest.Pair, warn bool) {
+				t.Helper()
+				v := gauge(t, r, "siteboot_boot_tls_cert_not_after_seconds")
+				if got, err := strconv.ParseFloat(v, 64); err != nil || got != float64(p.Cert.NotAfter.Unix()) {
+					t.Errorf("siteboot_boot_tls_cert_not_after_seconds %q, want %d", v, p.Cert.NotAfter.Unix())
+				}
+				st, text := get(t, "http://"+r.Addrs()["metrics"]+"/healthz")
+				if hasNote := strings.Contains(text, "boot certificate expires"); st != http.StatusOK || hasNote != warn {
+					t.Errorf("/healthz: %d %q; want 200, a note on the expiry: %v", st, text, warn)
+				}
+				req, _ := http.NewRequest(http.MethodGet, "http://"+r.Addrs()["metrics"]+"/healthz", nil)
+				req.Header.Set("Accept", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				var got struct {
+					Status string   `json:"status"`
+					Notes  []string `json:"notes"`
+					Cert   struct {
+						Subject     string    `json:"subject"`
+						IPAddresses []string  `json:"ip_addresses"`
+						NotAfter    time.Time `json:"not_after"`
+						SHA256      string    `json:"sha256"`
+						ExpiresSoon bool      `json:"expires_soon"`
+					} `json:"boot_certificate"`
+				}
+				if err := json.Unmarshal(body, &got); err != nil || resp.Header.Get("Content-Type") != "application/json" {
+					t.Fatalf("/healthz in JSON: %v, %q", err, body)
+				}
+				fp := sha256.Sum256(p.Cert.Raw)
+				if got.Status != "ok" || got.Cert.Subject != p.Cert.Subject.String() || strings.Join(got.Cert.IPAddresses, ",") != "127.0.0.1" ||
+					!got.Cert.NotAfter.Equal(p.Cert.NotAfter) || got.Cert.SHA256 != hex.EncodeToString(fp[:]) || got.Cert.ExpiresSoon != warn ||
+					(len(got.Notes) > 0) != warn {
+					t.Errorf("/healthz in JSON: %s\nwant the certificate %s until %v, expires_soon %v", body, p.Cert.Subject, p.Cert.NotAfter, warn)
+				}
+				key, _ := os.ReadFile(cfg.Boot.TLSKeyFile)
+				if bytes.Contains(body, []byte("PRIVATE")) || bytes.Contains(body, key) || bytes.Contains([]byte(text), []byte("PRIVATE")) {
+					t.Errorf("/healthz shows key material: %s", body)
+				}
+			}
+			check(first, false)
+
+			renewed, err := h.tls.CA.Issue(sitetlstest.Request{Hosts: []string{"127.0.0.1"}, NotBefore: h.clk.Now(), Lifetime: tt.renewed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := renewed.WriteFiles(cfg.Boot.TLSCertFile, cfg.Boot.TLSKeyFile); err != nil {
+				t.Fatal(err)
+			}
+			h.beat(t, r)
+			check(renewed, tt.warn)
+		})
+	}
+}
+
+// gauge returns the value of series on r's /metrics, "" when it is not there.
+func gauge(t *testing.T, r *running, series string) string {
+	t.Helper()
+	_, body := get(t, "http://"+r.Addrs()["metrics"]+"/metrics")
+	for _, l := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			return v
+		}
+	}
+	return ""
 }

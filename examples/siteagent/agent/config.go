@@ -65,6 +65,10 @@ type BootConfig struct {
 	TLSCertFile, TLSKeyFile, TLSCAFile string
 	// HTTPSListen is the HTTPS address; zero means DefaultHTTPSListen (0.0.0.0:443).
 	HTTPSListen netip.AddrPort
+	// TLSExpiryWarning is how long before the boot certificate expires /healthz warns of
+	// it (siteboot_boot_tls_cert_not_after_seconds gives the expiry itself); zero means
+	// DefaultTLSExpiryWarning (7 days).
+	TLSExpiryWarning time.Duration
 	// RefusePlainHTTP refuses every plain HTTP request (403, counted) except the iPXE builds
 	// under /boot/files/, which UEFI HTTP boot fetches before anything trusts the site CA.
 	// False: plain HTTP serves everything, for machines whose firmware cannot do TLS.

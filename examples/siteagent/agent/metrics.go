@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -22,22 +23,44 @@ func (a *Agent) metricsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("GET /debug/machines/{mac}", bootevents.MachineHandler(a.events, a.facts))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		last := a.beat.Stats().Last
-		note := a.linkTLS.Health()
-		if note != "" {
-			note += "\n"
-		}
-		if last.IsZero() || a.clock.Now().Sub(last) > 3*a.cfg.Control.Heartbeat {
-			// Serving goes on from the last desired state, but the operator should know.
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte("control plane not heard from\n" + note))
-			return
-		}
-		w.Write([]byte("ok\n" + note))
-	})
+	mux.HandleFunc("/healthz", a.healthz)
 	return mux
+}
+
+// health is /healthz in JSON (?format=json, or Accept: application/json).
+type health struct {
+	// Status is "ok", or "control plane not heard from" (answered 503).
+	Status string `json:"status"`
+	// Notes are what the operator should know while serving goes on: the control link's
+	// certificate, the boot certificate's.
+	Notes []string `json:"notes,omitempty"`
+	// BootCertificate is the boot certificate in use, with HTTPS boot.
+	BootCertificate *bootCert `json:"boot_certificate,omitempty"`
+}
+
+// healthz answers 200 while the control plane was heard from within three heartbeats, else
+// 503; the body is the status and a line per note, or health in JSON when asked for.
+func (a *Agent) healthz(w http.ResponseWriter, r *http.Request) {
+	h := health{Status: "ok", BootCertificate: a.bootCertStatus()}
+	code := http.StatusOK
+	if last := a.beat.Stats().Last; last.IsZero() || a.clock.Now().Sub(last) > 3*a.cfg.Control.Heartbeat {
+		// Serving goes on from the last desired state, but the operator should know.
+		h.Status, code = "control plane not heard from", http.StatusServiceUnavailable
+	}
+	for _, n := range []string{a.linkTLS.Health(), a.bootTLSHealth(h.BootCertificate)} {
+		if n != "" {
+			h.Notes = append(h.Notes, n)
+		}
+	}
+	if r.URL.Query().Get("format") == "json" || strings.Contains(r.Header.Get("Accept"), "application/json") {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(h)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(strings.Join(append([]string{h.Status}, h.Notes...), "\n") + "\n"))
 }
 
 // samples are the counters of every component the agent runs, under package metric's
@@ -75,10 +98,12 @@ func (a *Agent) samples() []metric.Sample {
 	s = append(s, a.entries.Samples()...)
 	s = append(s, a.beat.Stats().Samples()...)
 	s = append(s, a.linkTLS.Samples()...)
+	s = append(s, a.srv.Samples()...) // the HTTPS side's plain refusals
 	s = append(s, a.bootTLSSamples()...)
 	s = append(s, a.bmc.dispatch.Stats().Samples()...)
 	s = append(s, a.bmc.journal.Samples()...)
 	s = append(s, a.bmc.trans.samples()...)
+	s = append(s, a.bmc.samples()...)
 	for _, l := range []struct {
 		name string
 		l    *connlimit.Listener

@@ -20,7 +20,13 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 	// bad new file) is seen on the heartbeat, not only at the next handshake; the last good
 	// pair stays in use meanwhile, so the fence never lapses for it.
 	a.linkTLS.Check()
+	if a.bootTLS != nil {
+		// The boot certificate too, so that /healthz and its expiry gauge follow a renewal
+		// between handshakes; a bad file is logged and named in /healthz.
+		_ = a.bootTLS.Check()
+	}
 	a.sweepSilent()
+	a.bmc.sweepSessions()
 	// Lapsed entries are pruned (a write) by the applier, off this loop.
 	a.applier.Kick()
 	snap := a.found.Snapshot()

@@ -26,12 +26,12 @@ func TestBMCKeys(t *testing.T) {
 	if b := f.Agent.BMC; b.MaxConcurrent != 4 || b.Timeout != 90*time.Second || b.CacheURL != "http://198.51.100.2:8080/cache" {
 		t.Errorf("BMC = %+v", b)
 	}
-	f, err = configfile.Parse(set("power_on_rate = 50.0\npower_on_burst = 2\ngroup_power_on_rate = 5.5\ngroup_power_on_burst = 1\nnetwork_in_flight = 8\ntransition_settle = \"1500ms\""))
+	f, err = configfile.Parse(set("power_on_rate = 50.0\npower_on_burst = 2\ngroup_power_on_rate = 5.5\ngroup_power_on_burst = 1\nnetwork_in_flight = 8\ntransition_settle = \"1500ms\"\nmax_sessions = 64\nsession_idle = \"10s\""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b := f.Agent.BMC; b.PowerOnRate != 50 || b.PowerOnBurst != 2 || b.GroupPowerOnRate != 5.5 || b.GroupPowerOnBurst != 1 ||
-		b.NetworkInFlight != 8 || b.TransitionSettle != 1500*time.Millisecond {
+		b.NetworkInFlight != 8 || b.TransitionSettle != 1500*time.Millisecond || b.MaxSessions != 64 || b.SessionIdle != 10*time.Second {
 		t.Errorf("BMC transition limits = %+v", b)
 	}
 	for keys, wantKey := range map[string]string{
@@ -43,6 +43,9 @@ func TestBMCKeys(t *testing.T) {
 		`power_on_burst = -2`:         "bmc.power_on_burst",
 		`group_power_on_rate = -0.5`:  "bmc.group_power_on_rate",
 		`network_in_flight = -1`:      "bmc.network_in_flight",
+		`max_sessions = -1`:           "bmc.max_sessions",
+		`session_idle = "-1s"`:        "bmc.session_idle",
+		`session_idle = "often"`:      "bmc.session_idle",
 		`transition_settle = "later"`: "bmc.transition_settle",
 		`transition_settle = "-1s"`:   "bmc.transition_settle",
 	} {

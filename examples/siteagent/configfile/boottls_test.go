@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bettercompute/siteboot/examples/siteagent/configfile"
 )
@@ -20,7 +21,8 @@ func TestBootTLSKeys(t *testing.T) {
 	}
 	tlsKeys := `http_listen = "0.0.0.0:80"` + "\n" + `tls_cert = "/etc/siteagent/boot.pem"` + "\n" +
 		`tls_key = "/etc/siteagent/boot.key"` + "\n" + `tls_ca = "/etc/siteagent/site-ca.pem"` + "\n" +
-		`https_listen = "0.0.0.0:8443"` + "\n" + `plain_http = false` + "\n" + `firmware_https = true`
+		`https_listen = "0.0.0.0:8443"` + "\n" + `plain_http = false` + "\n" + `firmware_https = true` + "\n" +
+		`tls_expiry_warning = "336h"`
 	text := strings.Replace(string(base), `http_listen = "0.0.0.0:80"`, tlsKeys, 1)
 	text = strings.Replace(text, `cache_url   = "http://192.0.2.2/cache"`, `cache_url   = "https://192.0.2.2:8443/cache"`, 1)
 	f, err := configfile.Parse(text)
@@ -29,7 +31,8 @@ func TestBootTLSKeys(t *testing.T) {
 	}
 	b := f.Agent.Boot
 	if b.TLSCertFile != "/etc/siteagent/boot.pem" || b.TLSKeyFile != "/etc/siteagent/boot.key" || b.TLSCAFile != "/etc/siteagent/site-ca.pem" ||
-		b.HTTPSListen != netip.MustParseAddrPort("0.0.0.0:8443") || !b.RefusePlainHTTP || !b.FirmwareHTTPS {
+		b.HTTPSListen != netip.MustParseAddrPort("0.0.0.0:8443") || !b.RefusePlainHTTP || !b.FirmwareHTTPS ||
+		b.TLSExpiryWarning != 336*time.Hour {
 		t.Errorf("boot TLS settings: %+v", b)
 	}
 	// Without tftp_root, siteboot's own builds: accepted.
@@ -48,6 +51,8 @@ func TestBootTLSKeys(t *testing.T) {
 		{"no key", `tls_key = "/etc/siteagent/boot.key"`, ``, "boot.tls_key"},
 		{"plain_http without a certificate", `tls_cert = "/etc/siteagent/boot.pem"`, ``, "boot.tls_cert"},
 		{"bad https_listen", `https_listen = "0.0.0.0:8443"`, `https_listen = "8443"`, "boot.https_listen"},
+		{"bad tls_expiry_warning", `tls_expiry_warning = "336h"`, `tls_expiry_warning = "two weeks"`, "boot.tls_expiry_warning"},
+		{"negative tls_expiry_warning", `tls_expiry_warning = "336h"`, `tls_expiry_warning = "-1h"`, "boot.tls_expiry_warning"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := configfile.Parse(strings.Replace(text, tt.old, tt.new, 1))

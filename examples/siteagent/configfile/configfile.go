@@ -107,6 +107,7 @@ type file struct {
 		HTTPSListen      string            `toml:"https_listen"`
 		PlainHTTP        *bool             `toml:"plain_http"`
 		FirmwareHTTPS    bool              `toml:"firmware_https"`
+		TLSExpiryWarning string            `toml:"tls_expiry_warning"`
 		Kernel           image             `toml:"kernel"`
 		Initrd           image             `toml:"initrd"`
 		Cmdline          string            `toml:"cmdline"`
@@ -152,6 +153,8 @@ type file struct {
 		GroupPowerOnRate  float64 `toml:"group_power_on_rate"`
 		GroupPowerOnBurst int     `toml:"group_power_on_burst"`
 		NetworkInFlight   int     `toml:"network_in_flight"`
+		MaxSessions       int     `toml:"max_sessions"`
+		SessionIdle       string  `toml:"session_idle"`
 		TransitionSettle  string  `toml:"transition_settle"`
 	} `toml:"bmc"`
 }
@@ -182,11 +185,13 @@ var keys = map[string]string{
 	"BMC.PowerOnRate": "bmc.power_on_rate", "BMC.PowerOnBurst": "bmc.power_on_burst",
 	"BMC.GroupPowerOnRate": "bmc.group_power_on_rate", "BMC.GroupPowerOnBurst": "bmc.group_power_on_burst",
 	"BMC.NetworkInFlight": "bmc.network_in_flight", "BMC.TransitionSettle": "bmc.transition_settle",
+	"BMC.MaxSessions": "bmc.max_sessions", "BMC.SessionIdle": "bmc.session_idle",
 	"Boot.ServerIP6": "boot.server_ip6", "Boot.DHCPv6": "boot.dhcpv6", "Boot.DHCPv6Listen": "boot.dhcpv6_listen",
 	"Boot.PXEListen6": "boot.pxe_listen6", "Boot.HTTPBase6": "boot.http_base6",
 	"Boot.TLSCertFile": "boot.tls_cert", "Boot.TLSKeyFile": "boot.tls_key", "Boot.TLSCAFile": "boot.tls_ca",
 	"Boot.HTTPSListen": "boot.https_listen", "Boot.RefusePlainHTTP": "boot.plain_http", "Boot.FirmwareHTTPS": "boot.firmware_https",
-	"Boot.SecureBoot": "boot.secure_boot", "Boot.Shim": "boot.shim", "Boot.GRUB": "boot.grub",
+	"Boot.TLSExpiryWarning": "boot.tls_expiry_warning",
+	"Boot.SecureBoot":       "boot.secure_boot", "Boot.Shim": "boot.shim", "Boot.GRUB": "boot.grub",
 }
 
 // Parse is Load on the file's text.
@@ -345,6 +350,7 @@ func (f *file) toConfig() (*File, error) {
 		{"lease.ttl", f.Lease.TTL, &c.Lease.TTL}, {"control.heartbeat", f.Control.Heartbeat, &c.Control.Heartbeat},
 		{"control.timeout", f.Control.Timeout, &c.Control.Timeout},
 		{"boot.nonce_window", fb.NonceWindow, &b.NonceWindow},
+		{"boot.tls_expiry_warning", fb.TLSExpiryWarning, &b.TLSExpiryWarning},
 		{"boot.tftp_evict_after", fb.TFTPEvictAfter, &b.TFTPLimits.EvictAfter},
 		{"boot.tftp_first_wait", fb.TFTPFirstWait, &b.TFTPLimits.FirstWait},
 		{"boot.tftp_queue_wait", fb.TFTPQueueWait, &b.TFTPLimits.QueueWait},
@@ -377,22 +383,25 @@ func (f *file) toConfig() (*File, error) {
 		}
 	}
 	c.BMC.MaxConcurrent, c.BMC.CacheURL = f.BMC.MaxConcurrent, f.BMC.CacheURL
-	if f.BMC.Timeout != "" {
-		v, err := time.ParseDuration(f.BMC.Timeout)
-		if err != nil {
-			return nil, &KeyError{Key: "bmc.timeout", Err: fmt.Errorf("want a duration such as \"2m\", got %q", f.BMC.Timeout)}
-		}
-		c.BMC.Timeout = v
-	}
 	c.BMC.PowerOnRate, c.BMC.PowerOnBurst = f.BMC.PowerOnRate, f.BMC.PowerOnBurst
 	c.BMC.GroupPowerOnRate, c.BMC.GroupPowerOnBurst = f.BMC.GroupPowerOnRate, f.BMC.GroupPowerOnBurst
-	c.BMC.NetworkInFlight = f.BMC.NetworkInFlight
-	if f.BMC.TransitionSettle != "" {
-		v, err := time.ParseDuration(f.BMC.TransitionSettle)
-		if err != nil {
-			return nil, &KeyError{Key: "bmc.transition_settle", Err: fmt.Errorf("want a duration such as \"2s\", got %q", f.BMC.TransitionSettle)}
+	c.BMC.NetworkInFlight, c.BMC.MaxSessions = f.BMC.NetworkInFlight, f.BMC.MaxSessions
+	for _, d := range []struct {
+		key, in, example string
+		out              *time.Duration
+	}{
+		{"bmc.timeout", f.BMC.Timeout, "2m", &c.BMC.Timeout},
+		{"bmc.session_idle", f.BMC.SessionIdle, "25s", &c.BMC.SessionIdle},
+		{"bmc.transition_settle", f.BMC.TransitionSettle, "2s", &c.BMC.TransitionSettle},
+	} {
+		if d.in == "" {
+			continue
 		}
-		c.BMC.TransitionSettle = v
+		v, err := time.ParseDuration(d.in)
+		if err != nil {
+			return nil, &KeyError{Key: d.key, Err: fmt.Errorf("want a duration such as %q, got %q", d.example, d.in)}
+		}
+		*d.out = v
 	}
 	return out, nil
 }

@@ -142,8 +142,10 @@ type Timeline struct {
 	slabs  [][]machine
 	nslots int32
 	hash   hasher
-	// the indexes: by MAC, by address (a machine's addresses), by boot id (its boots')
-	byMAC, byAddr, byID index
+	// keys finds a machine's slot by its MAC, by its addresses and by its boots' ids (one
+	// index for the three: one table's slack, not three)
+	keys  index
+	count int // machines held
 	// cons holds the console lines of the machines that sent any, by slot.
 	cons    map[int32]*consoles
 	reasons map[string]uint16 // a reason's index in reasonList, under both spellings
@@ -253,25 +255,25 @@ func (t *Timeline) Stats() Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.stats
-	s.Machines = uint64(t.byMAC.n)
+	s.Machines = uint64(t.count)
 	return s
 }
 
 // slotOf returns mac's slot.
 func (t *Timeline) slotOf(mac hwid.MAC) (int32, bool) {
-	s, _, ok := t.byMAC.lookup(t.hash.mac(mac), func(s int32) bool { return t.at(s).mac == mac })
+	s, _, ok := t.keys.lookup(t.hash.mac(mac), func(s int32) bool { return t.at(s).mac == mac })
 	return s, ok
 }
 
 // slotByAddr returns the slot of the machine whose address a is.
 func (t *Timeline) slotByAddr(a netip.Addr) (int32, bool) {
-	s, _, ok := t.byAddr.lookup(t.hash.addr(a), func(s int32) bool { return hasAddr(t.at(s).data, a) })
+	s, _, ok := t.keys.lookup(t.hash.addr(a), func(s int32) bool { return hasAddr(t.at(s).data, a) })
 	return s, ok
 }
 
 // slotByID returns the slot of the machine whose boot id is id.
 func (t *Timeline) slotByID(id BootID) (int32, bool) {
-	s, _, ok := t.byID.lookup(t.hash.id(id), func(s int32) bool { return hasID(t.at(s).data, id) })
+	s, _, ok := t.keys.lookup(t.hash.id(id), func(s int32) bool { return hasID(t.at(s).data, id) })
 	return s, ok
 }
 
@@ -339,7 +341,7 @@ func (t *Timeline) learn(s int32, v *view, ip netip.Addr) bool {
 	// the newest address first; the oldest gives way
 	if last := v.addrs[len(v.addrs)-1]; last.IsValid() {
 		if o, ok := t.slotByAddr(last); ok && o == s {
-			t.byAddr.remove(t.hash.addr(last), s)
+			t.keys.remove(t.hash.addr(last), s)
 		}
 	}
 	copy(v.addrs[1:], v.addrs[:len(v.addrs)-1])
@@ -347,9 +349,9 @@ func (t *Timeline) learn(s int32, v *view, ip netip.Addr) bool {
 	// the index's entry for addr, if any, was found by its owner's address, which is gone
 	h := t.hash.addr(addr)
 	if ok {
-		t.byAddr.remove(h, owner)
+		t.keys.remove(h, owner)
 	}
-	t.byAddr.set(h, s, func(int32) bool { return false })
+	t.keys.set(h, s, func(int32) bool { return false })
 	return true
 }
 
@@ -423,7 +425,7 @@ func (t *Timeline) find(e *Event) (int32, bool) {
 			return s, true
 		}
 		var s int32
-		if t.byMAC.n >= t.cfg.MaxMachines {
+		if t.count >= t.cfg.MaxMachines {
 			s = t.evict()
 		} else {
 			s = t.nslots
@@ -433,7 +435,8 @@ func (t *Timeline) find(e *Event) (int32, bool) {
 			t.nslots++
 		}
 		*t.at(s) = machine{mac: e.MAC, prev: -1, next: -1}
-		t.byMAC.set(t.hash.mac(e.MAC), s, func(int32) bool { return false })
+		t.keys.set(t.hash.mac(e.MAC), s, func(int32) bool { return false })
+		t.count++
 		t.pushBack(&t.quiet, s)
 		return s, true
 	}
@@ -478,11 +481,12 @@ func (t *Timeline) evict() int32 {
 	for _, a := range v.addrs {
 		if a.IsValid() {
 			if o, ok := t.slotByAddr(a); ok && o == s {
-				t.byAddr.remove(t.hash.addr(a), s)
+				t.keys.remove(t.hash.addr(a), s)
 			}
 		}
 	}
-	t.byMAC.remove(t.hash.mac(m.mac), s)
+	t.keys.remove(t.hash.mac(m.mac), s)
+	t.count--
 	delete(t.cons, s)
 	*m = machine{prev: -1, next: -1}
 	t.stats.MachinesEvicted++
@@ -495,7 +499,7 @@ func (t *Timeline) dropIDs(s int32, b *bootView) {
 	for _, id := range b.ids {
 		if !id.IsZero() {
 			if o, ok := t.slotByID(id); ok && o == s {
-				t.byID.remove(t.hash.id(id), s)
+				t.keys.remove(t.hash.id(id), s)
 			}
 		}
 	}
@@ -582,7 +586,7 @@ func (t *Timeline) bootFor(s int32, v *view, e *Event) int {
 			if id.IsZero() {
 				b.ids[i] = e.BootID
 				// the machine holding e's id until now (if another) holds it no longer in the index
-				t.byID.set(t.hash.id(e.BootID), s, func(o int32) bool { return o != s && hasID(t.at(o).data, e.BootID) })
+				t.keys.set(t.hash.id(e.BootID), s, func(o int32) bool { return o != s && hasID(t.at(o).data, e.BootID) })
 				break
 			}
 		}
@@ -712,7 +716,7 @@ func (t *Timeline) ByBootID(id BootID) (m Machine, boot int, ok bool) {
 func (t *Timeline) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.byMAC.n
+	return t.count
 }
 
 func (t *Timeline) snapshot(s int32) Machine {

@@ -53,7 +53,7 @@ type Config struct {
 	// MaxMachines bounds the machines held. When a new machine needs room, the machine
 	// least recently heard of among those never answered gives way first (a flood of
 	// spoofed MACs pushes out only its own kind), then the least recently heard of.
-	// Default DefaultMaxMachines.
+	// Default DefaultMaxMachines; at most math.MaxInt32.
 	MaxMachines int
 	// BootsPerMachine is how many boots of each machine are kept. Default
 	// DefaultBootsPerMachine.
@@ -83,6 +83,9 @@ func (c Config) Validate() error {
 	}
 	if c.EventsPerBoot > MaxEventsPerBoot {
 		return fmt.Errorf("%w: EventsPerBoot %d is above %d", ErrInvalid, c.EventsPerBoot, MaxEventsPerBoot)
+	}
+	if c.MaxMachines > math.MaxInt32 {
+		return fmt.Errorf("%w: MaxMachines %d is above %d", ErrInvalid, c.MaxMachines, math.MaxInt32)
 	}
 	return nil
 }
@@ -602,8 +605,11 @@ func (t *Timeline) appendTo(s int32, v *view, bi int, e Event) {
 	if e.Stage == StageConsole {
 		cs := t.cons[s]
 		if cs == nil {
-			cs = &consoles{boots: make([]console, len(v.boots))}
+			cs = &consoles{}
 			t.cons[s] = cs
+		}
+		for len(cs.boots) < len(v.boots) { // a console for each boot (bootFor keeps them in step)
+			cs.boots = append(cs.boots, console{})
 		}
 		c := &cs.boots[bi]
 		if len(c.lines) >= t.cfg.LinesPerBoot {

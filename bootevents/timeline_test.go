@@ -3,6 +3,7 @@ package bootevents_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -225,7 +226,8 @@ func TestMachineJSONRoundTrip(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []bootevents.Config{{MaxMachines: -1}, {EventsPerBoot: 2}, {EventsPerBoot: bootevents.MaxEventsPerBoot + 1}, {BootGap: -time.Second}} {
+	var tooMany int64 = math.MaxInt32 + 1 // past a slot's int32 (negative where int is 32 bits: invalid too)
+	for _, c := range []bootevents.Config{{MaxMachines: -1}, {EventsPerBoot: 2}, {EventsPerBoot: bootevents.MaxEventsPerBoot + 1}, {BootGap: -time.Second}, {MaxMachines: int(tooMany)}} {
 		if _, err := bootevents.NewTimeline(c); bootevents.ReasonOf(err) != "invalid" {
 			t.Errorf("NewTimeline(%+v) = %v", c, err)
 		}

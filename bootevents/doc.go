@@ -38,9 +38,12 @@
 // reason words are kept. A boot's events are kept packed (a dozen or two bytes each:
 // times as offsets, reasons and the first MaxDetails distinct details as indexes into one
 // kept copy, the machine's UUID, the boot's ids and its first address by reference, other
-// addresses as their bytes) and unpacked when read. [Config.MaxBytes] states the total
-// (about 88 MiB at the defaults, every machine full of events at their longest; a machine
-// whose boot went well, ten events, holds under 512 bytes, its indexes included), and a
+// addresses as their bytes) and unpacked when read; a machine's boots, addresses and UUID
+// are one byte slice, the rest of it 40 bytes in a slab of machines with no pointer but
+// that slice's, and one open-addressing index of the slots finds machines by MAC, address
+// and boot id. [Config.MaxBytes] states the total (about 85 MiB at the defaults, every
+// machine full of events at their longest; a machine whose boot went well, ten events,
+// holds under 320 bytes, its share of the index included), and a
 // test floods a Timeline with 100,000 spoofed MACs and holds it to that figure. When a
 // new machine needs room, the machine least recently heard of among those never answered
 // gives way first, so a flood of spoofed MACs pushes out only its own kind.

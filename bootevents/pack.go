@@ -25,20 +25,23 @@ import (
 // refers only to what does not change while its boot is held (the machine's first UUID,
 // the boot's ids and first address), so dropping a record leaves the others readable.
 const (
-	packArch = 1 << iota
-	packUUID
-	packIPXE
-	packBootID
-	packDetail
-	packBytes
-	packDuration
-	packPeer
-	packUUIDMachine // the UUID is the machine's (packUUID is set too)
-	packBootIDIndex // the boot id is the boot's ids[k]; k follows (packBootID is set too)
-	packPeerHome    // the peer's address is the boot's (packPeer is set too)
-	packAddr        // an address follows
-	packAddrHome    // the address is the boot's (packAddr is set too)
-	packDetailIndex // the detail is the Timeline's details[k]; k follows (packDetail is set too)
+	// The flags most events have come first: a record of a step past DHCP (TFTP, HTTP,
+	// the cache) has its flags in one byte. Of each pair the second is the first's short
+	// form; a record has at most one of the two.
+	packPeerHome    = 1 << iota // the peer's address is the boot's; its port follows
+	packBytes                   // bytes follow
+	packDuration                // a duration follows
+	packDetailIndex             // the detail is the Timeline's details[k]; k follows
+	packBootIDIndex             // the boot id is the boot's ids[k]; k follows
+	packAddrHome                // the address is the boot's
+	packUUIDMachine             // the UUID is the machine's
+	packPeer                    // the peer's address and port follow
+	packDetail                  // the detail follows
+	packBootID                  // the boot id follows
+	packAddr                    // an address follows
+	packUUID                    // a UUID follows
+	packArch                    // an arch follows
+	packIPXE                    // the request came from iPXE
 )
 
 const (
@@ -91,9 +94,10 @@ func pack(b []byte, e *Event, start int64, reason uint16, c *packCtx) []byte {
 		flags |= packArch
 	}
 	if e.HasUUID {
-		flags |= packUUID
 		if c.hasUUID && e.UUID == c.uuid {
 			flags |= packUUIDMachine
+		} else {
+			flags |= packUUID
 		}
 	}
 	if e.IPXE {
@@ -104,15 +108,16 @@ func pack(b []byte, e *Event, start int64, reason uint16, c *packCtx) []byte {
 		flags |= packBootID
 		if c.ids != nil {
 			if k := slices.Index(c.ids[:], e.BootID); k >= 0 {
-				flags |= packBootIDIndex
+				flags ^= packBootID | packBootIDIndex
 				idIndex = k
 			}
 		}
 	}
 	if e.Detail != "" {
-		flags |= packDetail
 		if c.detail >= 0 {
 			flags |= packDetailIndex
+		} else {
+			flags |= packDetail
 		}
 	}
 	if e.Bytes != 0 {
@@ -122,15 +127,17 @@ func pack(b []byte, e *Event, start int64, reason uint16, c *packCtx) []byte {
 		flags |= packDuration
 	}
 	if e.Peer.IsValid() {
-		flags |= packPeer
 		if c.home.IsValid() && e.Peer.Addr() == c.home {
 			flags |= packPeerHome
+		} else {
+			flags |= packPeer
 		}
 	}
 	if e.Addr.IsValid() {
-		flags |= packAddr
 		if c.home.IsValid() && e.Addr == c.home {
 			flags |= packAddrHome
+		} else {
+			flags |= packAddr
 		}
 	}
 	if e.Stage < 16 && e.Outcome < 8 {
@@ -150,7 +157,7 @@ func pack(b []byte, e *Event, start int64, reason uint16, c *packCtx) []byte {
 	if flags&packArch != 0 {
 		b = binary.AppendUvarint(b, uint64(e.Arch))
 	}
-	if flags&(packUUID|packUUIDMachine) == packUUID {
+	if flags&packUUID != 0 {
 		b = append(b, e.UUID[:]...)
 	}
 	switch {
@@ -159,13 +166,13 @@ func pack(b []byte, e *Event, start int64, reason uint16, c *packCtx) []byte {
 	case flags&packBootID != 0:
 		b = append(b, e.BootID[:]...)
 	}
-	if flags&packPeer != 0 {
-		if flags&packPeerHome == 0 {
+	if flags&(packPeer|packPeerHome) != 0 {
+		if flags&packPeer != 0 {
 			b = appendAddr(b, e.Peer.Addr())
 		}
 		b = binary.BigEndian.AppendUint16(b, e.Peer.Port())
 	}
-	if flags&(packAddr|packAddrHome) == packAddr {
+	if flags&packAddr != 0 {
 		b = appendAddr(b, e.Addr)
 	}
 	switch {
@@ -293,9 +300,9 @@ func (u *unpacker) next(e *Event, mac hwid.MAC, start int64, reasons []string, c
 			e.BootID = BootID(v)
 		}
 	}
-	if flags&packPeer != 0 {
+	if flags&(packPeer|packPeerHome) != 0 {
 		a := c.home
-		if flags&packPeerHome == 0 {
+		if flags&packPeer != 0 {
 			a = u.addr()
 		}
 		if p := u.bytes(2); p != nil {

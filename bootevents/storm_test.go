@@ -61,8 +61,8 @@ func TestTimelineStormCost(t *testing.T) {
 	mallocs := int64(after.Mallocs-before.Mallocs) / machines
 	t.Logf("per machine: %d bytes held, %d bytes and %d allocations made", held, alloc, mallocs)
 	// The package's stated cost of a machine whose boot went well (doc.go).
-	if held > 512 {
-		t.Errorf("a machine whose boot went well holds %d bytes, above the stated 512", held)
+	if held > 320 {
+		t.Errorf("a machine whose boot went well holds %d bytes, above the stated 320", held)
 	}
 	if mallocs > 16 && !raceEnabled {
 		t.Errorf("%d allocations a machine, for 10 events", mallocs)

@@ -2,6 +2,7 @@ package bootevents
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"net/netip"
 	"slices"
@@ -52,7 +53,7 @@ type Config struct {
 	// MaxMachines bounds the machines held. When a new machine needs room, the machine
 	// least recently heard of among those never answered gives way first (a flood of
 	// spoofed MACs pushes out only its own kind), then the least recently heard of.
-	// Default DefaultMaxMachines.
+	// Default DefaultMaxMachines; at most math.MaxInt32.
 	MaxMachines int
 	// BootsPerMachine is how many boots of each machine are kept. Default
 	// DefaultBootsPerMachine.
@@ -82,6 +83,9 @@ func (c Config) Validate() error {
 	}
 	if c.EventsPerBoot > MaxEventsPerBoot {
 		return fmt.Errorf("%w: EventsPerBoot %d is above %d", ErrInvalid, c.EventsPerBoot, MaxEventsPerBoot)
+	}
+	if c.MaxMachines > math.MaxInt32 {
+		return fmt.Errorf("%w: MaxMachines %d is above %d", ErrInvalid, c.MaxMachines, math.MaxInt32)
 	}
 	return nil
 }
@@ -113,15 +117,21 @@ func (c Config) MaxBytes() int {
 	c = c.withDefaults()
 	const mapEntry = 48 // a Go map's cost per entry, keys and values this size, with its slack
 	ev := int(unsafe.Sizeof(Event{}))
-	// the packed events, with the slack of the allocator's size classes (at most 1/8)
-	packed := c.EventsPerBoot * maxPacked * 9 / 8
-	lines := int(unsafe.Sizeof(console{})) + c.LinesPerBoot*(ev+MaxLine)
-	perBoot := int(unsafe.Sizeof(boot{})) + packed + lines +
-		IDsPerBoot*(int(unsafe.Sizeof(BootID{}))+int(unsafe.Sizeof(&machine{}))+mapEntry)
-	perMachine := int(unsafe.Sizeof(machine{})) + c.BootsPerMachine*perBoot +
-		int(unsafe.Sizeof(hwid.MAC{})) + mapEntry + AddrsPerMachine*(int(unsafe.Sizeof(addr16{}))+mapEntry+8)
-	return c.MaxMachines*perMachine + (MaxReasons+1)*(MaxReason+16+2*mapEntry) +
-		MaxDetails*(MaxDetail+16+mapEntry) + maxPacked
+	// a machine's data at its longest, with the slack of the allocator's size classes (at
+	// most 1/8)
+	data := (maxPrefix + c.BootsPerMachine*(maxBootHeader+c.EventsPerBoot*maxPacked)) * 9 / 8
+	// the index entries leading to a machine (its MAC, its addresses, its boots' ids), at
+	// the lowest load an index has (3/8)
+	keys := 1 + AddrsPerMachine + c.BootsPerMachine*IDsPerBoot
+	index := keys * int(unsafe.Sizeof(entry{})) * 8 / 3
+	// console lines, in a map of their own for the machines that sent any
+	lines := mapEntry + int(unsafe.Sizeof(consoles{})) +
+		c.BootsPerMachine*(int(unsafe.Sizeof(console{}))+c.LinesPerBoot*(ev+MaxLine))
+	perMachine := int(unsafe.Sizeof(machine{})) + data + index + lines
+	// the scratch a machine is read into and written from
+	scratch := c.BootsPerMachine*int(unsafe.Sizeof(bootView{})) + 2*data + maxPacked
+	return c.MaxMachines*perMachine + slabSize*int(unsafe.Sizeof(machine{})) + scratch +
+		(MaxReasons+1)*(MaxReason+16+2*mapEntry) + MaxDetails*(MaxDetail+16+mapEntry)
 }
 
 // Timeline keeps the last boots of each machine, bounded (Config), and finds them by MAC
@@ -129,16 +139,27 @@ func (c Config) MaxBytes() int {
 type Timeline struct {
 	cfg Config
 
-	mu       sync.Mutex
-	machines map[hwid.MAC]*machine
-	byAddr   addrIndex
-	byID     map[BootID]*machine
-	reasons  map[string]uint16 // a reason's index in reasonList, under both spellings
+	mu sync.Mutex
+	// slabs hold the machines, slabSize a slab; slots are their indexes, those below
+	// nslots in use.
+	slabs  [][]machine
+	nslots int32
+	hash   hasher
+	// keys finds a machine's slot by its MAC, by its addresses and by its boots' ids (one
+	// index for the three: one table's slack, not three)
+	keys  index
+	count int // machines held
+	// cons holds the console lines of the machines that sent any, by slot.
+	cons    map[int32]*consoles
+	reasons map[string]uint16 // a reason's index in reasonList, under both spellings
 	// reasonList holds the kept reasons; index 0 is "" (none).
 	reasonList []string
 	details    map[string]uint16 // a detail's index in detailList
 	detailList []string
 	scratch    []byte // one event packed, before it is appended to its boot
+	recs       []byte // a boot's records, changed
+	enc        []byte // a machine's data, written
+	view       view   // a machine's data, read
 	// two least-recently-heard lists: machines never answered, and the others.
 	quiet, heard list
 	stats        Stats
@@ -155,32 +176,20 @@ type Stats struct {
 	Machines        uint64 // gauge: machines held
 }
 
-// A machine and its boots are held in two allocations besides their events' bytes: a
-// machine's struct and its boots' array (values, grown to BootsPerMachine as needed).
+// slabSize is how many machines a slab holds.
+const slabSize = 128
+
+// machine is what a machine holds besides its data (store.go): 40 bytes in a slab, no
+// pointer but data's, found by slot.
 type machine struct {
-	mac      hwid.MAC
-	answered bool
-	hasUUID  bool
-	// uuid is the first UUID the machine sent; records with the same one refer to it.
-	uuid       hwid.UUID
-	addrs      [AddrsPerMachine]addr16
-	boots      []boot // oldest first
-	prev, next *machine
+	mac        hwid.MAC
+	answered   bool
+	prev, next int32 // slots in the machine's list; -1 none
+	data       []byte
 }
 
-type boot struct {
-	ids         [IDsPerBoot]BootID
-	start, last int64 // ns since the epoch
-	// data holds the boot's n events, packed (pack.go).
-	data []byte
-	// home is the boot's first address (an event's Addr, else its peer's); records naming
-	// it refer to it.
-	home          addr16
-	con           *console // nil until a console line
-	eventsDropped uint32
-	n             uint16
-	progressed    bool // an event past DHCP (TFTP, HTTP, ...) was seen
-}
+// consoles are a machine's console lines: a console for each of its boots.
+type consoles struct{ boots []console }
 
 // console is a boot's console lines, the latest.
 type console struct {
@@ -188,93 +197,39 @@ type console struct {
 	dropped uint64
 }
 
-// addr16 is an address held in 16 bytes (an IPv4 address as IPv4-mapped, no zone); the
-// zero addr16 is none. A Timeline holds addresses unmapped, so the round trip is exact.
-type addr16 [16]byte
+func (t *Timeline) at(slot int32) *machine { return &t.slabs[slot/slabSize][slot%slabSize] }
 
-func addrOf(a netip.Addr) addr16 {
-	if !a.IsValid() || a.Zone() != "" || a == netip.IPv6Unspecified() {
-		return addr16{}
-	}
-	return a.As16()
-}
-
-func (a addr16) addr() netip.Addr {
-	if a == (addr16{}) {
-		return netip.Addr{}
-	}
-	return netip.AddrFrom16(a).Unmap()
-}
-
-// addrIndex finds machines by address: IPv4 addresses in a map of their own, keyed by
-// their 4 bytes (a third of the cost of a 16-byte key a machine).
-type addrIndex struct {
-	v4 map[[4]byte]*machine
-	v6 map[addr16]*machine
-}
-
-func (a addr16) v4() ([4]byte, bool) {
-	if [12]byte(a[:12]) == [12]byte{10: 0xff, 11: 0xff} {
-		return [4]byte(a[12:]), true
-	}
-	return [4]byte{}, false
-}
-
-func (x *addrIndex) get(a addr16) *machine {
-	if a == (addr16{}) {
-		return nil
-	}
-	if k, ok := a.v4(); ok {
-		return x.v4[k]
-	}
-	return x.v6[a]
-}
-
-func (x *addrIndex) set(a addr16, m *machine) {
-	if k, ok := a.v4(); ok {
-		x.v4[k] = m
-	} else {
-		x.v6[a] = m
-	}
-}
-
-func (x *addrIndex) del(a addr16) {
-	if k, ok := a.v4(); ok {
-		delete(x.v4, k)
-	} else {
-		delete(x.v6, a)
-	}
-}
-
-func (m *machine) ctx(b *boot) packCtx {
-	return packCtx{uuid: m.uuid, hasUUID: m.hasUUID, ids: &b.ids, home: b.home.addr()}
+func ctxOf(v *view, b *bootView) packCtx {
+	return packCtx{uuid: v.uuid, hasUUID: v.hasUUID, ids: &b.ids, home: b.home}
 }
 
 // list is an intrusive doubly linked list of machines, least recently heard first.
-type list struct{ head, tail *machine }
+type list struct{ head, tail int32 }
 
-func (l *list) remove(m *machine) {
-	if m.prev != nil {
-		m.prev.next = m.next
+func (t *Timeline) remove(l *list, s int32) {
+	m := t.at(s)
+	if m.prev >= 0 {
+		t.at(m.prev).next = m.next
 	} else {
 		l.head = m.next
 	}
-	if m.next != nil {
-		m.next.prev = m.prev
+	if m.next >= 0 {
+		t.at(m.next).prev = m.prev
 	} else {
 		l.tail = m.prev
 	}
-	m.prev, m.next = nil, nil
+	m.prev, m.next = -1, -1
 }
 
-func (l *list) pushBack(m *machine) {
-	m.prev, m.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = m
+func (t *Timeline) pushBack(l *list, s int32) {
+	m := t.at(s)
+	m.prev, m.next = l.tail, -1
+	if l.tail >= 0 {
+		t.at(l.tail).next = s
 	} else {
-		l.head = m
+		l.head = s
 	}
-	l.tail = m
+	l.tail = s
 }
 
 // NewTimeline returns an empty Timeline; the error is Validate's.
@@ -284,13 +239,14 @@ func NewTimeline(c Config) (*Timeline, error) {
 	}
 	return &Timeline{
 		cfg:        c.withDefaults(),
-		machines:   make(map[hwid.MAC]*machine),
-		byAddr:     addrIndex{v4: make(map[[4]byte]*machine), v6: make(map[addr16]*machine)},
-		byID:       make(map[BootID]*machine),
+		hash:       hasher{seed: maphash.MakeSeed()},
+		cons:       make(map[int32]*consoles),
 		reasons:    make(map[string]uint16),
 		reasonList: []string{""},
 		details:    make(map[string]uint16),
 		scratch:    make([]byte, 0, maxPacked),
+		quiet:      list{-1, -1},
+		heard:      list{-1, -1},
 	}, nil
 }
 
@@ -302,8 +258,26 @@ func (t *Timeline) Stats() Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.stats
-	s.Machines = uint64(len(t.machines))
+	s.Machines = uint64(t.count)
 	return s
+}
+
+// slotOf returns mac's slot.
+func (t *Timeline) slotOf(mac hwid.MAC) (int32, bool) {
+	s, _, ok := t.keys.lookup(t.hash.mac(mac), func(s int32) bool { return t.at(s).mac == mac })
+	return s, ok
+}
+
+// slotByAddr returns the slot of the machine whose address a is.
+func (t *Timeline) slotByAddr(a netip.Addr) (int32, bool) {
+	s, _, ok := t.keys.lookup(t.hash.addr(a), func(s int32) bool { return hasAddr(t.at(s).data, a) })
+	return s, ok
+}
+
+// slotByID returns the slot of the machine whose boot id is id.
+func (t *Timeline) slotByID(id BootID) (int32, bool) {
+	s, _, ok := t.keys.lookup(t.hash.id(id), func(s int32) bool { return hasID(t.at(s).data, id) })
+	return s, ok
 }
 
 // Learn records that addr is mac's (the address a DHCP answer went to), so that events
@@ -316,8 +290,12 @@ func (t *Timeline) Learn(addr netip.Addr, mac hwid.MAC) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if m := t.machines[mac]; m != nil {
-		t.learn(m, addr)
+	if s, ok := t.slotOf(mac); ok {
+		v := &t.view
+		v.decode(t.at(s).data)
+		if t.learn(s, v, addr) {
+			t.store(s, v)
+		}
 	}
 }
 
@@ -326,35 +304,72 @@ func (t *Timeline) Learn(addr netip.Addr, mac hwid.MAC) {
 func (t *Timeline) MACOf(addr netip.Addr) (hwid.MAC, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if a := addrOf(addr.Unmap().WithZone("")); a != (addr16{}) {
-		if m := t.byAddr.get(a); m != nil {
-			return m.mac, true
+	if a := usable(addr.Unmap().WithZone("")); a.IsValid() {
+		if s, ok := t.slotByAddr(a); ok {
+			return t.at(s).mac, true
 		}
 	}
 	return hwid.MAC{}, false
 }
 
-func (t *Timeline) learn(m *machine, ip netip.Addr) {
-	addr := addrOf(ip)
-	if addr == (addr16{}) {
-		return
+// usable returns a, or the invalid Addr for an address no machine is found by.
+func usable(a netip.Addr) netip.Addr {
+	if !a.IsValid() || a.Zone() != "" || a == netip.IPv6Unspecified() {
+		return netip.Addr{}
 	}
-	if old := t.byAddr.get(addr); old == m {
-		return
-	} else if old != nil {
-		for i, a := range old.addrs {
+	return a
+}
+
+// learn makes ip the newest of the address of the machine in slot s, read into v; false
+// when nothing changed.
+func (t *Timeline) learn(s int32, v *view, ip netip.Addr) bool {
+	addr := usable(ip)
+	if !addr.IsValid() {
+		return false
+	}
+	owner, ok := t.slotByAddr(addr)
+	if ok && owner == s {
+		return false
+	}
+	if ok { // another machine's until now: it is no longer
+		var ov view
+		ov.decode(t.at(owner).data)
+		for i, a := range ov.addrs {
 			if a == addr {
-				old.addrs[i] = addr16{}
+				ov.addrs[i] = netip.Addr{}
 			}
 		}
+		t.store(owner, &ov)
 	}
 	// the newest address first; the oldest gives way
-	if last := m.addrs[len(m.addrs)-1]; last != (addr16{}) && t.byAddr.get(last) == m {
-		t.byAddr.del(last)
+	if last := v.addrs[len(v.addrs)-1]; last.IsValid() {
+		if o, ok := t.slotByAddr(last); ok && o == s {
+			t.keys.remove(t.hash.addr(last), s)
+		}
 	}
-	copy(m.addrs[1:], m.addrs[:len(m.addrs)-1])
-	m.addrs[0] = addr
-	t.byAddr.set(addr, m)
+	copy(v.addrs[1:], v.addrs[:len(v.addrs)-1])
+	v.addrs[0] = addr
+	// the index's entry for addr, if any, was found by its owner's address, which is gone
+	h := t.hash.addr(addr)
+	if ok {
+		t.keys.remove(h, owner)
+	}
+	t.keys.set(h, s, func(int32) bool { return false })
+	return true
+}
+
+// store writes v as the data of the machine in slot s.
+func (t *Timeline) store(s int32, v *view) {
+	t.enc = v.encode(t.enc[:0])
+	m := t.at(s)
+	if cap(m.data) >= len(t.enc) {
+		m.data = m.data[:len(t.enc)]
+		copy(m.data, t.enc)
+		return
+	}
+	// the room for this data (and the allocator's rounding): a machine's bytes stay its
+	// own, whatever append's growth would give
+	m.data = append([]byte(nil), t.enc...)
 }
 
 // Emit records e. An event with no MAC is put in the timeline of the machine its Addr or
@@ -367,11 +382,12 @@ func (t *Timeline) Emit(e Event) {
 	e.Addr = e.Addr.Unmap().WithZone("")
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m := t.find(&e)
-	if m == nil {
+	s, ok := t.find(&e)
+	if !ok {
 		t.stats.Unattributed++
 		return
 	}
+	m := t.at(s)
 	e.MAC = m.mac
 	if e.Stage == StageConsole {
 		e.Reason = t.reasonList[t.reason(e.Reason)]
@@ -379,19 +395,22 @@ func (t *Timeline) Emit(e Event) {
 	} else {
 		e.Detail = Printable(e.Detail, MaxDetail) // copied as it is packed
 	}
-	b := t.bootFor(m, &e)
-	t.appendTo(m, b, e)
+	v := &t.view
+	v.decode(m.data)
+	b := t.bootFor(s, v, &e)
+	t.appendTo(s, v, b, e)
 	if e.Addr.IsValid() {
-		t.learn(m, e.Addr)
+		t.learn(s, v, e.Addr)
 	}
+	t.store(s, v)
 	// the machine was heard of: to the back of its list
 	if e.Outcome == OutcomeOK && !m.answered {
-		t.quiet.remove(m)
+		t.remove(&t.quiet, s)
 		m.answered = true
 	} else {
-		t.listOf(m).remove(m)
+		t.remove(t.listOf(m), s)
 	}
-	t.listOf(m).pushBack(m)
+	t.pushBack(t.listOf(m), s)
 	t.stats.Events++
 }
 
@@ -402,68 +421,89 @@ func (t *Timeline) listOf(m *machine) *list {
 	return &t.quiet
 }
 
-// find returns the machine of e, making room for it when it is new and has a MAC.
-func (t *Timeline) find(e *Event) *machine {
+// find returns the slot of e's machine, making room for it when it is new and has a MAC.
+func (t *Timeline) find(e *Event) (int32, bool) {
 	if !e.MAC.IsZero() {
-		if m := t.machines[e.MAC]; m != nil {
-			return m
+		if s, ok := t.slotOf(e.MAC); ok {
+			return s, true
 		}
-		if len(t.machines) >= t.cfg.MaxMachines {
-			t.evict()
+		var s int32
+		if t.count >= t.cfg.MaxMachines {
+			s = t.evict()
+		} else {
+			s = t.nslots
+			if int(s)%slabSize == 0 {
+				t.slabs = append(t.slabs, make([]machine, slabSize))
+			}
+			t.nslots++
 		}
-		m := &machine{mac: e.MAC}
-		t.machines[e.MAC] = m
-		t.quiet.pushBack(m)
-		return m
+		*t.at(s) = machine{mac: e.MAC, prev: -1, next: -1}
+		t.keys.set(t.hash.mac(e.MAC), s, func(int32) bool { return false })
+		t.count++
+		t.pushBack(&t.quiet, s)
+		return s, true
 	}
 	if !e.BootID.IsZero() {
-		if m := t.byID[e.BootID]; m != nil {
-			return m
+		if s, ok := t.slotByID(e.BootID); ok {
+			return s, true
 		}
 	}
 	for _, a := range [2]netip.Addr{e.Addr, e.Peer.Addr().Unmap().WithZone("")} {
-		if !a.IsValid() {
+		if a = usable(a); !a.IsValid() {
 			continue
 		}
-		if m := t.byAddr.get(addrOf(a)); m != nil {
-			return m
+		if s, ok := t.slotByAddr(a); ok {
+			return s, true
 		}
 		if t.cfg.Resolve != nil {
 			if mac, ok := t.cfg.Resolve(a); ok && !mac.IsZero() {
-				if m := t.machines[mac]; m != nil {
-					return m
+				if s, ok := t.slotOf(mac); ok {
+					return s, true
 				}
 			}
 		}
 	}
-	return nil
+	return 0, false
 }
 
-func (t *Timeline) evict() {
-	m := t.quiet.head
-	if m == nil {
-		m = t.heard.head
+// evict pushes out the machine least recently heard of among those never answered, else
+// the least recently heard of, and returns its slot, now free.
+func (t *Timeline) evict() int32 {
+	l := &t.quiet
+	if l.head < 0 {
+		l = &t.heard
 	}
-	if m == nil {
-		return
+	s := l.head
+	t.remove(l, s)
+	m := t.at(s)
+	var v view
+	v.decode(m.data)
+	for i := range v.boots {
+		t.dropIDs(s, &v.boots[i])
 	}
-	t.listOf(m).remove(m)
-	for i := range m.boots {
-		t.dropIDs(m, &m.boots[i])
-	}
-	for _, a := range m.addrs {
-		if a != (addr16{}) && t.byAddr.get(a) == m {
-			t.byAddr.del(a)
+	for _, a := range v.addrs {
+		if a.IsValid() {
+			if o, ok := t.slotByAddr(a); ok && o == s {
+				t.keys.remove(t.hash.addr(a), s)
+			}
 		}
 	}
-	delete(t.machines, m.mac)
+	t.keys.remove(t.hash.mac(m.mac), s)
+	t.count--
+	delete(t.cons, s)
+	*m = machine{prev: -1, next: -1}
 	t.stats.MachinesEvicted++
+	return s
 }
 
-func (t *Timeline) dropIDs(m *machine, b *boot) {
+// dropIDs removes from the index the ids of b, a boot of the machine in slot s, that lead
+// to it.
+func (t *Timeline) dropIDs(s int32, b *bootView) {
 	for _, id := range b.ids {
-		if !id.IsZero() && t.byID[id] == m {
-			delete(t.byID, id)
+		if !id.IsZero() {
+			if o, ok := t.slotByID(id); ok && o == s {
+				t.keys.remove(t.hash.id(id), s)
+			}
 		}
 	}
 }
@@ -513,41 +553,43 @@ func (t *Timeline) detail(d string) int {
 	return k
 }
 
-// bootFor returns the boot e belongs to, beginning a new one where e starts one. The
-// pointer is good until the machine's next boot begins.
-func (t *Timeline) bootFor(m *machine, e *Event) *boot {
-	if !e.BootID.IsZero() && t.byID[e.BootID] == m {
-		for i := len(m.boots) - 1; i >= 0; i-- {
-			if slices.Contains(m.boots[i].ids[:], e.BootID) {
-				return &m.boots[i]
+// bootFor returns the index in v.boots of the boot e belongs to, beginning a new one where
+// e starts one.
+func (t *Timeline) bootFor(s int32, v *view, e *Event) int {
+	if !e.BootID.IsZero() {
+		if o, ok := t.slotByID(e.BootID); ok && o == s {
+			for i := len(v.boots) - 1; i >= 0; i-- {
+				if slices.Contains(v.boots[i].ids[:], e.BootID) {
+					return i
+				}
 			}
 		}
 	}
 	now := e.Time.UnixNano()
-	var cur *boot
-	if n := len(m.boots); n > 0 {
-		cur = &m.boots[n-1]
-	}
-	if cur == nil || time.Duration(now-cur.last) > t.cfg.BootGap || (e.Stage.dhcp() && !e.IPXE && cur.progressed) {
-		if len(m.boots) >= t.cfg.BootsPerMachine {
-			t.dropIDs(m, &m.boots[0])
-			copy(m.boots, m.boots[1:])
-			m.boots = m.boots[:len(m.boots)-1]
+	cur := len(v.boots) - 1
+	if cur < 0 || time.Duration(now-v.boots[cur].last) > t.cfg.BootGap || (e.Stage.dhcp() && !e.IPXE && v.boots[cur].progressed) {
+		c := t.cons[s]
+		if len(v.boots) >= t.cfg.BootsPerMachine {
+			t.dropIDs(s, &v.boots[0])
+			v.boots = slices.Delete(v.boots, 0, 1)
+			if c != nil {
+				c.boots = slices.Delete(c.boots, 0, 1)
+			}
 			t.stats.BootsEvicted++
 		}
-		if len(m.boots) == cap(m.boots) { // grown by hand: to BootsPerMachine, no further
-			bs := make([]boot, len(m.boots), min(max(2*cap(m.boots), 1), t.cfg.BootsPerMachine))
-			copy(bs, m.boots)
-			m.boots = bs
+		v.boots = append(v.boots, bootView{start: now, last: now})
+		if c != nil {
+			c.boots = append(c.boots, console{})
 		}
-		m.boots = append(m.boots, boot{start: now, last: now})
-		cur = &m.boots[len(m.boots)-1]
+		cur = len(v.boots) - 1
 	}
-	if !e.BootID.IsZero() && !slices.Contains(cur.ids[:], e.BootID) {
-		for i, id := range cur.ids {
+	b := &v.boots[cur]
+	if !e.BootID.IsZero() && !slices.Contains(b.ids[:], e.BootID) {
+		for i, id := range b.ids {
 			if id.IsZero() {
-				cur.ids[i] = e.BootID
-				t.byID[e.BootID] = m
+				b.ids[i] = e.BootID
+				// the machine holding e's id until now (if another) holds it no longer in the index
+				t.keys.set(t.hash.id(e.BootID), s, func(o int32) bool { return o != s && hasID(t.at(o).data, e.BootID) })
 				break
 			}
 		}
@@ -555,15 +597,21 @@ func (t *Timeline) bootFor(m *machine, e *Event) *boot {
 	return cur
 }
 
-func (t *Timeline) appendTo(m *machine, b *boot, e Event) {
+func (t *Timeline) appendTo(s int32, v *view, bi int, e Event) {
+	b := &v.boots[bi]
 	if now := e.Time.UnixNano(); now > b.last {
 		b.last = now
 	}
 	if e.Stage == StageConsole {
-		if b.con == nil {
-			b.con = &console{}
+		cs := t.cons[s]
+		if cs == nil {
+			cs = &consoles{}
+			t.cons[s] = cs
 		}
-		c := b.con
+		for len(cs.boots) < len(v.boots) { // a console for each boot (bootFor keeps them in step)
+			cs.boots = append(cs.boots, console{})
+		}
+		c := &cs.boots[bi]
 		if len(c.lines) >= t.cfg.LinesPerBoot {
 			c.lines = slices.Delete(c.lines, 0, 1)
 			c.dropped++
@@ -575,33 +623,28 @@ func (t *Timeline) appendTo(m *machine, b *boot, e Event) {
 	if !e.Stage.dhcp() && e.Stage != StageBMC && e.Stage != StageFence {
 		b.progressed = true
 	}
-	if b.home == (addr16{}) {
-		if b.home = addrOf(e.Addr); b.home == (addr16{}) {
-			b.home = addrOf(e.Peer.Addr())
+	if !b.home.IsValid() {
+		if b.home = usable(e.Addr); !b.home.IsValid() {
+			b.home = usable(e.Peer.Addr())
 		}
 	}
-	if e.HasUUID && !m.hasUUID {
-		m.uuid, m.hasUUID = e.UUID, true
+	if e.HasUUID && !v.hasUUID {
+		v.uuid, v.hasUUID = e.UUID, true
 	}
-	if int(b.n) >= t.cfg.EventsPerBoot {
-		from, to := skip(b.data, t.cfg.EventsPerBoot/4)
-		b.data = append(b.data[:from], b.data[to:]...)
+	from, to := len(b.recs), len(b.recs)
+	if b.n >= t.cfg.EventsPerBoot {
+		from, to = skip(b.recs, t.cfg.EventsPerBoot/4)
 		b.n--
-		if b.eventsDropped < math.MaxUint32 {
-			b.eventsDropped++
+		if b.dropped < math.MaxUint32 {
+			b.dropped++
 		}
 		t.stats.EventsDropped++
 	}
-	c := m.ctx(b)
+	c := ctxOf(v, b)
 	c.detail = t.detail(e.Detail)
 	t.scratch = pack(t.scratch[:0], &e, b.start, t.reason(e.Reason), &c)
-	if cap(b.data)-len(b.data) < len(t.scratch) {
-		// Exactly the room for this event (and the allocator's rounding): a boot's bytes
-		// stay its events', whatever append's growth would give.
-		b.data = slices.Concat(b.data, t.scratch)
-	} else {
-		b.data = append(b.data, t.scratch...)
-	}
+	t.recs = append(append(append(t.recs[:0], b.recs[:from]...), b.recs[to:]...), t.scratch...)
+	b.recs = t.recs
 	b.n++
 }
 
@@ -647,11 +690,11 @@ func (m Machine) Last() (Boot, bool) {
 func (t *Timeline) Machine(mac hwid.MAC) (Machine, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m := t.machines[mac]
-	if m == nil {
+	s, ok := t.slotOf(mac)
+	if !ok {
 		return Machine{}, false
 	}
-	return t.snapshot(m), true
+	return t.snapshot(s), true
 }
 
 // ByBootID returns the timeline of the machine whose boot id is id and the index of that
@@ -659,13 +702,17 @@ func (t *Timeline) Machine(mac hwid.MAC) (Machine, bool) {
 func (t *Timeline) ByBootID(id BootID) (m Machine, boot int, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	mm := t.byID[id]
-	if id.IsZero() || mm == nil {
+	if id.IsZero() {
 		return Machine{}, 0, false
 	}
-	for i := range mm.boots {
-		if slices.Contains(mm.boots[i].ids[:], id) {
-			return t.snapshot(mm), i, true
+	s, ok := t.slotByID(id)
+	if !ok {
+		return Machine{}, 0, false
+	}
+	m = t.snapshot(s)
+	for i, b := range m.Boots {
+		if slices.Contains(b.IDs, id) {
+			return m, i, true
 		}
 	}
 	return Machine{}, 0, false
@@ -675,22 +722,26 @@ func (t *Timeline) ByBootID(id BootID) (m Machine, boot int, ok bool) {
 func (t *Timeline) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.machines)
+	return t.count
 }
 
-func (t *Timeline) snapshot(m *machine) Machine {
-	out := Machine{MAC: m.mac, Answered: m.answered, Boots: make([]Boot, 0, len(m.boots))}
-	for _, a := range m.addrs {
-		if a != (addr16{}) {
-			out.Addrs = append(out.Addrs, a.addr())
+func (t *Timeline) snapshot(s int32) Machine {
+	m := t.at(s)
+	var v view
+	v.decode(m.data)
+	out := Machine{MAC: m.mac, Answered: m.answered, Boots: make([]Boot, 0, len(v.boots))}
+	for _, a := range v.addrs {
+		if a.IsValid() {
+			out.Addrs = append(out.Addrs, a)
 		}
 	}
-	for i := range m.boots {
-		b := &m.boots[i]
-		c := m.ctx(b)
+	cs := t.cons[s]
+	for i := range v.boots {
+		b := &v.boots[i]
+		c := ctxOf(&v, b)
 		c.details = t.detailList
 		ob := Boot{Start: time.Unix(0, b.start), Last: time.Unix(0, b.last),
-			Events: unpackAll(b.data, int(b.n), m.mac, b.start, t.reasonList, &c), EventsDropped: uint64(b.eventsDropped)}
+			Events: unpackAll(b.recs, b.n, m.mac, b.start, t.reasonList, &c), EventsDropped: uint64(b.dropped)}
 		if ob.Events == nil {
 			ob.Events = []Event{}
 		}
@@ -699,9 +750,9 @@ func (t *Timeline) snapshot(m *machine) Machine {
 				ob.IDs = append(ob.IDs, id)
 			}
 		}
-		if b.con != nil {
-			ob.LinesDropped = b.con.dropped
-			for _, l := range b.con.lines {
+		if cs != nil && i < len(cs.boots) {
+			ob.LinesDropped = cs.boots[i].dropped
+			for _, l := range cs.boots[i].lines {
 				ob.Console = append(ob.Console, Line{Time: l.Time, Peer: l.Peer, Severity: l.Reason, Text: l.Detail})
 			}
 		}

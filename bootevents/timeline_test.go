@@ -3,6 +3,7 @@ package bootevents_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -225,7 +226,8 @@ func TestMachineJSONRoundTrip(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []bootevents.Config{{MaxMachines: -1}, {EventsPerBoot: 2}, {EventsPerBoot: bootevents.MaxEventsPerBoot + 1}, {BootGap: -time.Second}} {
+	var tooMany int64 = math.MaxInt32 + 1 // past a slot's int32 (negative where int is 32 bits: invalid too)
+	for _, c := range []bootevents.Config{{MaxMachines: -1}, {EventsPerBoot: 2}, {EventsPerBoot: bootevents.MaxEventsPerBoot + 1}, {BootGap: -time.Second}, {MaxMachines: int(tooMany)}} {
 		if _, err := bootevents.NewTimeline(c); bootevents.ReasonOf(err) != "invalid" {
 			t.Errorf("NewTimeline(%+v) = %v", c, err)
 		}
@@ -326,5 +328,64 @@ func TestTimelineKeepsEveryField(t *testing.T) {
 	}
 	if b.EventsDropped != 4 || !b.Start.Equal(at(10)) || !b.Last.Equal(at(20)) {
 		t.Errorf("boot dropped %d, start %v, last %v; want 4, %v, %v", b.EventsDropped, b.Start, b.Last, at(10), at(20))
+	}
+}
+
+// TestTimelineKeysMove: an address and a boot id that another machine presents move to
+// it; the first machine keeps its events but is no longer found by them, and pushing out
+// its boots or the machine itself leaves the second found. Console lines stay with their
+// boot as older boots give way.
+func TestTimelineKeysMove(t *testing.T) {
+	tl := newTimeline(t, bootevents.Config{MaxMachines: 2, BootsPerMachine: 2})
+	id := bootevents.BootIDOf("shared")
+	dhcp := func(s float64, mac hwid.MAC, id bootevents.BootID) bootevents.Event {
+		return bootevents.Event{Time: at(s), MAC: mac, BootID: id, Stage: bootevents.StageDHCPv4, Outcome: bootevents.OutcomeOK, Addr: addrA}
+	}
+	line := func(s float64, text string) bootevents.Event {
+		return bootevents.Event{Time: at(s), Peer: netip.AddrPortFrom(addrA, 514), Stage: bootevents.StageConsole, Outcome: bootevents.OutcomeLog, Detail: text}
+	}
+	tl.Emit(dhcp(0, macA, id))
+	tl.Emit(line(1, "a's line"))
+	tl.Emit(dhcp(2, macB, id))
+	tl.Emit(line(3, "b's line"))
+	if mac, ok := tl.MACOf(addrA); !ok || mac != macB {
+		t.Errorf("MACOf = %v, %v; want %v", mac, ok, macB)
+	}
+	if m, _, ok := tl.ByBootID(id); !ok || m.MAC != macB {
+		t.Errorf("ByBootID = %v, %v; want %v", m.MAC, ok, macB)
+	}
+	a, _ := tl.Machine(macA)
+	if len(a.Addrs) != 0 || len(a.Boots) != 1 || len(a.Boots[0].Events) != 1 || len(a.Boots[0].Console) != 1 || a.Boots[0].Console[0].Text != "a's line" {
+		t.Errorf("A = %+v", a)
+	}
+	// A's boots give way to new ones: B is still found by the id.
+	tl.Emit(bootevents.Event{Time: at(1000), MAC: macA, Stage: bootevents.StageBMC, Outcome: bootevents.OutcomeOK})
+	tl.Emit(bootevents.Event{Time: at(2000), MAC: macA, Stage: bootevents.StageBMC, Outcome: bootevents.OutcomeOK})
+	if m, _, ok := tl.ByBootID(id); !ok || m.MAC != macB {
+		t.Errorf("after A's boot went, ByBootID = %v, %v; want %v", m.MAC, ok, macB)
+	}
+	// B's console lines follow its boots: new boots begin, the first gives way.
+	tl.Emit(bootevents.Event{Time: at(3000), MAC: macB, Stage: bootevents.StageBMC, Outcome: bootevents.OutcomeOK})
+	tl.Emit(line(3001, "b's second boot"))
+	b, _ := tl.Machine(macB)
+	if len(b.Boots) != 2 || len(b.Boots[0].Console) != 1 || b.Boots[0].Console[0].Text != "b's line" ||
+		len(b.Boots[1].Console) != 1 || b.Boots[1].Console[0].Text != "b's second boot" {
+		t.Errorf("B = %+v", b)
+	}
+	tl.Emit(bootevents.Event{Time: at(4000), MAC: macB, Stage: bootevents.StageBMC, Outcome: bootevents.OutcomeOK})
+	b, _ = tl.Machine(macB)
+	if len(b.Boots) != 2 || len(b.Boots[0].Console) != 1 || b.Boots[0].Console[0].Text != "b's second boot" || len(b.Boots[1].Console) != 0 {
+		t.Errorf("B after its third boot = %+v", b)
+	}
+	if _, _, ok := tl.ByBootID(id); ok {
+		t.Errorf("the id of B's pushed-out boot still finds it")
+	}
+	// A third machine pushes out A (the least recently heard of): B stays found by address.
+	tl.Emit(bootevents.Event{Time: at(5000), MAC: hwid.MAC{2, 0, 0, 0, 0, 0xc}, Stage: bootevents.StageDHCPv4, Outcome: bootevents.OutcomeOK})
+	if _, ok := tl.Machine(macA); ok {
+		t.Errorf("A was not pushed out")
+	}
+	if mac, ok := tl.MACOf(addrA); !ok || mac != macB {
+		t.Errorf("after A went, MACOf = %v, %v; want %v", mac, ok, macB)
 	}
 }

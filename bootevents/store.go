@@ -264,9 +264,6 @@ func (x *index) remove(h uint32, slot int32) {
 	}
 }
 
-// bytes is the index's memory.
-func (x *index) bytes() int { return len(x.tab) * 8 }
-
 // hashes of the keys, seeded per Timeline so that no one can choose keys that collide.
 type hasher struct{ seed maphash.Seed }
 

@@ -86,7 +86,7 @@ func askFrom(t *testing.T, ns *testpeer.Netns, ip string, to netip.Addr, req []b
 	}
 }
 
-// TestE2E_OffSegmentRequester (issue 38 items 1 and 2): a host on another network, routed to
+// TestE2E_OffSegmentRequester: a host on another network, routed to
 // the boot segment and behind no relay (198.51.100.77), sends iPXE's port-4011 REQUEST for a
 // MAC the agent has an entry for: no answer, no nonce, counted as off-segment. Its firmware
 // REQUEST for the MAC issues no IPv6 boot pass (dual stack, DHCPv6 on), so a host on the
@@ -144,7 +144,7 @@ func hasSecrets(body string) bool {
 
 var chainNonceRE = regexp.MustCompile(`chain\.ipxe\?n=([0-9a-f]{32})`)
 
-// TestE2E_BroadcastBystander (issue 38 item 4): a host on the bridge listens on UDP 68, as
+// TestE2E_BroadcastBystander: a host on the bridge listens on UDP 68, as
 // any host there can, while a BIOS machine boots through iPXE: it reads the proxy offers the
 // agent broadcasts, and none names a nonce (iPXE gets its chain URL in the unicast answer to
 // its port-4011 REQUEST). Any nonce it did read, presented from its own address, would get no

@@ -171,6 +171,14 @@
 //   - TestE2E_ARM64HTTPSFirmware: AAVMF with the boot CA enrolled fetches the arm64 build by
 //     UEFI HTTP boot over https (firmware_https), and iPXE boots on over https; nothing over
 //     TFTP or plain HTTP, and the capture holds none of the secrets.
+//   - TestE2E_OffSegmentRequester: a routed host on another network (no relay) asks at
+//     4011 for a known MAC: no answer, no nonce, no IPv6 boot pass, counted as off-segment.
+//   - TestE2E_BroadcastBystander: a host on the bridge reads the broadcast proxy offers while
+//     a BIOS machine boots: none names a nonce, and the machine boots.
+//
+// TestE2E_BenchFirmwareBoot (bench/e2e/run.sh) and TestE2E_BenchHTTPS (bench/e2e/https.sh)
+// are benchmarks: they skip unless SITEBOOT_E2E_BENCH or SITEBOOT_E2E_BENCH_HTTPS names the
+// rounds to run.
 //
 // # Timings on a loaded machine
 //

@@ -55,14 +55,24 @@ func TestReflectionBesideTFTPDHPA(t *testing.T) {
 		Path: tftpdHPA,
 		Args: []string{"--foreground", "--listen", "--address", hpaAddr.String(), "--secure",
 			"--user", u.Username, "--retransmit", "10000", dir},
-		// Ready once it holds its port.
+		// Ready once it answers a read request (for a file that is not there). Probing by
+		// binding the port ourselves could hold it at the moment tftpd-hpa binds it, which
+		// then exits (71).
 		ReadyFunc: func() error {
-			c, err := net.ListenUDP("udp", hpaAddr)
+			// Unconnected: the answer comes from the transfer's own port (its TID).
+			c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 			if err != nil {
-				return nil
+				return err
 			}
-			c.Close()
-			return fmt.Errorf("port %d not bound yet", port)
+			defer c.Close()
+			if _, err := c.WriteTo(rrq("ready-probe", "octet"), hpaAddr); err != nil {
+				return err
+			}
+			c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			if _, _, err := c.ReadFrom(make([]byte, 516)); err != nil {
+				return fmt.Errorf("port %d: no answer yet: %w", port, err)
+			}
+			return nil
 		},
 	})
 

@@ -146,6 +146,15 @@
 //   - TestE2E_LocalBootUEFI: the same over UEFI with siteboot's snponly.efi: the local-boot
 //     script's "exit 1" makes OVMF boot its next options (HTTPv4, answered the same way,
 //     then the disk's EFI application); no kernel is fetched.
+//   - TestE2E_ConsoleLinesUEFIPXE: the agent's syslog receiver on port 514 of its boot
+//     address (syslog_listen) and no tftp_root: OVMF's PXE loads the agent's own
+//     snponly.efi, whose syslog console the chain script points at the agent; after the
+//     boot to the ramdisk, /debug/machines/{mac} and `siteagent explain` hold its console
+//     lines, among them its fetches from the agent, and none holds a query value or cache
+//     grant of the URLs on the wire (the receiver redacts them), nor a token or assertion.
+//     TestE2E_ConsoleLinesBIOS does the same through siteboot's undionly.kpxe, chained
+//     from SeaBIOS's ROM (Debian's iPXE, without the syslog console) as in
+//     TestE2E_LocalBootBIOSOwnIPXE.
 //   - TestE2E_HTTPS: the agent with a boot certificate from the site's boot CA and plain
 //     HTTP refused; OVMF's PXE loads siteboot's snponly.efi (patched to trust that CA) over
 //     TFTP, and iPXE fetches the chain, the script, the kernel and the initrd over https to

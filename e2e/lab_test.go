@@ -189,6 +189,9 @@ type lab struct {
 	// DHCP server names the files, and /boot/ipxe answers an entry's machine without a boot
 	// nonce (fallthrough_test.go).
 	noProxyDHCP bool
+	// ownBuilds runs the agents without tftp_root: TFTP and /boot/files/ serve siteboot's
+	// own iPXE builds (package ipxebin), which have the syslog console (console_test.go).
+	ownBuilds bool
 
 	mu       sync.Mutex
 	taps     int
@@ -424,8 +427,7 @@ proxy_dhcp = %v
 interface  = %q
 server_ip  = %q
 tftp       = true
-tftp_root  = %q
-cmdline    = %q
+%scmdline    = %q
 %s
 [boot.kernel]
 url    = %q
@@ -452,7 +454,7 @@ timeout   = %q
 
 [metrics]
 listen = "127.0.0.1:9464"
-`, siteID, node, dir, keyFile, !l.noProxyDHCP, h.Iface, h.IP, l.tftpRoot, l.siteCmdline(), strings.ReplaceAll(l.bootExtra, "{i}", strconv.Itoa(i)),
+`, siteID, node, dir, keyFile, !l.noProxyDHCP, h.Iface, h.IP, l.tftpRootLine(), l.siteCmdline(), strings.ReplaceAll(l.bootExtra, "{i}", strconv.Itoa(i)),
 		kernelURL, l.kernel, initrdURL, l.initrd,
 		leaseTTL.String(), "https://"+strings.TrimPrefix(bridgeURL(controlPort, ""), "http://"), siteCert, l.caFile,
 		heartbeat.String(), controlTimeout.String())
@@ -482,6 +484,14 @@ listen = "127.0.0.1:9464"
 		t.Logf("%s's metrics at the end (non-zero):\n%s", a.name, strings.Join(series, "\n"))
 	})
 	return a
+}
+
+// tftpRootLine is the [boot] key naming the lab's TFTP root, or nothing with l.ownBuilds.
+func (l *lab) tftpRootLine() string {
+	if l.ownBuilds {
+		return ""
+	}
+	return fmt.Sprintf("tftp_root  = %q\n", l.tftpRoot)
 }
 
 // labCmdline is the site's kernel command line. It has no_timer_check: under TCG on a

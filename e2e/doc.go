@@ -204,9 +204,12 @@
 //	TestE2E_ARM64PXE            33 s (kernel 29.6 s); loaded, beside ARM64HTTP: 89 s
 //	TestE2E_ARM64HTTPSFirmware  38 s (kernel 34.1 s); loaded, beside IPv6HTTPS: 68 s
 //	TestE2E_IPv6HTTPS           53 s (kernel 50.5 s); loaded, beside ARM64HTTPSFirmware: 120 s
+//	TestE2E_ConsoleLinesBIOS    27 s (kernel 23.4 s); beside ConsoleLinesUEFIPXE: 34 s
+//	TestE2E_ConsoleLinesUEFIPXE 27 s (kernel 24.3 s); beside ConsoleLinesBIOS: 36 s
 //
 // The arm64 machines are bounded by arm64BootTimeout (6 minutes, four times the slowest
-// loaded run), the IPv6 one by bootTimeout (4 minutes).
+// loaded run), the IPv6 one by bootTimeout (4 minutes), and so are the console tests' boots
+// and their wait for the console lines in the timeline.
 //
 // # Nothing left behind
 //

@@ -1,22 +1,16 @@
 package e2e_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/hwid"
-	"github.com/bettercompute/siteboot/internal/testpeer"
-	"github.com/bettercompute/siteboot/ipxebin"
 	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/syslogd"
 )
@@ -163,23 +157,7 @@ func TestE2E_ConsoleLinesUEFIPXE(t *testing.T) {
 // console at the agent, and boots the ramdisk. Its lines are in the machine's timeline.
 func TestE2E_ConsoleLinesBIOS(t *testing.T) {
 	t.Parallel()
-	agentIP := testpeer.HostIP(1).String()
-	l := newLab(t, 2,
-		"--dhcp-match=set:ipxe,175",
-		"--dhcp-boot=tag:ipxe,"+bridgeURL(consoleScriptPort, "/bios.ipxe"))
-	b, err := fs.ReadFile(ipxebin.Embedded(), ipxebin.UndionlyKPXE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(l.tftpRoot, "undionly.kpxe"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /bios.ipxe", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "#!ipxe\niseq ${version} 2.0.0 && goto own ||\nchain tftp://%s/undionly.kpxe\nexit 1\n:own\nchain http://%s/boot/chain.ipxe\n", agentIP, agentIP)
-	})
-	l.serve(context.Background(), consoleScriptPort, mux)
-	l.noProxyDHCP = true
+	l := newOwnBIOSLab(t, consoleScriptPort)
 	l.bootExtra = l.syslogAt(1)
 	a := l.startAgent("agent-a", 1)
 	l.waitActive(a)

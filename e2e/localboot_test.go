@@ -87,23 +87,7 @@ const ownIPXEScriptPort = 27041
 // sanboot --no-describe --drive 0x80 runs the disk's boot sector.
 func TestE2E_LocalBootBIOSOwnIPXE(t *testing.T) {
 	t.Parallel()
-	agentIP := testpeer.HostIP(1).String()
-	l := newLab(t, 2,
-		"--dhcp-match=set:ipxe,175",
-		"--dhcp-boot=tag:ipxe,"+bridgeURL(ownIPXEScriptPort, "/bios.ipxe"))
-	b, err := fs.ReadFile(ipxebin.Embedded(), ipxebin.UndionlyKPXE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(l.tftpRoot, "undionly.kpxe"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /bios.ipxe", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "#!ipxe\niseq ${version} 2.0.0 && goto own ||\nchain tftp://%s/undionly.kpxe\nexit 1\n:own\nchain http://%s/boot/chain.ipxe\n", agentIP, agentIP)
-	})
-	l.serve(context.Background(), ownIPXEScriptPort, mux)
-	l.noProxyDHCP = true
+	l := newOwnBIOSLab(t, ownIPXEScriptPort)
 	a := l.startAgent("agent-a", 1)
 	l.waitActive(a)
 	m := newMachine("local-own", fwBIOS, 0x95)
@@ -119,4 +103,29 @@ func TestE2E_LocalBootBIOSOwnIPXE(t *testing.T) {
 	if n := mt.sum("siteboot_tftp_transfers_total", `outcome="ok"`); n < 1 {
 		t.Errorf("%v TFTP transfers completed, want undionly.kpxe", n)
 	}
+}
+
+// newOwnBIOSLab is a lab whose SeaBIOS machines run siteboot's own undionly.kpxe: the site's
+// DHCP server (proxy DHCP off) points QEMU's iPXE ROM at a script served on port, which
+// chains the build over the site's TFTP, and the build (iPXE 2.0.0) then chains the agent's
+// script.
+func newOwnBIOSLab(t *testing.T, port int) *lab {
+	agentIP := testpeer.HostIP(1).String()
+	l := newLab(t, 2,
+		"--dhcp-match=set:ipxe,175",
+		"--dhcp-boot=tag:ipxe,"+bridgeURL(port, "/bios.ipxe"))
+	b, err := fs.ReadFile(ipxebin.Embedded(), ipxebin.UndionlyKPXE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(l.tftpRoot, "undionly.kpxe"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /bios.ipxe", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "#!ipxe\niseq ${version} 2.0.0 && goto own ||\nchain tftp://%s/undionly.kpxe\nexit 1\n:own\nchain http://%s/boot/chain.ipxe\n", agentIP, agentIP)
+	})
+	l.serve(context.Background(), port, mux)
+	l.noProxyDHCP = true
+	return l
 }

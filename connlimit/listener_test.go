@@ -410,7 +410,7 @@ func TestRefusedIsReset(t *testing.T) {
 	}
 }
 
-// TestReserveForPreferred performs the flood of issue 38.5: ten sources hold PerSource
+// TestReserveForPreferred performs the flood of S4: ten sources hold PerSource
 // connections each, more than the total cap of 156 that a 600-descriptor budget gives; a
 // preferred source (a machine being booted) must still get in, up to its own PerSource, and
 // another source that is not preferred must not. Without a Preferrer the same flood keeps

@@ -50,7 +50,7 @@ func TestE2E_BIOS(t *testing.T) {
 	if n := after.sum("siteboot_proxydhcp_answered_total", `port="67"`); n < 1 {
 		t.Errorf("proxy DHCP answered %v requests on port 67", n)
 	}
-	// The good boot's path with timings (issue 39): DHCP to the script and its assertion.
+	// The good boot's path with timings: DHCP to the script and its assertion.
 	code, out := a.explain(t, m.mac)
 	if code != 0 || !strings.Contains(out, ": booted: DHCP to assertion in") {
 		t.Errorf("siteagent explain %s: exit %d, want 0 and a boot to the assertion\n%s", m.mac, code, out)

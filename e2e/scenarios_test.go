@@ -53,7 +53,7 @@ func TestE2E_Unknown(t *testing.T) {
 	if n, s := mt.sum("siteboot_proxydhcp_answered_total"), mt.sum("siteboot_proxydhcp_silent_total", `reason="unknown"`); n != 0 || s < 1 {
 		t.Errorf("proxy DHCP answered %v and was silent for an unknown machine %v times", n, s)
 	}
-	// Why didn't it boot? (issue 39): the agent's explain says it is unknown here.
+	// Why didn't it boot? The agent's explain says it is unknown here.
 	if code, out := a.explain(t, m.mac); code != 0 || !strings.Contains(out, "unknown machine") || !strings.Contains(out, "no boot entry") {
 		t.Errorf("siteagent explain %s: exit %d, want 0 and an unknown machine\n%s", m.mac, code, out)
 	} else {
@@ -114,7 +114,7 @@ func TestE2E_Fenced(t *testing.T) {
 	if rec, _ := l.plane.LeaseRecord(context.Background(), siteID); rec.Holder != "agent-holder" {
 		t.Errorf("lease %v, want agent-holder's throughout", rec)
 	}
-	// Why didn't it boot? (issue 39): the agent's explain says it is fenced.
+	// Why didn't it boot? The agent's explain says it is fenced.
 	if code, out := a.explain(t, m.mac); code != 0 || !strings.Contains(out, "fenced: this agent does not hold the boot lease") {
 		t.Errorf("siteagent explain %s: exit %d, want 0 and fenced\n%s", m.mac, code, out)
 	} else {

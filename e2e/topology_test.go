@@ -236,7 +236,7 @@ func TestE2E_UUIDMismatch(t *testing.T) {
 	if n := mt.sum("siteboot_boot_mismatch_total", `where="dhcp"`, `reason="uuid-mismatch"`); n < 1 {
 		t.Errorf("siteboot_boot_mismatch_total{where=dhcp,reason=uuid-mismatch} = %v, want the silence counted as a UUID mismatch", n)
 	}
-	// Why didn't it boot? (issue 39): the agent's explain names both UUIDs.
+	// Why didn't it boot? The agent's explain names both UUIDs.
 	if code, out := a.explain(t, m.mac); code != 0 || !strings.Contains(out, "is not its entry's "+other.String()) {
 		t.Errorf("siteagent explain %s: exit %d, want 0 and a UUID mismatch naming the entry's %s\n%s", m.mac, code, other, out)
 	} else {

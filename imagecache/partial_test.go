@@ -43,7 +43,7 @@ func dirBytes(t *testing.T, dir string) (total int64, partials int) {
 	return total, partials
 }
 
-// TestShortBodyPartialsHoldBudget performs issue 37.6's fault: an origin that sends half of
+// TestShortBodyPartialsHoldBudget performs the half-body fault: an origin that sends half of
 // its Content-Length and closes. Each failed pull keeps its partial copy for a resume;
 // twelve of them would hold three times MaxBytes. Partial copies count against the budget
 // and go first, so the directory stays within it, and the newest failure's copy is kept.
@@ -97,7 +97,7 @@ func TestShortBodyPartialsHoldBudget(t *testing.T) {
 	}
 }
 
-// TestRetryAfterClockStepBack performs issue 37.6's other fault: the Clock's wall time steps back an
+// TestRetryAfterClockStepBack performs the clock fault: the Clock's wall time steps back an
 // hour after a pinned image failed. Its retry still comes once RetryFailedAfter has passed
 // (on the monotonic reading), not an hour later.
 func TestRetryAfterClockStepBack(t *testing.T) {

@@ -265,7 +265,7 @@ func TestServeUnlinkedFile(t *testing.T) {
 	}
 }
 
-// TestServeRangesBounded performs issue 38.6's range attack: a grant holder asks for one
+// TestServeRangesBounded performs the range attack: a grant holder asks for one
 // part of an image many times over in one request; the answer holds that part once.
 // Overlapping, adjacent and nearby ranges are merged (in order); more than MaxRanges left
 // after merging answer 416; a few distinct ranges are still served as a multipart answer.

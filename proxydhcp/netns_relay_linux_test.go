@@ -19,7 +19,7 @@ import (
 // dhcp-relay and the server on another segment (192.0.2.0/24), and sends an iPXE-like
 // DISCOVER (user class iPXE, no broadcast flag, no address) from a raw socket on the client
 // segment. The relayed offer must reach the client: the reply sets the broadcast flag, so the
-// relay broadcasts it there (issue 18). Needs root (namespaces) and dnsmasq.
+// relay broadcasts it there. Needs root (namespaces) and dnsmasq.
 func TestNetnsDnsmasqRelayIPXE(t *testing.T) {
 	dnsmasq := testpeer.LookPath(t, "dnsmasq", "dnsmasq")
 	server, relay, client := testpeer.NewNetns(t), testpeer.NewNetns(t), testpeer.NewNetns(t)

@@ -320,7 +320,7 @@ func TestGoldenReplies(t *testing.T) {
 		},
 		{
 			// iPXE does not set the broadcast flag; a relay delivers a reply without yiaddr or
-			// ciaddr only when the reply sets it (issue 18).
+			// ciaddr only when the reply sets it.
 			name: "ipxe-efi-relayed", pkt: build(t, dhcpv4.MessageTypeDiscover, "52:54:00:00:00:08", 0x0badcaff,
 				arch(iana.EFI_X86_64), undi(3, 10), vendorClass("PXEClient:Arch:00007:UNDI:003010"),
 				dhcpv4.WithGeneric(dhcpv4.OptionUserClassInformation, []byte("iPXE")),

@@ -25,8 +25,8 @@ func ipxeRequest4011(t testing.TB, mac string, ciaddr net.IP) []byte {
 		dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.ParseIP(serverIP))))
 }
 
-// TestOffSegmentRefused performs issue 38's first attack: a host on another network sends
-// the requests whose answers go unicast to it (iPXE's 4011 REQUEST, a port-67 REQUEST
+// TestOffSegmentRefused performs the first attack on the boot binding (S1): a host on
+// another network sends the requests whose answers go unicast to it (iPXE's 4011 REQUEST, a port-67 REQUEST
 // naming its own ciaddr, a DHCPv6 INFORMATION-REQUEST) for a MAC the host answers; none is
 // answered, none reaches the Handler, each is counted as off-segment. The same requests from
 // the receiving interface's subnet, from a configured segment, or from the subnet behind the
@@ -106,8 +106,8 @@ func TestOffSegmentRefused(t *testing.T) {
 	}
 }
 
-// TestBinderNoTokenInBroadcast performs issue 38's fourth attack's premise: with a Binder,
-// the broadcast offer to iPXE names no boot file (so a bystander reading broadcasts learns
+// TestBinderNoTokenInBroadcast performs the premise of the bystander attack on the boot
+// binding (S1): with a Binder, the broadcast offer to iPXE names no boot file (so a bystander reading broadcasts learns
 // nothing, and iPXE asks on port 4011), and the unicast 4011 answer names the chain URL with
 // the Binder's token, bound to the address the answer goes to.
 func TestBinderNoTokenInBroadcast(t *testing.T) {

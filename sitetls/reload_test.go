@@ -246,7 +246,7 @@ func TestRotationNoLapse(t *testing.T) {
 	}
 }
 
-// TestReloadRefusesUntrustedIssuer performs issue 38.6's attack: the agent's certificate is
+// TestReloadRefusesUntrustedIssuer performs the untrusted-renewal attack: the agent's certificate is
 // replaced by one from a CA the control plane does not trust (valid, its key matching).
 // The agent keeps the certificate in use, so the link holds, and reports the refusal; a
 // later renewal from the trusted CA is adopted. With IssuerFile, a certificate is checked

@@ -114,7 +114,7 @@ func TestReflectionBesideTFTPDHPA(t *testing.T) {
 	}
 }
 
-// TestReflectionUnproven performs issue 38.6's reflection: read requests that are never
+// TestReflectionUnproven performs the reflection attack: read requests that are never
 // acknowledged, as requests with a spoofed source are. Each gets its first datagram once
 // (DATA block 1 without options, the OACK alone with them) and nothing more: no resend, no
 // time-out error. The reflection factor is so bounded by one datagram over the request.

@@ -48,7 +48,7 @@ const (
 	// Generic follows the Redfish standard as the DMTF mockup does.
 	Generic Vendor = ""
 	// HPEiLO rejects BootSourceOverrideMode in a Boot PATCH (400
-	// iLO.2.14.PropertyNotWritableOrUnknown), as an iLO 5 did in issue 25 (HPE documents
+	// iLO.2.14.PropertyNotWritableOrUnknown), as an iLO 5 was seen to do (HPE documents
 	// the property writable from iLO 5 v3.00: testdata/README.md). Combine it with
 	// Mockup: HPEDL325 for the captured iLO 5 tree.
 	HPEiLO Vendor = "hpe-ilo"
@@ -124,7 +124,7 @@ type Options struct {
 	TLS bool
 
 	// Patch200ErrorBody answers a Boot PATCH of the system with 200 and a Redfish error
-	// body, and applies nothing: what issue 25 saw from iDRAC (no iDRAC capture is here).
+	// body, and applies nothing: what an iDRAC was seen to do (no iDRAC capture is here).
 	Patch200ErrorBody bool
 	// OnceStoredAsContinuous answers a Boot PATCH that asks BootSourceOverrideEnabled Once with
 	// 200, stores Continuous, and adds an @Message.ExtendedInfo note, as DSP0266 lets a
@@ -137,7 +137,7 @@ type Options struct {
 	// BootSourceOverrideMode is UEFI, as sushy-emulator does.
 	ModeDependentTargets bool
 	// MediaInsertFails makes InsertMedia record the image as inserted and then answer
-	// 500, as sushy-emulator did when attaching failed after the download (issue 20).
+	// 500, as sushy-emulator did when attaching failed after the download.
 	MediaInsertFails bool
 	// FirmwareNoContent answers SimpleUpdate with 204 and the Location of the task
 	// resource (sushy-emulator's answer) instead of 202 and a task monitor.
@@ -148,7 +148,7 @@ type Options struct {
 	TaskMonitorGone bool
 	// NoBootMode serves the system's Boot without BootSourceOverrideMode (nor its allowed
 	// values) and answers a Boot PATCH that carries it with 400 PropertyUnknown, as OpenBMC
-	// on NVIDIA GB200 does (issue 37): such a BMC neither reports nor accepts a mode.
+	// on NVIDIA GB200 does: such a BMC neither reports nor accepts a mode.
 	NoBootMode bool
 	// NoSessionService serves a service root without SessionService or Links.Sessions,
 	// as sushy-emulator does: only basic auth logs in.

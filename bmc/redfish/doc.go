@@ -95,7 +95,7 @@
 //     error is a *bmc.PartialError naming each failed part. A system without an
 //     EthernetInterfaces collection (OpenBMC) has NICsKnown false.
 //
-// # Quirks of issue 40, their sources and tests
+// # Vendor quirks, their sources and tests
 //
 // Each quirk has one test named after it (quirks_test.go, or bmc/ipmi for IPMI); where no
 // emulator shows it, the test runs a bmctest profile of the vendor's behaviour as its

@@ -18,7 +18,7 @@ import (
 	"github.com/bettercompute/siteboot/bmc/redfish"
 )
 
-// One test per vendor quirk of issue 40 ("BMCs"), named after it; each comment gives the
+// One test per vendor quirk in the package doc's table, named after it; each comment gives the
 // quirk's source. No capture of these BMCs is here: each runs against a bmctest profile
 // of the vendor's behaviour as its source describes it.
 

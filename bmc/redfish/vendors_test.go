@@ -19,7 +19,7 @@ import (
 
 // Tests on real vendors' captured Redfish trees (bmctest.HPEDL325, bmctest.OpenBMC) and
 // on the behaviours bmctest models from the Redfish specification and from what
-// sushy-emulator and iDRAC were seen to do (issues 20 and 25). Where a test changes a
+// sushy-emulator and iDRAC were seen to do. Where a test changes a
 // captured resource to make a case, it says so.
 
 func posts(reqs []bmctest.Request, suffix string) []bmctest.Request {
@@ -114,7 +114,7 @@ func TestUEFIHTTPFromLegacySwitchesTheModeFirst(t *testing.T) {
 func TestGracefulOffPressesThePowerButtonWhereNoShutdownIsOffered(t *testing.T) {
 	srv, d := start(t, bmctest.Options{Mockup: bmctest.HPEDL325}, redfish.Config{})
 	// Changed from the capture: the DL325's iLO lists GracefulShutdown and PushPowerButton;
-	// issue 25 saw an iLO 5 with PushPowerButton only.
+	// An iLO 5 was seen with PushPowerButton only.
 	srv.Patch(srv.SystemPath(), map[string]any{"Actions": map[string]any{"#ComputerSystem.Reset": map[string]any{
 		"ResetType@Redfish.AllowableValues": []any{"On", "ForceOff", "ForceRestart", "Nmi", "PushPowerButton"}}}})
 	if err := d.SetPower(ctx(t), bmc.PowerActionOff); err != nil {
@@ -324,7 +324,7 @@ func TestInspectionOfTheOpenBMCCapture(t *testing.T) {
 func TestInfiniBandFunctionsAreNotPXENICs(t *testing.T) {
 	srv, d := start(t, bmctest.Options{NetworkAdapters: true, NoSystemEthernetInterfaces: true}, redfish.Config{})
 	fns := bmctest.ChassisURI + "/NetworkAdapters/NIC1/NetworkDeviceFunctions"
-	// Shaped as issue 25 saw iDRAC's: no NetDevFuncType, an InfiniBand object.
+	// Shaped as an iDRAC's was seen: no NetDevFuncType, an InfiniBand object.
 	srv.Put(fns+"/3", fns, map[string]any{"Id": "3", "NetDevFuncCapabilities": []any{"InfiniBand"},
 		"InfiniBand": map[string]any{"PermanentMACAddress": "B0:26:28:00:00:03"},
 		"Ethernet":   map[string]any{"MACAddress": "B0:26:28:00:00:03"}})

@@ -228,7 +228,7 @@ func runLab(ctx context.Context, log *slog.Logger, out *printer, n int) (*lab, b
 	must("a script request that tries to inject a command is refused (exit script)", gaveUp(st, injected), "answered %d", st)
 	st, macOnly := httpGet(ctx, b.a.HTTPBase()+"/boot/ipxe?mac="+machineMAC(1).String())
 	must("a script request naming only a known MAC is refused, no secret in it (exit script, no-nonce)", gaveUp(st, macOnly), "answered %d", st)
-	// The boot binding (issue 38): proxy DHCP answers no requester off the provisioning
+	// The boot binding (S1): proxy DHCP answers no requester off the provisioning
 	// segments, and a nonce belongs to the address its answer went to.
 	before := b.a.Stats()["proxydhcp_silent_off-segment_67"]
 	askDHCP(ctx, netip.MustParseAddrPort(b.a.Addrs()["dhcp"]), netip.MustParseAddr("127.0.0.1"), machineMAC(1), netip.MustParseAddr("198.51.100.77"), true)

@@ -16,7 +16,7 @@ import (
 	"github.com/bettercompute/siteboot/internal/testpeer"
 )
 
-// TestExplain (issue 39 item 3): against a running agent that has no control plane (so it
+// TestExplain: against a running agent that has no control plane (so it
 // is fenced), "siteagent explain MAC" prints the diagnosis of a machine that asked over
 // port 4011 and exits 0; for a MAC never seen it says so and exits 1.
 func TestExplain(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/configfile"
 )
 
-// TestCheckRefusesConfigsThatCannotServe (issue 22 item 3): a file that would start an agent
+// TestCheckRefusesConfigsThatCannotServe: a file that would start an agent
 // that serves no machine is refused by -check (Parse), naming the key to fix, never as an
 // unknown key.
 func TestCheckRefusesConfigsThatCannotServe(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/configfile"
 )
 
-// TestSyslogListen (issue 39 item 4): boot.syslog_listen is off when absent, typed when
+// TestSyslogListen: boot.syslog_listen is off when absent, typed when
 // set, and a malformed one is refused naming the key (what -check reports).
 func TestSyslogListen(t *testing.T) {
 	base, err := os.ReadFile("../testdata/example.toml")

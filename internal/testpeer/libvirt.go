@@ -59,6 +59,21 @@ func StartLibvirtd(t testing.TB) *Libvirtd {
 			t.Fatal(err)
 		}
 	}
+	// QEMU writes a domain's serial log itself: through virtlogd (the default), a domain
+	// started again at once may find the log still held by its last run ("Device or
+	// resource busy"), and the session daemon would start a virtlogd that outlives the test.
+	conf := filepath.Join(home, ".config", "libvirt")
+	if err := os.MkdirAll(conf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(conf), conf} {
+		if err := os.Chown(d, libvirtUser, libvirtUser); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(conf, "qemu.conf"), []byte("stdio_handler = \"file\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	wrapper := filepath.Join(dir, "qemu.sh")
 	body := fmt.Sprintf("#!/bin/sh\n(while [ -d /proc/%d ] && [ -d /proc/$$ ]; do sleep 0.5; done; kill -9 $$ 2>/dev/null) </dev/null >/dev/null 2>&1 &\nexec %s \"$@\"\n", os.Getpid(), qemu)
 	if err := os.WriteFile(wrapper, []byte(body), 0o755); err != nil {

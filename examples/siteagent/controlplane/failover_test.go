@@ -120,12 +120,19 @@ func startFailoverAgent(t *testing.T, p *controlplane.Plane, site, node string, 
 
 // TestTransitionFailoverTwoAgentsEtcd: a power cycle of 20 machines (bmctest Redfish BMCs)
 // goes to agent A, the site's lease holder, as one bmc.transition; A is killed half way
-// (its link to the plane cut and its context cancelled as it reports a machine's cycle,
-// nothing cleaned up). The plane, whose lease and claims are in a real etcd, routes the
-// transition to the standby B once A's session lapses; B resumes it. Every machine ends
-// with one result in the plane, those A finished as A reported them, the transition's own
-// result comes from B, and no BMC got more than one power-on.
+// (its link to the plane cut and its context cancelled, nothing cleaned up) as the plane
+// records its report of a machine's cycle, or as it grants A's claim of a step. The plane,
+// whose lease and claims are in a real etcd, routes the transition to the standby B once
+// A's session lapses; B resumes it. Every machine ends with one result in the plane, those
+// A finished as A reported them, the transition's own result comes from B, and no BMC got
+// more than one power-on: a machine is done with exactly one, or unknown (its step granted
+// to A, which never reported it: B never sends it) with at most one.
 func TestTransitionFailoverTwoAgentsEtcd(t *testing.T) {
+	t.Run("killed as it reports a cycle", func(t *testing.T) { transitionFailover(t, false) })
+	t.Run("killed as its claim is granted", func(t *testing.T) { transitionFailover(t, true) })
+}
+
+func transitionFailover(t *testing.T, atGrant bool) {
 	const (
 		site = "site-f"
 		n    = 20
@@ -164,11 +171,16 @@ func TestTransitionFailoverTwoAgentsEtcd(t *testing.T) {
 		return len(b.reports) > 0
 	})
 
-	// A dies as the plane records its report of the n/2-th cycle it carried out: its link
-	// cut before it hears the answer, its context cancelled.
-	var acts atomic.Int32
+	// A dies as the plane records its report of the n/2-th cycle it carried out, or its
+	// n/2-th claim: its link cut before it hears the answer, its context cancelled.
+	var acts, grants atomic.Int32
 	p.OnBMCReport = func(node string, _ sitelink.Command, o bmc.Outcome) {
-		if node == "agent-a" && o.Status == bmc.StatusOK && acts.Add(1) == n/2 {
+		if node == "agent-a" && o.Status == bmc.StatusOK && acts.Add(1) == n/2 && !atGrant {
+			a.kill()
+		}
+	}
+	p.OnBMCClaim = func(node string, _ sitelink.Command) {
+		if node == "agent-a" && grants.Add(1) == n/2 && atGrant {
 			a.kill()
 		}
 	}
@@ -191,14 +203,15 @@ func TestTransitionFailoverTwoAgentsEtcd(t *testing.T) {
 	if len(fromB) == 0 {
 		t.Fatal("agent-b reported no machine: the transition was not resumed there")
 	}
-	if p.OnBMCReport = nil; acts.Load() < n/2 {
-		t.Errorf("agent-a's cycles recorded: %d, want it killed at the %d-th", acts.Load(), n/2)
+	if !atGrant && acts.Load() < n/2 || atGrant && grants.Load() < n/2 {
+		t.Errorf("agent-a's cycles recorded: %d, claims granted %d, want it killed at the %d-th", acts.Load(), grants.Load(), n/2)
 	}
 	if res.Status == "" || res.Progress == nil || res.Progress.Total != n || res.Progress.Pending != 0 {
 		t.Errorf("the transition's own result: %+v (progress %+v), want one from agent-b with every machine ended", res, res.Progress)
 	}
 
 	status := map[string]int{}
+	var unknownOns []int
 	for i, s := range srvs {
 		name := fmt.Sprintf("m%02d", i)
 		r, ok := st.Machines[name]
@@ -217,7 +230,11 @@ func TestTransitionFailoverTwoAgentsEtcd(t *testing.T) {
 				t.Errorf("%s reported done with %d power-ons, want 1", name, ons)
 			}
 		case sitelink.StatusUnknown:
-			// A's cycle was under way as it died: never sent again.
+			// A's step was granted as it died: never sent again.
+			unknownOns = append(unknownOns, ons)
+			if !atGrant {
+				t.Errorf("%s: %+v, but agent-a died after a report, holding no grant", name, r)
+			}
 		default:
 			t.Errorf("%s: %+v, want done, or unknown where agent-a's cycle was under way", name, r)
 		}
@@ -231,11 +248,14 @@ func TestTransitionFailoverTwoAgentsEtcd(t *testing.T) {
 	if got := len(st.Machines); got != n {
 		t.Errorf("%d machines with a result in the plane, want %d", got, n)
 	}
+	if atGrant && status[sitelink.StatusUnknown] == 0 {
+		t.Errorf("statuses %v: agent-a died holding a grant, and no machine is unknown", status)
+	}
 	if status[sitelink.StatusOK] <= len(fromA) {
 		t.Errorf("statuses %v: agent-b carried out none of the machines agent-a left (a reported %d)", status, len(fromA))
 	}
-	t.Logf("agent-a reported %d machines before it died; agent-b %d (%d of them resumed from a's records); statuses %v; repeats %d",
-		len(fromA), len(fromB), overlap(fromA, fromB), status, st.Repeats)
+	t.Logf("agent-a reported %d machines before it died; agent-b %d (%d of them resumed from a's records); statuses %v (power-ons of the unknown ones %v); repeats %d",
+		len(fromA), len(fromB), overlap(fromA, fromB), status, unknownOns, st.Repeats)
 }
 
 func overlap(a, b map[string][]sitelink.BMCResult) int {

@@ -47,3 +47,5 @@ require (
 )
 
 replace github.com/bettercompute/siteboot/examples => ../examples
+
+replace github.com/bettercompute/siteboot/lease/etcdstore => ../lease/etcdstore

@@ -197,7 +197,8 @@
 // restart, or on another agent sharing the ClaimRegistry, resumes it: steps already taken
 // are answered from the journal or the claim record, a step another agent claimed and
 // never reported is unknown, and nothing is sent twice. With Executor.Sessions (a
-// SessionPool) each BMC keeps one session, reused across operations; Executor.Wrap lets a
+// SessionPool) each BMC keeps one session, reused across operations, and the pool remembers
+// only the BMCs with a session open or an operation at them; Executor.Wrap lets a
 // host run each operation through state it keeps per BMC (a BootKeeper) over that session.
 //
 // The ramp's bound holds on power-ons as sent to the BMCs: at most the rate's worth

@@ -24,7 +24,9 @@ const DefaultMaxOpenSessions = 1024
 // session, closed) and after a rotation of credentials. When more than MaxOpen are open,
 // the least recently used idle ones are logged out; with IdleTimeout, a session idle longer
 // is logged out before it would be lent again (and by CloseIdle). Close logs every session
-// out.
+// out. The pool remembers a BMC only while it has a session open there or an operation
+// holds or waits for one, so its memory is bounded by MaxOpen and the operations in flight,
+// not by the BMCs it ever served.
 //
 // Set the fields before first use; it is safe for concurrent use.
 type SessionPool struct {
@@ -50,6 +52,7 @@ type SessionPool struct {
 
 type pooled struct {
 	lock chan struct{} // held by the operation using d
+	refs int           // operations holding or waiting for lock; under SessionPool.mu
 	d    Driver        // nil: not open
 	used uint64        // pool tick of the last release
 	idle time.Time     // when it was last given back
@@ -88,10 +91,14 @@ func (p *SessionPool) acquire(ctx context.Context, key string, open func(context
 		e = &pooled{lock: make(chan struct{}, 1)}
 		p.m[key] = e
 	}
+	e.refs++ // e stays in the map, the one entry for key, until refs is back to zero
 	p.mu.Unlock()
 	select {
 	case e.lock <- struct{}{}:
 	case <-ctx.Done():
+		p.mu.Lock()
+		p.unrefLocked(key, e)
+		p.mu.Unlock()
 		return nil, nil, ctx.Err()
 	}
 	p.mu.Lock()
@@ -104,7 +111,10 @@ func (p *SessionPool) acquire(ctx context.Context, key string, open func(context
 	if e.d == nil {
 		d, err := open(ctx)
 		if err != nil {
+			p.mu.Lock()
 			<-e.lock
+			p.unrefLocked(key, e)
+			p.mu.Unlock()
 			return nil, nil, err
 		}
 		p.mu.Lock()
@@ -112,10 +122,10 @@ func (p *SessionPool) acquire(ctx context.Context, key string, open func(context
 		p.mu.Unlock()
 	}
 	d := e.d
-	return d, func(drop bool) { p.release(e, drop) }, nil
+	return d, func(drop bool) { p.release(key, e, drop) }, nil
 }
 
-func (p *SessionPool) release(e *pooled, drop bool) {
+func (p *SessionPool) release(key string, e *pooled, drop bool) {
 	p.mu.Lock()
 	p.tick++
 	e.used, e.idle = p.tick, clock.Or(p.Clock).Now()
@@ -125,9 +135,26 @@ func (p *SessionPool) release(e *pooled, drop bool) {
 		e.d = nil
 	}
 	<-e.lock
+	p.unrefLocked(key, e)
 	closing = append(closing, p.evictLocked()...)
 	p.mu.Unlock()
 	p.closeAll(closing)
+}
+
+// unrefLocked ends one operation's hold on e and takes e out of the map when it holds no
+// session and no operation holds or waits for it, so that the map does not keep an entry
+// for every BMC ever used. Called under p.mu.
+func (p *SessionPool) unrefLocked(key string, e *pooled) {
+	e.refs--
+	p.forgetLocked(key, e)
+}
+
+// forgetLocked deletes key's entry e when it is unused: no session and no operation
+// holding or waiting for it. Called under p.mu.
+func (p *SessionPool) forgetLocked(key string, e *pooled) {
+	if e.refs == 0 && e.d == nil && p.m[key] == e {
+		delete(p.m, key)
+	}
 }
 
 // evictLocked takes the least recently used idle sessions over MaxOpen out of the pool
@@ -141,13 +168,14 @@ func (p *SessionPool) evictLocked() []Driver {
 	for {
 		open := 0
 		var lru *pooled
-		for _, e := range p.m {
+		var lruKey string
+		for k, e := range p.m {
 			if e.d == nil {
 				continue
 			}
 			open++
 			if len(e.lock) == 0 && (lru == nil || e.used < lru.used) {
-				lru = e
+				lru, lruKey = e, k
 			}
 		}
 		if open <= limit || lru == nil {
@@ -158,6 +186,7 @@ func (p *SessionPool) evictLocked() []Driver {
 			out = append(out, lru.d)
 			lru.d = nil
 			<-lru.lock
+			p.forgetLocked(lruKey, lru)
 		default:
 			return out // taken meanwhile: evicted at a later release
 		}
@@ -191,7 +220,7 @@ func (p *SessionPool) CloseIdle() int {
 	now := clock.Or(p.Clock).Now()
 	p.mu.Lock()
 	var closing []Driver
-	for _, e := range p.m {
+	for k, e := range p.m {
 		if e.d == nil || !p.staleLocked(e, now) {
 			continue
 		}
@@ -200,6 +229,7 @@ func (p *SessionPool) CloseIdle() int {
 			closing = append(closing, e.d)
 			e.d = nil
 			<-e.lock
+			p.forgetLocked(k, e)
 		default: // in use: not idle
 		}
 	}
@@ -214,12 +244,13 @@ func (p *SessionPool) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	var closing []Driver
-	for _, e := range p.m {
+	for k, e := range p.m {
 		select {
 		case e.lock <- struct{}{}:
 			closing = append(closing, e.d)
 			e.d = nil
 			<-e.lock
+			p.forgetLocked(k, e)
 		default: // in use: closed on release
 		}
 	}

@@ -3,7 +3,11 @@ package bmc_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/bettercompute/siteboot/bmc"
@@ -158,4 +162,91 @@ func TestSessionPoolIdleTimeout(t *testing.T) {
 	if got := (&bmc.SessionPool{}).CloseIdle(); got != 0 {
 		t.Errorf("CloseIdle without IdleTimeout: %d", got)
 	}
+}
+
+// TestSessionPoolForgetsUnusedBMCs: the pool keeps an entry only for a BMC with a session
+// open or an operation holding or waiting for it, so after many BMCs were used (two
+// executors sharing the pool, so operations wait at the pool; logins that fail; callers
+// that give up while waiting) the map shrinks back to the open sessions, and to nothing
+// once they are logged out, while no BMC ever has two sessions at once.
+func TestSessionPoolForgetsUnusedBMCs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const bmcs, maxOpen = 300, 4
+		site := newFakeSite()
+		for i := range bmcs {
+			site.add(fmt.Sprint("bmc-", i), &siteMachine{state: bmc.PowerOff, slowSet: time.Duration(i%7) * time.Second})
+		}
+		var failed atomic.Int64
+		opener := bmc.OpenerFunc(func(ctx context.Context, tg bmc.Target) (bmc.Driver, error) {
+			if strings.HasPrefix(tg.Address, "down-") {
+				failed.Add(1)
+				return nil, &bmc.OpError{Driver: "fake", Op: "session", Kind: bmc.ErrUnreachable}
+			}
+			return site.Open(ctx, tg)
+		})
+		pool := &bmc.SessionPool{MaxOpen: maxOpen, IdleTimeout: time.Minute}
+		executors := []*bmc.Executor{
+			{Opener: opener, Sessions: pool, MaxConcurrent: 64},
+			{Opener: opener, Sessions: pool, MaxConcurrent: 64},
+		}
+		var wg sync.WaitGroup
+		var gaveUp atomic.Int64
+		for i := range bmcs {
+			for j, e := range executors {
+				wg.Go(func() {
+					ctx := context.Background()
+					if (i+j)%5 == 0 { // gives up after 1.5 s, most likely while the other holds the session
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithTimeout(ctx, 1500*time.Millisecond)
+						defer cancel()
+					}
+					o := e.RunOp(ctx, fmt.Sprint("op-", i, "-", j), bmc.TargetRef{Driver: "fake", Address: fmt.Sprint("bmc-", i)},
+						bmc.SetPower{Action: bmc.PowerActionOn}).Outcome
+					if o.Status != bmc.StatusOK {
+						gaveUp.Add(1)
+					}
+				})
+			}
+			wg.Go(func() {
+				executors[i%2].RunOp(context.Background(), fmt.Sprint("down-op-", i), bmc.TargetRef{Driver: "fake", Address: fmt.Sprint("down-", i)},
+					bmc.SetPower{Action: bmc.PowerActionOn})
+			})
+			if i%50 == 49 {
+				if n := pool.Entries(); n == 0 {
+					t.Errorf("no entries while operations run")
+				}
+			}
+		}
+		wg.Wait()
+		if failed.Load() != bmcs || gaveUp.Load() == 0 {
+			t.Fatalf("%d failed logins, %d operations given up: the test did not exercise those paths", failed.Load(), gaveUp.Load())
+		}
+		for addr, n := range site.peak {
+			if n > 1 {
+				t.Errorf("%s: %d sessions open at once, want at most 1", addr, n)
+			}
+		}
+		if got, open := pool.Entries(), pool.Open(); got != open || open > maxOpen {
+			t.Errorf("after %d BMCs used: %d entries, %d sessions open; want entries for the open sessions alone, at most %d", 2*bmcs, got, open, maxOpen)
+		}
+		time.Sleep(2 * time.Minute)
+		if n := pool.CloseIdle(); n == 0 {
+			t.Errorf("CloseIdle logged nothing out")
+		}
+		if got := pool.Entries(); got != 0 || pool.Open() != 0 {
+			t.Errorf("after CloseIdle: %d entries, %d open; want 0 and 0", got, pool.Open())
+		}
+		// Used again, then closed: nothing left either.
+		for i := range 10 {
+			executors[0].RunOp(context.Background(), fmt.Sprint("again-", i), bmc.TargetRef{Driver: "fake", Address: fmt.Sprint("bmc-", i)},
+				bmc.SetPower{Action: bmc.PowerActionForceOff})
+		}
+		if got := pool.Entries(); got != maxOpen {
+			t.Errorf("10 BMCs used again: %d entries, want %d (MaxOpen)", got, maxOpen)
+		}
+		_ = pool.Close()
+		if got := pool.Entries(); got != 0 {
+			t.Errorf("after Close: %d entries, want 0", got)
+		}
+	})
 }

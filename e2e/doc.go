@@ -12,7 +12,9 @@
 // busybox-static, a kernel in /boot (linux-image-amd64; Debian's is signed) and the go
 // command (the tests build the agent); the Secure Boot scenarios also need shim-signed and
 // grub-efi-amd64-signed (and OVMF's Secure Boot build, in ovmf), the BMC scenarios
-// openipmi and sushy-emulator's sources (internal/testpeer installs them), the arm64
+// openipmi and sushy-emulator's sources (internal/testpeer installs them), with
+// libvirt-daemon, libvirt-daemon-driver-qemu, libvirt-clients and python3-libvirt for its
+// libvirt driver, the arm64
 // scenarios qemu-system-aarch64 (qemu-system-arm), AAVMF (qemu-efi-aarch64) and Debian's
 // arm64 kernel and static busybox, which e2e/arm64-ramdisk.sh downloads with apt-get
 // download and unpacks into /var/cache/siteboot-e2e/arm64 ($SITEBOOT_ARM64_CACHE), nothing
@@ -98,6 +100,14 @@
 //     boot lands but fails (sushy keeps every override Continuous) and no power cycle is
 //     sent; with PersistentBoot the override and the power cycle land; results come back by
 //     command id.
+//   - TestE2E_SushyLibvirtSecureBootRefusesUnsigned: sushy-emulator's libvirt driver (a
+//     private libvirtd run as nobody, testpeer.StartLibvirtd) in front of a QEMU domain with
+//     OVMF's Secure Boot build, whose NVRAM template says Secure Boot is on (the variables
+//     with Microsoft's keys) or off (no keys): through the Redfish driver Secure Boot reads
+//     disabled, is enabled and reads enabled (and libvirt holds the keys' template); powered
+//     on through Redfish, OVMF refuses the disk's unsigned EFI application ("BdsDxe: failed
+//     to load Boot0001 ...: Access Denied"); disabled again, the same domain runs it. About
+//     10 s a boot under TCG, 40 s in all.
 //   - TestE2E_SiteDHCPAnswersFirst: SeaBIOS's iPXE ROM powers on while only dnsmasq is on
 //     the segment: dnsmasq answers with an address and no boot file, nothing boots, and the
 //     firmware tries again; the agent then comes up with the machine's entry and the machine

@@ -44,3 +44,5 @@ require (
 )
 
 replace github.com/bettercompute/siteboot/examples => ../examples
+
+replace github.com/bettercompute/siteboot/lease/etcdstore => ../lease/etcdstore

@@ -183,12 +183,17 @@
 //	                 no SecureErase:
 //	                 ErrUnsupported
 //	Secure Boot      works (fake driver keeps    linked, not served:         -                   -
-//	                 SecureBootEnable)           ErrUnsupported
+//	                 SecureBootEnable; libvirt   ErrUnsupported
+//	                 driver: enforced by OVMF)
 //
 // Volume creation, deletion and erasure are tested against bmctest's RAID controller
 // (Options.Storage: Location or none, a RAID level kept other than asked, drives without
 // SecureErase): TestVolumeCreatedReadBackAndDeleted, TestVolumeKeptDifferentlyIsErrDiffers,
 // TestVolumeRefusedBeforeSending, TestEraseDrive; no emulator here creates a volume.
+//
+// Secure Boot through sushy-emulator's libvirt driver, on a domain with OVMF's Secure Boot
+// build that then refuses an unsigned loader, is e2e's
+// TestE2E_SushyLibvirtSecureBootRefusesUnsigned.
 //
 // Dell iDRAC, Lenovo XCC and Supermicro have no capture here: their behaviours are
 // modelled in bmctest on DMTF's mockup and tested in the vendor tests.

@@ -209,6 +209,10 @@ type SushyConfig struct {
 	// only: reach Addr over TLS with the certificate pinned (Sushy.TLS.SHA256).
 	Netns *Netns
 	Addr  netip.Addr
+	// LibvirtURI, when set, runs the emulator's libvirt driver against that daemon (its
+	// domains are the systems; Systems is ignored) in place of the fake driver. It then
+	// also needs Debian's python3-libvirt.
+	LibvirtURI string
 }
 
 // DefaultSushySystem is the fake system SushyEmulator starts when none is given.
@@ -232,6 +236,9 @@ type Sushy struct {
 func SushyEmulator(t testing.TB, cfg SushyConfig) *Sushy {
 	t.Helper()
 	py := python(t, "flask", "requests", "tenacity", "bcrypt", "webob")
+	if cfg.LibvirtURI != "" {
+		PythonModule(t, py, "libvirt", "python3-libvirt")
+	}
 	dir := t.TempDir()
 	untar(t, PeerArchive(t, SushyToolsArchive), dir)
 	src := filepath.Join(dir, strings.TrimSuffix(SushyToolsArchive, ".tar.gz"))
@@ -247,7 +254,12 @@ func SushyEmulator(t testing.TB, cfg SushyConfig) *Sushy {
 		host = cfg.Addr.String()
 	}
 	var conf strings.Builder
-	fmt.Fprintf(&conf, "SUSHY_EMULATOR_LISTEN_IP = %s\nSUSHY_EMULATOR_FAKE_DRIVER = True\n", pyStr(host))
+	fmt.Fprintf(&conf, "SUSHY_EMULATOR_LISTEN_IP = %s\n", pyStr(host))
+	if cfg.LibvirtURI != "" {
+		fmt.Fprintf(&conf, "SUSHY_EMULATOR_LIBVIRT_URI = %s\n", pyStr(cfg.LibvirtURI))
+	} else {
+		conf.WriteString("SUSHY_EMULATOR_FAKE_DRIVER = True\n")
+	}
 	// The emulator keeps its systems, media and volumes in SQLite files, by default in
 	// /tmp/sushy-emulator, shared by every emulator on the machine: each one would then
 	// serve the systems (and power states) of all that ran before it. Its own folder.
@@ -256,7 +268,11 @@ func SushyEmulator(t testing.TB, cfg SushyConfig) *Sushy {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(&conf, "SUSHY_EMULATOR_STATE_DIR = %s\n", pyStr(state))
-	conf.WriteString("SUSHY_EMULATOR_FAKE_SYSTEMS = [\n")
+	if cfg.LibvirtURI != "" {
+		systems = nil
+	} else {
+		conf.WriteString("SUSHY_EMULATOR_FAKE_SYSTEMS = [\n")
+	}
 	for _, s := range systems {
 		ps := s.PowerState
 		if ps == "" {
@@ -269,7 +285,9 @@ func SushyEmulator(t testing.TB, cfg SushyConfig) *Sushy {
 		}
 		conf.WriteString("]},\n")
 	}
-	conf.WriteString("]\n")
+	if cfg.LibvirtURI == "" {
+		conf.WriteString("]\n")
+	}
 	if cfg.Username != "" {
 		hash, err := exec.Command(py, "-c",
 			"import bcrypt,sys; print(bcrypt.hashpw(sys.argv[1].encode(), bcrypt.gensalt(rounds=4)).decode())",

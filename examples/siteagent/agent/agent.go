@@ -131,7 +131,7 @@ type Agent struct {
 	applier     sitelink.EntryApplier // the boot commands, applied off the heartbeat (sync.go)
 	metricLimit *connlimit.Listener   // the caps on metricsLn
 
-	bmc *bmcPart // bmc.* commands (bmc.go)
+	bmc *sitelink.BMCService // bmc.* commands (bmc.go)
 
 	v6 ipv6Part // IPv6 boot (ipv6.go)
 
@@ -229,10 +229,6 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}); err != nil {
 		return nil, err
 	}
-	if err := a.setupBMC(); err != nil {
-		return nil, err
-	}
-
 	if err := a.loadBootTLS(); err != nil {
 		return nil, err
 	}
@@ -240,6 +236,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		return nil, err
 	}
 	if err := a.limitListeners(); err != nil {
+		return nil, err
+	}
+	if err := a.setupBMC(); err != nil { // its images' URLs are under the listeners'
 		return nil, err
 	}
 	if c.Boot.ProxyDHCP {
@@ -353,7 +352,7 @@ func (a *Agent) release() {
 		a.found.Close()
 	}
 	if a.bmc != nil {
-		a.bmc.journal.Close()
+		a.bmc.Close()
 	}
 	if a.sb != nil {
 		a.sb.Close()
@@ -491,7 +490,7 @@ func (a *Agent) stop() {
 	}
 	a.closeRoot()
 	a.found.Close()
-	a.bmc.close()
+	a.bmc.Close()
 	a.log.Info("site agent stopped")
 }
 

@@ -100,10 +100,7 @@ func (a *Agent) samples() []metric.Sample {
 	s = append(s, a.linkTLS.Samples()...)
 	s = append(s, a.srv.Samples()...) // the HTTPS side's plain refusals
 	s = append(s, a.bootTLSSamples()...)
-	s = append(s, a.bmc.dispatch.Stats().Samples()...)
-	s = append(s, a.bmc.journal.Samples()...)
-	s = append(s, a.bmc.trans.samples()...)
-	s = append(s, a.bmc.samples()...)
+	s = append(s, a.bmc.Samples()...)
 	for _, l := range []struct {
 		name string
 		l    *connlimit.Listener

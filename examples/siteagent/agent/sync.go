@@ -26,7 +26,7 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 		_ = a.bootTLS.Check()
 	}
 	a.sweepSilent()
-	a.bmc.sweepSessions()
+	a.bmc.SweepSessions()
 	// Lapsed entries are pruned (a write) by the applier, off this loop.
 	a.applier.Kick()
 	snap := a.found.Snapshot()
@@ -43,9 +43,7 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 	section := sitelink.SiteSection(r.Images, pinned, a.entries.Sanboot())
 	r.Section = &section
 	r.Acked = a.applier.Acked()
-	r.BMC = a.bmc.dispatch.Pending()
-	machines, progress := a.bmc.trans.pending()
-	r.BMC, r.Transitions = append(r.BMC, machines...), progress
+	r.BMC, r.Transitions = a.bmc.Pending()
 	a.mu.Lock()
 	sendList := snap.Digest != a.sentDigest
 	a.mu.Unlock()
@@ -70,13 +68,12 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 	a.mu.Unlock()
 	// The control plane has these acknowledgements now; it stops resending those commands.
 	a.applier.Delivered(r.Acked)
-	a.bmc.dispatch.Delivered(r.BMC)
-	a.bmc.trans.delivered(r.BMC)
+	a.bmc.Delivered(r.BMC)
 
 	var boot []sitelink.Command
 	for _, c := range d.Commands {
 		// bmc.* commands run off this loop; their results go back in a later report.
-		if !a.bmcCommand(ctx, c) {
+		if !a.bmc.Start(ctx, c) {
 			boot = append(boot, c)
 		}
 	}

@@ -267,7 +267,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			a.v6.passes = a.newPasses()
 		}
 		if c.Boot.TFTPRoot == "" {
-			a.dhcp.BootFiles = a.ownBootFiles()
+			a.dhcp.BootFiles = bootserver.OwnBootFiles(a.bootTLS != nil)
 		}
 		if err := a.dhcp.Validate(); err != nil {
 			return nil, err

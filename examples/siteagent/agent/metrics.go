@@ -13,6 +13,7 @@ import (
 	"github.com/bettercompute/siteboot/metric"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/secureboot"
+	"github.com/bettercompute/siteboot/sitetls"
 )
 
 // metricsHandler serves /metrics in Prometheus format and /healthz. The registry is the
@@ -35,7 +36,7 @@ type health struct {
 	// certificate, the boot certificate's.
 	Notes []string `json:"notes,omitempty"`
 	// BootCertificate is the boot certificate in use, with HTTPS boot.
-	BootCertificate *bootCert `json:"boot_certificate,omitempty"`
+	BootCertificate *sitetls.CertReport `json:"boot_certificate,omitempty"`
 }
 
 // healthz answers 200 while the control plane was heard from within three heartbeats, else
@@ -47,7 +48,7 @@ func (a *Agent) healthz(w http.ResponseWriter, r *http.Request) {
 		// Serving goes on from the last desired state, but the operator should know.
 		h.Status, code = "control plane not heard from", http.StatusServiceUnavailable
 	}
-	for _, n := range []string{a.linkTLS.Health(), a.bootTLSHealth(h.BootCertificate)} {
+	for _, n := range []string{a.linkTLS.Health(), h.BootCertificate.Health("boot certificate")} {
 		if n != "" {
 			h.Notes = append(h.Notes, n)
 		}
@@ -99,7 +100,9 @@ func (a *Agent) samples() []metric.Sample {
 	s = append(s, a.beat.Stats().Samples()...)
 	s = append(s, a.linkTLS.Samples()...)
 	s = append(s, a.srv.Samples()...) // the HTTPS side's plain refusals
-	s = append(s, a.bootTLSSamples()...)
+	if a.bootTLS != nil {
+		s = append(s, a.bootTLS.ServerSamples()...)
+	}
 	s = append(s, a.bmc.Samples()...)
 	for _, l := range []struct {
 		name string

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -363,12 +362,8 @@ func (c *Config) Validate() error {
 	if ttl := c.Lease.TTL; ttl < time.Second || ttl > 10*time.Minute {
 		return bad("Lease.TTL", "want %v to %v, got %v", time.Second, 10*time.Minute, ttl)
 	}
-	u, err := url.Parse(c.Control.URL)
-	if c.Control.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return bad("Control.URL", "want the control plane's http(s) URL, got %q", c.Control.URL)
-	}
-	if err := c.Control.validateTLS(u); err != nil {
-		return err
+	if err := c.Control.link().Validate(); err != nil {
+		return linkError(err)
 	}
 	hb := c.Control.Heartbeat
 	if hb < 100*time.Millisecond || hb > time.Minute {

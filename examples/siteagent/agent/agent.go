@@ -9,11 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -92,8 +89,7 @@ type Agent struct {
 	link     Link
 	clock    Clock
 	httpBase string
-	// plainPort is the plain HTTP listener's port.
-	plainPort uint16
+	bases    bootserver.Bases // httpBase, v6.httpBase and the ports proxy DHCP names
 
 	entries *sitelink.EntryStore
 	fence   *lease.Fence
@@ -251,8 +247,8 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			Handler:    proxydhcp.HandlerFunc(a.machines.ServeDHCP),
 			Discoverer: proxydhcp.DiscovererFunc(a.discoveredDHCP),
 			ServerIP:   c.Boot.ServerIP,
-			HTTPPort:   a.httpPort(),
-			HTTPSPort:  a.httpsPort(),
+			HTTPPort:   a.bases.HTTPPort,
+			HTTPSPort:  a.bases.HTTPSPort,
 			// Firmware with the site CA enrolled fetches the iPXE build over https too.
 			HTTPBootTLS: c.Boot.FirmwareHTTPS,
 			Relays:      c.Boot.Relays,
@@ -317,28 +313,10 @@ func (a *Agent) listen() (err error) {
 			return fmt.Errorf("agent: metrics: %w", err)
 		}
 	}
-	// A port of 0 in the base URL takes the port the HTTP listener got: the URLs handed to
-	// machines need the real one.
-	port := b.HTTPListen.Port()
-	if tcp, ok := a.socks.HTTP.Addr().(*net.TCPAddr); ok {
-		port = uint16(tcp.Port)
-	}
-	a.plainPort = port
-	a.httpBase = bootserver.BaseURL(b.HTTPBase, b.ServerIP, port)
-	if b.ServerIP6.IsValid() {
-		a.v6.httpBase = strings.TrimSuffix(bootserver.BaseURL(b.HTTPBase6, b.ServerIP6, port), "/")
-	}
-	if b.tlsOn() {
-		// Every URL handed to iPXE is on the HTTPS side.
-		tport := b.httpsListen().Port()
-		if tcp, ok := a.socks.HTTPS.Addr().(*net.TCPAddr); ok {
-			tport = uint16(tcp.Port)
-		}
-		a.httpBase = bootserver.BaseURLTLS(b.HTTPBase, b.ServerIP, tport)
-		if b.ServerIP6.IsValid() {
-			a.v6.httpBase = strings.TrimSuffix(bootserver.BaseURLTLS(b.HTTPBase6, b.ServerIP6, tport), "/")
-		}
-	}
+	// A port of 0 in a base URL takes the port the listener got: the URLs handed to machines
+	// need the real one. With HTTPS, every URL handed to iPXE is on the HTTPS side.
+	a.bases = a.socks.Bases(b.HTTPBase, b.HTTPBase6, b.ServerIP, b.ServerIP6)
+	a.httpBase, a.v6.httpBase = a.bases.URL, a.bases.URL6
 	return nil
 }
 
@@ -374,32 +352,6 @@ func (a *Agent) closeSockets() {
 	if a.metricsLn != nil {
 		a.metricsLn.Close()
 	}
-}
-
-// httpPort is the port machines reach the boot HTTP server on over plain HTTP.
-func (a *Agent) httpPort() int {
-	if a.bootTLS != nil {
-		return int(a.plainPort)
-	}
-	u, err := url.Parse(a.httpBase)
-	if err != nil || u.Port() == "" {
-		return 80
-	}
-	p, _ := strconv.Atoi(u.Port())
-	return p
-}
-
-// httpsPort is the port machines reach the boot server's HTTPS side on; 0 without it.
-func (a *Agent) httpsPort() int {
-	if a.bootTLS == nil {
-		return 0
-	}
-	u, err := url.Parse(a.httpBase)
-	if err != nil || u.Port() == "" {
-		return 443
-	}
-	p, _ := strconv.Atoi(u.Port())
-	return p
 }
 
 // Addrs are the addresses the agent's sockets are bound to, by name (dhcp, pxe, tftp, http,

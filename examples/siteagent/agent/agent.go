@@ -245,7 +245,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		a.keeper.Load()
 		a.dhcp = &proxydhcp.Server{
 			Handler:    proxydhcp.HandlerFunc(a.machines.ServeDHCP),
-			Discoverer: proxydhcp.DiscovererFunc(a.discoveredDHCP),
+			Discoverer: bootserver.DiscoveredDHCP(a.found),
 			ServerIP:   c.Boot.ServerIP,
 			HTTPPort:   a.bases.HTTPPort,
 			HTTPSPort:  a.bases.HTTPSPort,
@@ -444,14 +444,4 @@ func (a *Agent) stop() {
 	a.found.Close()
 	a.bmc.Close()
 	a.log.Info("site agent stopped")
-}
-
-// discoveredDHCP lists a machine proxy DHCP did not answer for lack of an entry (P6), with
-// the fields proxy DHCP parsed.
-func (a *Agent) discoveredDHCP(ctx context.Context, req *proxydhcp.Request) {
-	s := discovery.Sighting{MAC: req.MAC, Arch: req.Arch, HasArch: req.HasArch, Relay: req.Relay, Via: discovery.ViaDHCP}
-	if req.HasUUID {
-		s.UUID = req.UUID
-	}
-	a.found.Seen(s)
 }

@@ -719,6 +719,37 @@ func (s *Server) Samples() []metric.Sample {
 	return []metric.Sample{famPlainRefused.Sample(s.plain.Load())}
 }
 
+// PartSamples lists the counters of the parts the Server composes ([Server.Stats]), under
+// the names of package metric's convention: the boot handlers' (IPv4 and IPv6 summed),
+// proxy DHCP's on the ports it serves (DHCPv6's with its ServerIP6), TFTP's, the boot
+// nonces' refusals (Config.Nonces), the IPv6 passes' (Config.Passes) and the cache's.
+// The Server's own are [Server.Samples]; the Secure Boot chain's are the host's to list,
+// with what its Entries counted (secureboot.Stats.Unavailable).
+func (s *Server) PartSamples() []metric.Sample {
+	st := s.Stats()
+	out := st.Boot.Add(st.Boot6).Samples()
+	if d := s.cfg.DHCP; d != nil {
+		ports := []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot}
+		if d.ServerIP6.IsValid() {
+			ports = append(ports, proxydhcp.PortDHCPv6)
+		}
+		out = append(out, st.DHCP.Samples(ports...)...)
+	}
+	if s.cfg.TFTP != nil {
+		out = append(out, st.TFTP.Samples()...)
+	}
+	if s.nonces != nil {
+		out = append(out, st.Bind.Samples()...)
+	}
+	if s.cfg.Passes != nil {
+		out = append(out, s.cfg.Passes.Stats().Samples()...)
+	}
+	if s.cfg.Cache != nil {
+		out = append(out, st.Cache.Samples()...)
+	}
+	return out
+}
+
 var famUnbound = metric.Family{Name: "boot_unbound_total",
 	Help: "Script requests refused any secret for not being bound to this agent's DHCP answer to the machine, by reason.", Labels: []string{"reason"}}
 

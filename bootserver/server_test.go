@@ -25,6 +25,7 @@ import (
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/internal/testlog"
 	"github.com/bettercompute/siteboot/ipxe"
+	"github.com/bettercompute/siteboot/metric"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/tftpd"
 	"github.com/bettercompute/siteboot/tftpd/tftpdtest"
@@ -136,6 +137,27 @@ func TestServer(t *testing.T) {
 	}
 	if s := srv.Samples(); len(s) != 0 {
 		t.Errorf("Samples() of a server without an HTTPS side: %+v, want none", s)
+	}
+	// PartSamples are the parts' counters, as Stats has them: proxy DHCP on its IPv4 ports
+	// only (no ServerIP6), TFTP, the nonces' refusals and the cache; no IPv6 passes.
+	parts := srv.PartSamples()
+	if err := metric.Check(parts); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]uint64{}
+	for _, x := range parts {
+		key := x.Name
+		for _, v := range x.LabelValues() {
+			key += "/" + v
+		}
+		byName[key] += x.Value
+		if x.Name == "boot_v6_passes_total" || x.Label("port") == "547" {
+			t.Errorf("PartSamples has %s without IPv6", key)
+		}
+	}
+	if byName["boot_unbound_total/"+bootbind.NoNonce.String()] != 1 || byName["tftp_transfers_total/ok"]+byName["tftp_transfers_total/not-found"] == 0 ||
+		byName["cache_refused_total/path"] != 1 {
+		t.Errorf("PartSamples: %v", byName)
 	}
 
 	if err := srv.Shutdown(t.Context()); err != nil {

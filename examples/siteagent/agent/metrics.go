@@ -11,7 +11,6 @@ import (
 	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/metric"
-	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/secureboot"
 	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/sitetls"
@@ -68,31 +67,16 @@ func (a *Agent) healthz(w http.ResponseWriter, r *http.Request) {
 // samples are the counters of every component the agent runs, under package metric's
 // names: what /metrics exports, after the namespace "siteboot_".
 func (a *Agent) samples() []metric.Sample {
-	st := a.srv.Stats()
-	s := st.Boot.Add(st.Boot6).Samples()
-	if a.dhcp != nil {
-		ports := []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot}
-		if a.socks.DHCPv6 != nil {
-			ports = append(ports, proxydhcp.PortDHCPv6)
-		}
-		s = append(s, st.DHCP.Samples(ports...)...)
-	}
-	if a.tftp != nil {
-		s = append(s, st.TFTP.Samples()...)
-	}
+	s := a.srv.PartSamples() // proxy DHCP, TFTP, the boot handlers, the nonces, the cache
 	if a.nonces != nil {
 		sb := secureboot.Stats{}
 		if a.sb != nil {
 			sb = a.sb.Stats()
 		}
 		sb.Unavailable = a.machines.Stats().SecureBootUnavailable
-		s = append(append(s, st.Bind.Samples()...), sb.Samples()...)
-	}
-	if a.v6.passes != nil {
-		s = append(s, a.v6.passes.Stats().Samples()...)
+		s = append(s, sb.Samples()...)
 	}
 	s = append(s, a.machines.Stats().Samples()...)
-	s = append(s, st.Cache.Samples()...)
 	s = append(s, a.issuer.Stats().Samples()...)
 	s = append(s, a.fence.State().Samples()...)
 	s = append(s, a.found.Stats().Samples()...)

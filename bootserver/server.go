@@ -123,6 +123,12 @@ type Config struct {
 	// saves the nonces (bootbind.Nonces.SaveFile) wakes its saver here, so a nonce is on
 	// disk while its answer goes out. Nil: none.
 	OnNonce func(mac hwid.MAC, to netip.Addr)
+	// Prefer, when set, is told the address of each machine being booted, whose next HTTP
+	// requests the boot listeners keep room for (DESIGN.md S4; [Caps].Prefer): where each
+	// answer proxy DHCP names a nonce in goes, and where each chain's script request bound
+	// to it came from (its kernel and initrd come next); without DHCP, where each request
+	// given a live entry came from. Nil: none.
+	Prefer Preferrer
 
 	// Cache is the image cache served under /cache/ and, under t/, over TFTP; its grants
 	// are the scripts' bc.cache. Nil: no cache. The host opens and closes it.
@@ -165,7 +171,9 @@ type Config struct {
 	// TLS is the configuration of the boot server's HTTPS side (Listeners.HTTPS), such as
 	// sitetls.Credentials.OpenServerConfig, which re-reads its files and sends the CA that
 	// iPXE checks by fingerprint. Required with Listeners.HTTPS; the same handlers answer
-	// both sides. Nil: no HTTPS.
+	// both sides. With it, the chain script points iPXE's console nowhere (Boot.Syslog is
+	// dropped): the console prints every URL iPXE fetches, cache grants included, and
+	// syslog carries it over UDP in clear. Nil: no HTTPS.
 	TLS *tls.Config
 	// RefusePlainHTTP answers every request that did not come over TLS with 403 and a line
 	// saying the site boots over https, counted in Stats.PlainRefused, except the iPXE
@@ -264,11 +272,15 @@ func New(c Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	c = preferring(c)
 	s := &Server{cfg: c}
 	c.BaseURL = strings.TrimSuffix(c.BaseURL, "/")
 	c.BaseURL6 = strings.TrimSuffix(c.BaseURL6, "/")
 	boot := c.Boot
 	boot.Fence = c.Fence
+	if c.TLS != nil {
+		boot.Syslog = netip.Addr{} // no grant in clear
+	}
 	if boot.BaseURL == "" {
 		boot.BaseURL = c.BaseURL
 	}
@@ -717,6 +729,44 @@ func (s *Server) Samples() []metric.Sample {
 		return nil
 	}
 	return []metric.Sample{famPlainRefused.Sample(s.plain.Load())}
+}
+
+// Preferrer is told the addresses whose connections a listener keeps room for
+// (*connlimit.Recent is one).
+type Preferrer interface{ Add(netip.Addr) }
+
+// preferring is c with its hooks telling c.Prefer of the machines being booted.
+func preferring(c Config) Config {
+	p := c.Prefer
+	if p == nil {
+		return c
+	}
+	onNonce, onBound := c.OnNonce, c.OnBound
+	c.OnNonce = func(mac hwid.MAC, to netip.Addr) {
+		if onNonce != nil {
+			onNonce(mac, to)
+		}
+		p.Add(to)
+	}
+	c.OnBound = func(q ipxe.Query) {
+		if onBound != nil {
+			onBound(q)
+		}
+		if q.Loader == "" {
+			p.Add(q.Remote)
+		}
+	}
+	if c.DHCP == nil {
+		entries := c.Boot.Entries
+		c.Boot.Entries = ipxe.EntriesFunc(func(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
+			e, ok, err := entries.Entry(ctx, q)
+			if ok {
+				p.Add(q.Remote)
+			}
+			return e, ok, err
+		})
+	}
+	return c
 }
 
 // PartSamples lists the counters of the parts the Server composes ([Server.Stats]), under

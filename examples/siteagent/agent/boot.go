@@ -34,11 +34,8 @@ func (a *Agent) bootServer() error {
 		Clock:        a.clock,
 		Logger:       a.log.With("component", "ipxe"),
 	}
-	boot.Syslog = bootserver.SyslogTarget(b.SyslogListen, b.ServerIP)
-	if a.bootTLS != nil && boot.Syslog.IsValid() {
-		// iPXE's console prints every URL it fetches, cache grants included, and its
-		// syslog goes over UDP in clear: not while the boot is over https.
-		boot.Syslog = netip.Addr{}
+	if boot.Syslog = bootserver.SyslogTarget(b.SyslogListen, b.ServerIP); a.bootTLS != nil && boot.Syslog.IsValid() {
+		// bootserver points iPXE's console nowhere over https (its syslog is in clear).
 		a.log.Warn("boot over https: iPXE's console is not sent to the syslog receiver, since it would carry the cache grants in clear",
 			"syslog_listen", b.SyslogListen)
 	}
@@ -56,6 +53,8 @@ func (a *Agent) bootServer() error {
 	c := bootserver.Config{
 		Fence: a.fence, BaseURL: a.httpBase, BaseURL6: a.v6.httpBase, Boot: boot,
 		Issuer: a.issuer, Cache: a.cache, CacheURL: b.CacheURL, Events: a.sink,
+		// The machines being booted: the boot listeners keep room for their next requests.
+		Prefer:   a.prefer,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	if a.bootTLS != nil {
@@ -63,17 +62,7 @@ func (a *Agent) bootServer() error {
 	}
 	if a.dhcp != nil {
 		c.DHCP, c.Nonces, c.Passes = a.dhcp, a.nonces, a.v6.passes
-		c.OnNonce = func(_ hwid.MAC, to netip.Addr) {
-			a.keeper.Wake()
-			// The machine's HTTP requests come next: the boot listener keeps room for them.
-			a.prefer.Add(to)
-		}
-		c.OnBound = func(q ipxe.Query) {
-			if q.Loader == "" {
-				// Its kernel and initrd come next, from the same address.
-				a.prefer.Add(q.Remote)
-			}
-		}
+		c.OnNonce = func(hwid.MAC, netip.Addr) { a.keeper.Wake() }
 	}
 	if a.tftp != nil {
 		c.TFTP, c.Builds = a.tftp, builds
@@ -103,12 +92,7 @@ func (a *Agent) bootServer() error {
 // secrets").
 func (a *Agent) ipxeEntry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
 	a.silent.Asked(q.MAC)
-	e, ok, err := a.machines.Entry(ctx, q)
-	if ok && a.nonces == nil {
-		// A live entry's machine: its kernel and initrd come next, from the same address.
-		a.prefer.Add(q.Remote)
-	}
-	return e, ok, err
+	return a.machines.Entry(ctx, q)
 }
 
 // cacheBase is the URL machines reach the image cache at over IPv4.

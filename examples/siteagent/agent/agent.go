@@ -111,12 +111,10 @@ type Agent struct {
 	metricsLn  net.Listener
 	syslogConn net.PacketConn
 
-	machines   *bootserver.Entries // the entries as proxy DHCP's and /boot/'s machines (S3)
-	beat       sitelink.Heartbeat  // syncOnce every Control.Heartbeat, or sooner when woken
-	mu         sync.Mutex
-	sentDigest discovery.Digest      // the discovered list's digest the control plane acknowledged
-	pinned     []sitelink.CacheImage // the last SiteSpec's cache images, for the section's state
-	nonces     *bootbind.Nonces      // proxy DHCP's boot nonces (S1); nil without proxy DHCP
+	machines *bootserver.Entries // the entries as proxy DHCP's and /boot/'s machines (S3)
+	beat     sitelink.Heartbeat  // syncOnce every Control.Heartbeat, or sooner when woken
+	report   bootserver.LinkSync // the report's cache, section and discovery list (sync.go)
+	nonces   *bootbind.Nonces    // proxy DHCP's boot nonces (S1); nil without proxy DHCP
 	// keeper saves the nonces across restarts, woken after each one issued; nil without
 	// proxy DHCP.
 	keeper      *bootbind.Keeper
@@ -177,7 +175,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if a.entries, err = sitelink.OpenEntryStore(filepath.Join(c.DataDir, EntriesFileName), clock); err != nil {
 		return nil, err
 	}
-	a.applier = sitelink.EntryApplier{Store: a.entries, OnApplied: a.applied, Logger: log}
+	a.applier = sitelink.EntryApplier{Store: a.entries, OnApplied: a.report.Applied, Logger: log}
 	a.machines = &bootserver.Entries{Store: a.entries, Events: a.sink, Clock: clock, Logger: log.With("component", "proxydhcp"),
 		// The machine should now ask this agent for its next step within the nonce window.
 		OnAnswer:          func(req *proxydhcp.Request, _ sitelink.ParsedEntry) { a.silent.Answered(req.MAC) },
@@ -225,6 +223,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}); err != nil {
 		return nil, err
 	}
+	a.report = bootserver.LinkSync{Cache: a.cache, Found: a.found, Entries: a.entries, Pinned: []Image{c.Boot.Kernel, c.Boot.Initrd}, Logger: log}
 	if err := a.loadBootTLS(); err != nil {
 		return nil, err
 	}

@@ -28,6 +28,15 @@ func keepersExecutor(keeps *bmc.BootKeepers) *bmc.Executor {
 	}
 }
 
+// bootTargets are the boot targets srv's machine booted from, in order.
+func bootTargets(srv *bmctest.Server) []string {
+	var out []string
+	for _, b := range srv.Boots() {
+		out = append(out, b.Target)
+	}
+	return out
+}
+
 // TestBootKeepersRearmEachPowerOn: Lenovo XCC refuses a persistent boot override. Through
 // BootKeepers, a persistent SetBoot under KeepBoot succeeds there and is kept (Kept names
 // it), and every power-on sent under KeepBoot afterwards, by later operations on the same
@@ -57,14 +66,6 @@ func TestBootKeepersRearmEachPowerOn(t *testing.T) {
 		}
 		return srv, keeps, tg, out
 	}
-	boots := func(srv *bmctest.Server) []string {
-		var out []string
-		for _, b := range srv.Boots() {
-			out = append(out, b.Target)
-		}
-		return out
-	}
-
 	t.Run("xcc kept", func(t *testing.T) {
 		srv, keeps, tg, res := run(t, bmctest.LenovoXCC, true)
 		for i, r := range res {
@@ -75,7 +76,7 @@ func TestBootKeepersRearmEachPowerOn(t *testing.T) {
 		if got, ok := keeps.Kept(tg); !ok || got.Target != bmc.BootPXE {
 			t.Errorf("Kept = %+v, %v; want PXE kept", got, ok)
 		}
-		if diff := cmp.Diff([]string{"Pxe", "Pxe"}, boots(srv)); diff != "" {
+		if diff := cmp.Diff([]string{"Pxe", "Pxe"}, bootTargets(srv)); diff != "" {
 			t.Errorf("boots after on and cycle (-want +got):\n%s", diff)
 		}
 		if _, ok := keeps.Kept(bmc.TargetRef{Driver: redfish.Name, Address: "https://192.0.2.9"}); ok {
@@ -90,7 +91,7 @@ func TestBootKeepersRearmEachPowerOn(t *testing.T) {
 		if _, ok := keeps.Kept(tg); ok {
 			t.Error("a BMC that keeps a persistent override has it kept by re-arming")
 		}
-		if diff := cmp.Diff([]string{"Pxe", "Pxe"}, boots(srv)); diff != "" {
+		if diff := cmp.Diff([]string{"Pxe", "Pxe"}, bootTargets(srv)); diff != "" {
 			t.Errorf("boots after on and cycle (-want +got):\n%s", diff)
 		}
 	})

@@ -11,8 +11,9 @@ import (
 )
 
 // ErrPlainHTTP is the cause of a Control.URL error for an http:// URL without
-// Control.Insecure: whoever answered that URL would be trusted as the control plane.
-var ErrPlainHTTP = sitelink.ErrPlainHTTP
+// Control.Insecure (sitelink.ErrPlainHTTP, in the configuration's words): whoever answered
+// that URL would be trusted as the control plane.
+var ErrPlainHTTP = errors.New("plain http trusts whoever answers the URL: use https with a certificate and CA, or set insecure to allow it")
 
 // link is Control as the library's configuration of an agent's link.
 func (cc ControlConfig) link() sitelink.LinkConfig {
@@ -23,6 +24,9 @@ func (cc ControlConfig) link() sitelink.LinkConfig {
 // linkError names the Control field of a sitelink.LinkConfigError.
 func linkError(err error) error {
 	if le := (*sitelink.LinkConfigError)(nil); errors.As(err, &le) {
+		if errors.Is(le.Err, sitelink.ErrPlainHTTP) {
+			return &FieldError{Field: "Control." + le.Field, Err: ErrPlainHTTP}
+		}
 		return &FieldError{Field: "Control." + le.Field, Err: le.Err}
 	}
 	return err

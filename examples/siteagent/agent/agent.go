@@ -67,7 +67,7 @@ type Options struct {
 	DHCPv6Conn, PXE6Conn net.PacketConn
 
 	// Credentials are the link's site certificate, when the host built the Link itself
-	// (NewLink with LoadCredentials): the agent checks them on every heartbeat and
+	// (sitelink.LinkConfig.Open): the agent checks them on every heartbeat and
 	// reports them in /healthz and /metrics. With a nil Link, New builds its own link from
 	// Config.Control and loads them itself.
 	Credentials *sitetls.Credentials

@@ -165,7 +165,7 @@ type ControlConfig struct {
 
 	// The link's mutual TLS (DESIGN.md G3): the agent presents CertFile, its site
 	// certificate for the node key, and verifies the control plane against CAFile. Both are
-	// required by the agent's own link ([NewLink]) for an https URL; a host whose Link
+	// required by the agent's own link (sitelink.LinkConfig.Open) for an https URL; a host whose Link
 	// carries its own credentials may leave them empty. They are re-read when they change.
 	CertFile string
 	// KeyFile is the site certificate's key; "" means the node key (Config.KeyFile). It must

@@ -3,7 +3,6 @@ package agent
 import (
 	"crypto"
 	"errors"
-	"log/slog"
 	"net/url"
 
 	"github.com/bettercompute/siteboot/sitelink"
@@ -32,37 +31,10 @@ func linkError(err error) error {
 	return err
 }
 
-// linkNode is the agent as its link's certificate must name it.
-func (c *Config) linkNode(nodeKey crypto.PublicKey, clk Clock, log *slog.Logger) sitelink.LinkNode {
-	return sitelink.LinkNode{Identity: c.Identity(), Key: nodeKey, KeyFile: c.keyFile(), Clock: clk, Logger: log}
-}
-
 // Identity is the node identity the agent's site certificate must carry:
 // spiffe://SITE/agent/NODE.
 func (c *Config) Identity() sitetls.Identity {
 	return sitetls.Identity{Site: c.SiteID, Node: c.NodeID}
-}
-
-// LoadCredentials loads the link's site certificate, its key (Control.KeyFile, else the
-// node key) and the CA bundle named in cfg.Control, and checks that the certificate is the
-// agent's: its identity is cfg's site and node, and its public key is nodeKey
-// (sitelink.LinkConfig.LoadCredentials). clk is the clock for validity; nil means the
-// real one.
-func LoadCredentials(cfg *Config, nodeKey crypto.PublicKey, clk Clock, log *slog.Logger) (*sitetls.Credentials, error) {
-	return cfg.Control.link().LoadCredentials(cfg.linkNode(nodeKey, clk, log))
-}
-
-// NewLink returns the agent's own link to cfg.Control.URL (sitelink.LinkConfig.NewLink):
-// over https it presents creds' site certificate and verifies the control plane against
-// creds' CA bundle; creds are required. A plain http URL is refused unless
-// Control.Insecure allows it.
-func NewLink(cfg *Config, creds *sitetls.Credentials) (*sitelink.Client, error) {
-	lc := cfg.Control.link()
-	if lc.Timeout <= 0 {
-		lc.Timeout = DefaultTimeout
-	}
-	c, err := lc.NewLink(creds)
-	return c, linkError(err)
 }
 
 // setupLink builds the agent's own link when the host handed in none, and sets up the
@@ -74,7 +46,7 @@ func (a *Agent) setupLink(nodeKey crypto.PublicKey) error {
 	a.linkTLS = &sitetls.Monitor{Credentials: a.opt.Credentials, Insecure: u.Scheme == "http",
 		Identity: c.Identity(), Key: nodeKey, Logger: a.log}
 	if a.link == nil {
-		l, creds, err := c.Control.link().Open(c.linkNode(nodeKey, a.clock, a.log))
+		l, creds, err := c.Control.link().Open(sitelink.LinkNode{Identity: c.Identity(), Key: nodeKey, KeyFile: c.keyFile(), Clock: a.clock, Logger: a.log})
 		if err != nil {
 			return linkError(err)
 		}

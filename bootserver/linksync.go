@@ -33,15 +33,15 @@ type LinkSync struct {
 	acked  discovery.Digest      // the list's digest the control plane acknowledged
 }
 
-// Sent is what [LinkSync.Report] put in a report, for [LinkSync.Answered].
-type Sent struct {
+// ReportSent is what [LinkSync.Report] put in a report, for [LinkSync.Answered].
+type ReportSent struct {
 	digest discovery.Digest
 	list   bool
 }
 
 // Report fills r's Images, Section, DiscoveredDigest and, when the list changed since a
 // report carrying it was answered, Discovered.
-func (s *LinkSync) Report(r *sitelink.StatusReport) Sent {
+func (s *LinkSync) Report(r *sitelink.StatusReport) ReportSent {
 	snap := s.Found.Snapshot()
 	r.DiscoveredDigest = snap.Digest.String()
 	r.Images = ImageReports(s.Cache.Status())
@@ -53,13 +53,13 @@ func (s *LinkSync) Report(r *sitelink.StatusReport) Sent {
 	if send {
 		r.Discovered = Discovered(snap)
 	}
-	return Sent{digest: snap.Digest, list: send}
+	return ReportSent{digest: snap.Digest, list: send}
 }
 
 // Answered records the control plane's answer d to a report Report filled (sent): the
 // list it carried is acknowledged, and d's cache images, with Pinned, are the cache's
 // pinned set (an image with a malformed digest is logged and left out).
-func (s *LinkSync) Answered(sent Sent, d sitelink.SyncResponse) error {
+func (s *LinkSync) Answered(sent ReportSent, d sitelink.SyncResponse) error {
 	s.mu.Lock()
 	if sent.list {
 		s.acked = sent.digest

@@ -35,7 +35,7 @@ func TestLinkSync(t *testing.T) {
 	s := &bootserver.LinkSync{Cache: cache, Found: found, Entries: entries, Pinned: []sitelink.CacheImage{own}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	mac, _ := hwid.ParseMAC("52:54:00:00:00:07")
 
-	report := func() (sitelink.StatusReport, bootserver.Sent) {
+	report := func() (sitelink.StatusReport, bootserver.ReportSent) {
 		var r sitelink.StatusReport
 		sent := s.Report(&r)
 		if r.DiscoveredDigest == "" || r.Section == nil {

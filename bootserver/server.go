@@ -128,7 +128,7 @@ type Config struct {
 	// answer proxy DHCP names a nonce in goes, and where each chain's script request bound
 	// to it came from (its kernel and initrd come next); without DHCP, where each request
 	// given a live entry came from. Nil: none.
-	Prefer Preferrer
+	Prefer Booting
 
 	// Cache is the image cache served under /cache/ and, under t/, over TFTP; its grants
 	// are the scripts' bc.cache. Nil: no cache. The host opens and closes it.
@@ -731,9 +731,9 @@ func (s *Server) Samples() []metric.Sample {
 	return []metric.Sample{famPlainRefused.Sample(s.plain.Load())}
 }
 
-// Preferrer is told the addresses whose connections a listener keeps room for
-// (*connlimit.Recent is one).
-type Preferrer interface{ Add(netip.Addr) }
+// Booting is told the address of each machine being booted, whose connections the boot
+// listeners keep room for (*connlimit.Recent, [Caps].Prefer, is one).
+type Booting interface{ Add(addr netip.Addr) }
 
 // preferring is c with its hooks telling c.Prefer of the machines being booted.
 func preferring(c Config) Config {

@@ -211,3 +211,56 @@ func ExampleBMCService() {
 	// cmd-1 ok
 	// 0
 }
+
+// TestBMCServiceTransitions: a transition's machines' results and its progress are
+// pending each report until delivered, then its own result, after which it is forgotten;
+// an abort that came before its transition aborts it when it starts.
+func TestBMCServiceTransitions(t *testing.T) {
+	ctx := context.Background()
+	transition := func(id string) sitelink.Command {
+		var ms []sitelink.TransitionMachine
+		for _, m := range []string{"m1", "m2"} {
+			ms = append(ms, sitelink.TransitionMachine{Name: m, Target: sitelink.BMCTarget{Driver: "fake", Address: "198.51.100." + m[1:], Credential: "bmc-1"}})
+		}
+		return sitelink.Command{ID: id, Kind: sitelink.KindBMCTransition, Transition: &sitelink.TransitionCommand{Action: "on", Machines: ms}}
+	}
+	p := &powerBMC{}
+	s, done := startService(t, sitelink.BMCServiceConfig{Opener: p, Link: planeLink(t), Node: "agent-1",
+		BMCLimits: sitelink.BMCLimits{TransitionSettle: time.Millisecond}})
+
+	s.Start(ctx, transition("tr-1"))
+	waitDone(t, done, "tr-1")
+	res, prog := s.Pending()
+	byID := map[string]sitelink.BMCResult{}
+	for _, r := range res {
+		byID[r.ID] = r
+	}
+	if len(res) != 3 || byID["tr-1"].Status != sitelink.StatusOK || byID["tr-1/m1"].Status != sitelink.StatusOK || byID["tr-1/m2"].Machine != "m2" {
+		t.Fatalf("pending %+v, want the two machines' results and the transition's", res)
+	}
+	if want := []sitelink.TransitionProgress{{ID: "tr-1", Action: "on", Total: 2, Done: 2}}; !cmp.Equal(want, prog) {
+		t.Errorf("progress %+v, want %+v", prog, want)
+	}
+	if n := p.sent; n != 2 {
+		t.Errorf("%d power-ons sent, want 2", n)
+	}
+	s.Delivered(res)
+	if res, prog := s.Pending(); len(res) != 0 || len(prog) != 0 {
+		t.Errorf("after delivery: %+v %+v, want nothing", res, prog)
+	}
+
+	s.Start(ctx, sitelink.Command{ID: "abort-2", Kind: sitelink.KindBMCTransitionAbort, Abort: "tr-2"})
+	waitDone(t, done, "abort-2")
+	s.Start(ctx, transition("tr-2"))
+	waitDone(t, done, "tr-2")
+	res, prog = s.Pending()
+	aborted := 0
+	for _, r := range res {
+		if r.Transition == "tr-2" && r.Status == sitelink.StatusAborted {
+			aborted++
+		}
+	}
+	if aborted != 2 || len(prog) != 1 || !prog[0].Aborting || prog[0].Aborted != 2 || p.sent != 2 {
+		t.Errorf("a transition aborted before it started: %+v %+v (sent %d), want both machines aborted, nothing sent", res, prog, p.sent)
+	}
+}

@@ -290,21 +290,20 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 // listen binds every socket the config names that the host did not hand in.
 func (a *Agent) listen() (err error) {
 	b, o := a.cfg.Boot, a.opt
-	addrs := bootserver.Addrs{HTTP: b.HTTPListen, HTTPS: b.httpsListen(), Interface: b.Interface, DualStack: b.ServerIP6.IsValid()}
 	a.socks = bootserver.Listeners{HTTP: o.HTTPListener}
 	if b.tlsOn() {
 		a.socks.HTTPS = o.HTTPSListener
 	}
 	if b.ProxyDHCP {
-		addrs.DHCP, addrs.PXE, a.socks.DHCP, a.socks.PXE = b.DHCPListen, b.PXEListen, o.DHCPConn, o.PXEConn
+		a.socks.DHCP, a.socks.PXE = o.DHCPConn, o.PXEConn
 		if b.DHCPv6 {
-			addrs.DHCPv6, addrs.PXE6, a.socks.DHCPv6, a.socks.PXE6 = b.DHCPv6Listen, b.PXEListen6, o.DHCPv6Conn, o.PXE6Conn
+			a.socks.DHCPv6, a.socks.PXE6 = o.DHCPv6Conn, o.PXE6Conn
 		}
 	}
 	if b.TFTP {
-		addrs.TFTP, a.socks.TFTP = b.TFTPListen, o.TFTPConn
+		a.socks.TFTP = o.TFTPConn
 	}
-	if a.socks, err = a.socks.Listen(context.Background(), addrs); err != nil {
+	if a.socks, err = a.socks.Listen(context.Background(), b.addrs()); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	if a.metricsLn = o.MetricsListener; a.metricsLn == nil && a.cfg.Metrics.Listen.IsValid() {

@@ -276,6 +276,7 @@ func (c *Config) Validate() error {
 	}{
 		{"Boot.DHCPListen", b.DHCPListen, b.ProxyDHCP}, {"Boot.PXEListen", b.PXEListen, b.ProxyDHCP},
 		{"Boot.TFTPListen", b.TFTPListen, b.TFTP}, {"Boot.HTTPListen", b.HTTPListen, true},
+		{"Boot.DHCPv6Listen", b.DHCPv6Listen, b.ProxyDHCP && b.DHCPv6}, {"Boot.PXEListen6", b.PXEListen6, b.ProxyDHCP && b.DHCPv6},
 	} {
 		if l.used && !l.addr.IsValid() {
 			return bad(l.field, "want IP:port")

@@ -87,9 +87,10 @@
 // at the addresses and on the interface the embedder names (keeping any it bound
 // itself), [Listeners.Addrs] says where they are, and [Listeners.Close] closes them.
 // [Addrs.Validate] (which Listen applies) refuses a dual-stack TFTP or HTTP address that
-// is not a wildcard and a DHCPv6 address that is not IPv6. [Listeners.Bases] derives the base URLs and the ports proxy DHCP names from the ports
-// the listeners got. [Listeners.Cap] puts the HTTP and HTTPS listeners behind connlimit,
-// their caps derived from the process's descriptor budget less what proxy DHCP and TFTP
-// need (DESIGN.md S4), with room kept for the machines being booted ([Config.Prefer]: where
-// proxy DHCP's nonces go and where bound requests come from).
+// is not a wildcard and a DHCPv6 address that is not IPv6. [Listeners.Bases] derives the
+// base URLs and the ports proxy DHCP names from the ports the listeners got.
+// [Listeners.Cap] puts the HTTP and HTTPS listeners behind connlimit, their caps derived
+// from the process's descriptor budget less what proxy DHCP and TFTP need (DESIGN.md S4),
+// with room kept for the machines being booted ([Config.Prefer]: where proxy DHCP's
+// nonces go and where bound requests come from).
 package bootserver

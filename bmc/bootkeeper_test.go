@@ -43,11 +43,7 @@ func TestQuirkPersistentBootNotSupportedRearmedOnEachPowerOn(t *testing.T) {
 				t.Fatalf("SetPower(%s): %v", a, err)
 			}
 		}
-		var out []string
-		for _, b := range srv.Boots() {
-			out = append(out, b.Target)
-		}
-		return out
+		return bootTargets(srv)
 	}
 
 	t.Run("driver alone", func(t *testing.T) {

@@ -34,6 +34,10 @@
 //	err = k.SetBootDevice(ctx, bmc.BootDevice{Target: bmc.BootPXE, Persistent: true})
 //	err = k.SetPower(ctx, bmc.PowerActionCycle) // PXE again on this boot and every later one
 //
+// Across an Executor's operations, where each operation gets the BMC's session anew,
+// [BootKeepers] keeps one keeper per BMC as the Executor's Wrap; an operation whose context
+// is marked with [KeepBoot] (one that sets a boot device or the power) goes through it.
+//
 // # Operations
 //
 // A host rarely asserts for capabilities itself: it names an operation and the library

@@ -138,7 +138,8 @@ type Executor struct {
 	// and a function (or nil) called once the operation ended, before the session is given
 	// back or closed. The session is given back or closed as it is, never through the
 	// driver Wrap returns. A host keeps per-BMC state over whatever session an operation
-	// has this way (a BootKeeper over each BMC's). nil runs each operation on its session.
+	// has this way (BootKeepers.Wrap keeps a BootKeeper over each BMC's). nil runs each
+	// operation on its session.
 	Wrap func(ctx context.Context, t TargetRef, d Driver) (Driver, func())
 
 	once  sync.Once

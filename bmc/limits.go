@@ -11,9 +11,10 @@ const (
 	MaxOpTimeout     = time.Hour // the longest deadline of one operation
 )
 
-// LimitError is [Executor.Validate]'s report of a field out of its bounds.
+// LimitError is [Executor.Validate]'s report of a field out of its bounds (and that of a
+// host's limits built on an Executor's, such as sitelink.BMCLimits).
 type LimitError struct {
-	Field string // "MaxConcurrent" or "Timeout"
+	Field string // the field's name: "MaxConcurrent", "Timeout", ...
 	Err   error
 }
 

@@ -30,6 +30,14 @@
 //     command's image.
 //   - [CacheImages], [ImageReports] and [Discovered] turn the link's messages into the
 //     cache's images and the cache and discovery list into a status report's.
+//   - [LinkSync] is the boot server's part of an agent's heartbeat over sitelink: the
+//     report's cache, section and discovery list (sent only when it changed), the pinned
+//     images of the answer, and what applied entries end.
+//   - [Tokens] is an ipxe.Tokens over the link; [DiscoveredDHCP] and [DiscoveredHTTP] list
+//     unknown machines in a discovery.List; [SyslogTarget] points iPXE's console at a
+//     syslog receiver.
+//   - [OwnBootFiles] is proxy DHCP's table for siteboot's own iPXE builds (ipxebin), and
+//     [FirmwareCipherSuites] the HTTPS side's suites for UEFI firmware.
 //
 // # Server
 //
@@ -78,4 +86,11 @@
 // interface (udpbind), which the embedder chooses. [Listeners.Listen] binds the sockets
 // at the addresses and on the interface the embedder names (keeping any it bound
 // itself), [Listeners.Addrs] says where they are, and [Listeners.Close] closes them.
+// [Addrs.Validate] (which Listen applies) refuses a dual-stack TFTP or HTTP address that
+// is not a wildcard and a DHCPv6 address that is not IPv6. [Listeners.Bases] derives the
+// base URLs and the ports proxy DHCP names from the ports the listeners got.
+// [Listeners.Cap] puts the HTTP and HTTPS listeners behind connlimit, their caps derived
+// from the process's descriptor budget less what proxy DHCP and TFTP need (DESIGN.md S4),
+// with room kept for the machines being booted ([Config.Prefer]: where proxy DHCP's
+// nonces go and where bound requests come from).
 package bootserver

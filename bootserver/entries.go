@@ -111,6 +111,19 @@ func (e *Entries) Entry(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, er
 	}, true, nil
 }
 
+// Facts are what the store says of mac for an explanation of its boot
+// (bootevents.Explain, bootevents.MachineHandler): whether it holds a live entry, and the
+// arch and UUID the entry names. The fence's facts are the host's to add.
+func (e *Entries) Facts(mac hwid.MAC) bootevents.Facts {
+	var f bootevents.Facts
+	if r, ok := e.Store.LookupParsed(mac); ok {
+		f.Entry = true
+		f.EntryArch, f.HasEntryArch = sitelink.EntryArch(r.Arch)
+		f.EntryUUID, f.HasEntryUUID = r.MachineUUID(), r.UUID != ""
+	}
+	return f
+}
+
 func (e *Entries) refused(ev bootevents.Event, m sitelink.Mismatch) {
 	if e.Events != nil {
 		ev.Time, ev.Outcome, ev.Reason = clock.Or(e.Clock).Now(), bootevents.OutcomeRefused, m.String()

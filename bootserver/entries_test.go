@@ -120,3 +120,30 @@ func TestEntriesNoOption97(t *testing.T) {
 		}
 	}
 }
+
+// TestEntriesFacts: a live entry's arch and UUID are the facts an explanation reads; a
+// MAC without one, or whose entry lapsed, has none.
+func TestEntriesFacts(t *testing.T) {
+	clk := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store, err := sitelink.OpenEntryStore(filepath.Join(t.TempDir(), "entries.json"), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac, other := hwid.MAC{0x52, 0x54, 0, 0, 0, 7}, hwid.MAC{0x52, 0x54, 0, 0, 0, 8}
+	const uuid = "4c4c4544-0051-3010-8052-b4c04f4e3732"
+	if err := store.Put(sitelink.ProxyDhcpEntry{MAC: mac, UUID: uuid, Arch: sitelink.ArchX86UEFI, Workflow: "wf", NotAfter: clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	e := &bootserver.Entries{Store: store, Clock: clk}
+	f := e.Facts(mac)
+	if !f.Entry || !f.HasEntryArch || f.EntryArch != hwid.ArchX86_64EFI || !f.HasEntryUUID || f.EntryUUID.String() != uuid {
+		t.Errorf("facts of a live entry: %+v", f)
+	}
+	if f := e.Facts(other); f.Entry || f.HasEntryArch || f.HasEntryUUID {
+		t.Errorf("facts of a MAC without an entry: %+v", f)
+	}
+	clk.Advance(2 * time.Hour)
+	if f := e.Facts(mac); f.Entry {
+		t.Errorf("facts of a lapsed entry: %+v", f)
+	}
+}

@@ -32,6 +32,41 @@ type Addrs struct {
 	DualStack bool
 }
 
+// AddrError is [Addrs.Validate]'s report of an address its part cannot be served on.
+type AddrError struct {
+	Part string // "tftp", "http", "dhcpv6" or "pxe6"
+	Err  error
+}
+
+func (e *AddrError) Error() string { return "bootserver: " + e.Part + " address: " + e.Err.Error() }
+func (e *AddrError) Unwrap() error { return e.Err }
+
+var _ error = &AddrError{}
+
+// Validate reports, as an *AddrError, an address [Listeners.Listen] would bind where its
+// part could not serve what a has it serve: with DualStack, a TFTP or HTTP address that is
+// not a wildcard (only a socket on the wildcard serves IPv4 and IPv6 at once); a DHCPv6 or
+// PXE6 address that is not IPv6.
+func (a Addrs) Validate() error {
+	for _, p := range []struct {
+		part string
+		ap   netip.AddrPort
+	}{{"tftp", a.TFTP}, {"http", a.HTTP}} {
+		if a.DualStack && p.ap.IsValid() && !p.ap.Addr().IsUnspecified() {
+			return &AddrError{Part: p.part, Err: fmt.Errorf("want a wildcard address (0.0.0.0:PORT or [::]:PORT) that serves IPv4 and IPv6 at once, got %v", p.ap)}
+		}
+	}
+	for _, p := range []struct {
+		part string
+		ap   netip.AddrPort
+	}{{"dhcpv6", a.DHCPv6}, {"pxe6", a.PXE6}} {
+		if p.ap.IsValid() && !p.ap.Addr().Is6() {
+			return &AddrError{Part: p.part, Err: fmt.Errorf("want [IPv6]:port, got %v", p.ap)}
+		}
+	}
+	return nil
+}
+
 // ListenNetwork is the network and address to bind ap on for proto ("udp" or "tcp"), as
 // [Listen] binds TFTP and HTTP: with dualStack a wildcard becomes [::]:PORT on the
 // family-less network; else "udp4" for UDP and ap as it is.
@@ -46,9 +81,13 @@ func ListenNetwork(proto string, ap netip.AddrPort, dualStack bool) (network, ad
 }
 
 // Listen binds every socket of a that l does not hold already (sockets the host bound
-// itself and hands in are kept as they are) and returns l with them. On an error it
+// itself and hands in are kept as they are) and returns l with them; it binds nothing
+// for addresses a.Validate refuses. On an error it
 // closes the sockets it bound, not those handed in, and the error names the part.
 func (l Listeners) Listen(ctx context.Context, a Addrs) (Listeners, error) {
+	if err := a.Validate(); err != nil {
+		return l, err
+	}
 	in := l
 	var errs []error
 	bind := func(part string, c *net.PacketConn, ap netip.AddrPort, listen func() (net.PacketConn, error)) {

@@ -2,6 +2,7 @@ package bootserver_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"strings"
@@ -47,5 +48,42 @@ func TestListen(t *testing.T) {
 	}
 	if n, a := bootserver.ListenNetwork("udp", netip.MustParseAddrPort("192.0.2.2:69"), true); n != "udp4" || a != "192.0.2.2:69" {
 		t.Errorf("ListenNetwork for one address = %s %s", n, a)
+	}
+}
+
+// TestAddrsValidate: with DualStack, TFTP and HTTP must be wildcards; DHCPv6 and PXE6
+// must be IPv6; Listen binds nothing for addresses Validate refuses.
+func TestAddrsValidate(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	for _, tc := range []struct {
+		name string
+		a    bootserver.Addrs
+		part string
+	}{
+		{"dual-stack wildcards", bootserver.Addrs{TFTP: ap("0.0.0.0:69"), HTTP: ap("[::]:80"), DualStack: true}, ""},
+		{"one family, any address", bootserver.Addrs{TFTP: ap("192.0.2.1:69"), HTTP: ap("192.0.2.1:80")}, ""},
+		{"dual-stack TFTP on one address", bootserver.Addrs{TFTP: ap("192.0.2.1:69"), HTTP: ap("0.0.0.0:80"), DualStack: true}, "tftp"},
+		{"dual-stack HTTP on one address", bootserver.Addrs{HTTP: ap("[2001:db8::1]:80"), DualStack: true}, "http"},
+		{"DHCPv6 on IPv4", bootserver.Addrs{DHCPv6: ap("0.0.0.0:547")}, "dhcpv6"},
+		{"PXE6 on IPv4", bootserver.Addrs{DHCPv6: ap("[::]:547"), PXE6: ap("0.0.0.0:4011")}, "pxe6"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.a.Validate()
+			var ae *bootserver.AddrError
+			if tc.part == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if !errors.As(err, &ae) || ae.Part != tc.part {
+				t.Errorf("Validate: %v, want an AddrError for %s", err, tc.part)
+			}
+		})
+	}
+	l, err := bootserver.Listeners{}.Listen(context.Background(), bootserver.Addrs{TFTP: ap("127.0.0.1:0"), HTTP: ap("127.0.0.1:0"), DualStack: true})
+	var ae *bootserver.AddrError
+	if !errors.As(err, &ae) || l.TFTP != nil || l.HTTP != nil {
+		t.Errorf("Listen with refused addresses: %v, %+v; want an AddrError and nothing bound", err, l)
 	}
 }

@@ -123,6 +123,12 @@ type Config struct {
 	// saves the nonces (bootbind.Nonces.SaveFile) wakes its saver here, so a nonce is on
 	// disk while its answer goes out. Nil: none.
 	OnNonce func(mac hwid.MAC, to netip.Addr)
+	// Prefer, when set, is told the address of each machine being booted, whose next HTTP
+	// requests the boot listeners keep room for (DESIGN.md S4; [Caps].Prefer): where each
+	// answer proxy DHCP names a nonce in goes, and where each chain's script request bound
+	// to it came from (its kernel and initrd come next); without DHCP, where each request
+	// given a live entry came from. Nil: none.
+	Prefer Booting
 
 	// Cache is the image cache served under /cache/ and, under t/, over TFTP; its grants
 	// are the scripts' bc.cache. Nil: no cache. The host opens and closes it.
@@ -165,7 +171,9 @@ type Config struct {
 	// TLS is the configuration of the boot server's HTTPS side (Listeners.HTTPS), such as
 	// sitetls.Credentials.OpenServerConfig, which re-reads its files and sends the CA that
 	// iPXE checks by fingerprint. Required with Listeners.HTTPS; the same handlers answer
-	// both sides. Nil: no HTTPS.
+	// both sides. With it, the chain script points iPXE's console nowhere (Boot.Syslog is
+	// dropped): the console prints every URL iPXE fetches, cache grants included, and
+	// syslog carries it over UDP in clear. Nil: no HTTPS.
 	TLS *tls.Config
 	// RefusePlainHTTP answers every request that did not come over TLS with 403 and a line
 	// saying the site boots over https, counted in Stats.PlainRefused, except the iPXE
@@ -264,11 +272,15 @@ func New(c Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	c = preferring(c)
 	s := &Server{cfg: c}
 	c.BaseURL = strings.TrimSuffix(c.BaseURL, "/")
 	c.BaseURL6 = strings.TrimSuffix(c.BaseURL6, "/")
 	boot := c.Boot
 	boot.Fence = c.Fence
+	if c.TLS != nil {
+		boot.Syslog = netip.Addr{} // no grant in clear
+	}
 	if boot.BaseURL == "" {
 		boot.BaseURL = c.BaseURL
 	}
@@ -717,6 +729,75 @@ func (s *Server) Samples() []metric.Sample {
 		return nil
 	}
 	return []metric.Sample{famPlainRefused.Sample(s.plain.Load())}
+}
+
+// Booting is told the address of each machine being booted, whose connections the boot
+// listeners keep room for (*connlimit.Recent, [Caps].Prefer, is one).
+type Booting interface{ Add(addr netip.Addr) }
+
+// preferring is c with its hooks telling c.Prefer of the machines being booted.
+func preferring(c Config) Config {
+	p := c.Prefer
+	if p == nil {
+		return c
+	}
+	onNonce, onBound := c.OnNonce, c.OnBound
+	c.OnNonce = func(mac hwid.MAC, to netip.Addr) {
+		if onNonce != nil {
+			onNonce(mac, to)
+		}
+		p.Add(to)
+	}
+	c.OnBound = func(q ipxe.Query) {
+		if onBound != nil {
+			onBound(q)
+		}
+		if q.Loader == "" {
+			p.Add(q.Remote)
+		}
+	}
+	if c.DHCP == nil {
+		entries := c.Boot.Entries
+		c.Boot.Entries = ipxe.EntriesFunc(func(ctx context.Context, q ipxe.Query) (ipxe.Entry, bool, error) {
+			e, ok, err := entries.Entry(ctx, q)
+			if ok {
+				p.Add(q.Remote)
+			}
+			return e, ok, err
+		})
+	}
+	return c
+}
+
+// PartSamples lists the counters of the parts the Server composes ([Server.Stats]), under
+// the names of package metric's convention: the boot handlers' (IPv4 and IPv6 summed),
+// proxy DHCP's on the ports it serves (DHCPv6's with its ServerIP6), TFTP's, the boot
+// nonces' refusals (Config.Nonces), the IPv6 passes' (Config.Passes) and the cache's.
+// The Server's own are [Server.Samples]; the Secure Boot chain's are the host's to list,
+// with what its Entries counted (secureboot.Stats.Unavailable).
+func (s *Server) PartSamples() []metric.Sample {
+	st := s.Stats()
+	out := st.Boot.Add(st.Boot6).Samples()
+	if d := s.cfg.DHCP; d != nil {
+		ports := []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot}
+		if d.ServerIP6.IsValid() {
+			ports = append(ports, proxydhcp.PortDHCPv6)
+		}
+		out = append(out, st.DHCP.Samples(ports...)...)
+	}
+	if s.cfg.TFTP != nil {
+		out = append(out, st.TFTP.Samples()...)
+	}
+	if s.nonces != nil {
+		out = append(out, st.Bind.Samples()...)
+	}
+	if s.cfg.Passes != nil {
+		out = append(out, s.cfg.Passes.Stats().Samples()...)
+	}
+	if s.cfg.Cache != nil {
+		out = append(out, st.Cache.Samples()...)
+	}
+	return out
 }
 
 var famUnbound = metric.Family{Name: "boot_unbound_total",

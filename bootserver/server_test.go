@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/internal/testlog"
 	"github.com/bettercompute/siteboot/ipxe"
+	"github.com/bettercompute/siteboot/metric"
 	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/tftpd"
 	"github.com/bettercompute/siteboot/tftpd/tftpdtest"
@@ -136,6 +138,27 @@ func TestServer(t *testing.T) {
 	}
 	if s := srv.Samples(); len(s) != 0 {
 		t.Errorf("Samples() of a server without an HTTPS side: %+v, want none", s)
+	}
+	// PartSamples are the parts' counters, as Stats has them: proxy DHCP on its IPv4 ports
+	// only (no ServerIP6), TFTP, the nonces' refusals and the cache; no IPv6 passes.
+	parts := srv.PartSamples()
+	if err := metric.Check(parts); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]uint64{}
+	for _, x := range parts {
+		key := x.Name
+		for _, v := range x.LabelValues() {
+			key += "/" + v
+		}
+		byName[key] += x.Value
+		if x.Name == "boot_v6_passes_total" || x.Label("port") == "547" {
+			t.Errorf("PartSamples has %s without IPv6", key)
+		}
+	}
+	if byName["boot_unbound_total/"+bootbind.NoNonce.String()] != 1 || byName["tftp_transfers_total/ok"]+byName["tftp_transfers_total/not-found"] == 0 ||
+		byName["cache_refused_total/path"] != 1 {
+		t.Errorf("PartSamples: %v", byName)
 	}
 
 	if err := srv.Shutdown(t.Context()); err != nil {
@@ -374,6 +397,72 @@ func TestServerHooks(t *testing.T) {
 		t.Errorf("ErrorLog got %q, want the handler's panic", s)
 	}
 	goleak.VerifyNone(t)
+}
+
+// preferred records the addresses a Server prefers.
+type preferred struct {
+	mu    sync.Mutex
+	addrs []netip.Addr
+}
+
+func (p *preferred) Add(a netip.Addr) { p.mu.Lock(); p.addrs = append(p.addrs, a); p.mu.Unlock() }
+
+func (p *preferred) got() []netip.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.addrs)
+}
+
+// TestServerPrefer: the machines being booted are preferred: with proxy DHCP, where an
+// answer's nonce goes and where a script request bound to it comes from; without, where
+// a request given a live entry comes from; a refused request is not.
+func TestServerPrefer(t *testing.T) {
+	local := netip.MustParseAddr("127.0.0.1")
+	run := func(t *testing.T, dhcp bool, do func(srv *bootserver.Server, cfg bootserver.Config)) []netip.Addr {
+		l := listen(t)
+		cfg := config(t, l, nil)
+		if !dhcp {
+			cfg.DHCP, l.DHCP, l.PXE = nil, nil, nil
+		}
+		p := &preferred{}
+		cfg.Prefer = p
+		srv, err := bootserver.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(l) }()
+		do(srv, cfg)
+		srv.Shutdown(t.Context())
+		<-served
+		return p.got()
+	}
+	t.Run("proxy DHCP", func(t *testing.T) {
+		got := run(t, true, func(srv *bootserver.Server, cfg bootserver.Config) {
+			if st, _ := get(t, cfg.BaseURL+ipxe.PathBoot+"?mac="+mac1.String()); st != http.StatusOK {
+				t.Fatalf("unbound request: %d", st)
+			}
+			n, err := cfg.DHCP.Binder.Bind(t.Context(), mac1, local)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, body := get(t, cfg.BaseURL+ipxe.PathBoot+"?mac="+mac1.String()+"&"+ipxe.ParamNonce+"="+n); st != http.StatusOK || !strings.Contains(body, "token") {
+				t.Fatalf("bound request: %d\n%s", st, body)
+			}
+		})
+		if want := []netip.Addr{local, local}; !slices.Equal(got, want) {
+			t.Errorf("preferred %v, want %v (the nonce's address, then the bound request's)", got, want)
+		}
+	})
+	t.Run("no proxy DHCP", func(t *testing.T) {
+		got := run(t, false, func(srv *bootserver.Server, cfg bootserver.Config) {
+			get(t, cfg.BaseURL+ipxe.PathBoot+"?mac=52:54:00:00:00:99") // no entry
+			get(t, cfg.BaseURL+ipxe.PathBoot+"?mac="+mac1.String())
+		})
+		if want := []netip.Addr{local}; !slices.Equal(got, want) {
+			t.Errorf("preferred %v, want %v (the live entry's request only)", got, want)
+		}
+	})
 }
 
 // TestServerPXE6: the DHCPv6 boot server port is served with proxy DHCP and closed when

@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,7 @@ func TestServerHTTPS(t *testing.T) {
 	cfg.RefusePlainHTTP = true
 	cfg.DHCP.HTTPPort = l.HTTP.Addr().(*net.TCPAddr).Port
 	cfg.Boot.Files = cfg.Builds
+	cfg.Boot.Syslog = netip.MustParseAddr("192.0.2.1") // dropped: iPXE's console is in clear
 	srv, err := bootserver.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +87,9 @@ func TestServerHTTPS(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), cfg.BaseURL+ipxe.PathBoot) {
 		t.Errorf("chain over https: %d\n%s", resp.StatusCode, body)
+	}
+	if strings.Contains(string(body), "syslog") {
+		t.Errorf("the chain over https sends iPXE's console to syslog:\n%s", body)
 	}
 	plain := "http://" + l.HTTP.Addr().String()
 	if st, body := get(t, plain+ipxe.PathChain); st != http.StatusForbidden || !strings.Contains(body, "https") {

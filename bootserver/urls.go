@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // Reachable reports whether machines can reach ip: not unspecified, multicast, the IPv4
@@ -75,4 +76,62 @@ func joinBaseURL(scheme string, defaultPort uint16, set string, ip netip.Addr, p
 		host += ":" + strconv.Itoa(int(port))
 	}
 	return scheme + "://" + host
+}
+
+// Bases are the base URLs a boot server hands machines and the ports proxy DHCP names,
+// once its listeners are bound ([Listeners.Bases]).
+type Bases struct {
+	// URL is Config.BaseURL; URL6 is Config.BaseURL6, "" without an IPv6 address.
+	URL, URL6 string
+	// HTTPPort and HTTPSPort are proxydhcp.Server's: the ports machines reach the boot
+	// server on over plain HTTP and over HTTPS (0 without an HTTPS listener).
+	HTTPPort, HTTPSPort int
+}
+
+// Bases derives the base URLs from the ports l's HTTP and HTTPS listeners are bound to, so
+// that a host that asked for port 0 hands machines the real one: set and set6 are the
+// host's own base URLs ([BaseURL]; "" derives them from ip and ip6, and a port of 0 is
+// replaced). With an HTTPS listener every URL is on the HTTPS side ([BaseURLTLS]) and
+// HTTPPort is the plain listener's port (UEFI HTTP boot's build); without, HTTPPort is the
+// base URL's port.
+func (l Listeners) Bases(set, set6 string, ip, ip6 netip.Addr) Bases {
+	plain := portOf(l.HTTP)
+	var b Bases
+	base := BaseURL
+	port := plain
+	if l.HTTPS != nil {
+		base, port = BaseURLTLS, portOf(l.HTTPS)
+	}
+	b.URL = base(set, ip, port)
+	if ip6.IsValid() {
+		b.URL6 = strings.TrimSuffix(base(set6, ip6, port), "/")
+	}
+	if l.HTTPS != nil {
+		b.HTTPPort, b.HTTPSPort = int(plain), urlPort(b.URL, 443)
+	} else {
+		b.HTTPPort = urlPort(b.URL, 80)
+	}
+	return b
+}
+
+// portOf is the port ln is bound to; 0 when its address has none.
+func portOf(ln net.Listener) uint16 {
+	if ln == nil {
+		return 0
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
+		return uint16(tcp.Port)
+	}
+	ap, _ := netip.ParseAddrPort(ln.Addr().String())
+	return ap.Port()
+}
+
+// urlPort is the port of URL s, def when it names none.
+func urlPort(s string, def int) int {
+	u, err := url.Parse(s)
+	if err != nil || u.Port() == "" {
+		return def
+	}
+	p, _ := strconv.Atoi(u.Port())
+	return p
 }

@@ -104,6 +104,19 @@
 // [NewClient] dials the control plane directly (no proxy from the environment) and refuses
 // a plain http URL unless [ClientConfig.InsecurePlainHTTP] allows it.
 //
+// An agent that reads its link from a configuration file fills a [LinkConfig] (URL, the
+// site certificate's files, Insecure, Timeout): [LinkConfig.Validate] names the field at
+// fault ([LinkConfigError]), and [LinkConfig.Open] loads the certificate for the node
+// ([LinkNode]) and returns the Client with the credentials a sitetls.Monitor checks.
+// [ReportStats] turns the samples of the agent's components into the report's Counters
+// under the names control planes read ([ReportKey]).
+//
+// An agent's BMC side is a [BMCService] ([NewBMCService] from a [BMCServiceConfig]: an
+// Opener of drivers, the journal's directory, the link, [BMCLimits]): each heartbeat hands
+// it the desired state's commands ([BMCService.Start] takes the bmc.* ones and runs them
+// off the heartbeat), puts [BMCService.Pending] in the report and passes what the answered
+// report carried to [BMCService.Delivered].
+//
 // A control plane:
 //
 //	srv := &http.Server{Handler: &sitelink.Handler{Server: plane, BMC: plane}, TLSConfig: creds.ServerConfig()}

@@ -37,6 +37,12 @@
 // (another node's, a CA the peers do not trust) is reported by [Monitor.Health] and
 // [Monitor.Untrusted] and logged once, while the last good pair stays in use.
 //
+// A boot server's certificate (served with [Credentials.OpenServerConfig]) must name the
+// addresses its clients connect to ([Credentials.CheckAddrs], ErrCertAddress); a health page
+// describes it with [Credentials.Report] and [CertReport.Health] (its public parts and
+// fingerprint, an expiry within a warning, a file that does not load), and
+// [Credentials.ServerSamples] exports its expiry.
+//
 // # Node identity
 //
 // A node certificate names its node by exactly one URI name, spiffe://SITE/agent/NODE

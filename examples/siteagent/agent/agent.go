@@ -9,11 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -70,7 +67,7 @@ type Options struct {
 	DHCPv6Conn, PXE6Conn net.PacketConn
 
 	// Credentials are the link's site certificate, when the host built the Link itself
-	// (NewLink with LoadCredentials): the agent checks them on every heartbeat and
+	// (sitelink.LinkConfig.Open): the agent checks them on every heartbeat and
 	// reports them in /healthz and /metrics. With a nil Link, New builds its own link from
 	// Config.Control and loads them itself.
 	Credentials *sitetls.Credentials
@@ -92,8 +89,7 @@ type Agent struct {
 	link     Link
 	clock    Clock
 	httpBase string
-	// plainPort is the plain HTTP listener's port.
-	plainPort uint16
+	bases    bootserver.Bases // httpBase, v6.httpBase and the ports proxy DHCP names
 
 	entries *sitelink.EntryStore
 	fence   *lease.Fence
@@ -115,12 +111,10 @@ type Agent struct {
 	metricsLn  net.Listener
 	syslogConn net.PacketConn
 
-	machines   *bootserver.Entries // the entries as proxy DHCP's and /boot/'s machines (S3)
-	beat       sitelink.Heartbeat  // syncOnce every Control.Heartbeat, or sooner when woken
-	mu         sync.Mutex
-	sentDigest discovery.Digest      // the discovered list's digest the control plane acknowledged
-	pinned     []sitelink.CacheImage // the last SiteSpec's cache images, for the section's state
-	nonces     *bootbind.Nonces      // proxy DHCP's boot nonces (S1); nil without proxy DHCP
+	machines *bootserver.Entries // the entries as proxy DHCP's and /boot/'s machines (S3)
+	beat     sitelink.Heartbeat  // syncOnce every Control.Heartbeat, or sooner when woken
+	report   bootserver.LinkSync // the report's cache, section and discovery list (sync.go)
+	nonces   *bootbind.Nonces    // proxy DHCP's boot nonces (S1); nil without proxy DHCP
 	// keeper saves the nonces across restarts, woken after each one issued; nil without
 	// proxy DHCP.
 	keeper      *bootbind.Keeper
@@ -131,7 +125,7 @@ type Agent struct {
 	applier     sitelink.EntryApplier // the boot commands, applied off the heartbeat (sync.go)
 	metricLimit *connlimit.Listener   // the caps on metricsLn
 
-	bmc *bmcPart // bmc.* commands (bmc.go)
+	bmc *sitelink.BMCService // bmc.* commands (bmc.go)
 
 	v6 ipv6Part // IPv6 boot (ipv6.go)
 
@@ -181,7 +175,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	if a.entries, err = sitelink.OpenEntryStore(filepath.Join(c.DataDir, EntriesFileName), clock); err != nil {
 		return nil, err
 	}
-	a.applier = sitelink.EntryApplier{Store: a.entries, OnApplied: a.applied, Logger: log}
+	a.applier = sitelink.EntryApplier{Store: a.entries, OnApplied: a.report.Applied, Logger: log}
 	a.machines = &bootserver.Entries{Store: a.entries, Events: a.sink, Clock: clock, Logger: log.With("component", "proxydhcp"),
 		// The machine should now ask this agent for its next step within the nonce window.
 		OnAnswer:          func(req *proxydhcp.Request, _ sitelink.ParsedEntry) { a.silent.Answered(req.MAC) },
@@ -229,10 +223,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 	}); err != nil {
 		return nil, err
 	}
-	if err := a.setupBMC(); err != nil {
-		return nil, err
-	}
-
+	a.report = bootserver.LinkSync{Cache: a.cache, Found: a.found, Entries: a.entries, Pinned: []Image{c.Boot.Kernel, c.Boot.Initrd}, Logger: log}
 	if err := a.loadBootTLS(); err != nil {
 		return nil, err
 	}
@@ -240,6 +231,9 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		return nil, err
 	}
 	if err := a.limitListeners(); err != nil {
+		return nil, err
+	}
+	if err := a.setupBMC(); err != nil { // its images' URLs are under the listeners'
 		return nil, err
 	}
 	if c.Boot.ProxyDHCP {
@@ -250,10 +244,10 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		a.keeper.Load()
 		a.dhcp = &proxydhcp.Server{
 			Handler:    proxydhcp.HandlerFunc(a.machines.ServeDHCP),
-			Discoverer: proxydhcp.DiscovererFunc(a.discoveredDHCP),
+			Discoverer: bootserver.DiscoveredDHCP(a.found),
 			ServerIP:   c.Boot.ServerIP,
-			HTTPPort:   a.httpPort(),
-			HTTPSPort:  a.httpsPort(),
+			HTTPPort:   a.bases.HTTPPort,
+			HTTPSPort:  a.bases.HTTPSPort,
 			// Firmware with the site CA enrolled fetches the iPXE build over https too.
 			HTTPBootTLS: c.Boot.FirmwareHTTPS,
 			Relays:      c.Boot.Relays,
@@ -268,7 +262,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			a.v6.passes = a.newPasses()
 		}
 		if c.Boot.TFTPRoot == "" {
-			a.dhcp.BootFiles = a.ownBootFiles()
+			a.dhcp.BootFiles = bootserver.OwnBootFiles(a.bootTLS != nil)
 		}
 		if err := a.dhcp.Validate(); err != nil {
 			return nil, err
@@ -296,21 +290,20 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 // listen binds every socket the config names that the host did not hand in.
 func (a *Agent) listen() (err error) {
 	b, o := a.cfg.Boot, a.opt
-	addrs := bootserver.Addrs{HTTP: b.HTTPListen, HTTPS: b.httpsListen(), Interface: b.Interface, DualStack: b.ServerIP6.IsValid()}
 	a.socks = bootserver.Listeners{HTTP: o.HTTPListener}
 	if b.tlsOn() {
 		a.socks.HTTPS = o.HTTPSListener
 	}
 	if b.ProxyDHCP {
-		addrs.DHCP, addrs.PXE, a.socks.DHCP, a.socks.PXE = b.DHCPListen, b.PXEListen, o.DHCPConn, o.PXEConn
+		a.socks.DHCP, a.socks.PXE = o.DHCPConn, o.PXEConn
 		if b.DHCPv6 {
-			addrs.DHCPv6, addrs.PXE6, a.socks.DHCPv6, a.socks.PXE6 = b.DHCPv6Listen, b.PXEListen6, o.DHCPv6Conn, o.PXE6Conn
+			a.socks.DHCPv6, a.socks.PXE6 = o.DHCPv6Conn, o.PXE6Conn
 		}
 	}
 	if b.TFTP {
-		addrs.TFTP, a.socks.TFTP = b.TFTPListen, o.TFTPConn
+		a.socks.TFTP = o.TFTPConn
 	}
-	if a.socks, err = a.socks.Listen(context.Background(), addrs); err != nil {
+	if a.socks, err = a.socks.Listen(context.Background(), b.addrs()); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	if a.metricsLn = o.MetricsListener; a.metricsLn == nil && a.cfg.Metrics.Listen.IsValid() {
@@ -318,28 +311,10 @@ func (a *Agent) listen() (err error) {
 			return fmt.Errorf("agent: metrics: %w", err)
 		}
 	}
-	// A port of 0 in the base URL takes the port the HTTP listener got: the URLs handed to
-	// machines need the real one.
-	port := b.HTTPListen.Port()
-	if tcp, ok := a.socks.HTTP.Addr().(*net.TCPAddr); ok {
-		port = uint16(tcp.Port)
-	}
-	a.plainPort = port
-	a.httpBase = bootserver.BaseURL(b.HTTPBase, b.ServerIP, port)
-	if b.ServerIP6.IsValid() {
-		a.v6.httpBase = strings.TrimSuffix(bootserver.BaseURL(b.HTTPBase6, b.ServerIP6, port), "/")
-	}
-	if b.tlsOn() {
-		// Every URL handed to iPXE is on the HTTPS side.
-		tport := b.httpsListen().Port()
-		if tcp, ok := a.socks.HTTPS.Addr().(*net.TCPAddr); ok {
-			tport = uint16(tcp.Port)
-		}
-		a.httpBase = bootserver.BaseURLTLS(b.HTTPBase, b.ServerIP, tport)
-		if b.ServerIP6.IsValid() {
-			a.v6.httpBase = strings.TrimSuffix(bootserver.BaseURLTLS(b.HTTPBase6, b.ServerIP6, tport), "/")
-		}
-	}
+	// A port of 0 in a base URL takes the port the listener got: the URLs handed to machines
+	// need the real one. With HTTPS, every URL handed to iPXE is on the HTTPS side.
+	a.bases = a.socks.Bases(b.HTTPBase, b.HTTPBase6, b.ServerIP, b.ServerIP6)
+	a.httpBase, a.v6.httpBase = a.bases.URL, a.bases.URL6
 	return nil
 }
 
@@ -353,7 +328,7 @@ func (a *Agent) release() {
 		a.found.Close()
 	}
 	if a.bmc != nil {
-		a.bmc.journal.Close()
+		a.bmc.Close()
 	}
 	if a.sb != nil {
 		a.sb.Close()
@@ -375,32 +350,6 @@ func (a *Agent) closeSockets() {
 	if a.metricsLn != nil {
 		a.metricsLn.Close()
 	}
-}
-
-// httpPort is the port machines reach the boot HTTP server on over plain HTTP.
-func (a *Agent) httpPort() int {
-	if a.bootTLS != nil {
-		return int(a.plainPort)
-	}
-	u, err := url.Parse(a.httpBase)
-	if err != nil || u.Port() == "" {
-		return 80
-	}
-	p, _ := strconv.Atoi(u.Port())
-	return p
-}
-
-// httpsPort is the port machines reach the boot server's HTTPS side on; 0 without it.
-func (a *Agent) httpsPort() int {
-	if a.bootTLS == nil {
-		return 0
-	}
-	u, err := url.Parse(a.httpBase)
-	if err != nil || u.Port() == "" {
-		return 443
-	}
-	p, _ := strconv.Atoi(u.Port())
-	return p
 }
 
 // Addrs are the addresses the agent's sockets are bound to, by name (dhcp, pxe, tftp, http,
@@ -491,16 +440,6 @@ func (a *Agent) stop() {
 	}
 	a.closeRoot()
 	a.found.Close()
-	a.bmc.close()
+	a.bmc.Close()
 	a.log.Info("site agent stopped")
-}
-
-// discoveredDHCP lists a machine proxy DHCP did not answer for lack of an entry (P6), with
-// the fields proxy DHCP parsed.
-func (a *Agent) discoveredDHCP(ctx context.Context, req *proxydhcp.Request) {
-	s := discovery.Sighting{MAC: req.MAC, Arch: req.Arch, HasArch: req.HasArch, Relay: req.Relay, Via: discovery.ViaDHCP}
-	if req.HasUUID {
-		s.UUID = req.UUID
-	}
-	a.found.Seen(s)
 }

@@ -1,19 +1,14 @@
 package agent
 
 import (
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
 	"time"
 
-	"github.com/bettercompute/siteboot/hwid"
+	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/ipxebin"
-	"github.com/bettercompute/siteboot/metric"
-	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/sitetls"
 )
 
@@ -65,7 +60,7 @@ func (b *BootConfig) httpsListen() netip.AddrPort {
 
 // ErrBootCertAddress: the boot certificate does not name an address machines reach the
 // agent at, so iPXE would refuse it.
-var ErrBootCertAddress = errors.New("the boot certificate does not name the address")
+var ErrBootCertAddress = sitetls.ErrCertAddress
 
 // loadBootTLS loads the boot certificate (Boot.TLSCertFile, re-read when it changes, as the
 // link's) and checks at start that it names Boot.ServerIP and Boot.ServerIP6 and chains to
@@ -80,36 +75,16 @@ func (a *Agent) loadBootTLS() error {
 	if err != nil {
 		return fmt.Errorf("agent: boot certificate: %w", err)
 	}
-	leaf := creds.Status().Leaf
-	for _, ip := range []netip.Addr{b.ServerIP, b.ServerIP6} {
-		if ip.IsValid() {
-			if err := leaf.VerifyHostname(ip.String()); err != nil {
-				return &FieldError{Field: "Boot.TLSCertFile", Err: fmt.Errorf("%w %v: %w", ErrBootCertAddress, ip, err)}
-			}
-		}
+	if err := creds.CheckAddrs(b.ServerIP, b.ServerIP6); err != nil {
+		return &FieldError{Field: "Boot.TLSCertFile", Err: err}
 	}
 	root, err := creds.Root()
 	if err != nil {
 		return &FieldError{Field: "Boot.TLSCertFile", Err: fmt.Errorf("%s against %s: %w", b.TLSCertFile, b.TLSCAFile, err)}
 	}
 	a.bootTLS = creds
-	a.log.Info("boot over https", "ca", root.Subject.String(), "not_after", leaf.NotAfter, "plain_http", !b.RefusePlainHTTP)
+	a.log.Info("boot over https", "ca", root.Subject.String(), "not_after", creds.Status().NotAfter, "plain_http", !b.RefusePlainHTTP)
 	return nil
-}
-
-// firmwareSuites are the boot server's TLS 1.2 cipher suites with Boot.FirmwareHTTPS: Go's
-// ECDHE suites, which iPXE and any client that offers them get (Go's server prefers them),
-// and the two RSA key exchange suites with AES-GCM, the best that EDK2 firmware of 2022
-// offers besides DHE, which Go does not implement (OVMF 2022.11 offers DHE and RSA key
-// exchange only). RSA key exchange has no forward secrecy; a client gets it only when it
-// offers nothing better, and the firmware fetches over it the iPXE build, which holds no
-// secret.
-func firmwareSuites() []uint16 {
-	var out []uint16
-	for _, cs := range tls.CipherSuites() {
-		out = append(out, cs.ID)
-	}
-	return append(out, tls.TLS_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_RSA_WITH_AES_256_GCM_SHA384)
 }
 
 // bootTLSConfig is the boot server's TLS configuration: the boot certificate re-read on
@@ -117,7 +92,7 @@ func firmwareSuites() []uint16 {
 func (a *Agent) bootTLSConfig() *tls.Config {
 	cfg := a.bootTLS.OpenServerConfig()
 	if a.cfg.Boot.FirmwareHTTPS {
-		cfg.CipherSuites = firmwareSuites()
+		cfg.CipherSuites = bootserver.FirmwareCipherSuites()
 	}
 	return cfg
 }
@@ -133,26 +108,6 @@ func (a *Agent) ownBuilds() ipxebin.FS {
 	return f
 }
 
-// ownBootFiles is proxy DHCP's table for the agent's own builds: snponly for x86-64 and
-// arm64 UEFI (PXE and HTTP boot: the firmware's network stack, which works where iPXE's own
-// drivers fail on some NICs), undionly.kpxe for BIOS unless the boot server is HTTPS (that
-// build cannot be made to trust the site CA: BIOS machines then need a site build,
-// Boot.TFTPRoot).
-func (a *Agent) ownBootFiles() proxydhcp.BootFiles {
-	t := proxydhcp.DefaultBootFiles()
-	t.ByArch = map[hwid.Arch]string{
-		hwid.ArchX86_64EFI:     ipxebin.SnponlyX8664,
-		hwid.ArchEFIBC:         ipxebin.SnponlyX8664,
-		hwid.ArchX86_64EFIHTTP: ipxebin.SnponlyX8664,
-		hwid.ArchARM64EFI:      ipxebin.SnponlyARM64,
-		hwid.ArchARM64EFIHTTP:  ipxebin.SnponlyARM64,
-	}
-	if a.bootTLS == nil {
-		t.ByArch[hwid.ArchBIOS] = ipxebin.UndionlyKPXE
-	}
-	return t
-}
-
 // DefaultTLSExpiryWarning is how long before the boot certificate expires /healthz warns
 // of it, when Boot.TLSExpiryWarning is zero.
 const DefaultTLSExpiryWarning = 7 * 24 * time.Hour
@@ -165,66 +120,10 @@ func (b *BootConfig) tlsExpiryWarning() time.Duration {
 	return DefaultTLSExpiryWarning
 }
 
-var famBootCertNotAfter = metric.Family{Name: "boot_tls_cert_not_after_seconds",
-	Help: "Expiry of the boot certificate in use on the boot server's HTTPS side, in Unix seconds.", Kind: metric.Gauge}
-
-// bootTLSSamples are the boot certificate's gauges; none without it.
-func (a *Agent) bootTLSSamples() []metric.Sample {
+// bootCertStatus describes the boot certificate in use for /healthz; nil without one.
+func (a *Agent) bootCertStatus() *sitetls.CertReport {
 	if a.bootTLS == nil {
 		return nil
 	}
-	return []metric.Sample{famBootCertNotAfter.Sample(uint64(max(a.bootTLS.Status().NotAfter.Unix(), 0)))}
-}
-
-// bootCert is what /healthz says of the boot certificate in use: its public parts, never
-// its key.
-type bootCert struct {
-	Subject     string    `json:"subject"`
-	Issuer      string    `json:"issuer"`
-	DNSNames    []string  `json:"dns_names,omitempty"`
-	IPAddresses []string  `json:"ip_addresses,omitempty"`
-	NotBefore   time.Time `json:"not_before"`
-	NotAfter    time.Time `json:"not_after"`
-	// SHA256 is the fingerprint of the certificate (its DER bytes), hex.
-	SHA256 string `json:"sha256"`
-	// ExpiresSoon: it expires within Boot.TLSExpiryWarning (or has expired).
-	ExpiresSoon bool `json:"expires_soon"`
-	// Error is why the files on disk are not what is served (the last good pair stays in
-	// use), or that the one in use has expired.
-	Error string `json:"error,omitempty"`
-}
-
-// bootCertStatus describes the boot certificate in use; nil without one.
-func (a *Agent) bootCertStatus() *bootCert {
-	if a.bootTLS == nil {
-		return nil
-	}
-	st := a.bootTLS.Status()
-	leaf := st.Leaf
-	fp := sha256.Sum256(leaf.Raw)
-	c := &bootCert{Subject: leaf.Subject.String(), Issuer: leaf.Issuer.String(), DNSNames: leaf.DNSNames,
-		NotBefore: leaf.NotBefore.UTC(), NotAfter: leaf.NotAfter.UTC(), SHA256: hex.EncodeToString(fp[:]),
-		ExpiresSoon: !a.clock.Now().Add(a.cfg.Boot.tlsExpiryWarning()).Before(leaf.NotAfter)}
-	for _, ip := range leaf.IPAddresses {
-		c.IPAddresses = append(c.IPAddresses, ip.String())
-	}
-	if st.Err != nil {
-		c.Error = st.Err.Error()
-	}
-	return c
-}
-
-// bootTLSHealth is /healthz's line on the boot certificate: "" while it is in order, else
-// why not (a file that does not load, an expiry within Boot.TLSExpiryWarning).
-func (a *Agent) bootTLSHealth(c *bootCert) string {
-	switch {
-	case c == nil:
-		return ""
-	case c.Error != "":
-		return "boot certificate: " + c.Error
-	case c.ExpiresSoon:
-		return "boot certificate expires " + c.NotAfter.Format(time.RFC3339) + ", within " +
-			a.cfg.Boot.tlsExpiryWarning().String() + ": renew " + a.cfg.Boot.TLSCertFile
-	}
-	return ""
+	return a.bootTLS.Report(a.cfg.Boot.tlsExpiryWarning())
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -166,7 +165,7 @@ type ControlConfig struct {
 
 	// The link's mutual TLS (DESIGN.md G3): the agent presents CertFile, its site
 	// certificate for the node key, and verifies the control plane against CAFile. Both are
-	// required by the agent's own link ([NewLink]) for an https URL; a host whose Link
+	// required by the agent's own link (sitelink.LinkConfig.Open) for an https URL; a host whose Link
 	// carries its own credentials may leave them empty. They are re-read when they change.
 	CertFile string
 	// KeyFile is the site certificate's key; "" means the node key (Config.KeyFile). It must
@@ -277,6 +276,7 @@ func (c *Config) Validate() error {
 	}{
 		{"Boot.DHCPListen", b.DHCPListen, b.ProxyDHCP}, {"Boot.PXEListen", b.PXEListen, b.ProxyDHCP},
 		{"Boot.TFTPListen", b.TFTPListen, b.TFTP}, {"Boot.HTTPListen", b.HTTPListen, true},
+		{"Boot.DHCPv6Listen", b.DHCPv6Listen, b.ProxyDHCP && b.DHCPv6}, {"Boot.PXEListen6", b.PXEListen6, b.ProxyDHCP && b.DHCPv6},
 	} {
 		if l.used && !l.addr.IsValid() {
 			return bad(l.field, "want IP:port")
@@ -363,12 +363,8 @@ func (c *Config) Validate() error {
 	if ttl := c.Lease.TTL; ttl < time.Second || ttl > 10*time.Minute {
 		return bad("Lease.TTL", "want %v to %v, got %v", time.Second, 10*time.Minute, ttl)
 	}
-	u, err := url.Parse(c.Control.URL)
-	if c.Control.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return bad("Control.URL", "want the control plane's http(s) URL, got %q", c.Control.URL)
-	}
-	if err := c.Control.validateTLS(u); err != nil {
-		return err
+	if err := c.Control.link().Validate(); err != nil {
+		return linkError(err)
 	}
 	hb := c.Control.Heartbeat
 	if hb < 100*time.Millisecond || hb > time.Minute {

@@ -7,7 +7,6 @@ import (
 	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/hwid"
-	"github.com/bettercompute/siteboot/sitelink"
 	"github.com/bettercompute/siteboot/syslogd"
 )
 
@@ -37,15 +36,10 @@ func (a *Agent) Events() *bootevents.Timeline { return a.events }
 // facts are what the agent knows of mac besides its timeline: its entry, the fence, and
 // the agent holding the lease when another one does.
 func (a *Agent) facts(mac hwid.MAC) bootevents.Facts {
-	fs := a.fence.State()
-	f := bootevents.Facts{FenceEpoch: fs.Epoch, FenceActive: fs.Active}
+	f, fs := a.machines.Facts(mac), a.fence.State()
+	f.FenceEpoch, f.FenceActive = fs.Epoch, fs.Active
 	if fs.Holder != a.cfg.NodeID {
 		f.FenceHolder = fs.Holder
-	}
-	if r, ok := a.entries.LookupParsed(mac); ok {
-		f.Entry = true
-		f.EntryArch, f.HasEntryArch = sitelink.EntryArch(r.Arch)
-		f.EntryUUID, f.HasEntryUUID = r.MachineUUID(), r.UUID != ""
 	}
 	return f
 }

@@ -54,7 +54,7 @@ func Example() {
 	cfg.SiteID, cfg.NodeID, cfg.DataDir = "site-1", "agent-1", dir
 	cfg.Boot.Kernel = agent.Image{URL: "http://192.0.2.10/vmlinuz", SHA256: strings.Repeat("a", 64)}
 	cfg.Boot.Initrd = agent.Image{URL: "http://192.0.2.10/initrd", SHA256: strings.Repeat("b", 64)}
-	cfg.Control.URL = "https://control.example.net" // the Link below is used instead of NewLink's
+	cfg.Control.URL = "https://control.example.net" // the Link below is used instead of the agent's own
 	cfg.Metrics.Listen = netip.AddrPort{}           // no /metrics
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0") // the host's own socket for /boot/ and /cache/

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -32,16 +33,6 @@ func (c *Config) validateIPv6() error {
 		if !ip.Is6() || ip.Is4In6() || !ip.IsGlobalUnicast() || ip.Zone() != "" {
 			return bad("Boot.ServerIP6", "want the global IPv6 address machines reach this agent at, got %v", ip)
 		}
-		// One dual-stack socket serves both families, so the listener must be a wildcard.
-		for _, l := range []struct {
-			field string
-			addr  netip.AddrPort
-			used  bool
-		}{{"Boot.TFTPListen", b.TFTPListen, b.TFTP}, {"Boot.HTTPListen", b.HTTPListen, true}} {
-			if l.used && !l.addr.Addr().IsUnspecified() {
-				return bad(l.field, "with Boot.ServerIP6 set, want a wildcard address (0.0.0.0:PORT or [::]:PORT) that serves IPv4 and IPv6 at once, got %v", l.addr)
-			}
-		}
 	}
 	if b.HTTPBase6 != "" {
 		if !b.ServerIP6.IsValid() {
@@ -57,13 +48,31 @@ func (c *Config) validateIPv6() error {
 			return bad("Boot.DHCPv6", "needs Boot.ProxyDHCP")
 		case !b.ServerIP6.IsValid():
 			return bad("Boot.DHCPv6", "needs Boot.ServerIP6, the address the boot file URLs name")
-		case !b.DHCPv6Listen.IsValid() || !b.DHCPv6Listen.Addr().Is6():
-			return bad("Boot.DHCPv6Listen", "want [IPv6]:port, got %v", b.DHCPv6Listen)
-		case !b.PXEListen6.IsValid() || !b.PXEListen6.Addr().Is6():
-			return bad("Boot.PXEListen6", "want [IPv6]:port, got %v", b.PXEListen6)
 		}
 	}
+	// One dual-stack socket serves both families (the listener is a wildcard); DHCPv6's
+	// are IPv6 sockets.
+	if ae := (*bootserver.AddrError)(nil); errors.As(b.addrs().Validate(), &ae) {
+		return &FieldError{Field: map[string]string{"tftp": "Boot.TFTPListen", "http": "Boot.HTTPListen",
+			"dhcpv6": "Boot.DHCPv6Listen", "pxe6": "Boot.PXEListen6"}[ae.Part], Err: ae.Err}
+	}
 	return nil
+}
+
+// addrs are the addresses of the boot server's sockets the config names
+// (bootserver.Listeners.Listen binds those the host did not hand in).
+func (b *BootConfig) addrs() bootserver.Addrs {
+	a := bootserver.Addrs{HTTP: b.HTTPListen, HTTPS: b.httpsListen(), Interface: b.Interface, DualStack: b.ServerIP6.IsValid()}
+	if b.ProxyDHCP {
+		a.DHCP, a.PXE = b.DHCPListen, b.PXEListen
+		if b.DHCPv6 {
+			a.DHCPv6, a.PXE6 = b.DHCPv6Listen, b.PXEListen6
+		}
+	}
+	if b.TFTP {
+		a.TFTP = b.TFTPListen
+	}
+	return a
 }
 
 // HTTPBase6 is the base URL machines that come over IPv6 use for /boot/ and /cache/; "" when

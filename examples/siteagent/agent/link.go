@@ -7,7 +7,7 @@ import (
 )
 
 // Link is how the agent talks to its control plane, in package sitelink's messages: a
-// *sitelink.Client is one (the agent's own, over HTTPS: [NewLink]), and an in-process link
+// *sitelink.Client is one (the agent's own, over HTTPS: sitelink.LinkConfig.Open), and an in-process link
 // may be another. The agent calls Sync every heartbeat and keeps serving from the last
 // desired state while Sync fails, until its fence says stop. A Link that is also a
 // sitelink.BMCLink (a *sitelink.Client is) carries the agent's BMC access; over any other,

@@ -11,8 +11,9 @@ import (
 	"github.com/bettercompute/siteboot/bootevents"
 	"github.com/bettercompute/siteboot/connlimit"
 	"github.com/bettercompute/siteboot/metric"
-	"github.com/bettercompute/siteboot/proxydhcp"
 	"github.com/bettercompute/siteboot/secureboot"
+	"github.com/bettercompute/siteboot/sitelink"
+	"github.com/bettercompute/siteboot/sitetls"
 )
 
 // metricsHandler serves /metrics in Prometheus format and /healthz. The registry is the
@@ -35,7 +36,7 @@ type health struct {
 	// certificate, the boot certificate's.
 	Notes []string `json:"notes,omitempty"`
 	// BootCertificate is the boot certificate in use, with HTTPS boot.
-	BootCertificate *bootCert `json:"boot_certificate,omitempty"`
+	BootCertificate *sitetls.CertReport `json:"boot_certificate,omitempty"`
 }
 
 // healthz answers 200 while the control plane was heard from within three heartbeats, else
@@ -47,7 +48,7 @@ func (a *Agent) healthz(w http.ResponseWriter, r *http.Request) {
 		// Serving goes on from the last desired state, but the operator should know.
 		h.Status, code = "control plane not heard from", http.StatusServiceUnavailable
 	}
-	for _, n := range []string{a.linkTLS.Health(), a.bootTLSHealth(h.BootCertificate)} {
+	for _, n := range []string{a.linkTLS.Health(), h.BootCertificate.Health("boot certificate")} {
 		if n != "" {
 			h.Notes = append(h.Notes, n)
 		}
@@ -66,31 +67,16 @@ func (a *Agent) healthz(w http.ResponseWriter, r *http.Request) {
 // samples are the counters of every component the agent runs, under package metric's
 // names: what /metrics exports, after the namespace "siteboot_".
 func (a *Agent) samples() []metric.Sample {
-	st := a.srv.Stats()
-	s := st.Boot.Add(st.Boot6).Samples()
-	if a.dhcp != nil {
-		ports := []proxydhcp.Port{proxydhcp.PortDHCP, proxydhcp.PortBoot}
-		if a.socks.DHCPv6 != nil {
-			ports = append(ports, proxydhcp.PortDHCPv6)
-		}
-		s = append(s, st.DHCP.Samples(ports...)...)
-	}
-	if a.tftp != nil {
-		s = append(s, st.TFTP.Samples()...)
-	}
+	s := a.srv.PartSamples() // proxy DHCP, TFTP, the boot handlers, the nonces, the cache
 	if a.nonces != nil {
 		sb := secureboot.Stats{}
 		if a.sb != nil {
 			sb = a.sb.Stats()
 		}
 		sb.Unavailable = a.machines.Stats().SecureBootUnavailable
-		s = append(append(s, st.Bind.Samples()...), sb.Samples()...)
-	}
-	if a.v6.passes != nil {
-		s = append(s, a.v6.passes.Stats().Samples()...)
+		s = append(s, sb.Samples()...)
 	}
 	s = append(s, a.machines.Stats().Samples()...)
-	s = append(s, st.Cache.Samples()...)
 	s = append(s, a.issuer.Stats().Samples()...)
 	s = append(s, a.fence.State().Samples()...)
 	s = append(s, a.found.Stats().Samples()...)
@@ -99,11 +85,10 @@ func (a *Agent) samples() []metric.Sample {
 	s = append(s, a.beat.Stats().Samples()...)
 	s = append(s, a.linkTLS.Samples()...)
 	s = append(s, a.srv.Samples()...) // the HTTPS side's plain refusals
-	s = append(s, a.bootTLSSamples()...)
-	s = append(s, a.bmc.dispatch.Stats().Samples()...)
-	s = append(s, a.bmc.journal.Samples()...)
-	s = append(s, a.bmc.trans.samples()...)
-	s = append(s, a.bmc.samples()...)
+	if a.bootTLS != nil {
+		s = append(s, a.bootTLS.ServerSamples()...)
+	}
+	s = append(s, a.bmc.Samples()...)
 	for _, l := range []struct {
 		name string
 		l    *connlimit.Listener
@@ -134,14 +119,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Stats are the components' counters by name, as the status report carries them: the
-// samples reportKey names, and a few counts /metrics does not export.
+// samples sitelink.ReportStats names, and a few counts /metrics does not export.
 func (a *Agent) Stats() map[string]uint64 {
-	m := map[string]uint64{}
-	for _, s := range a.samples() {
-		if k := reportKey(s); k != "" {
-			m[k] += s.Value
-		}
-	}
+	m := sitelink.ReportStats(a.samples())
 	st := a.srv.Stats()
 	if a.tftp != nil {
 		m["tftp_transfers"], m["tftp_completed"] = st.TFTP.Transfers, st.TFTP.Completed
@@ -160,48 +140,4 @@ func (a *Agent) Stats() map[string]uint64 {
 	m["boot_entries_writes"] = a.entries.Writes()
 	m["commands_queued"] = uint64(a.applier.Queued())
 	return m
-}
-
-// reportKey is the status report's name for sample s, "" for a sample the report does not
-// carry. The report keeps the names the control plane has read from the start: mostly the
-// family's stem and its label values, joined by "_".
-func reportKey(s metric.Sample) string {
-	stem, v := strings.TrimSuffix(s.Name, "_total"), s.LabelValues()
-	switch s.Name {
-	case "proxydhcp_answered_total", "proxydhcp_silent_total", "proxydhcp_resent_total", "tftp_bytes_total",
-		"tftp_evicted_total", "tftp_queued_total", "tftp_waiting", "cache_served_total", "cache_grants_issued_total",
-		"assertions_issued_total", "boot_answered_silent_total", "boot_unbound_total", "boot_v6_passes_total":
-		return strings.Join(append([]string{stem}, v...), "_")
-	case "secureboot_answers_total", "secureboot_refused_total", "secureboot_unbound_total", "secureboot_keys_total",
-		"secureboot_fetch_other_address_total":
-		return strings.Join(append([]string{"sb" + strings.TrimPrefix(stem, "secureboot")}, v...), "_")
-	case "tftp_dropped_total":
-		return "tftp_dropped_" + strings.TrimPrefix(v[0], "per-")
-	case "cache_refused_total":
-		if v[0] == "fenced" {
-			return "cache_refused_fenced"
-		}
-		return "cache_refused_grant" // path, grant, expired, digest, missing: one sum
-	case "boot_answers_total":
-		return map[string]string{"script": "boot_scripts", "unknown": "boot_unknown", "fenced": "boot_fenced",
-			"unbound": "boot_unbound", "uuid-refused": "boot_uuid_refused", "ip-refused": "boot_ip_refused"}[v[0]]
-	case "boot_mismatch_total":
-		if v[0] == "dhcp" {
-			return "proxydhcp_silent_" + v[1]
-		}
-		return "boot_" + v[1]
-	case "http_connections_refused_total", "http_connections_preferred_total":
-		if v[0] != "http" {
-			return ""
-		}
-		if len(v) == 1 {
-			return "http_accepted_preferred"
-		}
-		return "http_refused_" + strings.ReplaceAll(v[1], "-", "_")
-	case "boot_entries_damaged", "control_cert_untrusted", "bmc_journal_damaged":
-		if s.Value > 0 {
-			return s.Name
-		}
-	}
-	return ""
 }

@@ -58,7 +58,7 @@ func (a *Agent) setupSecureBoot() error {
 		bases = append(bases, u)
 	}
 	c, err := secureboot.New(secureboot.Config{
-		Shim: b.Shim, GRUB: b.GRUB, Server: b.ServerIP, HTTPPort: a.httpPort(),
+		Shim: b.Shim, GRUB: b.GRUB, Server: b.ServerIP, HTTPPort: a.bases.HTTPPort,
 		Nonces: a.nonces, Keys: bootbind.NewKeys(a.bindingConfig()),
 		Decider: secureboot.DeciderFunc(func(ctx context.Context, q ipxe.Query) ipxe.Answer {
 			return a.boot.Decide(ctx, q)

@@ -3,9 +3,6 @@ package agent
 import (
 	"context"
 
-	"github.com/bettercompute/siteboot/bootserver"
-	"github.com/bettercompute/siteboot/hwid"
-	"github.com/bettercompute/siteboot/imagecache"
 	"github.com/bettercompute/siteboot/lease"
 	"github.com/bettercompute/siteboot/sitelink"
 )
@@ -26,32 +23,13 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 		_ = a.bootTLS.Check()
 	}
 	a.sweepSilent()
-	a.bmc.sweepSessions()
+	a.bmc.SweepSessions()
 	// Lapsed entries are pruned (a write) by the applier, off this loop.
 	a.applier.Kick()
-	snap := a.found.Snapshot()
-	r := sitelink.StatusReport{
-		Site:             a.cfg.SiteID,
-		Node:             a.cfg.NodeID,
-		DiscoveredDigest: snap.Digest.String(),
-		Images:           bootserver.ImageReports(a.cache.Status()),
-		Counters:         a.Stats(),
-	}
-	a.mu.Lock()
-	pinned := a.pinned
-	a.mu.Unlock()
-	section := sitelink.SiteSection(r.Images, pinned, a.entries.Sanboot())
-	r.Section = &section
+	r := sitelink.StatusReport{Site: a.cfg.SiteID, Node: a.cfg.NodeID, Counters: a.Stats()}
+	sent := a.report.Report(&r) // the cache, the section and the discovery list
 	r.Acked = a.applier.Acked()
-	r.BMC = a.bmc.dispatch.Pending()
-	machines, progress := a.bmc.trans.pending()
-	r.BMC, r.Transitions = append(r.BMC, machines...), progress
-	a.mu.Lock()
-	sendList := snap.Digest != a.sentDigest
-	a.mu.Unlock()
-	if sendList {
-		r.Discovered = bootserver.Discovered(snap)
-	}
+	r.BMC, r.Transitions = a.bmc.Pending()
 
 	cctx, cancel := context.WithTimeout(ctx, a.cfg.Control.Timeout)
 	defer cancel()
@@ -63,53 +41,22 @@ func (a *Agent) syncOnce(ctx context.Context) error {
 		return err
 	}
 	a.fence.Observe(lease.Word{Holds: d.Lease.Holds, Epoch: d.Lease.Epoch, TTL: d.Lease.TTL(), Beat: d.Lease.Beat, Holder: d.Lease.Holder})
-	a.mu.Lock()
-	if sendList {
-		a.sentDigest = snap.Digest
-	}
-	a.mu.Unlock()
 	// The control plane has these acknowledgements now; it stops resending those commands.
 	a.applier.Delivered(r.Acked)
-	a.bmc.dispatch.Delivered(r.BMC)
-	a.bmc.trans.delivered(r.BMC)
+	a.bmc.Delivered(r.BMC)
 
 	var boot []sitelink.Command
 	for _, c := range d.Commands {
 		// bmc.* commands run off this loop; their results go back in a later report.
-		if !a.bmcCommand(ctx, c) {
+		if !a.bmc.Start(ctx, c) {
 			boot = append(boot, c)
 		}
 	}
 	// The boot commands are applied and persisted by the applier: the heartbeat never waits
 	// on the disk.
 	a.applier.Enqueue(boot...)
-	a.mu.Lock()
-	a.pinned = d.CacheImages
-	a.mu.Unlock()
-	if err := a.cache.SetPinned(a.wantedImages(d.CacheImages)); err != nil {
+	if err := a.report.Answered(sent, d); err != nil {
 		a.log.Error("cache images", "err", err)
 	}
 	return nil
-}
-
-// applied ends what the entries the clean-ups dropped granted, and forgets the discovered
-// machines that got an entry: they are no longer unknown (D1).
-func (a *Agent) applied(dropped []sitelink.ProxyDhcpEntry) {
-	for _, e := range dropped {
-		a.cache.RevokeKey(bootserver.GrantKey(e.MAC, e.Workflow))
-	}
-	a.found.ForgetFunc(func(mac hwid.MAC) bool {
-		_, ok := a.entries.Lookup(mac)
-		return ok
-	})
-}
-
-// wantedImages is the pinned set: the site's ramdisk kernel and initrd, and the control
-// plane's cache images.
-func (a *Agent) wantedImages(fromControl []sitelink.CacheImage) []imagecache.Image {
-	out, err := bootserver.CacheImages(append([]Image{a.cfg.Boot.Kernel, a.cfg.Boot.Initrd}, fromControl...))
-	if err != nil {
-		a.log.Warn("cache images with a malformed digest ignored", "err", err)
-	}
-	return out
 }

@@ -58,11 +58,9 @@ func (h *harness) serveTLS(t *testing.T) {
 // certificate, cut whenever local is.
 func (h *harness) tlsLink(t *testing.T, cfg *agent.Config, local *controlplane.LocalLink) (agent.Link, *sitetls.Credentials) {
 	t.Helper()
-	creds, err := agent.LoadCredentials(cfg, h.key.Public(), h.clk, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := agent.NewLink(cfg, creds)
+	cc := cfg.Control
+	l, creds, err := sitelink.LinkConfig{URL: cc.URL, CertFile: cc.CertFile, KeyFile: cc.KeyFile, CAFile: cc.CAFile,
+		IssuerFile: cc.IssuerFile, Insecure: cc.Insecure, Timeout: cc.Timeout}.Open(sitelink.LinkNode{Identity: cfg.Identity(), Key: h.key.Public(), Clock: h.clk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,16 @@
-package agent
+package bootserver_test
 
 import (
+	"crypto/tls"
+	"slices"
 	"testing"
 
+	"github.com/bettercompute/siteboot/bootserver"
 	"github.com/bettercompute/siteboot/hwid"
 	"github.com/bettercompute/siteboot/ipxebin"
-	"github.com/bettercompute/siteboot/sitetls"
 )
 
-// TestOwnBootFiles: with the agent's own builds every UEFI arch is named its snponly build,
+// TestOwnBootFiles: with siteboot's own builds every UEFI arch is named its snponly build,
 // and BIOS undionly.kpxe only while the boot server is plain (that build cannot be made to
 // trust the site CA).
 func TestOwnBootFiles(t *testing.T) {
@@ -17,11 +19,7 @@ func TestOwnBootFiles(t *testing.T) {
 		hwid.ArchARM64EFI: ipxebin.SnponlyARM64, hwid.ArchARM64EFIHTTP: ipxebin.SnponlyARM64,
 	}
 	for _, tlsOn := range []bool{false, true} {
-		a := &Agent{}
-		if tlsOn {
-			a.bootTLS = &sitetls.Credentials{}
-		}
-		got := a.ownBootFiles()
+		got := bootserver.OwnBootFiles(tlsOn)
 		for arch, name := range want {
 			if got.ByArch[arch] != name {
 				t.Errorf("https %v: %v gets %q, want %q", tlsOn, arch, got.ByArch[arch], name)
@@ -33,11 +31,30 @@ func TestOwnBootFiles(t *testing.T) {
 		if err := got.Validate(); err != nil {
 			t.Errorf("https %v: %v", tlsOn, err)
 		}
-		// Every name in the table is a build the agent has.
+		// Every name in the table is a build siteboot has.
 		for arch, name := range got.ByArch {
 			if _, err := (&ipxebin.Builds{}).ReadFile(name); err != nil {
 				t.Errorf("https %v: %v gets %q, which is not embedded: %v", tlsOn, arch, name, err)
 			}
 		}
+	}
+}
+
+// TestFirmwareCipherSuites: the suites are Go's own (ECDHE first, as Go's server
+// prefers) plus RSA key exchange with AES-GCM, and nothing Go would not speak.
+func TestFirmwareCipherSuites(t *testing.T) {
+	got := bootserver.FirmwareCipherSuites()
+	for _, cs := range tls.CipherSuites() {
+		if !slices.Contains(got, cs.ID) {
+			t.Errorf("%s missing", cs.Name)
+		}
+	}
+	for _, id := range []uint16{tls.TLS_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_RSA_WITH_AES_256_GCM_SHA384} {
+		if !slices.Contains(got, id) {
+			t.Errorf("%s missing", tls.CipherSuiteName(id))
+		}
+	}
+	if n := len(tls.CipherSuites()) + 2; len(got) != n {
+		t.Errorf("%d suites, want %d", len(got), n)
 	}
 }

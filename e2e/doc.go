@@ -180,6 +180,10 @@
 //   - TestE2E_ARM64HTTPSFirmware: AAVMF with the boot CA enrolled fetches the arm64 build by
 //     UEFI HTTP boot over https (firmware_https), and iPXE boots on over https; nothing over
 //     TFTP or plain HTTP, and the capture holds none of the secrets.
+//   - TestE2E_ARM64HTTPSOtherCA: AAVMF's PXE loads the arm64 snponly build patched to trust
+//     one CA while the agent's boot certificate comes from another: iPXE stops at the https
+//     chain with "Permission denied" on the serial console, and the agent answers no boot
+//     request and serves nothing from its cache.
 //   - TestE2E_OffSegmentRequester: a routed host on another network (no relay) asks at
 //     4011 for a known MAC: no answer, no nonce, no IPv6 boot pass, counted as off-segment.
 //   - TestE2E_BroadcastBystander: a host on the bridge reads the broadcast proxy offers while

@@ -135,9 +135,7 @@ func (a *Agent) ownBuilds() ipxebin.FS {
 
 // ownBootFiles is proxy DHCP's table for the agent's own builds: snponly for x86-64 and
 // arm64 UEFI (PXE and HTTP boot: the firmware's network stack, which works where iPXE's own
-// drivers fail on some NICs), undionly.kpxe for BIOS unless the boot server is HTTPS (that
-// build cannot be made to trust the site CA: BIOS machines then need a site build,
-// Boot.TFTPRoot).
+// drivers fail on some NICs), undionly.kpxe for BIOS (ipxebin repacks it to trust the site CA).
 func (a *Agent) ownBootFiles() proxydhcp.BootFiles {
 	t := proxydhcp.DefaultBootFiles()
 	t.ByArch = map[hwid.Arch]string{
@@ -146,9 +144,7 @@ func (a *Agent) ownBootFiles() proxydhcp.BootFiles {
 		hwid.ArchX86_64EFIHTTP: ipxebin.SnponlyX8664,
 		hwid.ArchARM64EFI:      ipxebin.SnponlyARM64,
 		hwid.ArchARM64EFIHTTP:  ipxebin.SnponlyARM64,
-	}
-	if a.bootTLS == nil {
-		t.ByArch[hwid.ArchBIOS] = ipxebin.UndionlyKPXE
+		hwid.ArchBIOS:          ipxebin.UndionlyKPXE,
 	}
 	return t
 }

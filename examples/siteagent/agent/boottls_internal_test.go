@@ -9,8 +9,7 @@ import (
 )
 
 // TestOwnBootFiles: with the agent's own builds every UEFI arch is named its snponly build,
-// and BIOS undionly.kpxe only while the boot server is plain (that build cannot be made to
-// trust the site CA).
+// and BIOS undionly.kpxe, over https too.
 func TestOwnBootFiles(t *testing.T) {
 	want := map[hwid.Arch]string{
 		hwid.ArchX86_64EFI: ipxebin.SnponlyX8664, hwid.ArchEFIBC: ipxebin.SnponlyX8664, hwid.ArchX86_64EFIHTTP: ipxebin.SnponlyX8664,
@@ -27,7 +26,7 @@ func TestOwnBootFiles(t *testing.T) {
 				t.Errorf("https %v: %v gets %q, want %q", tlsOn, arch, got.ByArch[arch], name)
 			}
 		}
-		if bios, ok := got.ByArch[hwid.ArchBIOS]; ok == tlsOn || ok && bios != ipxebin.UndionlyKPXE {
+		if bios, ok := got.ByArch[hwid.ArchBIOS]; !ok || bios != ipxebin.UndionlyKPXE {
 			t.Errorf("https %v: BIOS gets %q (named %v)", tlsOn, bios, ok)
 		}
 		if err := got.Validate(); err != nil {

@@ -318,6 +318,7 @@ func (l *lab) checkOtherCARefused(m *machine, a *labAgent, limit time.Duration) 
 	t := l.t
 	t.Helper()
 	refusal := func(b []byte) []byte {
+		b = unwrapConsole(b)
 		i := bytes.Index(b, []byte("chain.ipxe"))
 		if i < 0 {
 			return nil
@@ -346,4 +347,22 @@ func (l *lab) checkOtherCARefused(m *machine, a *labAgent, limit time.Duration) 
 	if n := mt.sum("siteboot_tftp_transfers_total", `outcome="ok"`); n < 1 {
 		t.Errorf("%v TFTP transfers completed, want the iPXE build", n)
 	}
+}
+
+// consoleWidth is the width of a BIOS text console: SeaBIOS copies the screen to the serial
+// port, ending each row that fills it with a line break of its own.
+const consoleWidth = 80
+
+// unwrapConsole joins each serial console line of exactly consoleWidth characters to the next
+// one, undoing the screen's wrap (iPXE's error line with its URL is often longer).
+func unwrapConsole(b []byte) []byte {
+	lines := bytes.Split(b, []byte("\r\n"))
+	var out []byte
+	for i, l := range lines {
+		out = append(out, l...)
+		if i < len(lines)-1 && len(l) != consoleWidth {
+			out = append(out, "\r\n"...)
+		}
+	}
+	return out
 }

@@ -180,6 +180,13 @@
 //   - TestE2E_ARM64HTTPSFirmware: AAVMF with the boot CA enrolled fetches the arm64 build by
 //     UEFI HTTP boot over https (firmware_https), and iPXE boots on over https; nothing over
 //     TFTP or plain HTTP, and the capture holds none of the secrets.
+//   - TestE2E_BIOSHTTPS: SeaBIOS's iPXE ROM (Debian's, without HTTPS) is handed by proxy
+//     DHCP, the chain being https, the agent's own undionly.kpxe over TFTP, repacked to trust
+//     the boot CA; that iPXE fetches the chain, the script, the kernel and the initrd over
+//     https; the assertion verifies, one TFTP transfer completes (the build), no plain HTTP
+//     leaves the machine, and the capture holds none of the secrets.
+//   - TestE2E_BIOSHTTPSOtherCA: undionly.kpxe repacked to trust one CA (in tftp_root) stops
+//     at the https chain with "Permission denied"; the agent answers no boot request.
 //   - TestE2E_ARM64HTTPSOtherCA: AAVMF's PXE loads the arm64 snponly build patched to trust
 //     one CA while the agent's boot certificate comes from another: iPXE stops at the https
 //     chain with "Permission denied" on the serial console, and the agent answers no boot
@@ -189,9 +196,9 @@
 //   - TestE2E_BroadcastBystander: a host on the bridge reads the broadcast proxy offers while
 //     a BIOS machine boots: none names a nonce, and the machine boots.
 //
-// TestE2E_BenchFirmwareBoot (bench/e2e/run.sh) and TestE2E_BenchHTTPS (bench/e2e/https.sh)
-// are benchmarks: they skip unless SITEBOOT_E2E_BENCH or SITEBOOT_E2E_BENCH_HTTPS names the
-// rounds to run.
+// TestE2E_BenchFirmwareBoot (bench/e2e/run.sh) and TestE2E_BenchHTTPS (bench/e2e/https.sh,
+// for OVMF PXE, AAVMF PXE or SeaBIOS as SITEBOOT_E2E_BENCH_HTTPS_FW says) are benchmarks:
+// they skip unless SITEBOOT_E2E_BENCH or SITEBOOT_E2E_BENCH_HTTPS names the rounds to run.
 //
 // # Timings on a loaded machine
 //

@@ -584,7 +584,7 @@ func TestRequestSeenByHandler(t *testing.T) {
 		{Type: proxydhcp.MessageDiscover, XID: 0x77665544, MAC: m("52:54:00:00:00:04"), Kind: proxydhcp.KindHTTP, Arch: hwid.ArchX86_64EFIHTTP, HasArch: true,
 			UUID: u(ovmfUUID), HasUUID: true, UNDI: [2]uint8{3, 0}, Broadcast: true, Source: src, Server: sv},
 		{Type: proxydhcp.MessageDiscover, XID: 0x1a2b3c4d, MAC: m("52:54:00:00:00:01"), Kind: proxydhcp.KindPXE, Arch: hwid.ArchBIOS, HasArch: true,
-			IPXE: true, HasUUID: true, UNDI: [2]uint8{2, 1}, Source: src, Server: sv},
+			IPXE: true, NoHTTPS: true, HasUUID: true, UNDI: [2]uint8{2, 1}, Source: src, Server: sv},
 	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)

@@ -218,6 +218,12 @@
 //	TestE2E_ConsoleLinesBIOS    27 s (kernel 23.4 s); beside ConsoleLinesUEFIPXE: 34 s
 //	TestE2E_ConsoleLinesUEFIPXE 27 s (kernel 24.3 s); beside ConsoleLinesBIOS: 36 s
 //
+// and on a quieter machine (load average 1 to 3):
+//
+//	TestE2E_BIOSHTTPS           21 s (kernel 13.4 s, beside ARM64HTTPSOtherCA; 20.1 s alone)
+//	TestE2E_BIOSHTTPSOtherCA     8 s (to iPXE's refusal)
+//	TestE2E_ARM64HTTPSOtherCA   21 s (to iPXE's refusal)
+//
 // The arm64 machines are bounded by arm64BootTimeout (6 minutes, four times the slowest
 // loaded run), the IPv6 one by bootTimeout (4 minutes), and so are the console tests' boots
 // and their wait for the console lines in the timeline.

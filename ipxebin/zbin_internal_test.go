@@ -187,6 +187,43 @@ func TestWithTrustZbinCached(t *testing.T) {
 	}
 }
 
+// syntheticZbin is a small image as zbin lays one out: a 16-byte prefix holding the image
+// size in paragraphs, and one packed block of code-like bytes with the placeholder inside.
+func syntheticZbin(t testing.TB) []byte {
+	t.Helper()
+	data := bytes.Repeat([]byte{0x55, 0xe8, 0x10, 0, 0, 0, 0xc3, 0x90}, 64)
+	data = append(append(data, PlaceholderFingerprint[:]...), 0xe9, 0xf0, 0xff, 0xff, 0xff, 0xc3)
+	block, err := packBlock(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := []byte("\xfa\xfcPGH?siteboot..")
+	binary.LittleEndian.PutUint16(prefix[2:], uint16((len(prefix)+len(block)+15)/16))
+	return append(prefix, block...)
+}
+
+// A synthetic image repacks like the BIOS build: the placeholder found through the branch
+// filter, the fingerprint in its place, the size field following the new length.
+func TestWithTrustZbinSynthetic(t *testing.T) {
+	bin := syntheticZbin(t)
+	fp := sha256.Sum256([]byte("synthetic CA"))
+	out, err := withTrustZbin(bin, fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := parseZbin(out)
+	if err != nil || len(blocks) != 1 || blocks[0].off != 16 {
+		t.Fatalf("repacked image: blocks %v, %v; want one at 16", blocks, err)
+	}
+	data, err := unpackBlock(blocks[0].stream(out))
+	if err != nil || !bytes.Contains(data, fp[:]) || bytes.Contains(data, PlaceholderFingerprint[:]) {
+		t.Fatalf("repacked block: %v; want the fingerprint in the placeholder's place", err)
+	}
+	if got, want := binary.LittleEndian.Uint16(out[2:]), uint16((len(out)+15)/16); got != want {
+		t.Errorf("size field %#x, want %#x", got, want)
+	}
+}
+
 // FuzzWithTrustZbin: any input either is refused with one of the package's errors or gives
 // an image that parses, with the fingerprint in its last block.
 func FuzzWithTrustZbin(f *testing.F) {
@@ -195,6 +232,7 @@ func FuzzWithTrustZbin(f *testing.F) {
 	f.Add(bin[blocks[0].off:]) // no prefix, so no size field
 	f.Add(bin[:blocks[1].off])
 	f.Add([]byte{9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(syntheticZbin(f))
 	fp := sha256.Sum256([]byte("fuzz CA"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := withTrustZbin(in, fp)

@@ -67,12 +67,13 @@ func TestE2E_BIOSHTTPS(t *testing.T) {
 }
 
 // TestE2E_BIOSHTTPSOtherCA: the BIOS build repacked to trust one CA (the site's own, in
-// tftp_root) meets an agent whose boot certificate comes from another: iPXE refuses the
-// handshake, the boot stops with "Permission denied" on the serial console, and the agent
-// serves the machine no script, kernel or initrd.
+// tftp_root, which SeaBIOS's ROM chains as the site's DHCP server says: newOwnBIOSLab)
+// meets an agent whose boot certificate comes from another: iPXE refuses the handshake, the
+// boot stops with "Permission denied" on the serial console, and the agent serves the
+// machine no script, kernel or initrd.
 func TestE2E_BIOSHTTPSOtherCA(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, 2)
+	l := newOwnBIOSLabScheme(t, 29093, "https")
 	agentIP := l.seg.Hosts[1].IP
 	trusted := newBootCA(t, l.dir, "trusted CA", net.IP(agentIP.AsSlice()))
 	served := newBootCA(t, l.dir, "other CA", net.IP(agentIP.AsSlice()))

@@ -185,8 +185,9 @@
 //     the boot CA; that iPXE fetches the chain, the script, the kernel and the initrd over
 //     https; the assertion verifies, one TFTP transfer completes (the build), no plain HTTP
 //     leaves the machine, and the capture holds none of the secrets.
-//   - TestE2E_BIOSHTTPSOtherCA: undionly.kpxe repacked to trust one CA (in tftp_root) stops
-//     at the https chain with "Permission denied"; the agent answers no boot request.
+//   - TestE2E_BIOSHTTPSOtherCA: undionly.kpxe repacked to trust one CA (in tftp_root,
+//     chained by SeaBIOS's ROM as the site's DHCP server says) stops at the https chain
+//     with "Permission denied"; the agent answers no boot request.
 //   - TestE2E_ARM64HTTPSOtherCA: AAVMF's PXE loads the arm64 snponly build patched to trust
 //     one CA while the agent's boot certificate comes from another: iPXE stops at the https
 //     chain with "Permission denied" on the serial console, and the agent answers no boot

@@ -196,12 +196,12 @@ func usableServer(a netip.Addr) bool {
 	return a.Is4() && !a.IsUnspecified() && !a.IsMulticast() && a != broadcast4
 }
 
-// chains reports whether req gets the chain URL: it comes from iPXE, and one that can fetch
-// it. While the chain is https (HTTPSPort), an iPXE whose option 175 lacks HTTPS is answered
-// as the firmware it runs in: with its arch's boot file over TFTP, an iPXE build that
-// speaks https and then asks for the chain itself.
+// chains reports whether req gets the chain URL: it comes from iPXE, and, with UpgradeIPXE
+// while the chain is https (HTTPSPort), one that can fetch it. An iPXE whose option 175
+// lacks HTTPS is then answered as the firmware it runs in: with its arch's boot file over
+// TFTP, an iPXE build that speaks https and then asks for the chain itself.
 func (s *Server) chains(req *Request) bool {
-	return req.IPXE && !(s.HTTPSPort != 0 && req.NoHTTPS)
+	return req.IPXE && !(s.UpgradeIPXE && s.HTTPSPort != 0 && req.NoHTTPS)
 }
 
 // bootFile looks req up in the current table.

@@ -491,6 +491,9 @@ func TestRespondOverridesAndTable(t *testing.T) {
 	})}
 	srvTLS := &proxydhcp.Server{HTTPPort: 8080, HTTPSPort: 8443, Handler: proxydhcp.HandlerFunc(answerAll)}
 	srvTLS443 := &proxydhcp.Server{HTTPSPort: 443, Handler: proxydhcp.HandlerFunc(answerAll)}
+	srvUpgrade := &proxydhcp.Server{HTTPPort: 8080, HTTPSPort: 8443, UpgradeIPXE: true, Handler: proxydhcp.HandlerFunc(answerAll)}
+	srvUpgrade443 := &proxydhcp.Server{HTTPSPort: 443, UpgradeIPXE: true, Handler: proxydhcp.HandlerFunc(answerAll)}
+	srvUpgradePlain := &proxydhcp.Server{HTTPPort: 8080, UpgradeIPXE: true, Handler: proxydhcp.HandlerFunc(answerAll)}
 	srvBootTLS := &proxydhcp.Server{HTTPPort: 8080, HTTPSPort: 8443, HTTPBootTLS: true, Handler: proxydhcp.HandlerFunc(answerAll)}
 	for _, tc := range []struct {
 		name             string
@@ -505,11 +508,14 @@ func TestRespondOverridesAndTable(t *testing.T) {
 		{"http-port", srv, ovmfHTTP(t, "52:54:00:00:00:04"), "http://192.0.2.2:8080/boot/files/ipxe.efi", "http://192.0.2.2:8080/boot/files/ipxe.efi"},
 		{"https-chain", srvTLS, ipxeEFIHTTPS(t, "52:54:00:00:00:05"), "https://192.0.2.2:8443/boot/chain.ipxe", ""},
 		{"https-chain-443", srvTLS443, ipxeEFIHTTPS(t, "52:54:00:00:00:05"), "https://192.0.2.2/boot/chain.ipxe", ""},
-		// An iPXE without HTTPS gets, while the chain is https, its arch's build over TFTP
-		// (one that speaks https), and the plain chain while it is not.
-		{"https-ipxe-without-https", srvTLS, ipxeEFI(t, "52:54:00:00:00:05"), "ipxe.efi", ""},
-		{"https-bios-rom-without-https", srvTLS443, seabiosIPXE(t, "52:54:00:00:00:05"), "undionly.kpxe", ""},
-		{"http-ipxe-without-https", srv, ipxeEFI(t, "52:54:00:00:00:05"), "http://192.0.2.2:8080/custom/chain.ipxe", ""},
+		// With UpgradeIPXE, an iPXE without HTTPS gets, while the chain is https, its arch's
+		// build over TFTP (one that speaks https), and the plain chain while it is not;
+		// without UpgradeIPXE the https chain (the table's builds may lack https too).
+		{"upgrade-ipxe-without-https", srvUpgrade, ipxeEFI(t, "52:54:00:00:00:05"), "ipxe.efi", ""},
+		{"upgrade-bios-rom-without-https", srvUpgrade443, seabiosIPXE(t, "52:54:00:00:00:05"), "undionly.kpxe", ""},
+		{"upgrade-ipxe-with-https", srvUpgrade443, ipxeEFIHTTPS(t, "52:54:00:00:00:05"), "https://192.0.2.2/boot/chain.ipxe", ""},
+		{"upgrade-plain-chain", srvUpgradePlain, ipxeEFI(t, "52:54:00:00:00:05"), "http://192.0.2.2:8080/boot/chain.ipxe", ""},
+		{"no-upgrade-ipxe-without-https", srvTLS443, seabiosIPXE(t, "52:54:00:00:00:05"), "https://192.0.2.2/boot/chain.ipxe", ""},
 		{"https-leaves-http-boot-on-http", srvTLS, ovmfHTTP(t, "52:54:00:00:00:06"), "http://192.0.2.2:8080/boot/files/ipxe.efi", "http://192.0.2.2:8080/boot/files/ipxe.efi"},
 		{"https-http-boot", srvBootTLS, ovmfHTTP(t, "52:54:00:00:00:07"), "https://192.0.2.2:8443/boot/files/ipxe.efi", "https://192.0.2.2:8443/boot/files/ipxe.efi"},
 		{"long-url-in-67", srvLong, ovmfHTTP(t, "52:54:00:00:00:04"), "", "http://192.0.2.2/" + long},
@@ -763,9 +769,10 @@ func TestRelaysAllowed(t *testing.T) {
 	}
 }
 
-// TestIPXEWithoutHTTPS: Parse reads from option 175 whether iPXE can fetch https; while the
-// chain is https, an iPXE that cannot (a NIC ROM's) gets its arch's build over TFTP and no
-// Binder token (it would not fetch the chain), and one that can gets the bound chain URL.
+// TestIPXEWithoutHTTPS: Parse reads from option 175 whether iPXE can fetch https; with
+// UpgradeIPXE while the chain is https, an iPXE that cannot (a NIC ROM's) gets its arch's
+// build over TFTP and no Binder token (it would not fetch the chain), and one that can gets
+// the bound chain URL.
 func TestIPXEWithoutHTTPS(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -796,7 +803,7 @@ func TestIPXEWithoutHTTPS(t *testing.T) {
 	}
 
 	calls := 0
-	srv := &proxydhcp.Server{HTTPSPort: 443, Handler: proxydhcp.HandlerFunc(answerAll),
+	srv := &proxydhcp.Server{HTTPSPort: 443, UpgradeIPXE: true, Handler: proxydhcp.HandlerFunc(answerAll),
 		Binder: proxydhcp.BinderFunc(func(context.Context, hwid.MAC, netip.Addr) (string, error) {
 			calls++
 			return "0123456789abcdef0123456789abcdef", nil

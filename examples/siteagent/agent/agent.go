@@ -269,6 +269,7 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 		}
 		if c.Boot.TFTPRoot == "" {
 			a.dhcp.BootFiles = a.ownBootFiles()
+			a.dhcp.UpgradeIPXE = true // every own build speaks https
 		}
 		if err := a.dhcp.Validate(); err != nil {
 			return nil, err

@@ -11,9 +11,11 @@ import (
 // OwnBootFiles is proxy DHCP's table (proxydhcp.Server.BootFiles) for siteboot's own iPXE
 // builds (package ipxebin): snponly for x86-64 and arm64 UEFI (PXE and HTTP boot: the
 // firmware's network stack, which works where iPXE's own drivers fail on some NICs), and
-// undionly.kpxe for BIOS unless https says the boot server is HTTPS (that build cannot be
-// made to trust the site CA: BIOS machines then need a site build of their own).
-func OwnBootFiles(https bool) proxydhcp.BootFiles {
+// undionly.kpxe for BIOS. Every one of them speaks https and is served trusting the site CA
+// (ipxebin repacks the compressed BIOS build for it), so the table is the same with an
+// HTTPS boot server or without; with one, set proxydhcp.Server.UpgradeIPXE too, so that a
+// NIC ROM's iPXE without TLS is handed its architecture's build before the chain.
+func OwnBootFiles() proxydhcp.BootFiles {
 	t := proxydhcp.DefaultBootFiles()
 	t.ByArch = map[hwid.Arch]string{
 		hwid.ArchX86_64EFI:     ipxebin.SnponlyX8664,
@@ -21,9 +23,7 @@ func OwnBootFiles(https bool) proxydhcp.BootFiles {
 		hwid.ArchX86_64EFIHTTP: ipxebin.SnponlyX8664,
 		hwid.ArchARM64EFI:      ipxebin.SnponlyARM64,
 		hwid.ArchARM64EFIHTTP:  ipxebin.SnponlyARM64,
-	}
-	if !https {
-		t.ByArch[hwid.ArchBIOS] = ipxebin.UndionlyKPXE
+		hwid.ArchBIOS:          ipxebin.UndionlyKPXE,
 	}
 	return t
 }

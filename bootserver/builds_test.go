@@ -11,31 +11,28 @@ import (
 )
 
 // TestOwnBootFiles: with siteboot's own builds every UEFI arch is named its snponly build,
-// and BIOS undionly.kpxe only while the boot server is plain (that build cannot be made to
-// trust the site CA).
+// and BIOS undionly.kpxe.
 func TestOwnBootFiles(t *testing.T) {
 	want := map[hwid.Arch]string{
 		hwid.ArchX86_64EFI: ipxebin.SnponlyX8664, hwid.ArchEFIBC: ipxebin.SnponlyX8664, hwid.ArchX86_64EFIHTTP: ipxebin.SnponlyX8664,
 		hwid.ArchARM64EFI: ipxebin.SnponlyARM64, hwid.ArchARM64EFIHTTP: ipxebin.SnponlyARM64,
 	}
-	for _, tlsOn := range []bool{false, true} {
-		got := bootserver.OwnBootFiles(tlsOn)
-		for arch, name := range want {
-			if got.ByArch[arch] != name {
-				t.Errorf("https %v: %v gets %q, want %q", tlsOn, arch, got.ByArch[arch], name)
-			}
+	got := bootserver.OwnBootFiles()
+	for arch, name := range want {
+		if got.ByArch[arch] != name {
+			t.Errorf("%v gets %q, want %q", arch, got.ByArch[arch], name)
 		}
-		if bios, ok := got.ByArch[hwid.ArchBIOS]; ok == tlsOn || ok && bios != ipxebin.UndionlyKPXE {
-			t.Errorf("https %v: BIOS gets %q (named %v)", tlsOn, bios, ok)
-		}
-		if err := got.Validate(); err != nil {
-			t.Errorf("https %v: %v", tlsOn, err)
-		}
-		// Every name in the table is a build siteboot has.
-		for arch, name := range got.ByArch {
-			if _, err := (&ipxebin.Builds{}).ReadFile(name); err != nil {
-				t.Errorf("https %v: %v gets %q, which is not embedded: %v", tlsOn, arch, name, err)
-			}
+	}
+	if bios, ok := got.ByArch[hwid.ArchBIOS]; !ok || bios != ipxebin.UndionlyKPXE {
+		t.Errorf("BIOS gets %q (named %v)", bios, ok)
+	}
+	if err := got.Validate(); err != nil {
+		t.Error(err)
+	}
+	// Every name in the table is a build siteboot has.
+	for arch, name := range got.ByArch {
+		if _, err := (&ipxebin.Builds{}).ReadFile(name); err != nil {
+			t.Errorf("%v gets %q, which is not embedded: %v", arch, name, err)
 		}
 	}
 }

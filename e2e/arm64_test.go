@@ -275,3 +275,94 @@ func TestE2E_ARM64HTTPSFirmware(t *testing.T) {
 	}
 	l.checkFirmwareHTTPS(m, words, a, capture, stopCapture)
 }
+
+// TestE2E_ARM64HTTPSOtherCA: AAVMF's PXE loads the arm64 snponly build patched to trust one
+// CA (the site's own build in tftp_root, under the name proxy DHCP's default table gives
+// arm64 UEFI), while the agent's boot certificate comes from another: iPXE refuses the
+// handshake, the boot stops with iPXE's "Permission denied" on the serial console, and the
+// agent serves the machine no script, kernel or initrd.
+func TestE2E_ARM64HTTPSOtherCA(t *testing.T) {
+	t.Parallel()
+	l := newARM64Lab(t)
+	l.tftpRoot = filepath.Join(l.dir, "tftp") // startLab made it: the site's own builds
+	agentIP := l.seg.Hosts[1].IP
+	trusted := newBootCA(t, l.dir, "trusted CA", net.IP(agentIP.AsSlice()))
+	served := newBootCA(t, l.dir, "other CA", net.IP(agentIP.AsSlice()))
+	build, err := fs.ReadFile(ipxebin.Embedded(), ipxebin.SnponlyARM64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched, err := ipxebin.WithTrust(build, trusted.cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(l.tftpRoot, "ipxe-arm64.efi"), patched, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.bootExtra = served.bootTLSKeys()
+	a := l.startAgent("agent-a", 1)
+	l.waitActive(a)
+
+	m := newMachine("arm64-other-ca", fwARM64PXE, 0xa4)
+	m.bootLimit = arm64BootTimeout
+	l.prepare(a.name, m, sitelink.ArchARM64EFI)
+	l.powerOn(m, bootOpts{})
+	l.checkOtherCARefused(m, a, arm64BootTimeout)
+}
+
+// checkOtherCARefused waits (up to limit) for m's iPXE, trusting a CA other than the one
+// that issued a's boot certificate, to stop at the https chain with iPXE's "Permission
+// denied" on the serial console, and checks that no kernel started and that a answered no
+// /boot/ request and served nothing from its cache.
+func (l *lab) checkOtherCARefused(m *machine, a *labAgent, limit time.Duration) {
+	t := l.t
+	t.Helper()
+	refusal := func(b []byte) []byte {
+		b = unwrapConsole(b)
+		i := bytes.Index(b, []byte("chain.ipxe"))
+		if i < 0 {
+			return nil
+		}
+		return ipxeErrorRE.Find(b[i:])
+	}
+	serial, exited := m.wait(limit, func(b []byte) bool { return refusal(b) != nil })
+	line := refusal(serial)
+	if line == nil {
+		t.Fatalf("no iPXE error after the https chain (QEMU exited %v):\n%s", exited, tail(serial, 3000))
+	}
+	t.Logf("iPXE on the serial console: %s", bytes.TrimSpace(line))
+	if !bytes.Contains(line, []byte("Permission denied")) {
+		t.Errorf("iPXE's error %q is not the refusal of an untrusted certificate (Permission denied)", bytes.TrimSpace(line))
+	}
+	if !m.kernel.IsZero() {
+		t.Error("a kernel started")
+	}
+	mt := a.metrics()
+	if n := mt.sum("siteboot_boot_answers_total"); n != 0 {
+		t.Errorf("the agent answered %v /boot/ requests, want none: iPXE must refuse the handshake", n)
+	}
+	if n := mt.sum("siteboot_cache_served_total"); n != 0 {
+		t.Errorf("the cache served %v requests, want none", n)
+	}
+	if n := mt.sum("siteboot_tftp_transfers_total", `outcome="ok"`); n < 1 {
+		t.Errorf("%v TFTP transfers completed, want the iPXE build", n)
+	}
+}
+
+// consoleWidth is the width of a BIOS text console: SeaBIOS copies the screen to the serial
+// port, ending each row that fills it with a line break of its own.
+const consoleWidth = 80
+
+// unwrapConsole joins each serial console line of exactly consoleWidth characters to the next
+// one, undoing the screen's wrap (iPXE's error line with its URL is often longer).
+func unwrapConsole(b []byte) []byte {
+	lines := bytes.Split(b, []byte("\r\n"))
+	var out []byte
+	for i, l := range lines {
+		out = append(out, l...)
+		if i < len(lines)-1 && len(l) != consoleWidth {
+			out = append(out, "\r\n"...)
+		}
+	}
+	return out
+}

@@ -190,14 +190,26 @@
 //   - TestE2E_ARM64HTTPSFirmware: AAVMF with the boot CA enrolled fetches the arm64 build by
 //     UEFI HTTP boot over https (firmware_https), and iPXE boots on over https; nothing over
 //     TFTP or plain HTTP, and the capture holds none of the secrets.
+//   - TestE2E_BIOSHTTPS: SeaBIOS's iPXE ROM (Debian's, without HTTPS) is handed by proxy
+//     DHCP, the chain being https, the agent's own undionly.kpxe over TFTP, repacked to trust
+//     the boot CA; that iPXE fetches the chain, the script, the kernel and the initrd over
+//     https; the assertion verifies, one TFTP transfer completes (the build), no plain HTTP
+//     leaves the machine, and the capture holds none of the secrets.
+//   - TestE2E_BIOSHTTPSOtherCA: undionly.kpxe repacked to trust one CA (in tftp_root,
+//     chained by SeaBIOS's ROM as the site's DHCP server says) stops at the https chain
+//     with "Permission denied"; the agent answers no boot request.
+//   - TestE2E_ARM64HTTPSOtherCA: AAVMF's PXE loads the arm64 snponly build patched to trust
+//     one CA while the agent's boot certificate comes from another: iPXE stops at the https
+//     chain with "Permission denied" on the serial console, and the agent answers no boot
+//     request and serves nothing from its cache.
 //   - TestE2E_OffSegmentRequester: a routed host on another network (no relay) asks at
 //     4011 for a known MAC: no answer, no nonce, no IPv6 boot pass, counted as off-segment.
 //   - TestE2E_BroadcastBystander: a host on the bridge reads the broadcast proxy offers while
 //     a BIOS machine boots: none names a nonce, and the machine boots.
 //
-// TestE2E_BenchFirmwareBoot (bench/e2e/run.sh) and TestE2E_BenchHTTPS (bench/e2e/https.sh)
-// are benchmarks: they skip unless SITEBOOT_E2E_BENCH or SITEBOOT_E2E_BENCH_HTTPS names the
-// rounds to run.
+// TestE2E_BenchFirmwareBoot (bench/e2e/run.sh) and TestE2E_BenchHTTPS (bench/e2e/https.sh,
+// for OVMF PXE, AAVMF PXE or SeaBIOS as SITEBOOT_E2E_BENCH_HTTPS_FW says) are benchmarks:
+// they skip unless SITEBOOT_E2E_BENCH or SITEBOOT_E2E_BENCH_HTTPS names the rounds to run.
 //
 // # Timings on a loaded machine
 //
@@ -216,6 +228,12 @@
 //	TestE2E_IPv6HTTPS           53 s (kernel 50.5 s); loaded, beside ARM64HTTPSFirmware: 120 s
 //	TestE2E_ConsoleLinesBIOS    27 s (kernel 23.4 s); beside ConsoleLinesUEFIPXE: 34 s
 //	TestE2E_ConsoleLinesUEFIPXE 27 s (kernel 24.3 s); beside ConsoleLinesBIOS: 36 s
+//
+// and on a quieter machine (load average 1 to 3):
+//
+//	TestE2E_BIOSHTTPS           21 s (kernel 13.4 s, beside ARM64HTTPSOtherCA; 20.1 s alone)
+//	TestE2E_BIOSHTTPSOtherCA     8 s (to iPXE's refusal)
+//	TestE2E_ARM64HTTPSOtherCA   21 s (to iPXE's refusal)
 //
 // The arm64 machines are bounded by arm64BootTimeout (6 minutes, four times the slowest
 // loaded run), the IPv6 one by bootTimeout (4 minutes), and so are the console tests' boots

@@ -4,28 +4,74 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/bettercompute/siteboot/ipxebin"
 	"github.com/bettercompute/siteboot/sitelink"
 )
 
-// TestE2E_BenchHTTPS times power-on to kernel start of OVMF PXE machines booting through
-// the agent's own snponly build, over https (boot certificate, plain HTTP refused) and
-// over plain HTTP, on two identical segments, one machine at a time, rounds interleaved.
-// SITEBOOT_E2E_BENCH_HTTPS=N runs N rounds; bench/e2e/https.sh runs it.
+// TestE2E_BenchHTTPS times power-on to kernel start of machines booting through the agent's
+// own iPXE builds, over https (boot certificate, plain HTTP refused) and over plain HTTP, on
+// two identical segments, one machine at a time, rounds interleaved.
+// SITEBOOT_E2E_BENCH_HTTPS=N runs N rounds; SITEBOOT_E2E_BENCH_HTTPS_FW names the path:
+//
+//	uefi-pxe   OVMF's PXE loads snponly.efi over TFTP (the default)
+//	arm64-pxe  AAVMF's PXE loads the arm64 snponly.efi over TFTP
+//	bios       SeaBIOS's iPXE ROM (Debian's, without HTTPS) chains undionly.kpxe over TFTP
+//	           (repacked to trust the CA on the https side), through the site's DHCP
+//	           server and a first script on both sides (newOwnBIOSLab), since proxy DHCP
+//	           would hand the ROM itself a plain chain URL on the plain side
+//
+// bench/e2e/https.sh runs it.
 func TestE2E_BenchHTTPS(t *testing.T) {
 	rounds, _ := strconv.Atoi(os.Getenv("SITEBOOT_E2E_BENCH_HTTPS"))
 	if rounds <= 0 {
 		t.Skip("a timing comparison, not a test: set SITEBOOT_E2E_BENCH_HTTPS=ROUNDS (bench/e2e/https.sh)")
 	}
+	fw := firmware(os.Getenv("SITEBOOT_E2E_BENCH_HTTPS_FW"))
+	if fw == "" {
+		fw = fwUEFIPXE
+	}
+	arch, limit, label := sitelink.ArchX86UEFI, 3*time.Minute, "OVMF PXE + snponly"
+	switch fw {
+	case fwUEFIPXE:
+	case fwARM64PXE:
+		arch, limit, label = sitelink.ArchARM64EFI, arm64BootTimeout, "AAVMF PXE + arm64 snponly"
+	case fwBIOS:
+		arch, label = sitelink.ArchBIOS, "SeaBIOS iPXE ROM + undionly.kpxe"
+	default:
+		t.Fatalf("SITEBOOT_E2E_BENCH_HTTPS_FW=%s: want %s, %s or %s", fw, fwUEFIPXE, fwARM64PXE, fwBIOS)
+	}
 	start := func(tlsOn bool) (*lab, *labAgent) {
-		l := newLab(t, 2)
-		l.tftpRoot = "" // the agent's own builds on both
+		var l *lab
+		scheme := map[bool]string{false: "http", true: "https"}[tlsOn]
+		switch fw {
+		case fwARM64PXE:
+			l = newARM64Lab(t)
+		case fwBIOS:
+			l = newOwnBIOSLabScheme(t, map[bool]int{false: 29091, true: 29092}[tlsOn], scheme)
+		default:
+			l = newLab(t, 2)
+			l.tftpRoot = "" // the agent's own builds on both
+		}
+		builds := &ipxebin.Builds{}
 		if tlsOn {
 			ip := l.seg.Hosts[1].IP
-			l.bootExtra = newBootCA(t, l.dir, "boot CA", net.IP(ip.AsSlice())).bootTLSKeys()
+			ca := newBootCA(t, l.dir, "boot CA", net.IP(ip.AsSlice()))
+			l.bootExtra = ca.bootTLSKeys()
+			builds.CA = ca.cert
+		}
+		if fw == fwBIOS { // the site's TFTP root: the build as the agent would serve it
+			b, err := builds.ReadFile(ipxebin.UndionlyKPXE)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(l.tftpRoot, "undionly.kpxe"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 		a := l.startAgent("agent-a", 1)
 		l.waitActive(a)
@@ -43,10 +89,10 @@ func TestE2E_BenchHTTPS(t *testing.T) {
 			if path == "http" {
 				l, a = plainLab, plainAgent
 			}
-			m := newMachine(fmt.Sprintf("bench-%s-%d", path, round), fwUEFIPXE, n)
-			l.prepare(a.name, m, sitelink.ArchX86UEFI)
+			m := newMachine(fmt.Sprintf("bench-%s-%d", path, round), fw, n)
+			l.prepare(a.name, m, arch)
 			l.powerOn(m, bootOpts{})
-			m.wait(3*time.Minute, kernelRE.Match)
+			m.wait(limit, kernelRE.Match)
 			m.p.Stop()
 			if m.kernel.IsZero() {
 				t.Logf("%s: no kernel (round %d)", path, round)
@@ -80,6 +126,6 @@ func TestE2E_BenchHTTPS(t *testing.T) {
 	if h > 0 && p > 0 {
 		ratio = fmt.Sprintf("%.2f", h.Seconds()/p.Seconds())
 	}
-	t.Logf("OVMF PXE + snponly, power-on to kernel start, %d rounds, median (min-max): https %s, http %s, ratio https/http %s",
-		rounds, summary(times["https"]), summary(times["http"]), ratio)
+	t.Logf("%s, power-on to kernel start, %d rounds, median (min-max): https %s, http %s, ratio https/http %s",
+		label, rounds, summary(times["https"]), summary(times["http"]), ratio)
 }

@@ -109,7 +109,11 @@ func TestE2E_LocalBootBIOSOwnIPXE(t *testing.T) {
 // DHCP server (proxy DHCP off) points QEMU's iPXE ROM at a script served on port, which
 // chains the build over the site's TFTP, and the build (iPXE 2.0.0) then chains the agent's
 // script.
-func newOwnBIOSLab(t *testing.T, port int) *lab {
+func newOwnBIOSLab(t *testing.T, port int) *lab { return newOwnBIOSLabScheme(t, port, "http") }
+
+// newOwnBIOSLabScheme is newOwnBIOSLab whose build chains the agent's script over scheme
+// ("http" or "https").
+func newOwnBIOSLabScheme(t *testing.T, port int, scheme string) *lab {
 	agentIP := testpeer.HostIP(1).String()
 	l := newLab(t, 2,
 		"--dhcp-match=set:ipxe,175",
@@ -123,7 +127,7 @@ func newOwnBIOSLab(t *testing.T, port int) *lab {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /bios.ipxe", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "#!ipxe\niseq ${version} 2.0.0 && goto own ||\nchain tftp://%s/undionly.kpxe\nexit 1\n:own\nchain http://%s/boot/chain.ipxe\n", agentIP, agentIP)
+		fmt.Fprintf(w, "#!ipxe\niseq ${version} 2.0.0 && goto own ||\nchain tftp://%s/undionly.kpxe\nexit 1\n:own\nchain %s://%s/boot/chain.ipxe\n", agentIP, scheme, agentIP)
 	})
 	l.serve(context.Background(), port, mux)
 	l.noProxyDHCP = true

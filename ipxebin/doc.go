@@ -18,7 +18,10 @@
 // snponly.efi gives up, even after a chained script's plain "exit", and undionly.kpxe boots
 // the local disk's boot sector with sanboot. AAVMF boots the arm64 snponly.efi over PXE and
 // over UEFI HTTP and HTTPS boot to Debian's arm64 kernel, over https with the CA patched in
-// (TestE2E_ARM64PXE, TestE2E_ARM64HTTP, TestE2E_ARM64HTTPSFirmware).
+// (TestE2E_ARM64PXE, TestE2E_ARM64HTTP, TestE2E_ARM64HTTPSFirmware), and SeaBIOS boots
+// undionly.kpxe, repacked to trust the CA, over https (TestE2E_BIOSHTTPS); a build trusting
+// another CA stops at the handshake (TestE2E_HTTPSOtherCA, TestE2E_ARM64HTTPSOtherCA,
+// TestE2E_BIOSHTTPSOtherCA).
 //
 // A site supplies its own builds by setting [Builds.FS]. [FS] serves the builds as a file
 // system (to a TFTP server, or under an HTTP path), each open patched for the CA of that
@@ -41,6 +44,26 @@
 // the binary itself to the machine without tampering is the firmware's side: UEFI HTTPS boot
 // with the site CA enrolled, or a segment the site controls for TFTP and plain HTTP.
 //
+// The EFI builds hold the fingerprint as it is, and only those 32 bytes change. The BIOS
+// build (undionly.kpxe) is compressed by iPXE's zbin: an uncompressed prefix (the PXE loader
+// and the decompressor), then packed blocks, each a length, a raw LZMA stream (lc=2, lp=0,
+// pb=0, with an end marker, of the block after zbin's x86 branch filter) and a CRC-32. The
+// fingerprint is in the last block (.text and .data). [WithTrust] unpacks that block, undoes
+// the branch filter, replaces the fingerprint, filters and packs it again with the same LZMA
+// properties (a pure-Go encoder: the stream differs from zbin's and is some 7% larger, and
+// iPXE's decompressor, which needs only the properties and the end marker, reads it), writes
+// the block's length and CRC, and sets the one field of the prefix that depends on the
+// image's length (the PXE loader's image size in 16-byte paragraphs, by which it places its
+// stack). The prefix and the other blocks stay as built. A repacked image is kept per image
+// and CA, so each is packed once (a tenth of a second).
+//
+// The other way was a BIOS build that takes its root from iPXE's trust setting (DHCP option
+// 175.90 or a first script), with ALLOW_TRUST_OVERRIDE: it needs no repacking, but then whoever
+// answers DHCP on the segment first chooses the machine's trust, and the BIOS build would
+// trust differently from the EFI ones. Repacking keeps one trust model for every build (the
+// anchor inside the binary the firmware runs, nothing after it can change it), needs no
+// rebuild, and leaves the committed binaries' bytes as they are.
+//
 // # Syslog console
 //
 // The syslog console sends iPXE's output as plain UDP datagrams to port 514: anyone
@@ -51,7 +74,9 @@
 //
 // # Limits
 //
-// BIOS images are compressed (iPXE's zbin), so the fingerprint in undionly.kpxe cannot be
-// replaced in place: [WithTrust] returns [ErrNoTrustArea] for it, and [Builds.ReadFile] refuses
-// to hand it out while a CA is set rather than serve a binary that would trust nothing.
+// A BIOS machine's first binary still arrives unauthenticated, over TFTP (BIOS PXE has no
+// TLS): an active attacker on the segment can hand it a binary of its own, whatever iPXE
+// trusts; a passive reader learns nothing, since every secret comes after, over https.
+// Repacking handles images laid out as zbin writes them with the placeholder in the last
+// block, and refuses others ([ErrImageLayout]) rather than serve an image that might not run.
 package ipxebin

@@ -12,8 +12,8 @@ import (
 	"github.com/bettercompute/siteboot/ipxebin"
 )
 
-// TestFS: each open trusts the CA of that moment; the BIOS build is refused while a CA is
-// set and served as built without one; an error from CA fails the open.
+// TestFS: each open trusts the CA of that moment, the BIOS build too (repacked, so its
+// size is the repacked image's); an error from CA fails the open.
 func TestFS(t *testing.T) {
 	ca1, ca2 := newCA(t, "first CA"), newCA(t, "second CA")
 	var ca *x509.Certificate
@@ -52,8 +52,16 @@ func TestFS(t *testing.T) {
 			t.Errorf("CA %s: %v; want the binary trusting it instead of the placeholder", c.Subject.CommonName, err)
 		}
 	}
-	if _, err := read(ipxebin.UndionlyKPXE); !errors.Is(err, ipxebin.ErrNoTrustArea) {
-		t.Errorf("BIOS build with a CA: %v, want ErrNoTrustArea", err)
+	kpxe, err := fs.ReadFile(ipxebin.Embedded(), ipxebin.UndionlyKPXE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ipxebin.WithTrust(kpxe, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := read(ipxebin.UndionlyKPXE); err != nil || !bytes.Equal(b, want) || bytes.Equal(b, kpxe) {
+		t.Errorf("BIOS build with a CA: %d bytes, %v; want it repacked to trust the CA", len(b), err)
 	}
 	if _, err := read("missing.efi"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing build: %v, want fs.ErrNotExist", err)

@@ -42,22 +42,30 @@ func mustHex(s string) [sha256.Size]byte {
 }
 
 // WithTrust returns a copy of bin, an iPXE binary built with the placeholder root, that trusts
-// ca instead. It fails with [ErrNoTrustArea] when bin holds no placeholder (a compressed BIOS
-// image, or a build of the site's own) and [ErrManyTrustAreas] when it holds more than one.
+// ca instead. An EFI build holds the placeholder's fingerprint as it is, and only those 32
+// bytes change. A compressed BIOS image (undionly.kpxe) holds it in its last packed block:
+// WithTrust unpacks that block, replaces the fingerprint and packs it again (see the package
+// doc), so the image's length changes. It fails with [ErrNoTrustArea] when bin holds no
+// placeholder (a build of the site's own), [ErrManyTrustAreas] when it holds more than one,
+// and [ErrImageLayout] for a compressed image it cannot repack.
 func WithTrust(bin []byte, ca *x509.Certificate) ([]byte, error) {
 	if ca == nil {
 		return nil, ErrNoCA
 	}
+	fp := sha256.Sum256(ca.Raw)
 	ph := PlaceholderFingerprint[:]
 	i := bytes.Index(bin, ph)
 	if i < 0 {
-		return nil, ErrNoTrustArea
+		out, err := withTrustZbinCached(bin, fp)
+		if err != nil {
+			return nil, err
+		}
+		return bytes.Clone(out), nil
 	}
 	if bytes.Contains(bin[i+1:], ph) {
 		return nil, ErrManyTrustAreas
 	}
 	out := bytes.Clone(bin)
-	fp := sha256.Sum256(ca.Raw)
 	copy(out[i:], fp[:])
 	return out, nil
 }
@@ -71,8 +79,8 @@ type Builds struct {
 }
 
 // ReadFile returns the binary called name, trusting b.CA when it is set. A binary that cannot
-// be made to trust b.CA is an error wrapping [ErrNoTrustArea] or [ErrManyTrustAreas], never
-// served as it is.
+// be made to trust b.CA is an error wrapping [ErrNoTrustArea], [ErrManyTrustAreas] or
+// [ErrImageLayout], never served as it is.
 func (b *Builds) ReadFile(name string) ([]byte, error) {
 	fsys := b.FS
 	if fsys == nil {

@@ -80,25 +80,37 @@ func TestEmbeddedEFITrustPatch(t *testing.T) {
 	}
 }
 
-// The BIOS build is compressed: its placeholder is not there to patch, and a Builds with a CA
-// refuses to hand it out instead of serving a binary that trusts nothing.
-func TestEmbeddedKPXENoTrustArea(t *testing.T) {
+// The BIOS build is compressed: a Builds with a CA hands it out repacked to trust that CA
+// (the fingerprint is no longer the placeholder's, and the image differs per CA), and
+// without a CA as it is.
+func TestEmbeddedKPXETrust(t *testing.T) {
 	ca := newCA(t, "site CA")
 	bin, err := fs.ReadFile(ipxebin.Embedded(), ipxebin.UndionlyKPXE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(bin) < 1024 {
-		t.Fatalf("undionly.kpxe is %d bytes", len(bin))
+	if bytes.Contains(bin, ipxebin.PlaceholderFingerprint[:]) {
+		t.Fatal("undionly.kpxe holds the placeholder uncompressed: not the compressed image this test is about")
 	}
-	if _, err := ipxebin.WithTrust(bin, ca); !errors.Is(err, ipxebin.ErrNoTrustArea) {
-		t.Fatalf("WithTrust(undionly.kpxe) = %v, want ErrNoTrustArea", err)
+	got, err := (&ipxebin.Builds{CA: ca}).ReadFile(ipxebin.UndionlyKPXE)
+	if err != nil {
+		t.Fatal(err)
 	}
-	b := &ipxebin.Builds{CA: ca}
-	_, err = b.ReadFile(ipxebin.UndionlyKPXE)
-	var e *ipxebin.Error
-	if !errors.As(err, &e) || e.Op != "trust" || !errors.Is(err, ipxebin.ErrNoTrustArea) {
-		t.Fatalf("ReadFile = %v, want *Error{Op: trust} wrapping ErrNoTrustArea", err)
+	if bytes.Equal(got, bin) {
+		t.Fatal("ReadFile with a CA handed undionly.kpxe out unchanged")
+	}
+	// The prefix (the PXE loader and the decompressor) is the build's, up to its size field.
+	if !bytes.Equal(got[:1024], bin[:1024]) {
+		t.Error("the image's first KiB changed")
+	}
+	other, err := (&ipxebin.Builds{CA: newCA(t, "other CA")}).ReadFile(ipxebin.UndionlyKPXE)
+	if err != nil || bytes.Equal(other, got) {
+		t.Errorf("two CAs give the same undionly.kpxe (%v)", err)
+	}
+	got[len(got)-1] ^= 1 // the caller owns what it gets
+	again, err := ipxebin.WithTrust(bin, ca)
+	if err != nil || again[len(again)-1] == got[len(got)-1] {
+		t.Errorf("WithTrust handed out a shared image (%v)", err)
 	}
 	plain, err := (&ipxebin.Builds{}).ReadFile(ipxebin.UndionlyKPXE)
 	if err != nil || !bytes.Equal(plain, bin) {

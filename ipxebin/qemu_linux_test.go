@@ -23,6 +23,9 @@ type firmware struct {
 	platform string // what iPXE's ${platform} says
 	qemu     string // the emulator, and the Debian package providing it
 	qemuPkg  string
+	// trust: boot the build as Builds hands it out trusting a CA (for the BIOS build, the
+	// image repacked), not as built.
+	trust bool
 	// files are the firmware files the machine needs, each with its Debian package.
 	files [][2]string
 	// args are QEMU's arguments apart from the network, the serial port and the common ones;
@@ -66,6 +69,20 @@ var firmwares = []firmware{
 			}
 		},
 	},
+	{
+		// SeaBIOS with QEMU's iPXE ROM on the NIC, which loads the build over TFTP: the
+		// build as served trusting a CA, repacked, so its decompressor must accept the
+		// repacked block.
+		name: "bios-SeaBIOS-repacked", build: ipxebin.UndionlyKPXE, arch: "i386", platform: "pcbios", trust: true,
+		qemu: "qemu-system-x86_64", qemuPkg: "qemu-system-x86",
+		files: [][2]string{{"/usr/lib/ipxe/qemu/efi-virtio.rom", "ipxe-qemu"}},
+		args: func(t *testing.T, dir string) []string {
+			return []string{
+				"-M", "pc,graphics=off", "-m", "512", "-boot", "n",
+				"-device", "virtio-net-pci,netdev=n0,bootindex=1",
+			}
+		},
+	},
 }
 
 // bootTimeout bounds one boot to the smoke script's echo: under TCG on a loaded two-core
@@ -73,7 +90,8 @@ var firmwares = []firmware{
 const bootTimeout = 8 * time.Minute
 
 // TestQEMU_BuildsBootAndLogToSyslog boots each embedded build on real firmware (AAVMF on
-// an emulated Cortex-A57, OVMF on x86-64; the BIOS build is not booted here yet) from QEMU's user-mode network, whose
+// an emulated Cortex-A57, OVMF on x86-64, SeaBIOS with QEMU's iPXE ROM for the BIOS build,
+// repacked to trust a CA) from QEMU's user-mode network, whose
 // DHCP names the build as the boot file and whose TFTP server serves it. The build must
 // print iPXE's banner on the serial console, run its embedded script (autoboot on the NIC
 // it booted from), and then run the script that autoboot fetches by the same name: the
@@ -102,6 +120,11 @@ func bootSmoke(t *testing.T, qemu string, fw firmware) {
 	bin, err := fs.ReadFile(ipxebin.Embedded(), fw.build)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fw.trust {
+		if bin, err = ipxebin.WithTrust(bin, newCA(t, "smoke CA")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dir := t.TempDir()
 	tftp := filepath.Join(dir, "tftp")

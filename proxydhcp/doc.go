@@ -23,6 +23,11 @@
 //	UEFI HTTP boot (93 = 16, 19)    http://SERVER/boot/files/ipxe.efi, .../ipxe-arm64.efi
 //	iPXE itself                     http://SERVER/boot/chain.ipxe
 //	                                https://SERVER/boot/chain.ipxe with Server.HTTPSPort
+//	iPXE without HTTPS, with        its arch's file above (TFTP): an iPXE build that
+//	  Server.HTTPSPort              speaks https, which then asks for the chain itself
+//
+// Whether iPXE speaks https is read from its option 175 (feature 0x14, [Request.NoHTTPS]):
+// a NIC ROM's iPXE often has no TLS, and handed an https chain URL it could only fail.
 //
 // Architectures are hwid's ([hwid.Arch], hwid.ArchBIOS, hwid.ArchX86_64EFI, ...): the
 // same values a boot entry, discovery and the assertion use, under one set of names.

@@ -82,13 +82,16 @@ func (m MessageType) String() string {
 // Request is a parsed PXE or HTTP boot request. Every field is typed and checked: a Request
 // carries no free text from the packet, so a host may store its fields as they are.
 type Request struct {
-	Type      MessageType
-	XID       uint32
-	MAC       hwid.MAC   // chaddr (Ethernet only)
-	Kind      Kind       // from option 60
-	Arch      hwid.Arch  // option 93 (first entry); from option 60 or hwid.ArchBIOS when absent
-	HasArch   bool       // option 93 was present
-	IPXE      bool       // option 77 user class "iPXE", or option 175 present
+	Type    MessageType
+	XID     uint32
+	MAC     hwid.MAC  // chaddr (Ethernet only)
+	Kind    Kind      // from option 60
+	Arch    hwid.Arch // option 93 (first entry); from option 60 or hwid.ArchBIOS when absent
+	HasArch bool      // option 93 was present
+	IPXE    bool      // option 77 user class "iPXE", or option 175 present
+	// NoHTTPS: option 175 lists iPXE's features and HTTPS (feature 0x14) is not among
+	// them: an iPXE that cannot fetch an https URL (an older NIC ROM's, say).
+	NoHTTPS   bool
 	UUID      hwid.UUID  // option 97 (type 0), as sent; check HasUUID
 	HasUUID   bool       // option 97 was present and well-formed
 	UNDI      [2]uint8   // option 94 major, minor; zero when absent
@@ -176,6 +179,9 @@ func fromMessage(m *dhcpv4.DHCPv4) (*Request, error) {
 	}
 
 	r.IPXE = m.Options.Has(dhcpv4.GenericOptionCode(175)) || isIPXEUserClass(m.Options.Get(dhcpv4.OptionUserClassInformation))
+	if m.Options.Has(dhcpv4.GenericOptionCode(175)) {
+		r.NoHTTPS = !ipxeFeature(m.Options.Get(dhcpv4.GenericOptionCode(175)), ipxeFeatureHTTPS)
+	}
 
 	r.Relay = addr4(m.GatewayIPAddr)
 	r.ClientIP = addr4(m.ClientIPAddr)
@@ -187,6 +193,33 @@ func fromMessage(m *dhcpv4.DHCPv4) (*Request, error) {
 	}
 	r.Broadcast = m.IsBroadcast()
 	return r, nil
+}
+
+// ipxeFeatureHTTPS is iPXE's feature code for HTTPS in option 175 (DHCP_EB_FEATURE_HTTPS).
+const ipxeFeatureHTTPS = 0x14
+
+// ipxeFeature reports whether option 175's encapsulated options (code, length, value; 0 pads,
+// 255 ends) hold feature code with a non-zero version. A block that does not parse holds no
+// feature.
+func ipxeFeature(opt []byte, code byte) bool {
+	for len(opt) > 0 {
+		switch opt[0] {
+		case 0:
+			opt = opt[1:]
+			continue
+		case 255:
+			return false
+		}
+		if len(opt) < 2 || int(opt[1])+2 > len(opt) {
+			return false
+		}
+		v := opt[2 : 2+int(opt[1])]
+		if opt[0] == code && len(v) > 0 && v[0] != 0 {
+			return true
+		}
+		opt = opt[2+len(v):]
+	}
+	return false
 }
 
 // isIPXEUserClass reports whether option 77 names iPXE: iPXE sends the bare string "iPXE";

@@ -144,7 +144,7 @@ func (s *Server) respond(ctx context.Context, p Packet, buf []byte) (resp Respon
 			resp.Reason = ReasonNoBootFile
 			return resp
 		}
-		if req.IPXE && s.Binder != nil {
+		if s.chains(req) && s.Binder != nil {
 			if file, resp.token, err = s.bind(ctx, req, file, to, unicast); err != nil {
 				resp.Reason, resp.Err = ReasonError, err
 				return resp
@@ -196,10 +196,18 @@ func usableServer(a netip.Addr) bool {
 	return a.Is4() && !a.IsUnspecified() && !a.IsMulticast() && a != broadcast4
 }
 
+// chains reports whether req gets the chain URL: it comes from iPXE, and, with UpgradeIPXE
+// while the chain is https (HTTPSPort), one that can fetch it. An iPXE whose option 175
+// lacks HTTPS is then answered as the firmware it runs in: with its arch's boot file over
+// TFTP, an iPXE build that speaks https and then asks for the chain itself.
+func (s *Server) chains(req *Request) bool {
+	return req.IPXE && !(s.UpgradeIPXE && s.HTTPSPort != 0 && req.NoHTTPS)
+}
+
 // bootFile looks req up in the current table.
 func (s *Server) bootFile(req *Request) (string, bool) {
 	t := s.table()
-	if req.IPXE {
+	if s.chains(req) {
 		return s.chainURL(req.Server.String(), t.chainPath()), true
 	}
 	f, ok := t.ByArch[req.Arch]

@@ -1,6 +1,7 @@
 package proxydhcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -30,8 +31,12 @@ const (
 	ovmfUUID = "8d3b1b5e-6f1c-4c54-9a39-0e1d2b6c7f10"
 )
 
-// ipxeOpt175 is an iPXE encapsulated-options block (feature flags) like the ROM sends.
+// ipxeOpt175 is an iPXE encapsulated-options block (feature flags) like the ROM sends: HTTP
+// (0x13), iSCSI (0x11), Multiboot (0x19), no HTTPS.
 var ipxeOpt175 = []byte{0xb1, 0x05, 0x01, 0x80, 0x86, 0x10, 0x0e, 0x13, 0x01, 0x01, 0x11, 0x01, 0x01, 0x19, 0x01, 0x01}
+
+// ipxeOpt175HTTPS is the block of an iPXE with HTTPS (feature 0x14), as siteboot's builds send.
+var ipxeOpt175HTTPS = append(bytes.Clone(ipxeOpt175), 0x14, 0x01, 0x01)
 
 func mustMAC(t testing.TB, s string) net.HardwareAddr {
 	t.Helper()
@@ -104,6 +109,15 @@ func ipxeEFI(t testing.TB, mac string) []byte {
 		arch(iana.EFI_X86_64), undi(3, 10), vendorClass("PXEClient:Arch:00007:UNDI:003010"),
 		dhcpv4.WithGeneric(dhcpv4.OptionUserClassInformation, []byte("iPXE")),
 		dhcpv4.WithGeneric(dhcpv4.GenericOptionCode(175), ipxeOpt175),
+	)
+}
+
+// ipxeEFIHTTPS is ipxeEFI from an iPXE that announces HTTPS.
+func ipxeEFIHTTPS(t testing.TB, mac string) []byte {
+	return build(t, dhcpv4.MessageTypeDiscover, mac, 0x0badcaff,
+		arch(iana.EFI_X86_64), undi(3, 10), vendorClass("PXEClient:Arch:00007:UNDI:003010"),
+		dhcpv4.WithGeneric(dhcpv4.OptionUserClassInformation, []byte("iPXE")),
+		dhcpv4.WithGeneric(dhcpv4.GenericOptionCode(175), ipxeOpt175HTTPS),
 	)
 }
 
@@ -477,6 +491,9 @@ func TestRespondOverridesAndTable(t *testing.T) {
 	})}
 	srvTLS := &proxydhcp.Server{HTTPPort: 8080, HTTPSPort: 8443, Handler: proxydhcp.HandlerFunc(answerAll)}
 	srvTLS443 := &proxydhcp.Server{HTTPSPort: 443, Handler: proxydhcp.HandlerFunc(answerAll)}
+	srvUpgrade := &proxydhcp.Server{HTTPPort: 8080, HTTPSPort: 8443, UpgradeIPXE: true, Handler: proxydhcp.HandlerFunc(answerAll)}
+	srvUpgrade443 := &proxydhcp.Server{HTTPSPort: 443, UpgradeIPXE: true, Handler: proxydhcp.HandlerFunc(answerAll)}
+	srvUpgradePlain := &proxydhcp.Server{HTTPPort: 8080, UpgradeIPXE: true, Handler: proxydhcp.HandlerFunc(answerAll)}
 	srvBootTLS := &proxydhcp.Server{HTTPPort: 8080, HTTPSPort: 8443, HTTPBootTLS: true, Handler: proxydhcp.HandlerFunc(answerAll)}
 	for _, tc := range []struct {
 		name             string
@@ -489,8 +506,16 @@ func TestRespondOverridesAndTable(t *testing.T) {
 		{"override", srv, ovmfPXE(t, "52:54:00:00:00:02"), "shimx64.efi", ""},
 		{"chain-port", srv, ipxeEFI(t, "52:54:00:00:00:03"), "http://192.0.2.2:8080/custom/chain.ipxe", ""},
 		{"http-port", srv, ovmfHTTP(t, "52:54:00:00:00:04"), "http://192.0.2.2:8080/boot/files/ipxe.efi", "http://192.0.2.2:8080/boot/files/ipxe.efi"},
-		{"https-chain", srvTLS, ipxeEFI(t, "52:54:00:00:00:05"), "https://192.0.2.2:8443/boot/chain.ipxe", ""},
-		{"https-chain-443", srvTLS443, ipxeEFI(t, "52:54:00:00:00:05"), "https://192.0.2.2/boot/chain.ipxe", ""},
+		{"https-chain", srvTLS, ipxeEFIHTTPS(t, "52:54:00:00:00:05"), "https://192.0.2.2:8443/boot/chain.ipxe", ""},
+		{"https-chain-443", srvTLS443, ipxeEFIHTTPS(t, "52:54:00:00:00:05"), "https://192.0.2.2/boot/chain.ipxe", ""},
+		// With UpgradeIPXE, an iPXE without HTTPS gets, while the chain is https, its arch's
+		// build over TFTP (one that speaks https), and the plain chain while it is not;
+		// without UpgradeIPXE the https chain (the table's builds may lack https too).
+		{"upgrade-ipxe-without-https", srvUpgrade, ipxeEFI(t, "52:54:00:00:00:05"), "ipxe.efi", ""},
+		{"upgrade-bios-rom-without-https", srvUpgrade443, seabiosIPXE(t, "52:54:00:00:00:05"), "undionly.kpxe", ""},
+		{"upgrade-ipxe-with-https", srvUpgrade443, ipxeEFIHTTPS(t, "52:54:00:00:00:05"), "https://192.0.2.2/boot/chain.ipxe", ""},
+		{"upgrade-plain-chain", srvUpgradePlain, ipxeEFI(t, "52:54:00:00:00:05"), "http://192.0.2.2:8080/boot/chain.ipxe", ""},
+		{"no-upgrade-ipxe-without-https", srvTLS443, seabiosIPXE(t, "52:54:00:00:00:05"), "https://192.0.2.2/boot/chain.ipxe", ""},
 		{"https-leaves-http-boot-on-http", srvTLS, ovmfHTTP(t, "52:54:00:00:00:06"), "http://192.0.2.2:8080/boot/files/ipxe.efi", "http://192.0.2.2:8080/boot/files/ipxe.efi"},
 		{"https-http-boot", srvBootTLS, ovmfHTTP(t, "52:54:00:00:00:07"), "https://192.0.2.2:8443/boot/files/ipxe.efi", "https://192.0.2.2:8443/boot/files/ipxe.efi"},
 		{"long-url-in-67", srvLong, ovmfHTTP(t, "52:54:00:00:00:04"), "", "http://192.0.2.2/" + long},
@@ -565,7 +590,7 @@ func TestRequestSeenByHandler(t *testing.T) {
 		{Type: proxydhcp.MessageDiscover, XID: 0x77665544, MAC: m("52:54:00:00:00:04"), Kind: proxydhcp.KindHTTP, Arch: hwid.ArchX86_64EFIHTTP, HasArch: true,
 			UUID: u(ovmfUUID), HasUUID: true, UNDI: [2]uint8{3, 0}, Broadcast: true, Source: src, Server: sv},
 		{Type: proxydhcp.MessageDiscover, XID: 0x1a2b3c4d, MAC: m("52:54:00:00:00:01"), Kind: proxydhcp.KindPXE, Arch: hwid.ArchBIOS, HasArch: true,
-			IPXE: true, HasUUID: true, UNDI: [2]uint8{2, 1}, Source: src, Server: sv},
+			IPXE: true, NoHTTPS: true, HasUUID: true, UNDI: [2]uint8{2, 1}, Source: src, Server: sv},
 	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
@@ -741,5 +766,70 @@ func TestRelaysAllowed(t *testing.T) {
 	bad := &proxydhcp.Server{Handler: proxydhcp.HandlerFunc(answerAll), Relays: []netip.Addr{{}}}
 	if err := bad.Validate(); err == nil {
 		t.Error("Validate accepted an invalid relay address")
+	}
+}
+
+// TestIPXEWithoutHTTPS: Parse reads from option 175 whether iPXE can fetch https; with
+// UpgradeIPXE while the chain is https, an iPXE that cannot (a NIC ROM's) gets its arch's
+// build over TFTP and no Binder token (it would not fetch the chain), and one that can gets
+// the bound chain URL.
+func TestIPXEWithoutHTTPS(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opt175  []byte
+		noHTTPS bool
+	}{
+		{"rom", ipxeOpt175, true},
+		{"https", ipxeOpt175HTTPS, false},
+		{"https-version-0", append(bytes.Clone(ipxeOpt175), 0x14, 0x01, 0x00), true},
+		{"pad-and-end", []byte{0, 0x14, 0x01, 0x01, 0xff}, false},
+		{"after-end", []byte{0xff, 0x14, 0x01, 0x01}, true},
+		{"truncated", []byte{0x13, 0x01, 0x01, 0x14, 0x05, 0x01}, true},
+		{"empty", []byte{}, true},
+	} {
+		req, err := proxydhcp.Parse(build(t, dhcpv4.MessageTypeDiscover, "52:54:00:00:00:71", 9,
+			arch(iana.INTEL_X86PC), vendorClass("PXEClient:Arch:00000:UNDI:002001"),
+			dhcpv4.WithGeneric(dhcpv4.GenericOptionCode(175), tc.opt175)))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !req.IPXE || req.NoHTTPS != tc.noHTTPS {
+			t.Errorf("%s: IPXE %v NoHTTPS %v, want true %v", tc.name, req.IPXE, req.NoHTTPS, tc.noHTTPS)
+		}
+	}
+	if req, err := proxydhcp.Parse(build(t, dhcpv4.MessageTypeDiscover, "52:54:00:00:00:71", 9, vendorClass("PXEClient"),
+		dhcpv4.WithGeneric(dhcpv4.OptionUserClassInformation, []byte("iPXE")))); err != nil || !req.IPXE || req.NoHTTPS {
+		t.Errorf("iPXE by user class alone: %+v, %v; want IPXE and no claim about HTTPS", req, err)
+	}
+
+	calls := 0
+	srv := &proxydhcp.Server{HTTPSPort: 443, UpgradeIPXE: true, Handler: proxydhcp.HandlerFunc(answerAll),
+		Binder: proxydhcp.BinderFunc(func(context.Context, hwid.MAC, netip.Addr) (string, error) {
+			calls++
+			return "0123456789abcdef0123456789abcdef", nil
+		})}
+	local := netip.MustParseAddr(serverIP)
+	machine := netip.MustParseAddr("192.0.2.150")
+	for _, tc := range []struct {
+		name, mac string
+		opt175    []byte
+		want      string
+		calls     int
+	}{
+		{"rom", "52:54:00:00:00:72", ipxeOpt175, "undionly.kpxe", 0},
+		{"own build", "52:54:00:00:00:73", ipxeOpt175HTTPS, "https://" + serverIP + "/boot/chain.ipxe?n=0123456789abcdef0123456789abcdef", 1},
+	} {
+		calls = 0
+		pkt := build(t, dhcpv4.MessageTypeRequest, tc.mac, 10, arch(iana.INTEL_X86PC), vendorClass("PXEClient:Arch:00000:UNDI:002001"),
+			dhcpv4.WithGeneric(dhcpv4.OptionUserClassInformation, []byte("iPXE")),
+			dhcpv4.WithGeneric(dhcpv4.GenericOptionCode(175), tc.opt175), dhcpv4.WithClientIP(net.IP(machine.AsSlice())))
+		resp := srv.Respond(context.Background(), proxydhcp.Packet{Data: pkt, Port: proxydhcp.PortBoot,
+			Source: netip.AddrPortFrom(machine, 68), Local: local, Link: testLink})
+		if f := fieldsOf(t, resp); resp.Reply == nil || f.File != tc.want {
+			t.Errorf("%s: file %q (%v), want %q", tc.name, f.File, resp.Reason, tc.want)
+		}
+		if calls != tc.calls {
+			t.Errorf("%s: Binder called %d times, want %d", tc.name, calls, tc.calls)
+		}
 	}
 }

@@ -123,6 +123,13 @@ type Server struct {
 	// It needs HTTPSPort. False: http on HTTPPort.
 	HTTPBootTLS bool
 
+	// UpgradeIPXE, with HTTPSPort, answers an iPXE that says it has no HTTPS
+	// ([Request.NoHTTPS]: a NIC ROM's, say) with its arch's boot file from the table, over
+	// TFTP, instead of the https chain URL it could not fetch. Set it only when every build
+	// in the table speaks https (siteboot's own do): a build without it would be handed
+	// itself again, and loop. False: every iPXE gets the chain URL.
+	UpgradeIPXE bool
+
 	// ClientPort is where replies to port-67 requests go when they are not relayed.
 	// Default ClientPort (68). Replies to port-4011 requests go to the request's source port.
 	ClientPort int

@@ -262,7 +262,8 @@ func New(ctx context.Context, cfg *Config, link Link, opt Options) (a *Agent, er
 			a.v6.passes = a.newPasses()
 		}
 		if c.Boot.TFTPRoot == "" {
-			a.dhcp.BootFiles = bootserver.OwnBootFiles(a.bootTLS != nil)
+			a.dhcp.BootFiles = bootserver.OwnBootFiles()
+			a.dhcp.UpgradeIPXE = true // every own build speaks https
 		}
 		if err := a.dhcp.Validate(); err != nil {
 			return nil, err

@@ -89,8 +89,9 @@ func TestBootOverHTTPS(t *testing.T) {
 	if !bytes.Contains(bin, fp[:]) || bytes.Contains(bin, ipxebin.PlaceholderFingerprint[:]) {
 		t.Error("the iPXE build over TFTP does not trust the site CA")
 	}
-	if _, _, err := tftpdtest.Fetch(r.Addrs()["tftp"], ipxebin.UndionlyKPXE, 1468); err == nil {
-		t.Error("the BIOS build, which cannot trust the site CA, was served")
+	kpxe, _, err := tftpdtest.Fetch(r.Addrs()["tftp"], ipxebin.UndionlyKPXE, 1468)
+	if want, _ := (&ipxebin.Builds{CA: h.tls.CA.Cert}).ReadFile(ipxebin.UndionlyKPXE); err != nil || want == nil || !bytes.Equal(kpxe, want) {
+		t.Errorf("the BIOS build over TFTP (%v) is not the one repacked to trust the site CA", err)
 	}
 }
 

@@ -212,6 +212,9 @@ func TestSessionPoolForgetsUnusedBMCs(t *testing.T) {
 					bmc.SetPower{Action: bmc.PowerActionOn})
 			})
 			if i%50 == 49 {
+				// Once every goroutine started waits (on a BMC's slow answer, or at the
+				// pool), the BMCs in use have entries.
+				synctest.Wait()
 				if n := pool.Entries(); n == 0 {
 					t.Errorf("no entries while operations run")
 				}

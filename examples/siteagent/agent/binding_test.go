@@ -16,7 +16,7 @@ import (
 	"github.com/bettercompute/siteboot/examples/siteagent/agent"
 )
 
-// TestNonceSurvivesRestart (issue 37 item 3): a machine between its chain and its script
+// TestNonceSurvivesRestart: a machine between its chain and its script
 // when the agent restarts still gets its script with the nonce of its DHCP answer (the
 // binding is saved in the data directory and loaded on start), from its own address only.
 func TestNonceSurvivesRestart(t *testing.T) {
@@ -41,7 +41,7 @@ func TestNonceSurvivesRestart(t *testing.T) {
 	}
 }
 
-// TestRequestsForMACKeepMachineNonce (issue 38 item 6): a host that makes proxy DHCP answer
+// TestRequestsForMACKeepMachineNonce (S1): a host that makes proxy DHCP answer
 // the machine's MAC again and again (four 4011 REQUESTs and more, from its own address) does
 // not push out the nonce the machine got and has not presented yet.
 func TestRequestsForMACKeepMachineNonce(t *testing.T) {
@@ -65,7 +65,7 @@ func TestRequestsForMACKeepMachineNonce(t *testing.T) {
 	}
 }
 
-// TestSlowConnectionsKeepMetricsUp (issue 38 item 6): sixteen connections to /metrics that
+// TestSlowConnectionsKeepMetricsUp (S4): sixteen connections to /metrics that
 // send half a request and hold it (four from each of four addresses) do not keep a scraper
 // out: its request is answered at once.
 func TestSlowConnectionsKeepMetricsUp(t *testing.T) {
@@ -115,7 +115,7 @@ func TestDamagedNoncesFileSetAside(t *testing.T) {
 	}
 }
 
-// TestNonceSavedBeforeAnyStop (issue 37 item 3): a nonce is in the saved binding as soon as
+// TestNonceSavedBeforeAnyStop: a nonce is in the saved binding as soon as
 // it was issued, before any stop: an agent killed right after answering loses no boot.
 func TestNonceSavedBeforeAnyStop(t *testing.T) {
 	h := newHarness(t)

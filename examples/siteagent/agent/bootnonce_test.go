@@ -117,7 +117,7 @@ func hasSecret(body string) bool {
 	return strings.Contains(body, "bc.token=") || strings.Contains(body, "bc.assertion=") || strings.Contains(body, "/cache/t/")
 }
 
-// TestMACOnlyRequesterGetsNoSecret (issue 17, attack 3): with proxy DHCP running, knowing a
+// TestMACOnlyRequesterGetsNoSecret (S1): with proxy DHCP running, knowing a
 // MAC is not enough. A request with no nonce, a guessed one, or one handed to another MAC
 // gets the exit script; no token, grant or assertion leaves the agent; each is counted by
 // reason. The machine itself, with the nonce of its DHCP answer, boots.
@@ -175,7 +175,7 @@ func TestMACOnlyRequesterGetsNoSecret(t *testing.T) {
 	}
 }
 
-// TestNonceBelongsToFirstAddress (issue 17, attack 3; issue 38 item 4): a boot nonce
+// TestNonceBelongsToFirstAddress (S1): a boot nonce
 // belongs to the address its proxy DHCP answer went to. Another host presenting the same
 // nonce (sniffed off the segment, after or before the machine) gets no secret; the owner's
 // retries get their script.
@@ -210,7 +210,7 @@ func TestNonceBelongsToFirstAddress(t *testing.T) {
 		t.Errorf("boot_unbound_nonce-other-address = %d, want 5", n)
 	}
 
-	// The attacker first (issue 38 item 4: a bystander that read the nonce presents it
+	// The attacker first (a bystander that read the nonce presents it
 	// before the machine): the nonce belongs to the address its answer went to, so the
 	// attacker gets no secret and the machine still boots with it.
 	u2 := a.HTTPBase() + "/boot/ipxe?mac=" + e.MAC.String() + nonceParam(a, e.MAC)
@@ -243,7 +243,7 @@ func TestChainCarriesNonce(t *testing.T) {
 	}
 }
 
-// TestAssertionFromWhatTheAgentKnows (S2, issue 17 attack 3): the assertion's IP is the
+// TestAssertionFromWhatTheAgentKnows (S2): the assertion's IP is the
 // connection's, its UUID the entry's; a query IP that differs, or a query UUID that is no
 // spelling of the entry's, gets no secret; HEAD /boot/ipxe signs nothing (405).
 func TestAssertionFromWhatTheAgentKnows(t *testing.T) {
@@ -300,7 +300,7 @@ func TestWithoutProxyDHCPOldRule(t *testing.T) {
 	}
 }
 
-// TestStartSweepsCrashedWrites (issue 22 item 4): the temporary files interrupted writes of
+// TestStartSweepsCrashedWrites: the temporary files interrupted writes of
 // the boot entries and the node key left are removed on start; look-alikes stay.
 func TestStartSweepsCrashedWrites(t *testing.T) {
 	h := newHarness(t)

@@ -70,7 +70,7 @@ func wantDiagnosis(t *testing.T, a *running, mac hwid.MAC, code string, words ..
 	return rep
 }
 
-// TestExplainEndpoint (issue 39 item 3): GET /debug/machines/{mac} on the metrics listener
+// TestExplainEndpoint: GET /debug/machines/{mac} on the metrics listener
 // says why each machine did or did not boot: unknown, an arch or a UUID mismatch (the
 // agent's own reasons), booted with its path, its nonce from another address, fenced.
 func TestExplainEndpoint(t *testing.T) {
@@ -150,7 +150,7 @@ func TestExplainEndpoint(t *testing.T) {
 	wantDiagnosis(t, a, fenced.MAC, bootevents.DiagFenced, "does not hold the boot lease", "epoch 1")
 }
 
-// TestSyslogIntoTimeline (issue 39 item 5): with boot.syslog_listen set, a console line sent
+// TestSyslogIntoTimeline: with boot.syslog_listen set, a console line sent
 // over loopback UDP from a machine's address shows up in that machine's timeline.
 func TestSyslogIntoTimeline(t *testing.T) {
 	h := newHarness(t)

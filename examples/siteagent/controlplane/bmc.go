@@ -397,7 +397,7 @@ func (p *Plane) claim(ctx context.Context, node string, req bmc.ClaimRequest) (b
 	if err == nil && g.Granted {
 		b.mu.Lock()
 		h := p.OnBMCClaim
-		var c sitelink.Command
+		c := sitelink.Command{ID: req.ID} // a transition's step: no command of its own
 		if x := b.cmds[req.ID]; x != nil {
 			c = x.cmd
 		}

@@ -76,8 +76,9 @@ type Plane struct {
 	// the command it reports on (a host's metrics; the demo's failover).
 	OnBMCReport func(node string, c sitelink.Command, o bmc.Outcome)
 	// OnBMCClaim, when set, is called after a claim was granted to an agent and recorded,
-	// before the agent hears the answer, with the command claimed (a test that stops the
-	// agent between its claim and its operation).
+	// before the agent hears the answer, with the command claimed, or for a transition's
+	// step a Command holding only the step's id (a test that stops the agent between its
+	// claim and its operation).
 	OnBMCClaim func(node string, c sitelink.Command)
 
 	mu       sync.Mutex

@@ -54,7 +54,14 @@ func encode(t testing.TB, r *proxydhcp.Request) []byte {
 		mods = append(mods, dhcpv4.WithGeneric(dhcpv4.OptionClientNetworkInterfaceIdentifier, []byte{1, r.UNDI[0], r.UNDI[1]}))
 	}
 	if r.IPXE {
-		mods = append(mods, dhcpv4.WithGeneric(dhcpv4.GenericOptionCode(175), []byte{0x13, 1, 1}))
+		// Option 175 lists iPXE's features: HTTP (0x13) always, HTTPS (0x14) unless NoHTTPS.
+		features := []byte{0x13, 1, 1}
+		if !r.NoHTTPS {
+			features = append(features, 0x14, 1, 1)
+		}
+		mods = append(mods, dhcpv4.WithGeneric(dhcpv4.GenericOptionCode(175), features))
+	} else if r.NoHTTPS {
+		t.Fatal("NoHTTPS without IPXE")
 	}
 	ip := func(a netip.Addr) net.IP { b := a.As4(); return net.IP(b[:]) }
 	if r.Relay.IsValid() {

@@ -68,16 +68,41 @@ func dhclient6(t *testing.T, dhclient string, ns *testpeer.Netns) string {
 	return ""
 }
 
-// waitDAD waits (bounded) until no address of ns is tentative any more.
+// waitDAD waits (bounded) until every link of ns whose carrier is up has its link-local
+// address and no address is tentative any more: dhclient gives up on a link without a usable
+// link-local address, and the kernel adds that address only once the veth's carrier is up.
 func waitDAD(t *testing.T, ns *testpeer.Netns) {
 	t.Helper()
 	for range 50 {
-		if strings.TrimSpace(ns.Run(t, "ip", "-6", "addr", "show", "tentative")) == "" {
+		if strings.TrimSpace(ns.Run(t, "ip", "-6", "addr", "show", "tentative")) == "" && linksHaveLinkLocal(t, ns) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("addresses still tentative:\n%s", ns.Run(t, "ip", "-6", "addr"))
+	t.Fatalf("addresses still tentative or missing:\n%s", ns.Run(t, "ip", "-6", "addr"))
+}
+
+// linksHaveLinkLocal reports whether every link of ns in operational state UP has an fe80::
+// address.
+func linksHaveLinkLocal(t *testing.T, ns *testpeer.Netns) bool {
+	t.Helper()
+	withLL := map[string]bool{}
+	for _, l := range strings.Split(ns.Run(t, "ip", "-6", "-o", "addr", "show", "scope", "link"), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			withLL[f[1]] = true
+		}
+	}
+	for _, l := range strings.Split(ns.Run(t, "ip", "-o", "link", "show", "up"), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 || !strings.Contains(l, " state UP ") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+		if !withLL[name] {
+			return false
+		}
+	}
+	return true
 }
 
 // serve6InNetns serves srv on [::]:547 (joined to ff02::1:2 on eth0) and [::]:4011 of ns.

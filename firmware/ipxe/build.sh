@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Builds siteboot's iPXE binaries from the pinned source archive in src/ with the
-# configuration in config/local and the embedded script embed.ipxe, and writes them with
+# Builds siteboot's iPXE binaries from the pinned source archive in src/, with the patches in
+# patches/ applied in name order, the configuration in config/local and the embedded script
+# embed.ipxe, and writes them with
 # their SHA256SUMS to the output directory (default: ../../ipxebin/bin). The build is
 # reproducible: the same inputs give the same bytes (SOURCE_DATE_EPOCH is the pinned
 # commit's time, the tree is unpacked at a fixed relative layout, nothing reads the clock).
 #
-# Needs: gcc, binutils, make, perl, liblzma-dev, mtools, xz, and for arm64
+# Needs: gcc, binutils, make, perl, patch, liblzma-dev, mtools, xz, and for arm64
 # gcc-aarch64-linux-gnu and binutils-aarch64-linux-gnu.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,6 +22,9 @@ export TZ=UTC LC_ALL=C
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xJf "$here/src/ipxe-v2.0.0.tar.xz"
+for p in "$here"/patches/*.patch; do
+	patch -s -d "$work/ipxe" -p1 --no-backup-if-mismatch <"$p"
+done
 cp "$here"/config/local/*.h "$work/ipxe/src/config/local/"
 cp "$here/embed.ipxe" "$work/ipxe/src/embed.ipxe"
 

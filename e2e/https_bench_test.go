@@ -24,6 +24,9 @@ import (
 //	           (repacked to trust the CA on the https side), through the site's DHCP
 //	           server and a first script on both sides (newOwnBIOSLab), since proxy DHCP
 //	           would hand the ROM itself a plain chain URL on the plain side
+//	uefi-http  OVMF's UEFI HTTP boot fetches snponly.efi: over https with the CA enrolled
+//	           (firmware_https) on the https side, over plain HTTP on the other
+//	arm64-http the same with AAVMF and the arm64 snponly.efi
 //
 // bench/e2e/https.sh runs it.
 func TestE2E_BenchHTTPS(t *testing.T) {
@@ -42,14 +45,19 @@ func TestE2E_BenchHTTPS(t *testing.T) {
 		arch, limit, label = sitelink.ArchARM64EFI, arm64BootTimeout, "AAVMF PXE + arm64 snponly"
 	case fwBIOS:
 		arch, label = sitelink.ArchBIOS, "SeaBIOS iPXE ROM + undionly.kpxe"
+	case fwUEFIHTTP:
+		label = "OVMF UEFI HTTP boot of snponly"
+	case fwARM64HTTP:
+		arch, limit, label = sitelink.ArchARM64EFI, arm64BootTimeout, "AAVMF UEFI HTTP boot of the arm64 snponly"
 	default:
-		t.Fatalf("SITEBOOT_E2E_BENCH_HTTPS_FW=%s: want %s, %s or %s", fw, fwUEFIPXE, fwARM64PXE, fwBIOS)
+		t.Fatalf("SITEBOOT_E2E_BENCH_HTTPS_FW=%s: want %s, %s, %s, %s or %s", fw, fwUEFIPXE, fwARM64PXE, fwBIOS, fwUEFIHTTP, fwARM64HTTP)
 	}
+	var caCerts []byte // the https side's CA as OVMF takes it, for UEFI HTTP boot over https
 	start := func(tlsOn bool) (*lab, *labAgent) {
 		var l *lab
 		scheme := map[bool]string{false: "http", true: "https"}[tlsOn]
 		switch fw {
-		case fwARM64PXE:
+		case fwARM64PXE, fwARM64HTTP:
 			l = newARM64Lab(t)
 		case fwBIOS:
 			l = newOwnBIOSLabScheme(t, map[bool]int{false: 29091, true: 29092}[tlsOn], scheme)
@@ -63,6 +71,10 @@ func TestE2E_BenchHTTPS(t *testing.T) {
 			ca := newBootCA(t, l.dir, "boot CA", net.IP(ip.AsSlice()))
 			l.bootExtra = ca.bootTLSKeys()
 			builds.CA = ca.cert
+			if fw == fwUEFIHTTP || fw == fwARM64HTTP {
+				l.bootExtra += "firmware_https = true\n"
+				caCerts = efiSignatureList(ca.cert)
+			}
 		}
 		if fw == fwBIOS { // the site's TFTP root: the build as the agent would serve it
 			b, err := builds.ReadFile(ipxebin.UndionlyKPXE)
@@ -85,13 +97,13 @@ func TestE2E_BenchHTTPS(t *testing.T) {
 	for round := 1; round <= rounds; round++ {
 		for _, path := range []string{"https", "http"} {
 			n++
-			l, a := tlsLab, tlsAgent
+			l, a, opts := tlsLab, tlsAgent, bootOpts{httpsCACerts: caCerts}
 			if path == "http" {
-				l, a = plainLab, plainAgent
+				l, a, opts = plainLab, plainAgent, bootOpts{}
 			}
 			m := newMachine(fmt.Sprintf("bench-%s-%d", path, round), fw, n)
 			l.prepare(a.name, m, arch)
-			l.powerOn(m, bootOpts{})
+			l.powerOn(m, opts)
 			m.wait(limit, kernelRE.Match)
 			m.p.Stop()
 			if m.kernel.IsZero() {

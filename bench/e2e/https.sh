@@ -6,7 +6,8 @@
 #   bench/e2e/https.sh [ROUNDS] [FIRMWARE]   # default 3 rounds of uefi-pxe
 #
 # FIRMWARE: uefi-pxe (OVMF PXE + snponly.efi), arm64-pxe (AAVMF PXE + the arm64 snponly.efi),
-# bios (SeaBIOS's iPXE ROM chaining undionly.kpxe).
+# bios (SeaBIOS's iPXE ROM chaining undionly.kpxe), uefi-http (OVMF's UEFI HTTP boot of
+# snponly.efi, over https with the CA enrolled on the https side), arm64-http (the same on AAVMF).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-3}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds siteboot's iPXE binaries from the pinned source archive in src/, with the patches in
 # patches/ applied in name order, the configuration in config/local and the embedded script
-# embed.ipxe, and writes them with
-# their SHA256SUMS to the output directory (default: ../../ipxebin/bin). The build is
+# embed.ipxe, and writes them with their SHA256SUMS to the output directory (default:
+# ../../ipxebin/bin). The build is
 # reproducible: the same inputs give the same bytes (SOURCE_DATE_EPOCH is the pinned
 # commit's time, the tree is unpacked at a fixed relative layout, nothing reads the clock).
 #

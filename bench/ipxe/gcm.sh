@@ -13,7 +13,7 @@ jobs=${JOBS:-$(nproc)}
 
 cost() { # DIR: the AES-128-GCM decryption cost iPXE's gcm test prints
 	(cd "$1/ipxe/src" && make -s -j"$jobs" NO_WERROR=1 bin-x86_64-linux/tests.linux DEBUG=gcm_test,aes_test >/dev/null 2>&1 &&
-		./bin-x86_64-linux/tests.linux 2>&1) >"$1/tests.out"
+		./bin-x86_64-linux/tests.linux 2>&1 | tr -d '\r') >"$1/tests.out"
 	grep -q 'OK: "gcm"' "$1/tests.out" || { echo "$1: iPXE's GCM tests did not pass" >&2; exit 1; }
 	sed -n 's/^AES-128-GCM decryption required \([0-9]*\) cycles per byte$/\1/p' "$1/tests.out"
 }

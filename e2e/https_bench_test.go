@@ -52,9 +52,11 @@ func TestE2E_BenchHTTPS(t *testing.T) {
 	default:
 		t.Fatalf("SITEBOOT_E2E_BENCH_HTTPS_FW=%s: want %s, %s, %s, %s or %s", fw, fwUEFIPXE, fwARM64PXE, fwBIOS, fwUEFIHTTP, fwARM64HTTP)
 	}
-	var caCerts []byte // the https side's CA as OVMF takes it, for UEFI HTTP boot over https
-	start := func(tlsOn bool) (*lab, *labAgent) {
+	// start sets up one side; its bootOpts enroll the https side's CA in the firmware for
+	// UEFI HTTP boot over https.
+	start := func(tlsOn bool) (*lab, *labAgent, bootOpts) {
 		var l *lab
+		var opts bootOpts
 		scheme := map[bool]string{false: "http", true: "https"}[tlsOn]
 		switch fw {
 		case fwARM64PXE, fwARM64HTTP:
@@ -73,7 +75,7 @@ func TestE2E_BenchHTTPS(t *testing.T) {
 			builds.CA = ca.cert
 			if fw == fwUEFIHTTP || fw == fwARM64HTTP {
 				l.bootExtra += "firmware_https = true\n"
-				caCerts = efiSignatureList(ca.cert)
+				opts.httpsCACerts = efiSignatureList(ca.cert)
 			}
 		}
 		if fw == fwBIOS { // the site's TFTP root: the build as the agent would serve it
@@ -87,19 +89,19 @@ func TestE2E_BenchHTTPS(t *testing.T) {
 		}
 		a := l.startAgent("agent-a", 1)
 		l.waitActive(a)
-		return l, a
+		return l, a, opts
 	}
-	plainLab, plainAgent := start(false)
-	tlsLab, tlsAgent := start(true)
+	plainLab, plainAgent, plainOpts := start(false)
+	tlsLab, tlsAgent, tlsOpts := start(true)
 
 	times := map[string][]time.Duration{}
 	n := byte(0x60)
 	for round := 1; round <= rounds; round++ {
 		for _, path := range []string{"https", "http"} {
 			n++
-			l, a, opts := tlsLab, tlsAgent, bootOpts{httpsCACerts: caCerts}
+			l, a, opts := tlsLab, tlsAgent, tlsOpts
 			if path == "http" {
-				l, a, opts = plainLab, plainAgent, bootOpts{}
+				l, a, opts = plainLab, plainAgent, plainOpts
 			}
 			m := newMachine(fmt.Sprintf("bench-%s-%d", path, round), fw, n)
 			l.prepare(a.name, m, arch)

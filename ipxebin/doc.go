@@ -6,9 +6,9 @@
 // IPv6, VLAN and NTP compiled in, EAPOL compiled out, iPXE's syslog console compiled in on
 // every platform (a script's "set syslog ADDRESS" sends what iPXE prints to that syslog
 // receiver as well as to the screen), one patch of ours (AES-GCM's GHASH a word at a time,
-// a third of iPXE's cost per byte read over https), and an embedded script that runs
-// autoboot on the NIC the firmware booted from and then exits with status 1 so that the
-// firmware tries its next boot entry:
+// which cuts iPXE's cost per byte read over https to a third), and an embedded script that
+// runs autoboot on the NIC the firmware booted from and then exits with status 1 so that
+// the firmware tries its next boot entry:
 //
 //   - [UndionlyKPXE]: BIOS PXE (undionly.kpxe)
 //   - [SnponlyX8664]: x86-64 UEFI, the firmware's own network stack (snponly.efi)

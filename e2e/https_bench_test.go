@@ -94,6 +94,7 @@ func TestE2E_BenchHTTPS(t *testing.T) {
 	plainLab, plainAgent, plainOpts := start(false)
 	tlsLab, tlsAgent, tlsOpts := start(true)
 
+	trace := os.Getenv("SITEBOOT_E2E_BENCH_HTTPS_TRACE") != ""
 	times := map[string][]time.Duration{}
 	n := byte(0x60)
 	for round := 1; round <= rounds; round++ {
@@ -106,8 +107,17 @@ func TestE2E_BenchHTTPS(t *testing.T) {
 			m := newMachine(fmt.Sprintf("bench-%s-%d", path, round), fw, n)
 			l.prepare(a.name, m, arch)
 			l.powerOn(m, opts)
+			var stopTrace func() []serialStamp
+			if trace {
+				stopTrace = traceSerial(m.serial, m.start)
+			}
 			m.wait(limit, kernelRE.Match)
 			m.p.Stop()
+			if trace {
+				for _, s := range stopTrace() {
+					t.Logf("%s round %d trace %6.2fs %s", path, round, s.at.Seconds(), s.line)
+				}
+			}
 			if m.kernel.IsZero() {
 				t.Logf("%s: no kernel (round %d)", path, round)
 				times[path] = append(times[path], -1)

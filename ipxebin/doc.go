@@ -5,8 +5,9 @@
 // source archive, built to be reproducible (its README says what is verified), with HTTPS,
 // IPv6, VLAN and NTP compiled in, EAPOL compiled out, iPXE's syslog console compiled in on
 // every platform (a script's "set syslog ADDRESS" sends what iPXE prints to that syslog
-// receiver as well as to the screen), one patch of ours (AES-GCM's GHASH a word at a time,
-// which cuts iPXE's cost per byte read over https to a third), and an embedded script that
+// receiver as well as to the screen), two patches of ours (AES-GCM's GHASH a word at a time,
+// which cuts iPXE's cost per byte read over https to a third, and AES with the ARMv8
+// instructions in the arm64 build where the CPU has them), and an embedded script that
 // runs autoboot on the NIC the firmware booted from and then exits with status 1 so that
 // the firmware tries its next boot entry:
 //

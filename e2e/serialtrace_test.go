@@ -2,8 +2,8 @@ package e2e_test
 
 import (
 	"bytes"
+	"io"
 	"os"
-	"sync"
 	"time"
 )
 
@@ -14,40 +14,49 @@ type serialStamp struct {
 	line string
 }
 
-// traceSerial polls a serial log every 20 ms and stamps each line (split at CR or LF, so that
-// iPXE's "url... ok" shows when it began and when it ended) as it is completed. stop ends the
-// polling and returns the stamps in order.
+// traceSerial reads a serial log as it grows, every 20 ms, and stamps each line (split at CR
+// or LF, so that iPXE's "url... ok" shows when it began and when it ended) when it is
+// complete. stop ends the reading and returns the stamps in order.
 func traceSerial(path string, start time.Time) (stop func() []serialStamp) {
-	var (
-		mu     sync.Mutex
-		stamps []serialStamp
-		seen   int // bytes of the log already split into stamped lines
-	)
+	var stamps []serialStamp
 	done := make(chan struct{})
 	finished := make(chan struct{})
-	poll := func() {
-		b, _ := os.ReadFile(path)
-		if len(b) <= seen {
-			return
-		}
-		now := time.Since(start)
-		rest := b[seen:]
-		for {
-			i := bytes.IndexAny(rest, "\r\n")
-			if i < 0 {
-				break
-			}
-			if line := string(bytes.TrimSpace(rest[:i])); line != "" {
-				mu.Lock()
-				stamps = append(stamps, serialStamp{now, line})
-				mu.Unlock()
-			}
-			seen += i + 1
-			rest = rest[i+1:]
-		}
-	}
 	go func() {
 		defer close(finished)
+		var f *os.File
+		defer func() {
+			if f != nil {
+				f.Close()
+			}
+		}()
+		var pending []byte // read, not yet ended by CR or LF
+		buf := make([]byte, 64<<10)
+		poll := func() {
+			if f == nil {
+				var err error
+				if f, err = os.Open(path); err != nil {
+					return // QEMU has not created it yet
+				}
+			}
+			now := time.Since(start)
+			for {
+				n, err := f.Read(buf)
+				pending = append(pending, buf[:n]...)
+				if err == io.EOF || n == 0 {
+					break
+				}
+			}
+			for {
+				i := bytes.IndexAny(pending, "\r\n")
+				if i < 0 {
+					break
+				}
+				if line := string(bytes.TrimSpace(pending[:i])); line != "" {
+					stamps = append(stamps, serialStamp{now, line})
+				}
+				pending = pending[i+1:]
+			}
+		}
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -63,8 +72,6 @@ func traceSerial(path string, start time.Time) (stop func() []serialStamp) {
 	return func() []serialStamp {
 		close(done)
 		<-finished
-		mu.Lock()
-		defer mu.Unlock()
 		return stamps
 	}
 }

@@ -28,7 +28,9 @@ import (
 //	           (firmware_https) on the https side, over plain HTTP on the other
 //	arm64-http the same with AAVMF and the arm64 snponly.efi
 //
-// bench/e2e/https.sh runs it.
+// SITEBOOT_E2E_BENCH_HTTPS_TRACE=1 also logs each machine's serial lines, each with the time it
+// appeared after power-on, which splits a boot into its phases (firmware fetch, iPXE's start,
+// scripts, kernel and initrd). bench/e2e/https.sh runs it.
 func TestE2E_BenchHTTPS(t *testing.T) {
 	rounds, _ := strconv.Atoi(os.Getenv("SITEBOOT_E2E_BENCH_HTTPS"))
 	if rounds <= 0 {

@@ -8,6 +8,7 @@
 # FIRMWARE: uefi-pxe (OVMF PXE + snponly.efi), arm64-pxe (AAVMF PXE + the arm64 snponly.efi),
 # bios (SeaBIOS's iPXE ROM chaining undionly.kpxe), uefi-http (OVMF's UEFI HTTP boot of
 # snponly.efi, over https with the CA enrolled on the https side), arm64-http (the same on AAVMF).
+# SITEBOOT_E2E_BENCH_HTTPS_TRACE=1 also prints each serial line with the time it appeared.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-3}

@@ -17,13 +17,10 @@ cost() { # DIR: the AES-128-GCM decryption cost iPXE's gcm test prints
 	grep -q 'OK: "gcm"' "$1/tests.out" || { echo "$1: iPXE's GCM tests did not pass" >&2; exit 1; }
 	sed -n 's/^AES-128-GCM decryption required \([0-9]*\) cycles per byte$/\1/p' "$1/tests.out"
 }
-for side in pinned patched; do
-	mkdir "$work/$side"
-	tar -C "$work/$side" -xJf "$here/src/ipxe-v2.0.0.tar.xz"
-done
-for p in "$here"/patches/*.patch; do
-	patch -s -d "$work/patched/ipxe" -p1 --no-backup-if-mismatch <"$p"
-done
+. "$here/source.sh"
+mkdir "$work/pinned" "$work/patched"
+unpack_source "$work/pinned" pinned
+unpack_source "$work/patched"
 pinned=$(cost "$work/pinned")
 patched=$(cost "$work/patched")
 aes=$(sed -n 's/^AES-128-ECB decryption required \([0-9]*\) cycles per byte$/\1/p' "$work/patched/tests.out")

@@ -21,10 +21,8 @@ export TZ=UTC LC_ALL=C
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-tar -C "$work" -xJf "$here/src/ipxe-v2.0.0.tar.xz"
-for p in "$here"/patches/*.patch; do
-	patch -s -d "$work/ipxe" -p1 --no-backup-if-mismatch <"$p"
-done
+. "$here/source.sh"
+unpack_source "$work"
 cp "$here"/config/local/*.h "$work/ipxe/src/config/local/"
 cp "$here/embed.ipxe" "$work/ipxe/src/embed.ipxe"
 

@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/../../ipxebin/bin
 
 inputs() {
-	(cd "$here" && sha256sum build.sh embed.ipxe config/local/*.h config/trust-placeholder.crt patches/*.patch \
+	(cd "$here" && sha256sum build.sh source.sh embed.ipxe config/local/*.h config/trust-placeholder.crt patches/*.patch \
 		src/ipxe-v2.0.0.tar.xz)
 }
 

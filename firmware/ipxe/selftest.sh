@@ -17,10 +17,8 @@ arches=("$@")
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-tar -C "$work" -xJf "$here/src/ipxe-v2.0.0.tar.xz"
-for p in "$here"/patches/*.patch; do
-	patch -s -d "$work/ipxe" -p1 --no-backup-if-mismatch <"$p"
-done
+. "$here/source.sh"
+unpack_source "$work"
 cd "$work/ipxe/src"
 for arch in "${arches[@]}"; do
 	case $arch in

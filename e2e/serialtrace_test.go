@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"path/filepath"
+	"testing"
 	"time"
 )
 
@@ -73,5 +75,46 @@ func traceSerial(path string, start time.Time) (stop func() []serialStamp) {
 		close(done)
 		<-finished
 		return stamps
+	}
+}
+
+// TestTraceSerial: lines are stamped when their CR or LF arrives, not when their first bytes
+// do; a line written in two pieces is one stamp; blank lines between CR and LF make none; and
+// a log that does not exist yet is picked up once it does.
+func TestTraceSerial(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "serial.log")
+	start := time.Now()
+	stop := traceSerial(path, start)
+	time.Sleep(60 * time.Millisecond) // polls before the file exists
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	write := func(s string) {
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("iPXE initialising devices...\r\n\r\nhttps://x/boot/ipxe... ")
+	time.Sleep(500 * time.Millisecond) // 25 polls see the unfinished line
+	mid := time.Since(start)
+	write("ok\nEFI stub: Booting Linux Kernel...\n   \nno end yet")
+	stamps := stop()
+
+	want := []string{"iPXE initialising devices...", "https://x/boot/ipxe... ok", "EFI stub: Booting Linux Kernel..."}
+	if len(stamps) != len(want) {
+		t.Fatalf("stamps %+v, want lines %q", stamps, want)
+	}
+	for i, s := range stamps {
+		if s.line != want[i] {
+			t.Errorf("stamp %d: %q, want %q", i, s.line, want[i])
+		}
+	}
+	if stamps[0].at >= mid {
+		t.Errorf("first line stamped at %v, after the second write began (%v)", stamps[0].at, mid)
+	}
+	if stamps[1].at < mid {
+		t.Errorf("line ended by the second write stamped at %v, before that write (%v)", stamps[1].at, mid)
 	}
 }
